@@ -1,0 +1,55 @@
+# judgelab: `make run` (install + dvc repro on the embedded default) and `make test`.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV        := .venv
+PY          := $(VENV)/bin/python
+STAMP       := $(VENV)/.judgelab-installed
+LLAMA_VER   := 0.3.36
+UV_VER      := 0.13.9
+# pip's find-links folder holds the local CPU torch wheel; uv only sees it when told.
+FIND_LINKS  := $(shell pip config get global.find-links 2>/dev/null || true)
+# llama.cpp's native build dies with "Illegal instruction" here (AMX path): build portable,
+# adding AVX-512 only where the CPU has it. One cached wheel per variant, outside the repo.
+LLAMA_VARIANT := $(shell grep -q avx512_vnni /proc/cpuinfo 2>/dev/null && echo avx512 || echo generic)
+LLAMA_CMAKE_generic := -DGGML_NATIVE=OFF
+LLAMA_CMAKE_avx512  := -DGGML_NATIVE=OFF -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON
+WHEELHOUSE  := $(HOME)/.cache/judgelab/wheels/llama-$(LLAMA_VER)-$(LLAMA_VARIANT)
+
+export DO_NOT_TRACK := true
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+export MLFLOW_DISABLE_TELEMETRY := true
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+
+.PHONY: help install run test lint clean-results
+
+help:
+	@echo "make run   - create .venv, install, run the audit (dvc repro) on the embedded models"
+	@echo "make test  - create .venv, install, run the test suite"
+
+$(WHEELHOUSE)/.built:
+	mkdir -p $(WHEELHOUSE)
+	python3 -m pip --version >/dev/null
+	CMAKE_ARGS="$(LLAMA_CMAKE_$(LLAMA_VARIANT))" python3 -m pip wheel --no-deps --no-cache-dir \
+		--disable-pip-version-check -w $(WHEELHOUSE) llama-cpp-python==$(LLAMA_VER)
+	touch $@
+
+$(STAMP): pyproject.toml $(WHEELHOUSE)/.built
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check uv==$(UV_VER)
+	UV_COMPILE_BYTECODE=1 $(VENV)/bin/uv pip install --python $(PY) \
+		$(if $(FIND_LINKS),--find-links $(FIND_LINKS)) --find-links $(WHEELHOUSE) \
+		-e '.[embedded,dev]'
+	touch $@
+
+install: $(STAMP)
+
+run: install
+	$(VENV)/bin/dvc repro
+
+test: install
+	$(VENV)/bin/pytest
+
+lint: install
+	$(VENV)/bin/ruff check src flows tests bench

@@ -1,0 +1,25 @@
+"""typer entry point. Sub-commands live one per module and are registered here."""
+
+from __future__ import annotations
+
+import typer
+
+from judgelab.env import configure_offline_env
+
+configure_offline_env()
+
+app = typer.Typer(
+    name="judgelab",
+    help="Audit the evaluators (LLM judges, rubrics, tests) used as rewards for code RL.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+
+def _register() -> None:
+    from judgelab.cli import sandbox
+
+    app.add_typer(sandbox.app, name="sandbox")
+
+
+_register()

@@ -1,0 +1,281 @@
+"""params.yaml -> typed, validated settings. The only reader of params.yaml.
+
+Every section is a frozen pydantic model that forbids unknown keys. Errors name the
+dotted key that is wrong and, where there is a fixed set, the valid choices.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from judgelab.errors import ConfigError
+
+ZOO_NAMES = (
+    "qwen2.5-coder-0.5b-instruct",
+    "qwen2.5-coder-1.5b-instruct",
+    "smollm2-135m-instruct",
+    "gemma-3-270m",
+)
+
+# The task prompt of the experiment we reproduce (evaluating-your-evaluators, AutoRL).
+EXPERIMENT_SYSTEM_PROMPT = """You are a professional programmer that can write quality code in various languages. You will be provided with the users text that would be a request for a programming task in natural language, Your goal is to generate a code solution to the programming task given, the code response should be structured in the following XML style tags:
+
+<request>: This tag should wrap the user's original natural language request.
+
+<language>: This tag should specify the programming language used in the code solution (e.g., Python, JavaScript, Java).
+
+<code>: This tag should wrap the generated code block. The code should be well-commented.
+
+For example, if the user's text is "write a python function that calculates the factorial of a number", the output should be:
+
+<request>write a python function that calculates the factorial of a number</request>
+<language>Python</language>
+<code>
+def factorial(n):
+   if n < 0:
+       raise ValueError("Factorial is not defined for negative numbers.")
+   elif n == 0 or n == 1:
+       return 1
+   else:
+       result = 1
+       for i in range(2, n + 1):
+           result *= i
+       return result
+</code>"""
+
+AUTORL_DESCRIPTION = (
+    "Write small, self-contained Python programming tasks of the kind a developer asks an "
+    "assistant for: a function with a clear name, its inputs and its expected output."
+)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class EmbeddedModel(_Section):
+    """A model shipped inside PyPI packages, served by judgelab's own llama.cpp server."""
+
+    kind: Literal["embedded"] = "embedded"
+    zoo: Literal[ZOO_NAMES]  # type: ignore[valid-type]
+    family: str = Field(description="Model family, used by self-preference probes.")
+    n_ctx: int = Field(4096, ge=512, le=32768)
+
+
+class EndpointModel(_Section):
+    """Any OpenAI-compatible endpoint: OpenRouter, vLLM, Ollama, a llama.cpp server."""
+
+    kind: Literal["endpoint"] = "endpoint"
+    base_url: str = Field(description="e.g. https://openrouter.ai/api/v1 or http://127.0.0.1:8000/v1")
+    model: str = Field(description="Model name as the endpoint knows it.")
+    api_key_env: str | None = Field(
+        None, description="Name of the environment variable holding the API key (never the key)."
+    )
+    family: str = "unknown"
+    structured_output: Literal["json_schema", "json_object", "none"] = Field(
+        "json_schema",
+        description="How the endpoint takes a JSON schema: OpenAI-style json_schema, "
+        "llama-cpp-python-style json_object with a schema, or not at all (prompt only).",
+    )
+    timeout_s: float = Field(120.0, gt=0)
+
+    @model_validator(mode="after")
+    def _no_inline_secret(self) -> EndpointModel:
+        if self.api_key_env is not None and not self.api_key_env.replace("_", "").isalnum():
+            raise ValueError(
+                "api_key_env must be the NAME of an environment variable (e.g. OPENROUTER_API_KEY)"
+            )
+        return self
+
+
+ModelSpec = Annotated[EmbeddedModel | EndpointModel, Field(discriminator="kind")]
+
+
+class ServerSettings(_Section):
+    host: Literal["127.0.0.1"] = "127.0.0.1"
+    port: int = Field(0, ge=0, le=65535, description="0 picks a free port.")
+    n_threads: int = Field(2, ge=1, le=256)
+    startup_timeout_s: float = Field(120.0, gt=0)
+
+
+class HumanEvalSettings(_Section):
+    enabled: bool = True
+    offset: int = Field(0, ge=0, le=163)
+    limit: int = Field(6, ge=0, le=164)
+    ids: list[str] = Field(default_factory=list, description="Explicit ids; overrides offset/limit.")
+
+
+class AutoRLSettings(_Section):
+    enabled: bool = True
+    n: int = Field(3, ge=0, le=200, description="How many coding requests to keep.")
+    model: str = "qwen-0.5b"
+    description: str = AUTORL_DESCRIPTION
+    temperature: float = Field(1.0, ge=0, le=2)
+    max_tokens: int = Field(96, ge=16, le=2048)
+    max_attempts: int = Field(20, ge=1, le=2000)
+    seed: int = 0
+
+
+class TasksSettings(_Section):
+    humaneval: HumanEvalSettings = HumanEvalSettings()
+    autorl: AutoRLSettings = AutoRLSettings()
+
+
+class RolloutSettings(_Section):
+    policy: str = "qwen-0.5b"
+    k: int = Field(4, ge=1, le=64, description="Candidates per task (the GRPO group size).")
+    temperature: float = Field(1.0, ge=0, le=2)
+    top_p: float = Field(1.0, gt=0, le=1)
+    max_tokens: int = Field(384, ge=16, le=8192)
+    seed: int = 0
+    system_prompt: str = EXPERIMENT_SYSTEM_PROMPT
+
+
+class _EvaluatorBase(_Section):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
+
+
+class FormatEvaluator(_EvaluatorBase):
+    kind: Literal["format"] = "format"
+
+
+class SyntaxEvaluator(_EvaluatorBase):
+    kind: Literal["syntax"] = "syntax"
+
+
+class ExecutionEvaluator(_EvaluatorBase):
+    kind: Literal["execution"] = "execution"
+    timeout_s: float = Field(10.0, gt=0, le=600)
+    cpu_s: float = Field(10.0, gt=0, le=600)
+    memory_mb: int = Field(1024, ge=64, le=65536)
+
+
+class JudgeCallSettings(_Section):
+    temperature: float = Field(0.0, ge=0, le=2)
+    max_tokens: int = Field(512, ge=16, le=8192)
+    retries: int = Field(2, ge=0, le=10, description="Extra attempts after a failed call.")
+    backoff_s: float = Field(1.0, ge=0, le=120)
+    out_of_range: Literal["unscore", "clip"] = Field(
+        "unscore",
+        description="Reward policy for a raw score outside [0, 1]: leave the candidate "
+        "unscored (default) or clip into [0, 1]. The raw score is kept either way.",
+    )
+    explanation_max_chars: int = Field(300, ge=16, le=4000)
+    seed: int = 0
+
+
+class RulerEvaluator(_EvaluatorBase):
+    kind: Literal["ruler"] = "ruler"
+    judge: str
+    shuffle: bool = True
+    call: JudgeCallSettings = JudgeCallSettings()
+
+
+class RubricEvaluator(_EvaluatorBase):
+    kind: Literal["rubric"] = "rubric"
+    judge: str
+    call: JudgeCallSettings = JudgeCallSettings(max_tokens=160)
+
+
+EvaluatorSpec = Annotated[
+    FormatEvaluator | SyntaxEvaluator | ExecutionEvaluator | RulerEvaluator | RubricEvaluator,
+    Field(discriminator="kind"),
+]
+
+
+class ScoresSettings(_Section):
+    repeats: int = Field(1, ge=1, le=20)
+    evaluators: list[EvaluatorSpec]
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> ScoresSettings:
+        seen: set[str] = set()
+        for ev in self.evaluators:
+            if ev.name in seen:
+                raise ValueError(f"evaluator name {ev.name!r} is used twice")
+            seen.add(ev.name)
+        return self
+
+
+class AnalysisSettings(_Section):
+    praise_threshold: float = Field(0.8, ge=0, le=1)
+    bins: int = Field(10, ge=2, le=100)
+    bootstrap: int = Field(1000, ge=0, le=100000)
+    seed: int = 0
+
+
+class TrackingSettings(_Section):
+    enabled: bool = True
+    experiment: str = "judgelab"
+
+
+class Settings(_Section):
+    models: dict[str, ModelSpec]
+    server: ServerSettings = ServerSettings()
+    tasks: TasksSettings = TasksSettings()
+    rollouts: RolloutSettings = RolloutSettings()
+    scores: ScoresSettings
+    analysis: AnalysisSettings = AnalysisSettings()
+    tracking: TrackingSettings = TrackingSettings()
+
+    @model_validator(mode="after")
+    def _known_models(self) -> Settings:
+        known = sorted(self.models)
+        refs = [("rollouts.policy", self.rollouts.policy), ("tasks.autorl.model", self.tasks.autorl.model)]
+        refs += [
+            (f"scores.evaluators[{i}].judge ({ev.name})", ev.judge)
+            for i, ev in enumerate(self.scores.evaluators)
+            if isinstance(ev, RulerEvaluator | RubricEvaluator)
+        ]
+        for where, name in refs:
+            if name not in self.models:
+                raise ValueError(f"{where}: unknown model {name!r}; known models: {known}")
+        return self
+
+    def model(self, name: str) -> EmbeddedModel | EndpointModel:
+        try:
+            return self.models[name]
+        except KeyError:
+            raise ConfigError(f"unknown model {name!r}; known models: {sorted(self.models)}") from None
+
+    def evaluator(self, name: str) -> Any:
+        for ev in self.scores.evaluators:
+            if ev.name == name:
+                return ev
+        names = [ev.name for ev in self.scores.evaluators]
+        raise ConfigError(f"unknown evaluator {name!r}; configured: {names}")
+
+
+def _format_validation_error(err: ValidationError, source: str) -> str:
+    lines = [f"{source} is invalid:"]
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"])
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key (not a setting; check the spelling)"
+        lines.append(f"  - {loc or '<root>'}: {msg}")
+    return "\n".join(lines)
+
+
+def parse_settings(data: Any, source: str = "params.yaml") -> Settings:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source} must be a mapping of sections, got {type(data).__name__}")
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_format_validation_error(err, source)) from None
+
+
+def load_settings(path: Path | str = "params.yaml") -> Settings:
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"{path} not found (run judgelab from the project root)")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path} is not valid YAML: {err}") from None
+    return parse_settings(data, str(path))

@@ -1,0 +1,35 @@
+"""Process environment that keeps every tool offline and its state inside the project.
+
+Called once, first thing, by the CLI and the test suite — before prefect, mlflow, litellm
+or dvc are imported, because several of them read these variables at import time.
+"""
+
+from __future__ import annotations
+
+import os
+
+from judgelab.paths import cache_dir, project_root
+
+OFFLINE_DEFAULTS = {
+    "DO_NOT_TRACK": "true",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
+    "PREFECT_LOGGING_LEVEL": "WARNING",
+    "MLFLOW_DISABLE_TELEMETRY": "true",
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    "LITELLM_LOG": "ERROR",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "OMP_WAIT_POLICY": "PASSIVE",
+}
+
+
+def configure_offline_env() -> None:
+    for key, value in OFFLINE_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+    root = project_root()
+    prefect_home = cache_dir() / "prefect"
+    prefect_home.mkdir(parents=True, exist_ok=True)  # else the temp server waits out its timeout
+    os.environ.setdefault("PREFECT_HOME", str(prefect_home))
+    os.environ.setdefault("MLFLOW_TRACKING_URI", f"sqlite:///{root / 'mlflow.db'}")

@@ -1,0 +1,34 @@
+"""Typed errors. Each says where a failure happened and whether retrying can help."""
+
+from __future__ import annotations
+
+
+class JudgelabError(Exception):
+    """Base class for every error judgelab raises on purpose."""
+
+
+class ConfigError(JudgelabError):
+    """params.yaml (or a model registry entry) is invalid. Never retryable."""
+
+
+class TableError(JudgelabError):
+    """A table crossing a stage boundary failed validation. Names column and row."""
+
+
+class ModelError(JudgelabError):
+    """A model could not be assembled, verified, served or reached."""
+
+
+class TransientError(JudgelabError):
+    """A failure that a retry may fix (timeouts, 429, 5xx, malformed replies)."""
+
+
+class JudgeReplyError(TransientError):
+    """A judge answered, but the reply cannot be turned into scores.
+
+    `raw` keeps the reply text so an unscored row can still show what came back.
+    """
+
+    def __init__(self, message: str, raw: str | None = None) -> None:
+        super().__init__(message)
+        self.raw = raw

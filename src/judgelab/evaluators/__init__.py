@@ -1,0 +1,1 @@
+"""Evaluators: rule-based, execution-based (sandbox), LLM judges (RULER group, rubric)."""

@@ -1,0 +1,1 @@
+"""Where completions come from: embedded GGUF models and OpenAI-compatible endpoints."""

@@ -1,0 +1,30 @@
+"""A resolved, callable model: the one shape embedded and remote models share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """An OpenAI-compatible chat endpoint, ready to call.
+
+    `name` is the registry name (params.yaml), `model` the name the server knows.
+    `fingerprint` identifies the weights (sha256 of an embedded GGUF, or base_url+model for a
+    remote endpoint) and goes into every cache key. `api_key` is read from the environment
+    at resolve time and must never be logged or stored.
+    """
+
+    name: str
+    base_url: str
+    model: str
+    fingerprint: str
+    family: str = "unknown"
+    structured_output: Literal["json_schema", "json_object", "none"] = "json_schema"
+    api_key: str | None = None
+    timeout_s: float = 120.0
+    system_role: bool = True  # False for chat templates that drop system messages (Gemma)
+
+    def __repr__(self) -> str:  # never print the key
+        return f"Endpoint(name={self.name!r}, base_url={self.base_url!r}, model={self.model!r})"

@@ -1,0 +1,156 @@
+"""pandera (polars) models of every table that crosses a stage boundary.
+
+`validate(frame, Schema, what)` is the one entry point: it checks every row (lazy) and
+raises TableError whose message names the column, the row index and the failing check.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandera.polars as pa
+import polars as pl
+from pandera.errors import SchemaError, SchemaErrors
+
+from judgelab.errors import TableError
+
+SOURCES = ["humaneval", "autorl"]
+PROTOCOLS = ["rule", "execution", "ruler", "rubric"]
+STATUSES = ["scored", "unscored"]
+
+
+class TasksSchema(pa.DataFrameModel):
+    """Frozen coding tasks. HumanEval rows carry tests; AutoRL rows do not."""
+
+    task_id: str = pa.Field(unique=True, str_length={"min_value": 1})
+    source: str = pa.Field(isin=SOURCES)
+    prompt: str = pa.Field(str_length={"min_value": 1})
+    entry_point: str = pa.Field(nullable=True)
+    test: str = pa.Field(nullable=True)
+    canonical_solution: str = pa.Field(nullable=True)
+
+    @pa.dataframe_check(error="humaneval rows need entry_point and test")
+    @classmethod
+    def humaneval_has_tests(cls, data: pa.PolarsData) -> pl.LazyFrame:
+        return data.lazyframe.select(
+            (pl.col("source") != "humaneval")
+            | (pl.col("entry_point").is_not_null() & pl.col("test").is_not_null())
+        )
+
+    class Config:
+        strict = True
+        coerce = False
+
+
+class RolloutsSchema(pa.DataFrameModel):
+    """k candidates per task from the policy, in the order they were sampled."""
+
+    task_id: str
+    sample_index: int = pa.Field(ge=0)
+    candidate_id: str = pa.Field(unique=True, str_length={"min_value": 1})
+    policy: str
+    model_sha256: str
+    seed: int
+    messages_json: str
+    completion: str
+    finish_reason: str = pa.Field(nullable=True)
+    completion_tokens: int = pa.Field(ge=0)
+    latency_s: float = pa.Field(ge=0)
+    cache_key: str
+
+    class Config:
+        strict = True
+
+
+class ScoresSchema(pa.DataFrameModel):
+    """One row per (task, candidate, evaluator, repeat). Unscored rows say why."""
+
+    run_id: str = pa.Field(str_length={"min_value": 1})
+    task_id: str = pa.Field(str_length={"min_value": 1})
+    candidate_id: str = pa.Field(str_length={"min_value": 1})
+    evaluator: str = pa.Field(str_length={"min_value": 1})
+    protocol: str = pa.Field(isin=PROTOCOLS)
+    judge: str = pa.Field(nullable=True)
+    repeat: int = pa.Field(ge=0)
+    score: float = pa.Field(nullable=True, ge=0.0, le=1.0)
+    raw_score: float = pa.Field(nullable=True)
+    status: str = pa.Field(isin=STATUSES)
+    out_of_range: bool
+    reason: str = pa.Field(nullable=True)
+    explanation: str = pa.Field(nullable=True)
+    latency_s: float = pa.Field(ge=0.0)
+    slot: int = pa.Field(nullable=True, ge=0)
+    permutation: str = pa.Field(nullable=True)
+
+    @pa.dataframe_check(error="status 'scored' needs a score; 'unscored' needs a reason and no score")
+    @classmethod
+    def status_matches_score(cls, data: pa.PolarsData) -> pl.LazyFrame:
+        scored = pl.col("status") == "scored"
+        return data.lazyframe.select(
+            pl.when(scored)
+            .then(pl.col("score").is_not_null() & ~pl.col("score").is_nan())
+            .otherwise(pl.col("score").is_null() & pl.col("reason").is_not_null())
+        )
+
+    @pa.dataframe_check(error="duplicate (task_id, candidate_id, evaluator, repeat)")
+    @classmethod
+    def one_row_per_key(cls, data: pa.PolarsData) -> pl.LazyFrame:
+        key = ["task_id", "candidate_id", "evaluator", "repeat"]
+        return data.lazyframe.select(~pl.struct(key).is_duplicated())
+
+    class Config:
+        strict = True
+
+
+SCHEMAS: dict[str, type[pa.DataFrameModel]] = {
+    "tasks": TasksSchema,
+    "rollouts": RolloutsSchema,
+    "scores": ScoresSchema,
+}
+
+
+def _describe(err: SchemaErrors | SchemaError, what: str) -> str:
+    lines = [f"{what} failed validation:"]
+    cases = getattr(err, "failure_cases", None)
+    if isinstance(cases, pl.DataFrame) and cases.height:
+        for row in cases.head(20).iter_rows(named=True):
+            column = row.get("column") or "<table>"
+            index = row.get("index")
+            where = f"row {index}" if index is not None else "table"
+            check = row.get("check")
+            value = row.get("failure_case")
+            lines.append(f"  - column {column!r}, {where}: {check} (value: {value!r})")
+        if cases.height > 20:
+            lines.append(f"  ... and {cases.height - 20} more failures")
+    else:
+        lines.append(f"  - {err}")
+    return "\n".join(lines)
+
+
+def validate(frame: pl.DataFrame, schema: type[pa.DataFrameModel], what: str) -> pl.DataFrame:
+    """Validate every row of `frame`; raise TableError naming columns and rows on failure."""
+    if not isinstance(frame, pl.DataFrame):
+        raise TableError(f"{what} is not a table (got {type(frame).__name__})")
+    try:
+        return schema.validate(frame, lazy=True)
+    except (SchemaErrors, SchemaError) as err:
+        raise TableError(_describe(err, what)) from None
+
+
+def read_table(path: Path | str) -> pl.DataFrame:
+    """Read a parquet or CSV table, with a clear error when it is not one."""
+    path = Path(path)
+    if not path.exists():
+        raise TableError(f"{path}: no such file")
+    try:
+        if path.suffix == ".csv":
+            return pl.read_csv(path)
+        return pl.read_parquet(path)
+    except Exception as err:  # polars raises several unrelated types here
+        raise TableError(f"{path}: not a readable parquet/CSV table ({err.__class__.__name__}: {err})") from None
+
+
+def validate_file(path: Path | str, kind: str) -> pl.DataFrame:
+    if kind not in SCHEMAS:
+        raise TableError(f"unknown table kind {kind!r}; valid: {sorted(SCHEMAS)}")
+    return validate(read_table(path), SCHEMAS[kind], f"{kind} table {path}")
