@@ -20,10 +20,15 @@ STATUSES = ["scored", "unscored"]
 
 
 class TasksSchema(pa.DataFrameModel):
-    """Frozen coding tasks. HumanEval rows carry tests; AutoRL rows do not."""
+    """Frozen coding tasks. HumanEval rows carry tests; AutoRL rows do not.
+
+    `request` is the natural-language user turn the policy sees; `prompt` is the task's own
+    text (for HumanEval, the function signature and docstring the tests import against).
+    """
 
     task_id: str = pa.Field(unique=True, str_length={"min_value": 1})
     source: str = pa.Field(isin=SOURCES)
+    request: str = pa.Field(str_length={"min_value": 1})
     prompt: str = pa.Field(str_length={"min_value": 1})
     entry_point: str = pa.Field(nullable=True)
     test: str = pa.Field(nullable=True)

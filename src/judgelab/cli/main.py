@@ -17,8 +17,11 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from judgelab.cli import sandbox
+    from judgelab.cli import models, sandbox, stages, validate
 
+    stages.register(app)
+    app.add_typer(validate.app, name="validate")
+    app.add_typer(models.app, name="models")
     app.add_typer(sandbox.app, name="sandbox")
 
 

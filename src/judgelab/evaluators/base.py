@@ -20,6 +20,7 @@ class Task:
     entry_point: str | None = None
     test: str | None = None
     canonical_solution: str | None = None
+    request: str = ""  # the user turn the policy saw
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,1 @@
+"""Prefect flows: thin, one per stage plus the whole pipeline. No business logic here."""

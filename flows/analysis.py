@@ -1,0 +1,38 @@
+"""analysis stage: judge statistics, agreement with execution truth, plots, report, MLflow."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+from prefect import flow, get_run_logger
+
+from flows.paths import ANALYSIS, ROLLOUTS, SCORES, TASKS
+from judgelab.analysis import run_analysis
+from judgelab.config import load_settings
+from judgelab.schemas import validate_file
+from judgelab.tracking import log_pipeline_run
+
+
+@flow(name="judgelab-analysis")
+def analysis_flow(
+    params: Path = Path("params.yaml"),
+    tasks: Path = TASKS,
+    rollouts: Path = ROLLOUTS,
+    scores: Path = SCORES,
+    out: Path = ANALYSIS,
+) -> Path:
+    settings = load_settings(params)
+    scores_frame = validate_file(scores, "scores")
+    metrics = run_analysis(
+        validate_file(tasks, "tasks"), validate_file(rollouts, "rollouts"), scores_frame, settings.analysis, out
+    )
+    if settings.tracking.enabled:
+        latency = dict(
+            scores_frame.group_by("evaluator").agg(pl.col("latency_s").mean()).iter_rows()
+        )
+        run = log_pipeline_run(
+            settings, metrics, out, scores_run_id=scores_frame["run_id"][0], latency=latency
+        )
+        get_run_logger().info("MLflow run %s", run)
+    return out

@@ -1,0 +1,8 @@
+"""The files that cross stage boundaries (also named in dvc.yaml)."""
+
+from pathlib import Path
+
+TASKS = Path("data/tasks/tasks.parquet")
+ROLLOUTS = Path("data/rollouts/rollouts.parquet")
+SCORES = Path("data/scores/scores.parquet")
+ANALYSIS = Path("data/analysis")

@@ -1,0 +1,44 @@
+"""rollouts stage: k candidates per task from the policy -> rollouts.parquet."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import flow, get_run_logger, task
+
+from flows.paths import ROLLOUTS, TASKS
+from judgelab.cache import JsonCache
+from judgelab.config import RolloutSettings, load_settings
+from judgelab.evaluators.base import Task
+from judgelab.io import write_parquet
+from judgelab.models.endpoint import Endpoint
+from judgelab.models.server import serve
+from judgelab.paths import cache_dir
+from judgelab.rollouts.generate import generate_group, rollouts_frame
+from judgelab.schemas import validate_file
+from judgelab.tasks import tasks_from_frame
+
+
+@task(name="rollout-group", retries=2, retry_delay_seconds=5)
+def rollout_group_task(settings: RolloutSettings, task_: Task, endpoint: Endpoint) -> list[dict]:
+    cache = JsonCache(cache_dir(), "completions")
+    rows = generate_group(settings, task_, endpoint, cache)
+    get_run_logger().info(
+        "%s: %d samples (%d from cache)", task_.task_id, len(rows), cache.hits
+    )
+    return rows
+
+
+@flow(name="judgelab-rollouts")
+def rollouts_flow(params: Path = Path("params.yaml"), tasks: Path = TASKS, out: Path = ROLLOUTS) -> Path:
+    settings = load_settings(params)
+    task_list = tasks_from_frame(validate_file(tasks, "tasks"))
+    rows: list[dict] = []
+    with serve(settings, [settings.rollouts.policy]) as endpoints:
+        endpoint = endpoints[settings.rollouts.policy]
+        for t in task_list:
+            rows += rollout_group_task(settings.rollouts, t, endpoint)
+    frame = rollouts_frame(rows)
+    write_parquet(out, frame)
+    get_run_logger().info("wrote %d candidates for %d tasks to %s", frame.height, len(task_list), out)
+    return out

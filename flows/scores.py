@@ -1,0 +1,54 @@
+"""scores stage: every evaluator scores every group -> scores.parquet."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger, task
+
+from flows.paths import ROLLOUTS, SCORES, TASKS
+from judgelab.cache import JsonCache
+from judgelab.config import load_settings
+from judgelab.evaluators.base import Candidate, Task
+from judgelab.io import write_parquet
+from judgelab.models.server import serve
+from judgelab.paths import cache_dir
+from judgelab.rollouts.generate import candidates_by_task
+from judgelab.schemas import validate_file
+from judgelab.scoring import build_evaluator, judge_names, repeats_for, run_id_for, score_group, scores_frame
+from judgelab.tasks import tasks_from_frame
+
+
+@task(name="score-group", retries=2, retry_delay_seconds=5)
+def score_group_task(
+    run_id: str, evaluator: Any, spec: Any, task_: Task, candidates: list[Candidate], repeat: int
+) -> list[dict]:
+    return score_group(run_id, evaluator, spec, task_, candidates, repeat)
+
+
+@flow(name="judgelab-scores")
+def scores_flow(
+    params: Path = Path("params.yaml"), tasks: Path = TASKS, rollouts: Path = ROLLOUTS, out: Path = SCORES
+) -> Path:
+    settings = load_settings(params)
+    logger = get_run_logger()
+    task_list = tasks_from_frame(validate_file(tasks, "tasks"))
+    rollout_frame = validate_file(rollouts, "rollouts")
+    groups = candidates_by_task(rollout_frame)
+    run_id = run_id_for(settings, rollout_frame)
+    cache = JsonCache(cache_dir(), "judge")
+    rows: list[dict] = []
+    with serve(settings, judge_names(settings)) as endpoints:
+        # Evaluator-major order: the embedded server swaps models as rarely as possible.
+        for spec in settings.scores.evaluators:
+            evaluator = build_evaluator(spec, endpoints, cache)
+            for repeat in range(repeats_for(spec, settings)):
+                for t in task_list:
+                    if t.task_id in groups:
+                        rows += score_group_task(run_id, evaluator, spec, t, groups[t.task_id], repeat)
+            logger.info("%s: scored %d groups", spec.name, len(groups))
+    frame = scores_frame(rows)
+    write_parquet(out, frame)
+    logger.info("wrote %d score rows (run %s) to %s", frame.height, run_id, out)
+    return out

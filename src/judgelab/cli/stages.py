@@ -1,0 +1,51 @@
+"""`judgelab tasks|rollouts|scores|analysis|pipeline`: each runs its stage's Prefect flow."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import typer
+
+from judgelab.errors import JudgelabError
+
+PARAMS = typer.Option(Path("params.yaml"), "--params", "-p", help="Parameters file.")
+
+
+def _run(fn_name: str, module: str, **kwargs: object) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    import importlib
+
+    flow = getattr(importlib.import_module(module), fn_name)
+    try:
+        flow(**kwargs)
+    except JudgelabError as err:
+        typer.secho(f"error: {err}", fg="red", err=True)
+        raise typer.Exit(2) from None
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def tasks(params: Path = PARAMS) -> None:
+        """Freeze the coding tasks: HumanEval subset + AutoRL requests written by the policy."""
+        _run("tasks_flow", "flows.tasks", params=params)
+
+    @app.command()
+    def rollouts(params: Path = PARAMS) -> None:
+        """Sample k candidate solutions per task from the policy (cached, resumable)."""
+        _run("rollouts_flow", "flows.rollouts", params=params)
+
+    @app.command()
+    def scores(params: Path = PARAMS) -> None:
+        """Score every group with every evaluator (rules, execution, RULER, rubric)."""
+        _run("scores_flow", "flows.scores", params=params)
+
+    @app.command()
+    def analysis(params: Path = PARAMS) -> None:
+        """Judge statistics, agreement with execution truth, plots, report, MLflow run."""
+        _run("analysis_flow", "flows.analysis", params=params)
+
+    @app.command()
+    def pipeline(params: Path = PARAMS) -> None:
+        """Run the whole chain in one Prefect flow (dvc repro runs the stages one by one)."""
+        _run("pipeline_flow", "flows.pipeline", params=params)

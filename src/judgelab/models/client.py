@@ -1,0 +1,89 @@
+"""Plain chat completions against an Endpoint, with bounded retries on transient failures.
+
+Used by the policy (rollouts, AutoRL task writing). Judges go through the litellm transport
+in `judgelab.evaluators.transport`, because ART's RULER speaks litellm.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import openai
+
+from judgelab.errors import ModelError, TransientError
+from judgelab.models.endpoint import Endpoint
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    finish_reason: str | None
+    completion_tokens: int
+    latency_s: float
+
+
+def merge_system(messages: list[dict]) -> list[dict]:
+    """Fold system messages into the first user turn, for chat formats without a system role."""
+    system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+    rest = [dict(m) for m in messages if m["role"] != "system"]
+    if system and rest and rest[0]["role"] == "user":
+        rest[0]["content"] = f"{system}\n\n{rest[0]['content']}"
+    elif system:
+        rest.insert(0, {"role": "user", "content": system})
+    return rest
+
+
+def _client(ep: Endpoint) -> openai.OpenAI:
+    return openai.OpenAI(base_url=ep.base_url, api_key=ep.api_key or "not-needed", timeout=ep.timeout_s, max_retries=0)
+
+
+def chat_once(
+    ep: Endpoint, messages: list[dict], *, temperature: float, top_p: float, max_tokens: int, seed: int
+) -> Completion:
+    msgs = messages if ep.system_role else merge_system(messages)
+    start = time.monotonic()
+    try:
+        resp = _client(ep).chat.completions.create(
+            model=ep.model, messages=msgs, temperature=temperature, top_p=top_p,  # type: ignore[arg-type]
+            max_tokens=max_tokens, seed=seed,
+        )
+    except (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as err:
+        raise TransientError(f"{ep.name}: {err.__class__.__name__}: {err}") from err
+    except openai.APIStatusError as err:
+        raise ModelError(f"{ep.name}: HTTP {err.status_code}: {err.message}") from err
+    latency = time.monotonic() - start
+    if not resp.choices:
+        raise TransientError(f"{ep.name}: reply had no choices")
+    choice = resp.choices[0]
+    text = choice.message.content
+    if text is None:
+        raise TransientError(f"{ep.name}: reply had no content")
+    tokens = resp.usage.completion_tokens if resp.usage else 0
+    return Completion(text=text, finish_reason=choice.finish_reason, completion_tokens=tokens, latency_s=latency)
+
+
+def chat(
+    ep: Endpoint,
+    messages: list[dict],
+    *,
+    temperature: float,
+    top_p: float = 1.0,
+    max_tokens: int,
+    seed: int,
+    retries: int = 3,
+    backoff_s: float = 1.0,
+) -> Completion:
+    for attempt in range(retries + 1):
+        try:
+            return chat_once(ep, messages, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
+        except TransientError as err:
+            if attempt == retries:
+                raise
+            wait = backoff_s * 2**attempt
+            log.warning("%s (attempt %d/%d); retrying in %.1fs", err, attempt + 1, retries + 1, wait)
+            time.sleep(wait)
+    raise AssertionError("unreachable")

@@ -1,0 +1,207 @@
+"""judgelab's own OpenAI-compatible server for the embedded zoo, on 127.0.0.1.
+
+One `llama_cpp.server` process serves every requested zoo model under its registry name
+and keeps one loaded at a time (it swaps on demand). Only one such process runs on the
+machine at once: two llama.cpp processes on two cores run ~300x slower, so the server holds
+an exclusive lock file for its whole life and a second server waits for it.
+
+The server silently falls back to its default model for an unknown name, so `Endpoint`s are
+only ever built for the names this server was started with.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+from judgelab.config import EmbeddedModel, EndpointModel, ServerSettings, Settings
+from judgelab.errors import ConfigError, ModelError
+from judgelab.models.endpoint import Endpoint
+from judgelab.models.zoo import ZOO, ensure_model
+
+log = logging.getLogger(__name__)
+
+LOCK_PATH = Path(os.environ.get("JUDGELAB_LLAMA_LOCK", "/tmp/judgelab-llama.lock"))
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+class EmbeddedServer:
+    """A running llama_cpp.server for a set of zoo models (use as a context manager)."""
+
+    def __init__(self, models: dict[str, EmbeddedModel], settings: ServerSettings) -> None:
+        if not models:
+            raise ModelError("EmbeddedServer needs at least one model")
+        self.models = models
+        self.settings = settings
+        self.base_url = ""
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._lock: object | None = None
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+
+    def _config(self, port: int) -> dict:
+        entries = []
+        for alias, spec in self.models.items():
+            zoo = ZOO[spec.zoo]
+            entry = {
+                "model": str(ensure_model(spec.zoo)),
+                "model_alias": alias,
+                "n_ctx": spec.n_ctx,
+                "n_threads": self.settings.n_threads,
+                "n_threads_batch": self.settings.n_threads,
+                "verbose": False,
+            }
+            if zoo.chat_format:
+                entry["chat_format"] = zoo.chat_format
+            entries.append(entry)
+        return {"host": self.settings.host, "port": port, "models": entries}
+
+    def __enter__(self) -> EmbeddedServer:
+        LOCK_PATH.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(LOCK_PATH, "w")  # noqa: SIM115 - held for the server's lifetime
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log.warning("another llama.cpp server holds %s; waiting for it", LOCK_PATH)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        self._lock = lock
+        try:
+            self._start()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def _start(self) -> None:
+        host = self.settings.host
+        port = self.settings.port or _free_port(host)
+        self._tmp = tempfile.TemporaryDirectory(prefix="judgelab-server-")
+        cfg_path = Path(self._tmp.name) / "models.json"
+        cfg_path.write_text(json.dumps(self._config(port)))
+        log_path = Path(self._tmp.name) / "server.log"
+        env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+        self._log = open(log_path, "wb")  # noqa: SIM115
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "llama_cpp.server", "--config_file", str(cfg_path)],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+        self.base_url = f"http://{host}:{port}/v1"
+        deadline = time.monotonic() + self.settings.startup_timeout_s
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise ModelError(
+                    f"llama_cpp.server exited with {self._proc.returncode}:\n{self._tail(log_path)}"
+                )
+            with contextlib.suppress(httpx.HTTPError):
+                r = httpx.get(f"{self.base_url}/models", timeout=2)
+                if r.status_code == 200:
+                    served = {m["id"] for m in r.json().get("data", [])}
+                    missing = set(self.models) - served
+                    if missing:
+                        raise ModelError(f"server does not list {sorted(missing)} (served: {served})")
+                    log.info("embedded server up at %s with %s", self.base_url, sorted(served))
+                    return
+            time.sleep(0.25)
+        raise ModelError(
+            f"llama_cpp.server not ready after {self.settings.startup_timeout_s}s:\n{self._tail(log_path)}"
+        )
+
+    @staticmethod
+    def _tail(path: Path, n: int = 3000) -> str:
+        try:
+            return path.read_text(errors="replace")[-n:]
+        except OSError:
+            return ""
+
+    def __exit__(self, *exc: object) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._proc.pid, signal.SIGTERM)
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self._proc.pid, signal.SIGKILL)
+                self._proc.wait(timeout=10)
+        self._proc = None
+        if getattr(self, "_log", None):
+            self._log.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+        if self._lock is not None:
+            self._lock.close()  # type: ignore[attr-defined]
+            self._lock = None
+
+    def endpoint(self, name: str) -> Endpoint:
+        if name not in self.models:
+            raise ModelError(f"model {name!r} is not served here (serving {sorted(self.models)})")
+        spec = self.models[name]
+        zoo = ZOO[spec.zoo]
+        return Endpoint(
+            name=name,
+            base_url=self.base_url,
+            model=name,
+            fingerprint=f"gguf:{zoo.sha256}",
+            family=spec.family,
+            structured_output="json_object",
+            system_role=zoo.system_role,
+            timeout_s=600.0,
+        )
+
+
+def remote_endpoint(name: str, spec: EndpointModel) -> Endpoint:
+    """An Endpoint for a configured remote model, its key read from the environment now."""
+    key = None
+    if spec.api_key_env:
+        key = os.environ.get(spec.api_key_env)
+        if not key:
+            raise ConfigError(
+                f"model {name!r}: environment variable {spec.api_key_env} is not set "
+                "(api_key_env names the variable holding the API key)"
+            )
+    return Endpoint(
+        name=name,
+        base_url=spec.base_url.rstrip("/"),
+        model=spec.model,
+        fingerprint=f"endpoint:{spec.base_url.rstrip('/')}|{spec.model}",
+        family=spec.family,
+        structured_output=spec.structured_output,
+        api_key=key,
+        timeout_s=spec.timeout_s,
+    )
+
+
+@contextlib.contextmanager
+def serve(settings: Settings, names: list[str]) -> Iterator[dict[str, Endpoint]]:
+    """Endpoints for the named registry models: starts the embedded server only if needed."""
+    names = list(dict.fromkeys(names))
+    specs = {n: settings.model(n) for n in names}
+    embedded = {n: s for n, s in specs.items() if isinstance(s, EmbeddedModel)}
+    endpoints = {n: remote_endpoint(n, s) for n, s in specs.items() if isinstance(s, EndpointModel)}
+    if not embedded:
+        yield endpoints
+        return
+    with EmbeddedServer(embedded, settings.server) as server:
+        endpoints.update({n: server.endpoint(n) for n in embedded})
+        yield endpoints

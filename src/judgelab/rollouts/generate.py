@@ -1,0 +1,96 @@
+"""k candidates per task from the policy, each with its own seed, through the cache.
+
+The seed of sample i of task t is derived from (rollouts.seed, t, i), so adding tasks or
+raising k never changes the samples already drawn. `candidate_id` is derived from the cache
+key, so the same sample has the same id in every run and every table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import polars as pl
+
+from judgelab.cache import JsonCache
+from judgelab.config import RolloutSettings
+from judgelab.evaluators.base import Candidate, Task
+from judgelab.models.endpoint import Endpoint
+from judgelab.rollouts.cache import cached_chat
+from judgelab.schemas import RolloutsSchema, validate
+
+ROLLOUT_COLUMNS = {
+    "task_id": pl.Utf8,
+    "sample_index": pl.Int64,
+    "candidate_id": pl.Utf8,
+    "policy": pl.Utf8,
+    "model_sha256": pl.Utf8,
+    "seed": pl.Int64,
+    "messages_json": pl.Utf8,
+    "completion": pl.Utf8,
+    "finish_reason": pl.Utf8,
+    "completion_tokens": pl.Int64,
+    "latency_s": pl.Float64,
+    "cache_key": pl.Utf8,
+}
+
+
+def sample_seed(base: int, task_id: str, sample_index: int) -> int:
+    h = hashlib.sha256(f"{base}|{task_id}|{sample_index}".encode()).digest()
+    return int.from_bytes(h[:4], "big") & 0x7FFFFFFF
+
+
+def policy_messages(settings: RolloutSettings, task: Task) -> list[dict]:
+    return [
+        {"role": "system", "content": settings.system_prompt},
+        {"role": "user", "content": task.request},
+    ]
+
+
+def generate_group(
+    settings: RolloutSettings, task: Task, endpoint: Endpoint, cache: JsonCache
+) -> list[dict]:
+    """The k rollout rows of one task (cached samples are not recomputed)."""
+    messages = policy_messages(settings, task)
+    rows = []
+    for i in range(settings.k):
+        seed = sample_seed(settings.seed, task.task_id, i)
+        out = cached_chat(
+            cache, endpoint, messages, temperature=settings.temperature, top_p=settings.top_p,
+            max_tokens=settings.max_tokens, seed=seed, sample_index=i,
+        )
+        rows.append({
+            "task_id": task.task_id,
+            "sample_index": i,
+            "candidate_id": out["cache_key"][:16],
+            "policy": endpoint.name,
+            "model_sha256": endpoint.fingerprint,
+            "seed": seed,
+            "messages_json": json.dumps(messages, ensure_ascii=False),
+            "completion": out["text"],
+            "finish_reason": out["finish_reason"],
+            "completion_tokens": int(out["completion_tokens"]),
+            "latency_s": float(out["latency_s"]),
+            "cache_key": out["cache_key"],
+        })
+    return rows
+
+
+def rollouts_frame(rows: list[dict]) -> pl.DataFrame:
+    frame = pl.DataFrame(rows, schema=ROLLOUT_COLUMNS).sort(["task_id", "sample_index"])
+    return validate(frame, RolloutsSchema, "rollouts table")
+
+
+def candidates_by_task(frame: pl.DataFrame) -> dict[str, list[Candidate]]:
+    groups: dict[str, list[Candidate]] = {}
+    for row in frame.sort(["task_id", "sample_index"]).iter_rows(named=True):
+        groups.setdefault(row["task_id"], []).append(
+            Candidate(
+                task_id=row["task_id"],
+                candidate_id=row["candidate_id"],
+                sample_index=row["sample_index"],
+                completion=row["completion"],
+                messages=json.loads(row["messages_json"]),
+            )
+        )
+    return groups

