@@ -1,0 +1,40 @@
+"""Shared fixtures. The offline environment is set before any tool is imported."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+os.environ.setdefault("JUDGELAB_ROOT", str(ROOT))
+
+from judgelab.env import configure_offline_env  # noqa: E402
+
+configure_offline_env()
+
+from judgelab.config import EmbeddedModel, ServerSettings, load_settings  # noqa: E402
+from judgelab.models.endpoint import Endpoint  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def embedded_server() -> Iterator[object]:
+    """One llama.cpp server for the module, serving every zoo model of params.yaml.
+
+    Module scope: a server holds the machine-wide model lock, so tests in other modules that
+    start their own (the pipeline flows do) must not find one still running.
+    """
+    from judgelab.models.server import EmbeddedServer
+
+    settings = load_settings(ROOT / "params.yaml")
+    zoo = {n: s for n, s in settings.models.items() if isinstance(s, EmbeddedModel)}
+    with EmbeddedServer(zoo, ServerSettings(n_threads=2)) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def embedded_endpoint(embedded_server: object) -> Callable[[str], Endpoint]:
+    """embedded_endpoint("smollm2-135m") -> an Endpoint on the module's real server."""
+    return embedded_server.endpoint  # type: ignore[attr-defined,no-any-return]
