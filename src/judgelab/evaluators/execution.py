@@ -1,0 +1,153 @@
+"""Execution evaluator: run the candidate's code against the task's tests in the sandbox.
+
+Contract of `ExecutionJudge.score(task, candidate) -> Verdict`:
+- task without tests (AutoRL)          -> unscored "task has no tests"
+- no code in the answer                -> scored 0.0, reason "no code in answer"
+- sandbox passed (exit 0)              -> scored 1.0
+- tests failed / timeout / memory / killed -> scored 0.0; `reason` says which, `explanation`
+  is a short tail of stderr (the traceback's end)
+- sandbox status "error" (our fault, not the code's) -> unscored with the sandbox's reason
+latency_s is the sandbox's duration.
+
+The program run for a HumanEval-style task (prompt, entry_point, test) is:
+- when the extracted code defines `entry_point` as a top-level function (a standalone
+  answer): the prompt's top-level statements other than the entry point's stub (its
+  imports and helper functions, e.g. HumanEval/10's `is_palindrome`), then the code, so
+  the code's own definitions win;
+- otherwise (a completion-style answer: the function body only): prompt + code;
+followed by task.test and `check(<entry_point>)`. The code is executed only in
+`judgelab.evaluators.sandbox`, never in this process; `ast` here only parses.
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+import signal
+import warnings
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+
+from judgelab.answer import parse_answer
+from judgelab.config import ExecutionEvaluator
+from judgelab.evaluators.base import Candidate, Task, Verdict
+from judgelab.evaluators.sandbox import SandboxResult, run_python
+
+log = logging.getLogger(__name__)
+
+EXPLANATION_CHARS = 600
+REASON_CHARS = 200
+
+
+def _parse(source: str) -> ast.Module | None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def defines_function(code: str, name: str) -> bool:
+    """True when `code` parses and defines `name` as a top-level (async) function."""
+    tree = _parse(code)
+    if tree is None:
+        return False
+    defs = (ast.FunctionDef, ast.AsyncFunctionDef)
+    return any(isinstance(node, defs) and node.name == name for node in tree.body)
+
+
+def prompt_preamble(prompt: str, entry_point: str) -> str:
+    """The prompt without the entry point's stub: its imports, constants and helpers."""
+    tree = _parse(prompt)
+    if tree is None:  # keep at least the import lines
+        lines = prompt.splitlines()
+        return "\n".join(ln for ln in lines if ln.startswith(("import ", "from ")))
+    lines = prompt.splitlines()
+    kept = []
+    for node in tree.body:
+        is_stub = isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and (
+            node.name == entry_point
+        )
+        if not is_stub:
+            start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+            kept.append("\n".join(lines[start - 1 : node.end_lineno]))
+    return "\n\n".join(kept)
+
+
+def build_program(task: Task, code: str) -> str:
+    """The program that runs `code` against the tests of `task` (see module docstring)."""
+    assert task.test is not None and task.entry_point is not None
+    if defines_function(code, task.entry_point):
+        head = prompt_preamble(task.prompt, task.entry_point) + "\n\n\n" + code
+    else:
+        head = task.prompt + code
+    return f"{head}\n\n\n{task.test}\n\ncheck({task.entry_point})\n"
+
+
+def _last_line(text: str) -> str:
+    return next((ln.strip() for ln in reversed(text.splitlines()) if ln.strip()), "")
+
+
+def _signal_name(exit_code: int | None) -> str:
+    try:
+        return signal.Signals(-(exit_code or 0)).name
+    except ValueError:
+        return f"signal {-(exit_code or 0)}"
+
+
+class ExecutionJudge:
+    """Runs the candidate's code against the task's unit tests in the sandbox."""
+
+    protocol = "execution"
+
+    def __init__(self, spec: ExecutionEvaluator) -> None:
+        self.name = spec.name
+        self.timeout_s = spec.timeout_s
+        self.cpu_s = spec.cpu_s
+        self.memory_mb = spec.memory_mb
+
+    def score(self, task: Task, candidate: Candidate) -> Verdict:
+        if not task.test or not task.entry_point:
+            return Verdict.unscored("task has no tests")
+        code = parse_answer(candidate.completion).code
+        if code is None:
+            return Verdict.scored(0.0, reason="no code in answer")
+        result = run_python(
+            build_program(task, code),
+            timeout_s=self.timeout_s,
+            cpu_s=self.cpu_s,
+            memory_mb=self.memory_mb,
+        )
+        return self._verdict(result)
+
+    def score_many(
+        self, pairs: Iterable[tuple[Task, Candidate]], workers: int = 2
+    ) -> list[Verdict]:
+        """Score (task, candidate) pairs in a small thread pool; verdicts in input order."""
+        pairs = list(pairs)
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            return list(pool.map(lambda pair: self.score(*pair), pairs))
+
+    def _verdict(self, result: SandboxResult) -> Verdict:
+        explanation = result.stderr_tail[-EXPLANATION_CHARS:].strip() or None
+        common = {"explanation": explanation, "latency_s": result.duration_s}
+        if result.status == "passed":
+            return Verdict.scored(1.0, reason="tests passed", latency_s=result.duration_s)
+        if result.status == "error":
+            return Verdict.unscored(result.stderr_tail[:REASON_CHARS] or "sandbox error",
+                                    latency_s=result.duration_s)  # fmt: skip
+        if result.status == "failed":
+            last = _last_line(result.stderr_tail) or f"exit code {result.exit_code}"
+            reason = f"tests failed: {last}"
+        elif result.status == "timeout":
+            reason = (
+                f"timeout after {self.timeout_s:g}s"
+                if result.timed_out
+                else f"cpu limit of {self.cpu_s:g}s exceeded"
+            )
+        elif result.status == "memory":
+            reason = f"memory limit of {self.memory_mb} MB exceeded"
+        else:
+            reason = f"killed by {_signal_name(result.exit_code)}"
+        return Verdict.scored(0.0, reason=reason[:REASON_CHARS], **common)  # type: ignore[arg-type]

@@ -1,0 +1,455 @@
+"""Run untrusted Python in a subprocess sandbox. Generated code never runs in our process.
+
+`run_python(code, timeout_s=...)` writes `code` to `main.py` in a fresh temporary directory
+and runs it with `python -I -B main.py` in a child process. It returns a `SandboxResult`;
+it does not raise for anything the code does.
+
+What is guaranteed (on Linux):
+- A fresh temporary directory is the working directory, HOME and TMPDIR; it is removed
+  afterwards (also when the code timed out or crashed).
+- The environment is scrubbed: the child sees only PATH (a fixed minimal one), LANG, HOME
+  and TMPDIR. Nothing from our environment (API keys, tokens) is inherited.
+- The interpreter runs isolated (`-I`: no PYTHON* variables, no user site-packages, script
+  directory not on sys.path) and writes no bytecode (`-B`). stdin is /dev/null.
+- Resource limits, set by a small bootstrap before the code's interpreter is exec'd, so they
+  hold from its first instruction and are inherited by every process it starts:
+  RLIMIT_CPU (soft = cpu_s, SIGKILL one second later), RLIMIT_AS (memory_mb),
+  RLIMIT_FSIZE (FILE_SIZE_MB per file), RLIMIT_CORE = 0 (no core dumps), RLIMIT_NPROC
+  (MAX_PROCESSES). If the bootstrap cannot set them, the code is not run (status "error").
+- Wall-clock deadline: the child runs in its own session and process group; at the
+  deadline, and again after a normal exit, the whole process group is SIGKILLed, so
+  children it spawned die too.
+- stdout and stderr are drained by threads and only the last `output_limit` bytes of each
+  are kept; the rest is discarded without ever blocking the child.
+- When we run as root: the code runs under a private, otherwise unused uid/gid (one per
+  concurrent run, from a pool starting at UID_BASE, reserved across processes with a lock
+  file), with no supplementary groups. So RLIMIT_NPROC binds, the code can write only where
+  "other" may write (its own directory, /tmp, /var/tmp, /dev/shm) and cannot read files
+  that are not world-readable. After the run every process of that uid is SIGKILLed
+  (`kill -9 -1` executed as that uid), which also catches children that escaped the
+  process group with setsid(). The interpreter used then is one that uid can execute
+  (sys.executable, or the system python3 when ours lives under an unreadable /root).
+
+What is NOT guaranteed (a later hardening issue):
+- No network isolation: the code can open sockets (no network namespace, no seccomp).
+- No cgroup: memory is bounded per process by RLIMIT_AS, not in total across the up to
+  MAX_PROCESSES processes the code may start; the OOM killer is the final backstop.
+- Files the code writes to world-writable places outside its directory (/tmp, /dev/shm)
+  are left behind. Everything world-readable on this machine can be read.
+- When we are NOT root, nothing of the above "root" paragraph holds: the code runs as our
+  own user, can write wherever we can, RLIMIT_NPROC counts all of our processes, and a
+  child that calls setsid() survives the run. A loud warning is logged once.
+- Results are only as deterministic as the code: hash seeds, timing and scheduling vary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import IO, Literal
+
+log = logging.getLogger(__name__)
+
+SandboxStatus = Literal["passed", "failed", "timeout", "memory", "killed", "error"]
+
+FILE_SIZE_MB = 64  # largest file the code may write
+MAX_PROCESSES = 64  # RLIMIT_NPROC: processes (and threads) of the sandbox uid
+UID_BASE = 1_879_100_000  # private uids UID_BASE .. UID_BASE + UID_POOL - 1 (root only)
+UID_POOL = 128
+MIN_MEMORY_MB = 32  # below this the interpreter itself cannot start
+SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+_LOCK_DIR_NAME = "judgelab-sandbox-locks"
+_SETUP_OK = b"limits-set\n"
+
+# Runs as the sandbox user, before the untrusted code: sets the limits, reports on the
+# setup pipe (close-on-exec, so the code can never write to it), then execs the code's
+# interpreter. A limit can only be lowered, never raised above the current hard limit.
+_BOOTSTRAP = """\
+import os, resource, sys
+fd = int(sys.argv[1])
+cpu, mem, fsize, nproc = (int(a) for a in sys.argv[2:6])
+def cap(kind, soft, hard):
+    cur = resource.getrlimit(kind)[1]
+    if cur != resource.RLIM_INFINITY:
+        soft, hard = min(soft, cur), min(hard, cur)
+    resource.setrlimit(kind, (soft, hard))
+cap(resource.RLIMIT_CORE, 0, 0)
+cap(resource.RLIMIT_CPU, cpu, cpu + 1)
+cap(resource.RLIMIT_AS, mem, mem)
+cap(resource.RLIMIT_FSIZE, fsize, fsize)
+cap(resource.RLIMIT_NPROC, nproc, nproc)
+os.set_inheritable(fd, False)
+os.write(fd, b"limits-set\\n")
+try:
+    os.execv(sys.executable, [sys.executable, "-I", "-B", "main.py"])
+except OSError as err:
+    os.write(fd, ("exec failed: %s" % err).encode())
+    os._exit(125)
+"""
+
+
+@dataclass(frozen=True)
+class SandboxResult:
+    """What happened to one run.
+
+    status: "passed" (exit 0), "failed" (non-zero exit), "timeout" (wall-clock deadline or
+    CPU limit), "memory" (MemoryError or the address-space limit), "killed" (another
+    signal), "error" (the sandbox itself could not run the code; the code is not to blame).
+    exit_code: the exit status, negative for a signal (-9 = SIGKILL), None for "error".
+    timed_out: True only when the wall-clock deadline was hit (a CPU-limit timeout is
+    status "timeout" with timed_out False).
+    stdout_tail / stderr_tail: the last `output_limit` bytes, decoded as UTF-8 (invalid
+    bytes replaced); when more was written, they start with a "[... N bytes dropped ...]"
+    line, so each is at most output_limit + 40 characters long.
+    """
+
+    status: SandboxStatus
+    exit_code: int | None
+    timed_out: bool
+    duration_s: float
+    stdout_tail: str
+    stderr_tail: str
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+
+# --------------------------------------------------------------------------- capture
+
+
+class _TailReader:
+    """Drain a pipe on a daemon thread, keeping only its last `limit` bytes."""
+
+    def __init__(self, stream: IO[bytes], limit: int) -> None:
+        self._fd = stream.fileno()
+        self._stream = stream
+        self._limit = limit
+        self._buf = bytearray()
+        self.total = 0
+        self._thread = threading.Thread(target=self._run, daemon=True, name="sandbox-reader")
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self._fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            self.total += len(chunk)
+            self._buf += chunk
+            if len(self._buf) > 2 * self._limit:  # trim in amortised O(1)
+                del self._buf[: -self._limit]
+        with contextlib.suppress(OSError):
+            self._stream.close()
+
+    def finish(self, wait_s: float) -> str:
+        """Wait for EOF (all writers dead) and return the bounded tail."""
+        self._thread.join(wait_s)
+        if self._thread.is_alive():
+            log.warning("sandbox: a process outside our reach still holds the output pipe")
+        tail = bytes(self._buf[-self._limit :]) if self._limit else b""
+        text = tail.decode("utf-8", errors="replace")
+        dropped = self.total - len(tail)
+        return f"[... {dropped} bytes dropped ...]\n{text}" if dropped > 0 else text
+
+
+# --------------------------------------------------------------------------- identity
+
+
+@dataclass(frozen=True)
+class _Launch:
+    """How children are started on this machine: which interpreter, as which user."""
+
+    python: str
+    drop_privileges: bool
+
+
+_launch: _Launch | None = None
+_launch_lock = threading.Lock()
+_slots_lock = threading.Lock()
+_slots_in_use: set[int] = set()
+
+
+def _interpreter_candidates() -> list[str]:
+    found = [sys.executable, os.path.realpath(sys.executable)]
+    found.append(getattr(sys, "_base_executable", sys.executable))
+    for name in (f"python{sys.version_info[0]}.{sys.version_info[1]}", "python3"):
+        if path := shutil.which(name, path=SAFE_PATH):
+            found.append(path)
+    return list(dict.fromkeys(p for p in found if p))
+
+
+def _probe_interpreter(python: str, uid: int) -> str | None:
+    """The interpreter's "major.minor" when `uid` can run it from a sandbox dir, else None."""
+    workdir = _make_workdir(uid)
+    try:
+        out = subprocess.run(
+            [python, "-I", "-B", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            cwd=workdir, env=_child_env(workdir), stdin=subprocess.DEVNULL,
+            capture_output=True, timeout=30, user=uid, group=uid, extra_groups=[],
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError) as err:
+        log.debug("sandbox: %s cannot run as uid %d: %s", python, uid, err)
+        return None
+    finally:
+        _remove_tree(workdir)
+    return out.stdout.decode().strip() if out.returncode == 0 else None
+
+
+def _choose_launch() -> _Launch:
+    if os.geteuid() != 0:
+        log.warning(
+            "SANDBOX RUNS GENERATED CODE AS YOUR OWN USER (uid %d): judgelab is not root, so "
+            "it cannot drop privileges. The code can write wherever you can and RLIMIT_NPROC "
+            "counts all your processes. Run evaluations in a container or as a throwaway user.",
+            os.geteuid(),
+        )
+        return _Launch(python=sys.executable, drop_privileges=False)
+    ours = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    fallback: str | None = None
+    for python in _interpreter_candidates():
+        version = _probe_interpreter(python, UID_BASE)
+        if version == ours:
+            return _Launch(python=python, drop_privileges=True)
+        if version and fallback is None:
+            fallback = python
+    if fallback is not None:
+        log.warning("sandbox: no Python %s the sandbox uid can run; using %s", ours, fallback)
+        return _Launch(python=fallback, drop_privileges=True)
+    log.warning(
+        "SANDBOX RUNS GENERATED CODE AS ROOT: no interpreter could be started under an "
+        "unprivileged uid (tried %s). The code can write anywhere and RLIMIT_NPROC does not "
+        "bind. Install a system python3 readable by all users.",
+        _interpreter_candidates(),
+    )
+    return _Launch(python=sys.executable, drop_privileges=False)
+
+
+def _get_launch() -> _Launch:
+    global _launch
+    with _launch_lock:
+        if _launch is None:
+            _launch = _choose_launch()
+            log.info("sandbox: python %s, drop privileges: %s", _launch.python,
+                     _launch.drop_privileges)  # fmt: skip
+        return _launch
+
+
+def _lock_dir() -> Path:
+    path = Path(tempfile.gettempdir()) / _LOCK_DIR_NAME
+    path.mkdir(mode=0o700, exist_ok=True)
+    if path.stat().st_uid != os.geteuid():
+        raise OSError(f"{path} is not owned by us; refusing to use it for sandbox locks")
+    return path
+
+
+@contextlib.contextmanager
+def _private_uid():  # type: ignore[no-untyped-def]
+    """Reserve a sandbox uid for the duration of one run (threads and processes)."""
+    lock_dir = _lock_dir()
+    for slot in range(UID_POOL):
+        with _slots_lock:
+            if slot in _slots_in_use:
+                continue
+            _slots_in_use.add(slot)
+        handle = open(lock_dir / f"uid-{slot}.lock", "a+b")  # noqa: SIM115 - held for the run
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            with _slots_lock:
+                _slots_in_use.discard(slot)
+            continue
+        try:
+            uid = UID_BASE + slot
+            _kill_all_of(uid)  # leftovers of a run that crashed before cleaning up
+            yield uid
+        finally:
+            handle.close()
+            with _slots_lock:
+                _slots_in_use.discard(slot)
+        return
+    raise OSError(f"all {UID_POOL} sandbox uids are in use")
+
+
+def _kill_all_of(uid: int) -> None:
+    """SIGKILL every process of `uid`: kill(-1) as that uid is atomic with respect to fork."""
+    kill = shutil.which("kill", path=SAFE_PATH)
+    if kill is None:
+        log.warning("sandbox: no kill(1) found; escaped processes of uid %d may survive", uid)
+        return
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        subprocess.run(
+            [kill, "-9", "-1"], env={"PATH": SAFE_PATH}, cwd="/", stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10,
+            user=uid, group=uid, extra_groups=[],
+        )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- workdir
+
+
+def _child_env(workdir: Path) -> dict[str, str]:
+    return {"PATH": SAFE_PATH, "LANG": "C.UTF-8", "HOME": str(workdir), "TMPDIR": str(workdir)}
+
+
+def _make_workdir(uid: int | None) -> Path:
+    workdir = Path(tempfile.mkdtemp(prefix="judgelab-sbx-"))
+    if uid is not None:
+        os.chown(workdir, uid, uid)
+    return workdir
+
+
+def _remove_tree(path: Path) -> None:
+    def make_writable_and_retry(func, target, _exc):  # type: ignore[no-untyped-def]
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(target), 0o700)
+            os.chmod(target, 0o700)
+            func(target)
+
+    shutil.rmtree(path, onerror=make_writable_and_retry)
+    if path.exists():
+        log.warning("sandbox: could not remove %s", path)
+
+
+# --------------------------------------------------------------------------- running
+
+
+def _error(message: str, started: float) -> SandboxResult:
+    log.error("sandbox error: %s", message)
+    return SandboxResult("error", None, False, time.monotonic() - started, "", message)
+
+
+def _classify(
+    exit_code: int, timed_out: bool, cpu_used: float, cpu_limit: int, stderr: str
+) -> SandboxStatus:
+    if timed_out:
+        return "timeout"
+    if exit_code == 0:
+        return "passed"
+    if exit_code == -signal.SIGXCPU or (exit_code == -signal.SIGKILL and cpu_used >= cpu_limit):
+        return "timeout"
+    last = next((ln.strip() for ln in reversed(stderr.splitlines()) if ln.strip()), "")
+    if last.startswith("MemoryError") or "Cannot allocate memory" in last:
+        return "memory"
+    if exit_code < 0:
+        return "killed"
+    return "failed"
+
+
+def run_python(
+    code: str,
+    *,
+    timeout_s: float,
+    cpu_s: float | None = None,
+    memory_mb: int = 1024,
+    output_limit: int = 64_000,
+) -> SandboxResult:
+    """Run `code` as a Python program in the sandbox and report what happened.
+
+    timeout_s: wall-clock limit. cpu_s: CPU-time limit (whole seconds, rounded up;
+    defaults to timeout_s). memory_mb: address-space limit per process. output_limit:
+    bytes of stdout and of stderr to keep (the tail).
+    """
+    started = time.monotonic()
+    if timeout_s <= 0 or (cpu_s is not None and cpu_s <= 0):
+        return _error(f"timeout_s and cpu_s must be > 0 (got {timeout_s}, {cpu_s})", started)
+    if memory_mb < MIN_MEMORY_MB:
+        return _error(f"memory_mb must be >= {MIN_MEMORY_MB} (got {memory_mb})", started)
+    cpu_limit = max(1, math.ceil(cpu_s if cpu_s is not None else timeout_s))
+    launch = _get_launch()
+    try:
+        identity = _private_uid() if launch.drop_privileges else contextlib.nullcontext(None)
+        with identity as uid:
+            workdir = _make_workdir(uid)
+            try:
+                (workdir / "main.py").write_text(code, encoding="utf-8", errors="surrogatepass")
+                return _run_in(workdir, uid, launch.python, timeout_s, cpu_limit, memory_mb,
+                               max(0, output_limit))  # fmt: skip
+            finally:
+                if uid is not None:
+                    _kill_all_of(uid)
+                _remove_tree(workdir)
+    except OSError as err:
+        return _error(f"sandbox could not run the code: {err}", started)
+
+
+def _run_in(
+    workdir: Path,
+    uid: int | None,
+    python: str,
+    timeout_s: float,
+    cpu_limit: int,
+    memory_mb: int,
+    output_limit: int,
+) -> SandboxResult:
+    setup_r, setup_w = os.pipe()
+    limits = [cpu_limit, memory_mb * 1024 * 1024, FILE_SIZE_MB * 1024 * 1024, MAX_PROCESSES]
+    identity = {} if uid is None else {"user": uid, "group": uid, "extra_groups": []}
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            [python, "-I", "-B", "-c", _BOOTSTRAP, str(setup_w), *map(str, limits)],
+            cwd=workdir, env=_child_env(workdir), stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(setup_w,),
+            start_new_session=True, umask=0o077, **identity,
+        )  # fmt: skip
+    except OSError:
+        os.close(setup_r)
+        raise
+    finally:
+        os.close(setup_w)
+    assert proc.stdout is not None and proc.stderr is not None
+    out = _TailReader(proc.stdout, output_limit)
+    err = _TailReader(proc.stderr, output_limit)
+
+    # Wait without reaping, so the pid (and process group id) stays ours until killpg.
+    exited = threading.Event()
+
+    def wait_exit() -> None:
+        with contextlib.suppress(ChildProcessError):
+            os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+        exited.set()
+
+    threading.Thread(target=wait_exit, daemon=True, name="sandbox-waiter").start()
+    with os.fdopen(setup_r, "rb") as setup:
+        setup_report = setup.read(4096)  # EOF at the exec of the code (close-on-exec)
+    deadline = started + timeout_s
+    timed_out = not exited.wait(max(0.0, deadline - time.monotonic()))
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    exited.wait()
+    try:
+        _, status, usage = os.wait4(proc.pid, 0)
+    except ChildProcessError:  # someone else in this process reaped it
+        raise OSError(f"lost track of sandbox process {proc.pid}") from None
+    proc.returncode = exit_code = os.waitstatus_to_exitcode(status)
+    duration = time.monotonic() - started
+    if uid is not None:
+        _kill_all_of(uid)  # children that left the process group; frees the pipes
+    stdout_tail, stderr_tail = out.finish(2.0), err.finish(2.0)
+
+    if setup_report != _SETUP_OK:
+        detail = setup_report.decode(errors="replace") or stderr_tail[-500:]
+        return SandboxResult("error", None, False, duration, "", f"sandbox setup failed: {detail}")
+    cpu_used = usage.ru_utime + usage.ru_stime
+    status_ = _classify(exit_code, timed_out, cpu_used, cpu_limit, stderr_tail)
+    return SandboxResult(status_, exit_code, timed_out, duration, stdout_tail, stderr_tail)
