@@ -1,0 +1,121 @@
+"""The analysis stage: which evaluator to trust, how each scores, and whether it praises code
+that fails its tests.
+
+`run_analysis(tasks, rollouts, scores, settings, out_dir)` validates the three tables
+(judgelab.schemas), computes per-evaluator statistics (`stats`) and metrics against execution
+truth (`truth`), and writes, atomically (judgelab.io):
+
+- `out_dir/metrics.json`: `{"evaluators": {name: {...stats, "truth": {...}}}, "n_tasks",
+  "n_candidates", "n_score_rows", "execution_truth": {...}, "settings": {...}}`. Deterministic for
+  identical inputs and settings: sorted keys, floats rounded to 6 decimals, NaN written as null,
+  no timings or wall-clock values (latency goes to the report only).
+- `out_dir/plots/*.csv` (for `dvc plots`) and `out_dir/plots/png/*.png` (`plots`).
+- `out_dir/report.md` and a self-contained `out_dir/report.html` (`report`).
+
+It returns the metrics dict exactly as written to metrics.json.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from judgelab.analysis.plots import write_plots
+from judgelab.analysis.report import render_html, render_markdown, worst_false_praise
+from judgelab.analysis.stats import evaluator_stats, latency_summary
+from judgelab.analysis.truth import (
+    candidate_scores,
+    execution_truth,
+    resample_weights,
+    truth_metrics,
+)
+from judgelab.config import AnalysisSettings
+from judgelab.io import write_json, write_text
+from judgelab.schemas import RolloutsSchema, ScoresSchema, TasksSchema, validate
+
+__all__ = ["DIGITS", "clean_json", "compute_metrics", "run_analysis"]
+
+logger = logging.getLogger(__name__)
+
+DIGITS = 6
+N_EXAMPLES = 5
+
+
+def clean_json(obj: Any, digits: int = DIGITS) -> Any:
+    """Round floats, turn NaN/inf into None and sort dict keys, recursively."""
+    if isinstance(obj, dict):
+        return {str(k): clean_json(obj[k], digits) for k in sorted(obj, key=str)}
+    if isinstance(obj, list | tuple):
+        return [clean_json(v, digits) for v in obj]
+    if isinstance(obj, bool) or obj is None or isinstance(obj, str):
+        return obj
+    if isinstance(obj, int):
+        return int(obj)
+    if isinstance(obj, float) or hasattr(obj, "__float__"):
+        x = float(obj)
+        if not math.isfinite(x):
+            return None
+        return round(x, digits) + 0.0  # + 0.0 turns -0.0 into 0.0
+    return obj
+
+
+def compute_metrics(
+    tasks: pl.DataFrame, rollouts: pl.DataFrame, scores: pl.DataFrame, settings: AnalysisSettings
+) -> dict[str, Any]:
+    """Every statistic and truth metric, cleaned for JSON; no files written."""
+    truth = execution_truth(scores)
+    if truth.reason:
+        logger.warning("truth metrics unavailable: %s", truth.reason)
+    evaluators = evaluator_stats(scores)
+    weights = resample_weights(len(truth.tasks), settings.bootstrap, settings.seed)
+    for name, ev in evaluators.items():
+        ev["truth"] = truth_metrics(
+            candidate_scores(scores, name), truth, settings.praise_threshold, weights
+        )
+    return clean_json(
+        {
+            "evaluators": evaluators,
+            "n_tasks": tasks.height,
+            "n_candidates": rollouts.height,
+            "n_score_rows": scores.height,
+            "execution_truth": truth.summary(),
+            "settings": settings.model_dump(),
+        }
+    )
+
+
+def run_analysis(
+    tasks: pl.DataFrame,
+    rollouts: pl.DataFrame,
+    scores: pl.DataFrame,
+    settings: AnalysisSettings,
+    out_dir: Path,
+) -> dict[str, Any]:
+    """Validate the inputs; write metrics.json, plots and the report under out_dir; return
+    the metrics dict as written."""
+    out_dir = Path(out_dir)
+    tasks = validate(tasks, TasksSchema, "tasks table")
+    rollouts = validate(rollouts, RolloutsSchema, "rollouts table")
+    scores = validate(scores, ScoresSchema, "scores table")
+
+    metrics = compute_metrics(tasks, rollouts, scores, settings)
+    truth = execution_truth(scores)
+    written = write_plots(scores, truth, metrics["evaluators"], settings.bins, out_dir / "plots")
+    images = {label: path for label, path in written.items() if path.suffix == ".png"}
+    latency = latency_summary(scores)
+    examples = worst_false_praise(scores, rollouts, truth, N_EXAMPLES)
+    write_text(out_dir / "report.md", render_markdown(metrics, latency, examples, images, out_dir))
+    write_text(out_dir / "report.html", render_html(metrics, latency, examples, images))
+    write_json(out_dir / "metrics.json", metrics)
+    logger.info(
+        "analysis: %d evaluators, %d tasks, %d score rows -> %s",
+        len(metrics["evaluators"]),
+        metrics["n_tasks"],
+        metrics["n_score_rows"],
+        out_dir,
+    )
+    return metrics

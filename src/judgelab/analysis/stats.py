@@ -1,0 +1,139 @@
+"""Per-evaluator score statistics: how strict or lenient each evaluator is, and how often it fails.
+
+Contract:
+- Input is a scores table in the shape of `judgelab.schemas.ScoresSchema` (one row per task,
+  candidate, evaluator, repeat). Nothing here reads files or mutates its input.
+- Distribution statistics use only *scored* rows (every repeat counts as one observation);
+  unscored rows are never substituted by 0. `std` is the sample standard deviation (ddof=1),
+  `q1`/`q3`/`median` use linear interpolation between order statistics (numpy's default, the
+  same as pandas and most spreadsheets), `iqr = q3 - q1`.
+- Rates are shares of *all* rows of the evaluator: `unscored_rate = n_unscored / n_rows`,
+  `out_of_range_rate = rows flagged out_of_range / n_rows` (out-of-range rows may be scored, when
+  clipped, or unscored).
+- `unscored_by_reason` groups unscored rows by the reason's category: the text before the first
+  ':', slugged (so "Parse error: unexpected token" and "parse error: empty reply" are both
+  `parse_error`),
+  with each category's count and its share of the unscored rows.
+- An evaluator with no scored rows yields nulls for every distribution statistic and a
+  `reason` saying why; it never raises.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+logger = logging.getLogger(__name__)
+
+DISTRIBUTION_KEYS = ("mean", "median", "std", "q1", "q3", "iqr", "min", "max")
+REASON_MAX_CHARS = 60
+
+
+def reason_key(reason: str | None) -> str:
+    """The category of an unscored row's reason: the text before the first ':' as a slug
+    (lowercase, runs of other characters -> '_'), safe as a DVC/MLflow metric name part."""
+    head = (reason or "").split(":", 1)[0].strip().lower()
+    slug = re.sub(r"[^a-z0-9]+", "_", head).strip("_")
+    return (slug or "unspecified")[:REASON_MAX_CHARS]
+
+
+def describe(values: np.ndarray | list[float]) -> dict[str, float | int | None]:
+    """n, mean, median, sample std (ddof=1), q1, q3, iqr, min, max of finite values.
+
+    Empty input gives n=0 and None elsewhere; a single value gives std None (ddof=1 undefined).
+    """
+    arr = np.asarray(values, dtype=float)
+    arr = arr[np.isfinite(arr)]
+    out: dict[str, float | int | None] = {"n": int(arr.size)}
+    if arr.size == 0:
+        out.update(dict.fromkeys(DISTRIBUTION_KEYS))
+        return out
+    q1, median, q3 = np.percentile(arr, [25.0, 50.0, 75.0])
+    out.update(
+        mean=float(arr.mean()),
+        median=float(median),
+        std=float(arr.std(ddof=1)) if arr.size > 1 else None,
+        q1=float(q1),
+        q3=float(q3),
+        iqr=float(q3 - q1),
+        min=float(arr.min()),
+        max=float(arr.max()),
+    )
+    return out
+
+
+def _first(frame: pl.DataFrame, column: str) -> Any:
+    values = frame.get_column(column).drop_nulls().unique().sort()
+    if values.len() > 1:
+        logger.warning(
+            "column %s has several values for one evaluator: %s", column, values.to_list()
+        )
+    return values[0] if values.len() else None
+
+
+def stats_for_evaluator(rows: pl.DataFrame) -> dict[str, Any]:
+    """Statistics of one evaluator's rows (all rows must share the evaluator)."""
+    n_rows = rows.height
+    scored = rows.filter(pl.col("status") == "scored")
+    unscored = rows.filter(pl.col("status") != "scored")
+    dist = describe(scored.get_column("score").drop_nulls().to_numpy())
+    n_out = int(rows.get_column("out_of_range").fill_null(False).sum()) if n_rows else 0
+
+    counts: dict[str, int] = {}
+    for reason in unscored.get_column("reason").to_list():
+        key = reason_key(reason)
+        counts[key] = counts.get(key, 0) + 1
+    by_reason = {key: {"n": n, "share": n / unscored.height} for key, n in sorted(counts.items())}
+
+    raw = rows.get_column("raw_score").drop_nulls().to_numpy().astype(float)
+    raw = raw[np.isfinite(raw)]
+    result: dict[str, Any] = {
+        "protocol": _first(rows, "protocol") if n_rows else None,
+        "judge": _first(rows, "judge") if n_rows else None,
+        "n_rows": n_rows,
+        "n_scored": scored.height,
+        "n_unscored": unscored.height,
+        "n_candidates": rows.get_column("candidate_id").n_unique() if n_rows else 0,
+        "n_repeats": rows.get_column("repeat").n_unique() if n_rows else 0,
+        "unscored_rate": unscored.height / n_rows if n_rows else None,
+        "n_out_of_range": n_out,
+        "out_of_range_rate": n_out / n_rows if n_rows else None,
+        "unscored_by_reason": by_reason,
+        "raw_score_min": float(raw.min()) if raw.size else None,
+        "raw_score_max": float(raw.max()) if raw.size else None,
+        "reason": None,
+    }
+    result.update({k: v for k, v in dist.items() if k != "n"})
+    if n_rows == 0:
+        result["reason"] = "no rows for this evaluator"
+    elif scored.height == 0:
+        result["reason"] = "no scored rows: every row is unscored"
+    return result
+
+
+def evaluator_stats(scores: pl.DataFrame) -> dict[str, dict[str, Any]]:
+    """`stats_for_evaluator` for every evaluator in the scores table, keyed by name."""
+    names = sorted(scores.get_column("evaluator").unique().to_list()) if scores.height else []
+    return {name: stats_for_evaluator(scores.filter(pl.col("evaluator") == name)) for name in names}
+
+
+def latency_summary(scores: pl.DataFrame) -> dict[str, dict[str, float | int | None]]:
+    """Mean, median and total latency (seconds) per evaluator. For the report only:
+    timings vary between identical runs, so they never go into metrics.json."""
+    out: dict[str, dict[str, float | int | None]] = {}
+    if not scores.height:
+        return out
+    for name in sorted(scores.get_column("evaluator").unique().to_list()):
+        lat = scores.filter(pl.col("evaluator") == name).get_column("latency_s").to_numpy()
+        lat = lat.astype(float)[np.isfinite(lat.astype(float))]
+        out[name] = {
+            "n": int(lat.size),
+            "mean_latency_s": float(lat.mean()) if lat.size else None,
+            "median_latency_s": float(np.median(lat)) if lat.size else None,
+            "total_latency_s": float(lat.sum()) if lat.size else None,
+        }
+    return out

@@ -1,0 +1,309 @@
+"""Each evaluator against execution truth: does it rank passing code above failing code, and
+does it praise code that fails its tests?
+
+Contract:
+- Execution truth is the repeat-0 row of the evaluator whose protocol is "execution": a scored
+  1.0 means the candidate passes its tests, any other scored value means it fails. A candidate
+  whose execution row is unscored (a task without tests, a sandbox failure) or missing has no
+  truth; it is left out of every truth metric and counted (`n_candidates_no_truth`).
+- An evaluator's score for a candidate is the mean of its *scored* repeats; a candidate the
+  evaluator never scored is left out and counted (`n_candidates_unscored`), never scored as 0.
+- Metrics, over candidates with both truth and a score:
+  * `roc_auc`: scikit-learn's ROC-AUC of score vs passed (null when only one class is present).
+  * `pairwise_accuracy`: for each task, every (passing, failing) pair: 1 if the passing one
+    scores higher, 0.5 on a tie, 0 otherwise; the mean over all pairs of all tasks.
+  * `top1_accuracy`: over tasks with at least one passing and one failing candidate, whether
+    the top-scored candidate passes; a tie at the top shares the credit (share of tied that pass).
+  * `false_praise_rate`: share of failing candidates scored >= `praise_threshold`.
+  * `mean_score_passing`, `mean_score_failing` and `score_gap` (their difference).
+- Every headline figure has a 95% percentile CI from a cluster bootstrap that resamples TASKS
+  with replacement. The resample matrix is drawn once per analysis from `seed` over the sorted
+  tasks that have truth, and every evaluator uses the same matrix (a paired bootstrap), so
+  results are deterministic for a seed and do not depend on which other evaluators are present.
+- A figure that cannot be computed is null and `reasons[figure]` says why. Pure functions over
+  polars DataFrames; nothing here raises on an empty or all-unscored evaluator.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+from sklearn.metrics import roc_auc_score
+
+logger = logging.getLogger(__name__)
+
+CI_LEVEL = 0.95
+HEADLINE = (
+    "roc_auc",
+    "pairwise_accuracy",
+    "top1_accuracy",
+    "false_praise_rate",
+    "mean_score_passing",
+    "mean_score_failing",
+    "score_gap",
+)
+_TRUTH_COLUMNS = {"task_id": pl.String, "candidate_id": pl.String, "passed": pl.Boolean}
+
+
+@dataclass(frozen=True)
+class Truth:
+    """Execution truth per candidate. `table` has task_id, candidate_id, passed (null = unknown)."""
+
+    evaluator: str | None
+    table: pl.DataFrame
+    tasks: list[str] = field(default_factory=list)  # sorted tasks with at least one known result
+    reason: str | None = None
+
+    def summary(self) -> dict[str, Any]:
+        known = self.table.filter(pl.col("passed").is_not_null())
+        n_pass = int(known.get_column("passed").sum()) if known.height else 0
+        return {
+            "evaluator": self.evaluator,
+            "n_candidates": self.table.height,
+            "n_candidates_with_truth": known.height,
+            "n_candidates_no_truth": self.table.height - known.height,
+            "n_passing": n_pass,
+            "n_failing": known.height - n_pass,
+            "n_tasks_with_truth": len(self.tasks),
+            "reason": self.reason,
+        }
+
+
+def execution_truth(scores: pl.DataFrame, evaluator: str | None = None) -> Truth:
+    """Pass/fail per candidate from the execution evaluator's repeat-0 row.
+
+    Every candidate in `scores` appears in the table; those without a scored execution row have
+    passed = null. With several execution evaluators and none named, the first by name is used.
+    """
+    candidates = (
+        scores.select("task_id", "candidate_id").unique().sort("task_id", "candidate_id")
+        if scores.height
+        else pl.DataFrame(schema={"task_id": pl.String, "candidate_id": pl.String})
+    )
+    execs = (
+        sorted(
+            scores.filter(pl.col("protocol") == "execution")
+            .get_column("evaluator")
+            .unique()
+            .to_list()
+        )
+        if scores.height
+        else []
+    )
+    if evaluator is None:
+        if not execs:
+            table = candidates.with_columns(pl.lit(None, dtype=pl.Boolean).alias("passed"))
+            return Truth(None, table, [], "no evaluator with protocol 'execution' in the scores")
+        if len(execs) > 1:
+            logger.warning("several execution evaluators %s; using %s as truth", execs, execs[0])
+        evaluator = execs[0]
+    rows = scores.filter(
+        (pl.col("evaluator") == evaluator)
+        & (pl.col("repeat") == 0)
+        & (pl.col("status") == "scored")
+    ).select("candidate_id", (pl.col("score") >= 1.0).alias("passed"))
+    table = candidates.join(rows, on="candidate_id", how="left").select(
+        [pl.col(c).cast(t) for c, t in _TRUTH_COLUMNS.items()]
+    )
+    tasks = sorted(
+        table.filter(pl.col("passed").is_not_null()).get_column("task_id").unique().to_list()
+    )
+    reason = None if tasks else f"execution evaluator {evaluator!r} scored no candidate"
+    return Truth(evaluator, table, tasks, reason)
+
+
+def candidate_scores(scores: pl.DataFrame, evaluator: str) -> pl.DataFrame:
+    """task_id, candidate_id, score (mean of scored repeats; null if none), n_scored_repeats."""
+    rows = scores.filter(pl.col("evaluator") == evaluator)
+    if not rows.height:
+        return pl.DataFrame(
+            schema={
+                "task_id": pl.String,
+                "candidate_id": pl.String,
+                "score": pl.Float64,
+                "n_scored_repeats": pl.UInt32,
+            }
+        )
+    scored = pl.col("status") == "scored"
+    return (
+        rows.group_by("task_id", "candidate_id")
+        .agg(
+            pl.col("score").filter(scored).mean().cast(pl.Float64).alias("score"),
+            scored.sum().cast(pl.UInt32).alias("n_scored_repeats"),
+        )
+        .sort("task_id", "candidate_id")
+    )
+
+
+def resample_weights(n_tasks: int, n_boot: int, seed: int) -> np.ndarray:
+    """(n_boot, n_tasks) counts: how often each task appears in each bootstrap resample."""
+    if n_tasks == 0 or n_boot == 0:
+        return np.zeros((n_boot, n_tasks), dtype=float)
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, n_tasks, size=(n_boot, n_tasks))
+    weights = np.zeros((n_boot, n_tasks), dtype=float)
+    np.add.at(weights, (np.repeat(np.arange(n_boot), n_tasks), picks.ravel()), 1.0)
+    return weights
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+
+
+@dataclass(frozen=True)
+class _TaskParts:
+    """Per-task sums from which every figure is a ratio; a resample just reweights tasks."""
+
+    n_pass: np.ndarray  # (T,)
+    n_fail: np.ndarray
+    cross: np.ndarray  # (T, T): pair credit, passing rows of task t vs failing rows of task u
+    top_num: np.ndarray
+    top_den: np.ndarray
+    praised_fail: np.ndarray
+    sum_pass: np.ndarray
+    sum_fail: np.ndarray
+
+    def figures(self, w: np.ndarray) -> dict[str, np.ndarray]:
+        """Every figure for each row of task weights `w` (B, T)."""
+        n_pass, n_fail = w @ self.n_pass, w @ self.n_fail
+        within = np.diagonal(self.cross)
+        mean_pass = _ratio(w @ self.sum_pass, n_pass)
+        mean_fail = _ratio(w @ self.sum_fail, n_fail)
+        return {
+            "roc_auc": _ratio(np.einsum("bt,tu,bu->b", w, self.cross, w), n_pass * n_fail),
+            "pairwise_accuracy": _ratio(w @ within, w @ (self.n_pass * self.n_fail)),
+            "top1_accuracy": _ratio(w @ self.top_num, w @ self.top_den),
+            "false_praise_rate": _ratio(w @ self.praised_fail, n_fail),
+            "mean_score_passing": mean_pass,
+            "mean_score_failing": mean_fail,
+            "score_gap": mean_pass - mean_fail,
+        }
+
+
+def _task_parts(
+    task_idx: np.ndarray, score: np.ndarray, passed: np.ndarray, n_tasks: int, threshold: float
+) -> _TaskParts:
+    sp, tp = score[passed], task_idx[passed]
+    sf, tf = score[~passed], task_idx[~passed]
+    cross = np.zeros((n_tasks, n_tasks))
+    for u in np.unique(tf):
+        fail_u = np.sort(sf[tf == u])
+        below = np.searchsorted(fail_u, sp, side="left")
+        tied = np.searchsorted(fail_u, sp, side="right") - below
+        cross[:, u] = np.bincount(tp, weights=below + 0.5 * tied, minlength=n_tasks)
+    n_pass = np.bincount(tp, minlength=n_tasks).astype(float)
+    n_fail = np.bincount(tf, minlength=n_tasks).astype(float)
+    top_num = np.zeros(n_tasks)
+    top_den = np.zeros(n_tasks)
+    for t in np.flatnonzero((n_pass > 0) & (n_fail > 0)):
+        in_t = task_idx == t
+        s_t, y_t = score[in_t], passed[in_t]
+        top = s_t == s_t.max()
+        top_num[t] = y_t[top].mean()
+        top_den[t] = 1.0
+    return _TaskParts(
+        n_pass=n_pass,
+        n_fail=n_fail,
+        cross=cross,
+        top_num=top_num,
+        top_den=top_den,
+        praised_fail=np.bincount(tf, weights=(sf >= threshold).astype(float), minlength=n_tasks),
+        sum_pass=np.bincount(tp, weights=sp, minlength=n_tasks),
+        sum_fail=np.bincount(tf, weights=sf, minlength=n_tasks),
+    )
+
+
+def _finite(x: float) -> float | None:
+    return float(x) if np.isfinite(x) else None
+
+
+def truth_metrics(
+    cand: pl.DataFrame,
+    truth: Truth,
+    praise_threshold: float,
+    weights: np.ndarray | None = None,
+) -> dict[str, Any]:
+    """Truth metrics of one evaluator. `cand` comes from `candidate_scores`; `weights` from
+    `resample_weights(len(truth.tasks), ...)` (None or zero rows: no CIs)."""
+    reasons: dict[str, str] = {}
+    known = truth.table.filter(pl.col("passed").is_not_null())
+    joined = known.join(cand.select("candidate_id", "score"), on="candidate_id", how="left")
+    usable = joined.filter(pl.col("score").is_not_null() & pl.col("score").is_not_nan())
+    known_ids = set(known.get_column("candidate_id").to_list())
+    scored_ids = cand.filter(pl.col("score").is_not_null()).get_column("candidate_id").to_list()
+    n_no_truth = sum(1 for c in scored_ids if c not in known_ids)
+
+    index = {t: i for i, t in enumerate(truth.tasks)}
+    task_idx = np.array([index[t] for t in usable.get_column("task_id").to_list()], dtype=int)
+    score = usable.get_column("score").to_numpy().astype(float)
+    passed = usable.get_column("passed").to_numpy().astype(bool)
+    parts = _task_parts(task_idx, score, passed, len(truth.tasks), praise_threshold)
+    point = {k: float(v[0]) for k, v in parts.figures(np.ones((1, len(truth.tasks)))).items()}
+
+    n_pass, n_fail = int(passed.sum()), int((~passed).sum())
+    if truth.evaluator is None or not truth.tasks:
+        why = truth.reason or "no execution truth"
+        reasons.update(dict.fromkeys(HEADLINE, why))
+    elif usable.height == 0:
+        reasons.update(
+            dict.fromkeys(HEADLINE, "no candidate has both an execution result and a score")
+        )
+    else:
+        if n_pass == 0 or n_fail == 0:
+            which = "pass" if n_fail == 0 else "fail"
+            why = f"only one class present: all {usable.height} candidates with truth {which}"
+            reasons["roc_auc"] = why
+        else:
+            point["roc_auc"] = float(roc_auc_score(passed, score))
+        if not np.isfinite(point["pairwise_accuracy"]):
+            reasons["pairwise_accuracy"] = (
+                "no task has both a passing and a failing scored candidate"
+            )
+            reasons["top1_accuracy"] = reasons["pairwise_accuracy"]
+        if n_fail == 0:
+            reasons["false_praise_rate"] = "no failing candidate was scored"
+            reasons["mean_score_failing"] = reasons["false_praise_rate"]
+            reasons["score_gap"] = "needs both passing and failing candidates"
+        if n_pass == 0:
+            reasons["mean_score_passing"] = "no passing candidate was scored"
+            reasons["score_gap"] = "needs both passing and failing candidates"
+    if "roc_auc" in reasons:
+        point["roc_auc"] = float("nan")
+
+    result: dict[str, Any] = {
+        "truth_evaluator": truth.evaluator,
+        "praise_threshold": praise_threshold,
+        "n_candidates": usable.height,
+        "n_passing": n_pass,
+        "n_failing": n_fail,
+        "n_candidates_no_truth": n_no_truth,
+        "n_candidates_unscored": joined.height - usable.height,
+        "n_tasks": int(np.unique(task_idx).size),
+        "n_pairs": int((parts.n_pass * parts.n_fail).sum()),
+        "n_pair_groups": int(((parts.n_pass > 0) & (parts.n_fail > 0)).sum()),
+        "n_top1_groups": int(parts.top_den.sum()),
+        "n_false_praise": int(parts.praised_fail.sum()),
+        "ci_level": CI_LEVEL,
+        "n_bootstrap": 0 if weights is None else int(weights.shape[0]),
+    }
+    boot = parts.figures(weights) if weights is not None and weights.shape[0] else None
+    if boot is None:
+        reasons.setdefault("ci", "bootstrap disabled (analysis.bootstrap = 0) or no tasks")
+    alpha = (1.0 - CI_LEVEL) / 2.0
+    for name in HEADLINE:
+        value = None if name in reasons else _finite(point[name])
+        result[name] = value
+        low = high = None
+        if value is not None and boot is not None:
+            draws = boot[name][np.isfinite(boot[name])]
+            if draws.size:
+                low, high = (float(x) for x in np.quantile(draws, [alpha, 1.0 - alpha]))
+        result[f"{name}_ci_low"] = low
+        result[f"{name}_ci_high"] = high
+    result["reasons"] = dict(sorted(reasons.items()))
+    return result

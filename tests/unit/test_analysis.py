@@ -1,0 +1,478 @@
+"""Analysis stage: every statistic against a hand computation or its reference implementation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from judgelab.analysis import compute_metrics, run_analysis
+from judgelab.analysis.plots import bin_index, score_distribution
+from judgelab.analysis.report import render_html, worst_false_praise
+from judgelab.analysis.stats import describe, evaluator_stats, reason_key
+from judgelab.analysis.truth import (
+    _task_parts,
+    candidate_scores,
+    execution_truth,
+    resample_weights,
+    truth_metrics,
+)
+from judgelab.config import AnalysisSettings
+from judgelab.schemas import ScoresSchema, validate
+
+SCORE_SCHEMA = {
+    "run_id": pl.String,
+    "task_id": pl.String,
+    "candidate_id": pl.String,
+    "evaluator": pl.String,
+    "protocol": pl.String,
+    "judge": pl.String,
+    "repeat": pl.Int64,
+    "score": pl.Float64,
+    "raw_score": pl.Float64,
+    "status": pl.String,
+    "out_of_range": pl.Boolean,
+    "reason": pl.String,
+    "explanation": pl.String,
+    "latency_s": pl.Float64,
+    "slot": pl.Int64,
+    "permutation": pl.String,
+}
+XSS = "<script>alert('pwned')</script> looks production ready"
+
+
+def row(
+    task: str,
+    cand: str,
+    evaluator: str,
+    protocol: str,
+    score: float | None,
+    reason: str | None = None,
+    repeat: int = 0,
+    raw: float | None = None,
+    out_of_range: bool = False,
+    explanation: str | None = None,
+    latency: float = 0.5,
+) -> dict[str, Any]:
+    return {
+        "run_id": "run",
+        "task_id": task,
+        "candidate_id": cand,
+        "evaluator": evaluator,
+        "protocol": protocol,
+        "judge": None if protocol in ("rule", "execution") else "qwen",
+        "repeat": repeat,
+        "score": score,
+        "raw_score": raw if raw is not None else score,
+        "status": "scored" if score is not None else "unscored",
+        "out_of_range": out_of_range,
+        "reason": reason,
+        "explanation": explanation,
+        "latency_s": latency,
+        "slot": None,
+        "permutation": None,
+    }
+
+
+# Two tasks with tests (A: 2 pass / 2 fail, B: 1 pass / 2 fail) and one without tests (C).
+TRUTH = {"a1": 1.0, "a2": 1.0, "a3": 0.0, "a4": 0.0, "b1": 1.0, "b2": 0.0, "b3": 0.0}
+JUDGE = {"a1": 0.9, "a2": 0.5, "a3": 0.9, "a4": 0.2, "b1": 0.6, "b2": 0.8, "b3": 1.0, "c1": 0.7}
+TASK_OF = {c: c[0].upper() for c in [*TRUTH, "c1", "c2"]}
+
+
+def fixture_scores(latency: float = 0.5) -> pl.DataFrame:
+    rows = []
+    for cand, task in TASK_OF.items():
+        if cand in TRUTH:
+            rows.append(row(task, cand, "tests", "execution", TRUTH[cand], latency=latency))
+        else:
+            rows.append(row(task, cand, "tests", "execution", None, reason="no tests: autorl task"))
+        if cand in JUDGE:
+            explanation = XSS if cand == "a3" else f"ok {cand}"
+            rows.append(
+                row(
+                    task,
+                    cand,
+                    "judge",
+                    "ruler",
+                    JUDGE[cand],
+                    explanation=explanation,
+                    latency=latency,
+                )
+            )
+        else:
+            rows.append(row(task, cand, "judge", "ruler", None, reason="parse error: bad json"))
+        # an evaluator that never produced a score
+        rows.append(
+            row(
+                task,
+                cand,
+                "dead",
+                "rubric",
+                None,
+                reason="timeout: 120 s",
+                raw=None,
+                latency=latency,
+            )
+        )
+    # a judge that went out of range once (raw 2.0, left unscored) and scored twice per candidate
+    rows.append(row("A", "a1", "rub", "rubric", 0.4, repeat=0))
+    rows.append(row("A", "a1", "rub", "rubric", 0.8, repeat=1))
+    rows.append(
+        row(
+            "A",
+            "a3",
+            "rub",
+            "rubric",
+            None,
+            repeat=0,
+            raw=2.0,
+            out_of_range=True,
+            reason="out of range: 2.0",
+        )
+    )
+    rows.append(row("A", "a3", "rub", "rubric", 0.1, repeat=1))
+    return validate(pl.DataFrame(rows, schema=SCORE_SCHEMA), ScoresSchema, "fixture scores")
+
+
+def fixture_tasks() -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "task_id": ["A", "B", "C"],
+            "source": ["humaneval", "humaneval", "autorl"],
+            "request": ["ra", "rb", "rc"],
+            "prompt": ["pa", "pb", "pc"],
+            "entry_point": ["f", "g", None],
+            "test": ["assert f()", "assert g()", None],
+            "canonical_solution": [None, None, None],
+        },
+        schema={
+            "task_id": pl.String,
+            "source": pl.String,
+            "request": pl.String,
+            "prompt": pl.String,
+            "entry_point": pl.String,
+            "test": pl.String,
+            "canonical_solution": pl.String,
+        },
+    )
+
+
+def fixture_rollouts() -> pl.DataFrame:
+    cands = list(TASK_OF)
+    return pl.DataFrame(
+        {
+            "task_id": [TASK_OF[c] for c in cands],
+            "sample_index": [int(c[1]) - 1 for c in cands],
+            "candidate_id": cands,
+            "policy": ["p"] * len(cands),
+            "model_sha256": ["0" * 64] * len(cands),
+            "seed": [0] * len(cands),
+            "messages_json": ["[]"] * len(cands),
+            "completion": [f"def f():\n    return '{c}'  # <b>{c}</b>" for c in cands],
+            "finish_reason": ["stop"] * len(cands),
+            "completion_tokens": [10] * len(cands),
+            "latency_s": [1.0] * len(cands),
+            "cache_key": cands,
+        }
+    )
+
+
+SETTINGS = AnalysisSettings(praise_threshold=0.8, bins=10, bootstrap=200, seed=7)
+
+
+# ------------------------------------------------------------------------------ stats
+
+
+def test_describe_matches_numpy() -> None:
+    values = np.array([0.9, 0.5, 0.9, 0.2, 0.6, 0.8, 1.0, 0.7])
+    d = describe(values)
+    assert d["n"] == 8
+    assert d["mean"] == pytest.approx(values.mean())
+    assert d["median"] == pytest.approx(np.median(values))
+    assert d["std"] == pytest.approx(np.std(values, ddof=1))
+    assert d["std"] != pytest.approx(np.std(values, ddof=0))
+    # by hand: sorted 0.2 0.5 0.6 0.7 0.8 0.9 0.9 1.0; q1 at rank 1.75 -> 0.5 + .75*.1 = 0.575
+    assert d["q1"] == pytest.approx(0.575)
+    assert d["q3"] == pytest.approx(0.9)
+    assert d["iqr"] == pytest.approx(0.325)
+    assert (d["min"], d["max"]) == (0.2, 1.0)
+
+
+def test_describe_empty_and_single() -> None:
+    assert describe([])["mean"] is None and describe([])["n"] == 0
+    one = describe([0.4])
+    assert one["mean"] == 0.4 and one["std"] is None and one["iqr"] == 0.0
+
+
+def test_evaluator_stats_rates_and_reasons() -> None:
+    stats = evaluator_stats(fixture_scores())
+    judge = stats["judge"]
+    assert judge["n_rows"] == 9 and judge["n_scored"] == 8 and judge["n_unscored"] == 1
+    assert judge["unscored_rate"] == pytest.approx(1 / 9)
+    assert judge["unscored_by_reason"] == {"parse_error": {"n": 1, "share": 1.0}}
+    assert judge["mean"] == pytest.approx(np.mean(list(JUDGE.values())))
+    assert judge["std"] == pytest.approx(np.std(list(JUDGE.values()), ddof=1))
+    rub = stats["rub"]
+    assert rub["n_rows"] == 4 and rub["out_of_range_rate"] == pytest.approx(0.25)
+    assert rub["raw_score_max"] == 2.0
+    assert rub["unscored_by_reason"] == {"out_of_range": {"n": 1, "share": 1.0}}
+
+
+def test_all_unscored_evaluator_gives_nulls_and_reason() -> None:
+    dead = evaluator_stats(fixture_scores())["dead"]
+    assert dead["n_scored"] == 0 and dead["unscored_rate"] == 1.0
+    assert all(dead[k] is None for k in ("mean", "median", "std", "q1", "q3", "iqr", "min", "max"))
+    assert "unscored" in dead["reason"]
+    assert evaluator_stats(fixture_scores().clear()) == {}
+
+
+def test_reason_key() -> None:
+    assert reason_key("Parse error: x: y") == "parse_error"
+    assert reason_key("out of range (2.0)") == "out_of_range_2_0"
+    assert reason_key(None) == "unspecified" and reason_key("  ") == "unspecified"
+
+
+# ------------------------------------------------------------------------------ truth
+
+
+def test_execution_truth_counts_candidates_without_tests() -> None:
+    truth = execution_truth(fixture_scores())
+    s = truth.summary()
+    assert truth.evaluator == "tests" and truth.tasks == ["A", "B"]
+    assert (s["n_passing"], s["n_failing"], s["n_candidates_no_truth"]) == (3, 4, 2)
+
+
+def test_candidate_score_is_mean_of_scored_repeats() -> None:
+    cand = candidate_scores(fixture_scores(), "rub")
+    got = dict(zip(cand["candidate_id"], cand["score"], strict=True))
+    assert got == {"a1": pytest.approx(0.6), "a3": pytest.approx(0.1)}
+
+
+def test_truth_metrics_by_hand() -> None:
+    scores = fixture_scores()
+    truth = execution_truth(scores)
+    m = truth_metrics(candidate_scores(scores, "judge"), truth, 0.8)
+    # A: (a1,a3) tie .5, (a1,a4) 1, (a2,a3) 0, (a2,a4) 1; B: (b1,b2) 0, (b1,b3) 0
+    assert m["pairwise_accuracy"] == pytest.approx(2.5 / 6)
+    assert (m["n_pairs"], m["n_pair_groups"]) == (6, 2)
+    # A: top 0.9 shared by a1 (pass) and a3 (fail) -> 0.5; B: top is b3 (fail) -> 0
+    assert m["top1_accuracy"] == pytest.approx(0.25) and m["n_top1_groups"] == 2
+    # failing: a3 .9, a4 .2, b2 .8 (>= counts), b3 1.0 -> 3 of 4
+    assert m["false_praise_rate"] == pytest.approx(0.75) and m["n_false_praise"] == 3
+    assert m["mean_score_passing"] == pytest.approx(2.0 / 3)
+    assert m["mean_score_failing"] == pytest.approx(0.725)
+    assert m["score_gap"] == pytest.approx(2.0 / 3 - 0.725)
+    y = [TRUTH[c] for c in TRUTH]
+    s = [JUDGE[c] for c in TRUTH]
+    assert m["roc_auc"] == pytest.approx(roc_auc_score(y, s))
+    assert m["roc_auc"] == pytest.approx(4.5 / 12)  # by hand, ties count half
+    # c1 is scored by the judge but has no tests
+    assert m["n_candidates_no_truth"] == 1 and m["n_candidates"] == 7
+    assert m["n_bootstrap"] == 0 and m["roc_auc_ci_low"] is None and "ci" in m["reasons"]
+
+
+def test_false_praise_threshold_is_inclusive() -> None:
+    scores = fixture_scores()
+    truth = execution_truth(scores)
+    cand = candidate_scores(scores, "judge")
+    assert truth_metrics(cand, truth, 0.81)["false_praise_rate"] == pytest.approx(0.5)
+    assert truth_metrics(cand, truth, 1.0)["false_praise_rate"] == pytest.approx(0.25)
+
+
+def test_unscored_and_missing_evaluators_do_not_crash() -> None:
+    scores = fixture_scores()
+    truth = execution_truth(scores)
+    w = resample_weights(len(truth.tasks), 50, 0)
+    for name in ("dead", "nobody"):
+        m = truth_metrics(candidate_scores(scores, name), truth, 0.8, w)
+        assert m["n_candidates"] == 0
+        assert m["roc_auc"] is None and m["pairwise_accuracy"] is None
+        assert m["reasons"]["roc_auc"] and m["reasons"]["false_praise_rate"]
+    # no execution evaluator at all
+    no_exec = scores.filter(pl.col("protocol") != "execution")
+    t2 = execution_truth(no_exec)
+    m = truth_metrics(candidate_scores(no_exec, "judge"), t2, 0.8, resample_weights(0, 10, 0))
+    assert t2.evaluator is None and m["false_praise_rate"] is None
+    assert "execution" in m["reasons"]["false_praise_rate"]
+
+
+def test_roc_auc_null_with_one_class() -> None:
+    scores = fixture_scores().filter(pl.col("candidate_id").is_in(["a1", "a2", "b1"]))
+    truth = execution_truth(scores)
+    m = truth_metrics(candidate_scores(scores, "judge"), truth, 0.8)
+    assert m["roc_auc"] is None and "only one class" in m["reasons"]["roc_auc"]
+    assert m["pairwise_accuracy"] is None and m["false_praise_rate"] is None
+    assert m["mean_score_passing"] == pytest.approx((0.9 + 0.5 + 0.6) / 3)
+
+
+def random_scores(n_tasks: int = 30, k: int = 4, seed: int = 1) -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for t in range(n_tasks):
+        for c in range(k):
+            cid = f"t{t}c{c}"
+            passed = float(rng.random() < 0.4)
+            rows.append(row(f"t{t}", cid, "tests", "execution", passed))
+            judged = float(np.clip(0.5 + 0.25 * passed + rng.normal(0, 0.25), 0, 1))
+            rows.append(row(f"t{t}", cid, "judge", "ruler", round(judged, 1)))
+    return pl.DataFrame(rows, schema=SCORE_SCHEMA)
+
+
+def test_weighted_figures_equal_duplicated_tasks() -> None:
+    """A bootstrap weight vector must give what physically duplicating the tasks gives."""
+    scores = random_scores()
+    truth = execution_truth(scores)
+    cand = candidate_scores(scores, "judge").join(truth.table, on=["task_id", "candidate_id"])
+    index = {t: i for i, t in enumerate(truth.tasks)}
+    task_idx = np.array([index[t] for t in cand["task_id"]])
+    score, passed = cand["score"].to_numpy(), cand["passed"].to_numpy().astype(bool)
+    parts = _task_parts(task_idx, score, passed, len(truth.tasks), 0.8)
+    w = resample_weights(len(truth.tasks), 3, 11)
+    for b in range(3):
+        figs = {k: v[0] for k, v in parts.figures(w[b : b + 1]).items()}
+        rw = w[b, task_idx]
+        assert figs["roc_auc"] == pytest.approx(roc_auc_score(passed, score, sample_weight=rw))
+        # physically duplicate each task w times (with fresh task ids) and recompute the point
+        dup_rows = []
+        for t, name in enumerate(truth.tasks):
+            for copy in range(int(w[b, t])):
+                sub = scores.filter(pl.col("task_id") == name).with_columns(
+                    pl.lit(f"{name}#{copy}").alias("task_id"),
+                    (pl.col("candidate_id") + f"#{copy}").alias("candidate_id"),
+                )
+                dup_rows.append(sub)
+        dup = pl.concat(dup_rows)
+        dtruth = execution_truth(dup)
+        point = truth_metrics(candidate_scores(dup, "judge"), dtruth, 0.8)
+        for key in (
+            "pairwise_accuracy",
+            "top1_accuracy",
+            "false_praise_rate",
+            "score_gap",
+            "roc_auc",
+        ):
+            assert figs[key] == pytest.approx(point[key]), key
+
+
+def test_bootstrap_deterministic_and_ci_contains_point() -> None:
+    scores = random_scores()
+    truth = execution_truth(scores)
+    cand = candidate_scores(scores, "judge")
+    w1 = resample_weights(len(truth.tasks), 500, 3)
+    m1 = truth_metrics(cand, truth, 0.8, w1)
+    m2 = truth_metrics(cand, truth, 0.8, resample_weights(len(truth.tasks), 500, 3))
+    m3 = truth_metrics(cand, truth, 0.8, resample_weights(len(truth.tasks), 500, 4))
+    assert m1 == m2
+    assert m1["pairwise_accuracy_ci_low"] != m3["pairwise_accuracy_ci_low"]
+    for key in ("roc_auc", "pairwise_accuracy", "top1_accuracy", "false_praise_rate", "score_gap"):
+        low, high = m1[f"{key}_ci_low"], m1[f"{key}_ci_high"]
+        assert low is not None and high is not None
+        assert low <= m1[key] <= high, key
+        assert low < high, key
+    # each resample draws n_tasks tasks
+    assert (w1.sum(axis=1) == len(truth.tasks)).all()
+
+
+# ------------------------------------------------------------------------------ plots/report
+
+
+def test_bins_and_distribution() -> None:
+    assert bin_index(np.array([0.0, 0.0999, 0.1, 0.3, 0.7, 0.99, 1.0]), 10).tolist() == [
+        0,
+        0,
+        1,
+        3,
+        7,
+        9,
+        9,
+    ]
+    scores = fixture_scores()
+    dist = score_distribution(scores, execution_truth(scores), 10)
+    judge = dist.filter(pl.col("evaluator") == "judge")
+    assert judge["count"].sum() == 8
+    fail_counts = judge.filter(pl.col("truth") == "fail").sort("bin")["count"].to_list()
+    assert fail_counts == [0, 0, 1, 0, 0, 0, 0, 0, 1, 2]  # 0.2, 0.8, 0.9, 1.0
+    assert judge.filter(pl.col("truth") == "unknown")["count"].sum() == 1  # c1
+
+
+def test_worst_false_praise_orders_and_joins_code() -> None:
+    scores = fixture_scores()
+    ex = worst_false_praise(scores, fixture_rollouts(), execution_truth(scores), 3)
+    assert [(e["candidate_id"], e["score"]) for e in ex] == [("b3", 1.0), ("a3", 0.9), ("b2", 0.8)]
+    assert "return 'b3'" in ex[0]["code"] and ex[1]["explanation"] == XSS
+
+
+def test_run_analysis_writes_everything(tmp_path: Path) -> None:
+    out = tmp_path / "a"
+    metrics = run_analysis(fixture_tasks(), fixture_rollouts(), fixture_scores(), SETTINGS, out)
+    for rel in (
+        "metrics.json",
+        "report.md",
+        "report.html",
+        "plots/score_distribution.csv",
+        "plots/judge_vs_truth.csv",
+        "plots/png/judge_comparison.png",
+        "plots/png/hist_judge.png",
+    ):
+        assert (out / rel).is_file(), rel
+    assert json.loads((out / "metrics.json").read_text()) == metrics
+    assert metrics["n_tasks"] == 3 and metrics["n_candidates"] == 9
+    assert set(metrics["evaluators"]) == {"dead", "judge", "rub", "tests"}
+    t = metrics["evaluators"]["judge"]["truth"]
+    assert t["pairwise_accuracy"] == pytest.approx(2.5 / 6, abs=1e-6)
+    assert t["pairwise_accuracy_ci_low"] <= t["pairwise_accuracy"] <= t["pairwise_accuracy_ci_high"]
+    assert metrics["evaluators"]["dead"]["truth"]["roc_auc"] is None
+    vs = pl.read_csv(out / "plots/judge_vs_truth.csv")
+    assert vs.columns == ["evaluator", "task_id", "candidate_id", "score", "passed"]
+    assert vs.filter(pl.col("evaluator") == "judge").height == 7
+
+
+def test_metrics_json_identical_across_runs_and_timings(tmp_path: Path) -> None:
+    run_analysis(fixture_tasks(), fixture_rollouts(), fixture_scores(0.5), SETTINGS, tmp_path / "1")
+    run_analysis(fixture_tasks(), fixture_rollouts(), fixture_scores(9.0), SETTINGS, tmp_path / "2")
+    first = (tmp_path / "1" / "metrics.json").read_bytes()
+    assert first == (tmp_path / "2" / "metrics.json").read_bytes()
+    assert b"latency" not in first and b"NaN" not in first
+    # the report does carry latency, and differs
+    assert "Latency" in (tmp_path / "2" / "report.md").read_text()
+    other = AnalysisSettings(praise_threshold=0.8, bins=10, bootstrap=200, seed=8)
+    run_analysis(fixture_tasks(), fixture_rollouts(), fixture_scores(), other, tmp_path / "3")
+    assert first != (tmp_path / "3" / "metrics.json").read_bytes()
+
+
+def test_report_html_has_table_and_escapes_model_text(tmp_path: Path) -> None:
+    run_analysis(fixture_tasks(), fixture_rollouts(), fixture_scores(), SETTINGS, tmp_path)
+    page = (tmp_path / "report.html").read_text()
+    assert '<table id="headline">' in page and "<td>judge</td>" in page
+    assert "false praise" in page and "75.0%" in page
+    assert "<script>" not in page
+    assert "&lt;script&gt;alert(&#x27;pwned&#x27;)&lt;/script&gt;" in page
+    assert "&lt;b&gt;a3&lt;/b&gt;" in page  # code excerpts are escaped too
+    assert page.count("data:image/png;base64,") == 5  # comparison + 4 histograms
+    assert "http://" not in page and "https://" not in page
+    md = (tmp_path / "report.md").read_text()
+    assert "| judge | ruler | 8/9 |" in md and "praises failing code: 75.0%" in md
+
+
+def test_render_html_escapes_evaluator_names() -> None:
+    metrics = compute_metrics(
+        fixture_tasks(),
+        fixture_rollouts(),
+        fixture_scores().with_columns(pl.col("evaluator").replace("judge", "<img src=x>")),
+        SETTINGS,
+    )
+    page = render_html(metrics, {}, [], {})
+    assert "<img src=x>" not in page and "&lt;img src=x&gt;" in page
+
+
+def test_run_analysis_with_empty_scores(tmp_path: Path) -> None:
+    empty = fixture_scores().clear()
+    metrics = run_analysis(fixture_tasks(), fixture_rollouts(), empty, SETTINGS, tmp_path)
+    assert metrics["evaluators"] == {} and metrics["execution_truth"]["evaluator"] is None
+    assert (tmp_path / "report.html").is_file()
