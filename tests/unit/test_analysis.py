@@ -431,6 +431,8 @@ def test_run_analysis_writes_everything(tmp_path: Path) -> None:
     vs = pl.read_csv(out / "plots/judge_vs_truth.csv")
     assert vs.columns == ["evaluator", "task_id", "candidate_id", "score", "passed"]
     assert vs.filter(pl.col("evaluator") == "judge").height == 7
+    comparison = pl.read_csv(out / "plots/judge_comparison.csv")
+    assert set(comparison["evaluator"]) == {"dead", "judge", "rub"}  # truth itself left out
 
 
 def test_metrics_json_identical_across_runs_and_timings(tmp_path: Path) -> None:

@@ -104,7 +104,14 @@ def run_analysis(
 
     metrics = compute_metrics(tasks, rollouts, scores, settings)
     truth = execution_truth(scores)
-    written = write_plots(scores, truth, metrics["evaluators"], settings.bins, out_dir / "plots")
+    written = write_plots(
+        scores,
+        truth,
+        metrics["evaluators"],
+        settings.bins,
+        out_dir / "plots",
+        settings.praise_threshold,
+    )
     images = {label: path for label, path in written.items() if path.suffix == ".png"}
     latency = latency_summary(scores)
     examples = worst_false_praise(scores, rollouts, truth, N_EXAMPLES)

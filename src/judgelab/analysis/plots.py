@@ -29,6 +29,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from judgelab.analysis.truth import Truth, candidate_scores  # noqa: E402
 from judgelab.io import atomic_path  # noqa: E402
@@ -133,9 +134,12 @@ def judge_vs_truth(scores: pl.DataFrame, truth: Truth) -> pl.DataFrame:
 
 
 def judge_comparison(evaluators: dict[str, dict[str, Any]]) -> pl.DataFrame:
-    """Pairwise accuracy and false-praise rate with CIs, one row per (evaluator, metric)."""
+    """Pairwise accuracy and false-praise rate with CIs, one row per (evaluator, metric).
+    The execution evaluator is the truth itself and is left out."""
     rows = []
     for name in sorted(evaluators):
+        if evaluators[name].get("protocol") == "execution":
+            continue
         t = evaluators[name].get("truth", {})
         for metric in COMPARED:
             rows.append(
@@ -168,7 +172,9 @@ def _write_csv(frame: pl.DataFrame, path: Path) -> None:
         frame.write_csv(tmp)
 
 
-def plot_histogram(dist: pl.DataFrame, name: str, bins: int, path: Path) -> None:
+def plot_histogram(
+    dist: pl.DataFrame, name: str, bins: int, path: Path, praise_threshold: float | None = None
+) -> None:
     """Stacked histogram of one evaluator's scores, coloured by execution truth."""
     fig, ax = plt.subplots(figsize=(6, 3.4))
     centers = (np.arange(bins) + 0.5) / bins
@@ -190,6 +196,15 @@ def plot_histogram(dist: pl.DataFrame, name: str, bins: int, path: Path) -> None
         bottom += counts
     if not dist.height:
         ax.text(0.5, 0.5, "no scored rows", ha="center", va="center", transform=ax.transAxes)
+    if praise_threshold is not None and dist.height:
+        ax.axvline(
+            praise_threshold,
+            color="black",
+            linestyle=":",
+            linewidth=1,
+            label=f"praise threshold {praise_threshold:g}",
+        )
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlim(0, 1)
     ax.set_xlabel("score")
     ax.set_ylabel("rows")
@@ -237,6 +252,7 @@ def write_plots(
     evaluators: dict[str, dict[str, Any]],
     bins: int,
     plots_dir: Path,
+    praise_threshold: float | None = None,
 ) -> dict[str, Path]:
     """Write the CSVs and PNGs under `plots_dir`; return {label: path} in a stable order."""
     written: dict[str, Path] = {}
@@ -261,7 +277,7 @@ def write_plots(
             stem += "_"
         used.add(stem)
         path = png_dir / f"{stem}.png"
-        plot_histogram(dist.filter(pl.col("evaluator") == name), name, bins, path)
+        plot_histogram(dist.filter(pl.col("evaluator") == name), name, bins, path, praise_threshold)
         written[f"hist:{name}"] = path
     logger.info("wrote %d plot files under %s", len(written), plots_dir)
     return written

@@ -60,6 +60,10 @@ def fmt_pct(x: Any) -> str:
     return NA if x is None else f"{100 * x:.1f}%"
 
 
+def _n(count: Any, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def fmt_ci(t: dict[str, Any], key: str, pct: bool = False) -> str:
     """`0.720 [0.610, 0.830]`, or the value alone without a CI, or n/a."""
     f = fmt_pct if pct else fmt_num
@@ -134,7 +138,7 @@ def findings(name: str, ev: dict[str, Any]) -> list[str]:
             out.append(f"sometimes praises failing code: {share} scored >= {thr:g}.")
         else:
             out.append(
-                f"never praised failing code: none of {n_fail} failing candidates "
+                f"never praised failing code: none of {_n(n_fail, 'failing candidate')} "
                 f"scored >= {thr:g}."
             )
     pa = t.get("pairwise_accuracy")
@@ -147,7 +151,8 @@ def findings(name: str, ev: dict[str, Any]) -> list[str]:
             verdict = "cannot be told apart from chance at ranking passing vs failing code"
         out.append(
             f"{verdict}: pairwise accuracy {fmt_ci(t, 'pairwise_accuracy')} over "
-            f"{t.get('n_pairs')} pairs in {t.get('n_pair_groups')} tasks (0.5 = chance)."
+            f"{_n(t.get('n_pairs'), 'pair')} in {_n(t.get('n_pair_groups'), 'task')} "
+            "(0.5 = chance)."
         )
     gap = t.get("score_gap")
     if gap is not None and ev.get("protocol") != "execution":
@@ -155,12 +160,13 @@ def findings(name: str, ev: dict[str, Any]) -> list[str]:
             f"mean score {fmt_num(t.get('mean_score_passing'))} for passing vs "
             f"{fmt_num(t.get('mean_score_failing'))} for failing code (gap {gap:+.3f})."
         )
+    missing: dict[str, list[str]] = {}
     for key, why in sorted(t.get("reasons", {}).items()):
-        if (
-            key in ("pairwise_accuracy", "false_praise_rate", "roc_auc")
-            and ev.get("protocol") != "execution"
-        ):
-            out.append(f"no {key.replace('_', ' ')}: {why}.")
+        if key in ("pairwise_accuracy", "false_praise_rate", "roc_auc"):
+            missing.setdefault(why, []).append(key.replace("_", " "))
+    if ev.get("protocol") != "execution":
+        for why, keys in missing.items():
+            out.append(f"no {', '.join(keys)}: {why}.")
     if ev.get("mean") is not None:
         out.append(
             f"scores: mean {fmt_num(ev['mean'])}, median {fmt_num(ev['median'])}, "
