@@ -1,0 +1,197 @@
+"""Pointwise rubric judge: one candidate per call, graded by a code-review rubric.
+
+`RubricJudge.score(task, candidate, repeat)` returns one `Verdict`. The judge sees the task
+request and the candidate's answer and is told to decide correctness first (does it solve the
+request, would it run as written) and quality second, then reply with
+``{"explanation": str, "score": number in [0, 1]}``.
+
+The request goes through ``litellm.acompletion(model="judgelab/<endpoint>",
+response_format=RubricReply)`` and so through the same provider, cache and structured-output
+adaptation as RULER (`judgelab.evaluators.transport`). Retries, backoff, the out-of-range
+reward policy (``spec.call.out_of_range``: ``"unscore"`` or ``"clip"``, raw score always
+kept), non-finite scores and the unscored-with-reason rule are exactly those of
+`judgelab.evaluators.ruler`, as is the request seed (``request_seed``: it changes with the
+repeat and the attempt, so a repeat samples again and a cached bad reply is not replayed on
+retry). A failed call never becomes a score of 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from textwrap import dedent
+
+import litellm
+from pydantic import BaseModel, Field
+
+from judgelab.cache import JsonCache
+from judgelab.config import RubricEvaluator
+from judgelab.errors import JudgeReplyError
+from judgelab.evaluators.base import Candidate, Task, Verdict
+from judgelab.evaluators.ruler import (
+    JudgeResult,
+    classify_failure,
+    failure_reason,
+    request_seed,
+    retry_calls,
+    score_verdict,
+    truncate,
+)
+from judgelab.evaluators.transport import (
+    CallRecord,
+    call_metadata,
+    judge_call,
+    raw_tail,
+    register_endpoint,
+    run_sync,
+)
+from judgelab.models.endpoint import Endpoint
+
+log = logging.getLogger(__name__)
+
+
+class RubricReply(BaseModel):
+    """The reply the rubric judge must give. Explanation first: the model reasons, then scores."""
+
+    explanation: str = Field(description="The decisive reasons for the score, briefly.")
+    score: float = Field(description="A score between 0 and 1.")
+
+
+SYSTEM_PROMPT = (
+    "You are a strict senior software engineer reviewing a candidate answer to a programming "
+    "request. You judge correctness first and quality second, and you reply only with JSON."
+)
+
+USER_TEMPLATE = dedent(
+    """\
+    <request>
+    {request}
+    </request>
+
+    <answer>
+    {answer}
+    </answer>
+
+    Grade the answer to the request with this rubric, in order:
+    1. Correctness (decides most of the score): does the code do what the request asks,
+       including the edge cases the request implies? Would it run as written: valid syntax,
+       every name defined or imported, no obvious runtime error?
+    2. Quality (only once it is correct): clear structure and names, useful comments,
+       no needless complexity.
+
+    Scores:
+    - 0.0: no code, unrelated code, or code that cannot run.
+    - 0.1 to 0.3: attempts the request but is wrong or would fail when run.
+    - 0.4 to 0.6: runs, but misses required behaviour or important edge cases.
+    - 0.7 to 0.9: correct, with minor quality problems.
+    - 1.0: correct, runs, and is clean.
+    An answer that would not run or does not solve the request scores at most 0.3, however
+    polished it looks. Do not reward length, keywords or features the request did not ask for.
+
+    Reply with JSON only: {{"explanation": "<at most {max_chars} characters: the decisive
+    reasons>", "score": <a number from 0 to 1>}}"""
+)
+
+
+def rubric_messages(task: Task, candidate: Candidate, max_chars: int) -> list[dict[str, str]]:
+    """The judge prompt for one candidate (system + user)."""
+    user = USER_TEMPLATE.format(
+        request=task.prompt.strip(), answer=candidate.completion.strip(), max_chars=max_chars
+    )
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+class RubricJudge:
+    """Pointwise judge: one call per candidate, ``protocol = "rubric"``."""
+
+    protocol = "rubric"
+
+    def __init__(
+        self,
+        spec: RubricEvaluator,
+        endpoint: Endpoint,
+        cache: JsonCache | None = None,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.endpoint = endpoint
+        self.cache = cache
+        self._sleep = sleep
+        self.judge_model = register_endpoint(endpoint)
+
+    def __repr__(self) -> str:
+        return f"RubricJudge(name={self.name!r}, endpoint={self.endpoint!r})"
+
+    def score(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
+        return self.judge(task, candidate, repeat).verdicts[0]
+
+    def judge(self, task: Task, candidate: Candidate, repeat: int = 0) -> JudgeResult:
+        """The verdict plus the CallRecord of every attempt.
+
+        ``repeat`` changes the request seed, so a repeat samples the judge again (a cache miss)
+        instead of replaying the first answer.
+        """
+        call = self.spec.call
+        records: list[CallRecord] = []
+        start = time.perf_counter()
+
+        def attempt_fn(attempt: int) -> Verdict:
+            return run_sync(self._attempt(task, candidate, repeat, attempt, records))
+
+        what = f"rubric {self.name} on {candidate.candidate_id} (repeat {repeat})"
+        verdict, error, attempts = retry_calls(attempt_fn, call, self._sleep, what)
+        latency = time.perf_counter() - start
+        if verdict is not None:
+            return JudgeResult([replace(verdict, latency_s=latency)], records)
+        assert error is not None
+        raw = getattr(error, "raw", None) or (records[-1].raw if records else None)
+        unscored = Verdict.unscored(
+            failure_reason(error, attempts),
+            explanation=raw_tail(raw, call.explanation_max_chars),
+            latency_s=latency,
+        )
+        return JudgeResult([unscored], records)
+
+    async def _attempt(
+        self,
+        task: Task,
+        candidate: Candidate,
+        repeat: int,
+        attempt: int,
+        records: list[CallRecord],
+    ) -> Verdict:
+        call = self.spec.call
+        messages = rubric_messages(task, candidate, call.explanation_max_chars)
+        with judge_call(
+            self.endpoint, self.cache, string_max_chars=call.explanation_max_chars
+        ) as record:
+            records.append(record)
+            try:
+                response = await litellm.acompletion(
+                    model=self.judge_model,
+                    messages=messages,
+                    response_format=RubricReply,
+                    caching=False,
+                    temperature=call.temperature,
+                    max_tokens=call.max_tokens,
+                    seed=request_seed(call.seed, repeat, attempt),
+                    metadata=call_metadata(record),
+                )
+                content = response.choices[0].message.content or ""
+                if not content.strip():
+                    raise JudgeReplyError("empty reply", raw=record.raw)
+                reply = RubricReply.model_validate_json(content)
+            except JudgeReplyError:
+                raise
+            except Exception as err:  # litellm/pydantic raise many types; classify them all
+                raise classify_failure(err, record) from err
+        return score_verdict(
+            reply.score,
+            call.out_of_range,
+            explanation=truncate(reply.explanation, call.explanation_max_chars),
+            latency_s=0.0,
+        )

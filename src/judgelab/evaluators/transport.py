@@ -1,0 +1,563 @@
+"""How judge requests reach a model: a litellm custom provider named ``judgelab``.
+
+ART's ``ruler`` (and our rubric judge) call ``litellm.acompletion(model="judgelab/<name>", ...)``.
+litellm hands the request to :class:`JudgelabProvider`, which
+
+* finds the :class:`~judgelab.models.endpoint.Endpoint` (the per-call context registered with
+  :func:`judge_call`, or else the endpoint registered under ``<name>`` with
+  :func:`register_endpoint`);
+* adapts the request to what the endpoint can take:
+
+  - system messages are merged into the first user message when ``endpoint.system_role`` is
+    False (Gemma base model: llama.cpp's ``gemma`` chat format drops them);
+  - ``response_format`` follows ``endpoint.structured_output``: ``"json_schema"`` passes the
+    OpenAI-style format through; ``"json_object"`` sends ``{"type": "json_object", "schema":
+    <schema with $defs inlined>}`` (llama-cpp-python's server answers HTTP 500 to
+    ``json_schema``); ``"none"`` sends no format and appends the schema to the last user
+    message, then cuts the first JSON object out of the reply;
+  - every string field of the schema gets a ``maxLength`` (ids: :data:`ID_MAX_CHARS`, other
+    strings: the judge's ``explanation_max_chars``) and, when the caller knows it, every array
+    gets ``minItems``/``maxItems``: llama-cpp-python's grammar otherwise lets a string run on to
+    ``max_tokens``. Scores are deliberately *not* bounded, so out-of-range scores stay visible;
+
+* answers from the ``"judge"`` :class:`~judgelab.cache.JsonCache` when it can. The key is exactly
+  what changes the reply: endpoint fingerprint and model, the messages and response_format *as
+  sent*, temperature, max_tokens, top_p and seed (never timeouts or retry counts). A hit makes
+  no HTTP request. The raw reply is cached, good or bad: a retry must change the seed to get a
+  new one;
+* sends the request with ``openai.AsyncOpenAI(max_retries=0)``: retrying is the judge's job;
+* maps failures to typed errors: 429 → :class:`RateLimitedError` (``Retry-After`` kept),
+  408/409/425/5xx, timeouts and connection errors → :class:`~judgelab.errors.TransientError`,
+  other 4xx → :class:`JudgeRequestError` (not retryable);
+* records the raw reply text, latency, token usage and any error on the :class:`CallRecord` of
+  the call, because litellm wraps exceptions raised here into its own types and ART's parser
+  drops the text of a reply it cannot parse.
+
+The API key travels only in the ``Authorization: Bearer`` header; it is never logged, cached,
+recorded or put into an error message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import logging
+import math
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Coroutine, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any, TypeVar
+
+import litellm
+import openai
+
+from judgelab.cache import JsonCache
+from judgelab.errors import JudgelabError, JudgeReplyError, ModelError, TransientError
+from judgelab.models.endpoint import Endpoint
+
+log = logging.getLogger(__name__)
+
+PROVIDER = "judgelab"
+ID_MAX_CHARS = 8
+DEFAULT_STRING_MAX_CHARS = 300
+RETRY_AFTER_CAP_S = 120.0
+CACHE_NAMESPACE = "judge"
+_CACHE_VERSION = 1
+_NO_KEY = "sk-no-key-required"  # the openai client refuses an empty key; local servers ignore it
+_T = TypeVar("_T")
+
+
+class RateLimitedError(TransientError):
+    """HTTP 429. ``retry_after_s`` is the server's Retry-After, when it sent one."""
+
+    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class JudgeRequestError(ModelError):
+    """The endpoint rejected the request (4xx other than 429/408/409/425). Not retryable."""
+
+    def __init__(self, message: str, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+@dataclass
+class CallRecord:
+    """What happened on one judge call (one attempt). Filled in by the provider."""
+
+    call_id: str
+    endpoint: str
+    raw: str | None = None  # the reply text exactly as the model wrote it
+    finish_reason: str | None = None
+    latency_s: float = 0.0
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached: bool = False
+    http_requests: int = 0
+    cache_key: str | None = None
+    error: JudgelabError | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form (the error as its type and message)."""
+        out = asdict(self)
+        out["error"] = None if self.error is None else f"{type(self.error).__name__}: {self.error}"
+        return out
+
+
+@dataclass(frozen=True)
+class _CallContext:
+    endpoint: Endpoint
+    cache: JsonCache | None
+    string_max_chars: int
+    array_items: int | None
+    record: CallRecord
+
+
+_lock = threading.Lock()
+_endpoints: dict[str, Endpoint] = {}
+_calls: dict[str, _CallContext] = {}
+_provider: JudgelabProvider | None = None
+
+
+def _install() -> None:
+    """Add our provider to litellm's custom provider map (once, keeping any others)."""
+    global _provider
+    with _lock:
+        if _provider is not None and any(
+            p.get("custom_handler") is _provider for p in litellm.custom_provider_map
+        ):
+            return
+        _provider = _provider or JudgelabProvider()
+        others = [p for p in litellm.custom_provider_map if p.get("provider") != PROVIDER]
+        litellm.custom_provider_map = [*others, {"provider": PROVIDER, "custom_handler": _provider}]
+        litellm.suppress_debug_info = True  # else litellm prints help banners on every error
+
+
+def register_endpoint(endpoint: Endpoint) -> str:
+    """Make ``endpoint`` callable through litellm; returns the model name to pass to it."""
+    _install()
+    with _lock:
+        old = _endpoints.get(endpoint.name)
+        if old is not None and old != endpoint:
+            log.debug("endpoint %r re-registered (%r)", endpoint.name, endpoint)
+        _endpoints[endpoint.name] = endpoint
+    return f"{PROVIDER}/{endpoint.name}"
+
+
+@contextlib.contextmanager
+def judge_call(
+    endpoint: Endpoint,
+    cache: JsonCache | None,
+    *,
+    string_max_chars: int = DEFAULT_STRING_MAX_CHARS,
+    array_items: int | None = None,
+) -> Iterator[CallRecord]:
+    """Open a call context; pass ``call_metadata(record)`` as litellm's ``metadata``.
+
+    The provider fills the yielded record in; the context is removed on exit.
+    """
+    register_endpoint(endpoint)
+    record = CallRecord(call_id=uuid.uuid4().hex, endpoint=endpoint.name)
+    ctx = _CallContext(endpoint, cache, string_max_chars, array_items, record)
+    with _lock:
+        _calls[record.call_id] = ctx
+    try:
+        yield record
+    finally:
+        with _lock:
+            _calls.pop(record.call_id, None)
+
+
+def call_metadata(record: CallRecord) -> dict[str, str]:
+    return {"judgelab_call_id": record.call_id}
+
+
+def _context_for(model: str, litellm_params: dict[str, Any] | None) -> _CallContext:
+    metadata = (litellm_params or {}).get("metadata") or {}
+    call_id = metadata.get("judgelab_call_id") if isinstance(metadata, dict) else None
+    name = model.split("/", 1)[1] if model.startswith(f"{PROVIDER}/") else model
+    with _lock:
+        if call_id is not None and call_id in _calls:
+            return _calls[call_id]
+        endpoint = _endpoints.get(name)
+        known = sorted(_endpoints)
+    if endpoint is None:
+        raise JudgeRequestError(f"no judge endpoint registered as {name!r}; registered: {known}")
+    record = CallRecord(call_id=call_id or uuid.uuid4().hex, endpoint=name)
+    return _CallContext(endpoint, None, DEFAULT_STRING_MAX_CHARS, None, record)
+
+
+# --- request adaptation -------------------------------------------------------------------
+
+
+def merge_system_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Fold every system message into the first user message (templates with no system role)."""
+    system = [str(m.get("content") or "") for m in messages if m.get("role") == "system"]
+    rest = [dict(m) for m in messages if m.get("role") != "system"]
+    if not system:
+        return rest
+    prefix = "\n\n".join(system)
+    for m in rest:
+        if m.get("role") == "user":
+            m["content"] = f"{prefix}\n\n{m.get('content') or ''}"
+            return rest
+    return [{"role": "user", "content": prefix}, *rest]
+
+
+def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
+    """Replace local ``#/$defs/X`` references by their definitions and drop ``$defs``."""
+    defs = {**schema.get("definitions", {}), **schema.get("$defs", {})}
+
+    def resolve(node: Any, seen: tuple[str, ...]) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.split("/")[-1] in defs:
+                name = ref.split("/")[-1]
+                if name in seen:
+                    raise JudgeRequestError(f"recursive schema reference {ref!r} cannot be inlined")
+                merged = {**defs[name], **{k: v for k, v in node.items() if k != "$ref"}}
+                return resolve(merged, (*seen, name))
+            return {
+                k: resolve(v, seen) for k, v in node.items() if k not in ("$defs", "definitions")
+            }
+        if isinstance(node, list):
+            return [resolve(v, seen) for v in node]
+        return node
+
+    return resolve(schema, ())
+
+
+def bound_schema(
+    schema: dict[str, Any], string_max_chars: int, array_items: int | None = None
+) -> dict[str, Any]:
+    """A copy of ``schema`` whose strings have a maxLength (and arrays a length, if given)."""
+    out = copy.deepcopy(schema)
+
+    def visit(node: Any, prop: str | None) -> None:
+        if not isinstance(node, dict):
+            return
+        if node.get("type") == "string" and "maxLength" not in node:
+            is_id = prop is not None and (prop == "id" or prop.endswith("_id"))
+            node["maxLength"] = ID_MAX_CHARS if is_id else string_max_chars
+        if node.get("type") == "array" and array_items is not None:
+            node.setdefault("minItems", array_items)
+            node.setdefault("maxItems", array_items)
+        for name, child in (node.get("properties") or {}).items():
+            visit(child, name)
+        for key in ("$defs", "definitions"):
+            for child in (node.get(key) or {}).values():
+                visit(child, None)
+        visit(node.get("items"), None)
+        for key in ("anyOf", "oneOf", "allOf"):
+            for child in node.get(key) or []:
+                visit(child, prop)
+
+    visit(out, None)
+    return out
+
+
+def _schema_of(response_format: Any) -> dict[str, Any] | None:
+    if not isinstance(response_format, dict):
+        return None
+    if response_format.get("type") == "json_schema":
+        inner = response_format.get("json_schema") or {}
+        schema = inner.get("schema")
+        return schema if isinstance(schema, dict) else None
+    schema = response_format.get("schema")
+    return schema if isinstance(schema, dict) else None
+
+
+def adapt_request(
+    messages: list[dict[str, Any]],
+    response_format: Any,
+    endpoint: Endpoint,
+    string_max_chars: int,
+    array_items: int | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The messages and response_format to send to ``endpoint`` (see the module docstring)."""
+    sent = [{k: v for k, v in m.items()} for m in messages]
+    if not endpoint.system_role:
+        sent = merge_system_messages(sent)
+    schema = _schema_of(response_format)
+    if schema is None:
+        if isinstance(response_format, dict) and endpoint.structured_output != "none":
+            return sent, dict(response_format)  # e.g. a plain {"type": "json_object"}
+        return sent, None
+    mode = endpoint.structured_output
+    if mode == "json_schema":
+        rf = copy.deepcopy(response_format)
+        if rf.get("type") == "json_schema":
+            rf["json_schema"]["schema"] = bound_schema(schema, string_max_chars, array_items)
+        else:
+            rf["schema"] = bound_schema(schema, string_max_chars, array_items)
+        return sent, rf
+    flat = bound_schema(inline_refs(schema), string_max_chars, array_items)
+    if mode == "json_object":
+        return sent, {"type": "json_object", "schema": flat}
+    instruction = (
+        "\n\nReply with one JSON object and nothing else. It must match this JSON schema:\n"
+        + json.dumps(flat, ensure_ascii=False)
+    )
+    for m in reversed(sent):
+        if m.get("role") == "user":
+            m["content"] = f"{m.get('content') or ''}{instruction}"
+            break
+    else:
+        sent.append({"role": "user", "content": instruction.lstrip()})
+    return sent, None
+
+
+def extract_json_object(text: str) -> str:
+    """The first complete JSON object in ``text`` (for prompt-only endpoints), else ``text``."""
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    while start != -1:
+        try:
+            _, end = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            start = text.find("{", start + 1)
+            continue
+        return text[start:end]
+    return text
+
+
+# --- the provider -------------------------------------------------------------------------
+
+
+def _retry_after(headers: Any) -> float | None:
+    value = headers.get("retry-after") if headers is not None else None
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None  # an HTTP date: rare for model APIs; fall back to our own backoff
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+def _map_openai_error(err: Exception, endpoint: Endpoint) -> JudgelabError:
+    where = f"judge endpoint {endpoint.name!r}"
+    if isinstance(err, openai.APITimeoutError):
+        return TransientError(f"{where}: timed out after {endpoint.timeout_s:g} s")
+    if isinstance(err, openai.APIConnectionError):
+        return TransientError(f"{where}: connection failed ({err.__class__.__name__})")
+    if isinstance(err, openai.APIStatusError):
+        status = err.status_code
+        detail = str(err.message)[:300]
+        if status == 429:
+            after = _retry_after(err.response.headers)
+            return RateLimitedError(f"{where}: HTTP 429 rate limited: {detail}", after)
+        if status in (408, 409, 425) or status >= 500:
+            return TransientError(f"{where}: HTTP {status}: {detail}")
+        return JudgeRequestError(f"{where}: HTTP {status} request rejected: {detail}", status)
+    if isinstance(err, openai.APIResponseValidationError | json.JSONDecodeError):
+        return TransientError(f"{where}: malformed HTTP response ({err.__class__.__name__})")
+    return ModelError(f"{where}: {err.__class__.__name__}: {err}")
+
+
+class JudgelabProvider(litellm.CustomLLM):
+    """litellm custom provider that sends judge requests to judgelab endpoints."""
+
+    async def acompletion(  # type: ignore[override]
+        self,
+        model: str,
+        messages: list,
+        api_base: str,
+        custom_prompt_dict: dict,
+        model_response: litellm.ModelResponse,
+        print_verbose: Callable,
+        encoding: Any,
+        api_key: Any,
+        logging_obj: Any,
+        optional_params: dict,
+        acompletion: Any = None,
+        litellm_params: dict | None = None,
+        logger_fn: Any = None,
+        headers: dict | None = None,
+        timeout: Any = None,
+        client: Any = None,
+    ) -> litellm.ModelResponse:
+        ctx = _context_for(model, litellm_params)
+        try:
+            return await self._complete(ctx, messages, optional_params or {}, model_response)
+        except JudgelabError as err:
+            ctx.record.error = err
+            raise
+        except Exception as err:  # anything else is our bug or an SDK surprise: keep it typed
+            ctx.record.error = ModelError(
+                f"judge transport failed: {err.__class__.__name__}: {err}"
+            )
+            raise
+
+    def completion(self, *args: Any, **kwargs: Any) -> litellm.ModelResponse:  # type: ignore[override]
+        raise JudgeRequestError("the judgelab provider is async only: use litellm.acompletion")
+
+    async def _complete(
+        self,
+        ctx: _CallContext,
+        messages: list,
+        optional_params: dict,
+        model_response: litellm.ModelResponse,
+    ) -> litellm.ModelResponse:
+        endpoint, record = ctx.endpoint, ctx.record
+        sent, response_format = adapt_request(
+            list(messages),
+            optional_params.get("response_format"),
+            endpoint,
+            ctx.string_max_chars,
+            ctx.array_items,
+        )
+        sampling = {
+            k: optional_params[k]
+            for k in ("temperature", "max_tokens", "top_p", "seed")
+            if optional_params.get(k) is not None
+        }
+        key = {
+            "v": _CACHE_VERSION,
+            "fingerprint": endpoint.fingerprint,
+            "model": endpoint.model,
+            "messages": sent,
+            "response_format": response_format,
+            **{k: sampling.get(k) for k in ("temperature", "max_tokens", "top_p", "seed")},
+        }
+        start = time.perf_counter()
+        hit = ctx.cache.get(key) if ctx.cache is not None else None
+        if hit is not None:
+            record.cached = True
+            record.cache_key = ctx.cache.key_hash(key) if ctx.cache is not None else None
+            raw, finish = hit.get("raw") or "", hit.get("finish_reason")
+            usage = (hit.get("prompt_tokens"), hit.get("completion_tokens"))
+        else:
+            raw, finish, usage = await self._post(endpoint, sent, response_format, sampling, record)
+            if ctx.cache is not None:
+                ctx.cache.put(
+                    key,
+                    {
+                        "raw": raw,
+                        "finish_reason": finish,
+                        "prompt_tokens": usage[0],
+                        "completion_tokens": usage[1],
+                    },
+                )
+                record.cache_key = ctx.cache.key_hash(key)
+        record.latency_s = time.perf_counter() - start
+        record.raw, record.finish_reason = raw, finish
+        record.prompt_tokens, record.completion_tokens = usage
+        log.debug(
+            "judge %s: %s in %.2f s, %s+%s tokens, finish=%s",
+            endpoint.name,
+            "cache hit" if record.cached else "HTTP reply",
+            record.latency_s,
+            usage[0],
+            usage[1],
+            finish,
+        )
+        content = extract_json_object(raw) if endpoint.structured_output == "none" else raw
+        prompt_tokens, completion_tokens = usage[0] or 0, usage[1] or 0
+        # Fill in litellm's own response object, as its built-in providers do.
+        model_response.id = f"judgelab-{record.call_id}"
+        model_response.model = endpoint.model
+        choice = model_response.choices[0]
+        choice.message.content = content  # type: ignore[union-attr]
+        choice.finish_reason = finish or "stop"
+        model_response.usage = litellm.Usage(  # type: ignore[attr-defined]
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            total_tokens=prompt_tokens + completion_tokens,
+        )
+        return model_response
+
+    async def _post(
+        self,
+        endpoint: Endpoint,
+        messages: list[dict[str, Any]],
+        response_format: dict[str, Any] | None,
+        sampling: dict[str, Any],
+        record: CallRecord,
+    ) -> tuple[str, str | None, tuple[int | None, int | None]]:
+        body: dict[str, Any] = {"model": endpoint.model, "messages": messages, **sampling}
+        if response_format is not None:
+            body["response_format"] = response_format
+        client = openai.AsyncOpenAI(
+            base_url=endpoint.base_url,
+            api_key=endpoint.api_key or _NO_KEY,
+            timeout=endpoint.timeout_s,
+            max_retries=0,
+        )
+        record.http_requests += 1
+        try:
+            resp = await client.chat.completions.create(**body)
+        except (openai.OpenAIError, json.JSONDecodeError) as err:
+            raise _map_openai_error(err, endpoint) from None
+        finally:
+            await client.close()
+        choices = getattr(resp, "choices", None)
+        if not choices:
+            raise JudgeReplyError(f"judge endpoint {endpoint.name!r}: reply has no choices", raw="")
+        choice = choices[0]
+        raw = choice.message.content if choice.message is not None else None
+        usage = getattr(resp, "usage", None)
+        tokens = (
+            getattr(usage, "prompt_tokens", None) if usage else None,
+            getattr(usage, "completion_tokens", None) if usage else None,
+        )
+        return raw or "", choice.finish_reason, tokens
+
+
+# --- running judges synchronously ---------------------------------------------------------
+
+
+_loop_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_pid: int | None = None
+
+
+def _judge_loop() -> asyncio.AbstractEventLoop:
+    """One event loop per process, in a daemon thread, shared by every judge call.
+
+    litellm keeps per-loop state (its logging worker); a fresh ``asyncio.run`` per call makes it
+    drop queued callbacks, and concurrent loops from several Prefect threads make it thrash.
+    """
+    global _loop, _loop_pid
+    with _loop_lock:
+        if _loop is None or _loop.is_closed() or _loop_pid != os.getpid():
+            loop = asyncio.new_event_loop()
+            thread = threading.Thread(target=loop.run_forever, name="judgelab-judges", daemon=True)
+            thread.start()
+            _loop, _loop_pid = loop, os.getpid()
+        return _loop
+
+
+def run_sync(coro: Coroutine[Any, Any, _T]) -> _T:
+    """Run ``coro`` on the judge loop and wait for it; safe from any thread or inside a loop."""
+    loop = _judge_loop()
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        coro.close()
+        raise RuntimeError("a judge was called synchronously from the judge loop itself")
+    return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+
+def retry_delay(attempt: int, backoff_s: float, error: BaseException | None) -> float:
+    """Seconds before retry number ``attempt`` (from 1): exponential, or Retry-After if longer."""
+    delay = backoff_s * (2 ** (attempt - 1))
+    if isinstance(error, RateLimitedError) and error.retry_after_s is not None:
+        delay = max(delay, min(error.retry_after_s, RETRY_AFTER_CAP_S))
+    return delay
+
+
+def raw_tail(text: str | None, max_chars: int) -> str | None:
+    """The last ``max_chars`` characters of a reply (where a truncated JSON reply went wrong)."""
+    if not text:
+        return None
+    return text if len(text) <= max_chars else "…" + text[-(max_chars - 1) :]
