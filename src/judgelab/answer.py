@@ -28,10 +28,14 @@ def _strip_fences(code: str) -> str:
 
 
 def parse_answer(text: str) -> ParsedAnswer:
-    found = {name: (m.group(1).strip() if (m := rx.search(text)) else None) for name, rx in _TAG.items()}
+    found = {name: (m.group(1) if (m := rx.search(text)) else None) for name, rx in _TAG.items()}
+    for name in ("request", "language"):
+        found[name] = found[name].strip() if found[name] is not None else None
     code, source = found["code"], "tag"
     if code is not None:
+        # Only newlines: a completion-style body keeps its first line's indentation.
         code = _strip_fences(code).strip("\n")
+        code = code if code.strip() else None
     else:
         fences = _FENCE.findall(text)
         python = [body for lang, body in fences if lang.lower() in ("python", "py", "python3", "")]

@@ -1,0 +1,94 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from judgelab.config import load_settings, parse_settings
+from judgelab.errors import ConfigError
+from judgelab.models.server import remote_endpoint
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def params() -> dict:
+    return yaml.safe_load((ROOT / "params.yaml").read_text())
+
+
+def test_shipped_params_are_valid() -> None:
+    s = load_settings(ROOT / "params.yaml")
+    assert s.rollouts.policy == "qwen-0.5b"
+    kinds = {ev.kind for ev in s.scores.evaluators}
+    assert {"format", "execution", "ruler", "rubric"} <= kinds
+    judges = {ev.judge for ev in s.scores.evaluators if ev.kind == "ruler"}
+    assert judges == {"qwen-1.5b", "qwen-0.5b", "smollm2-135m", "gemma-270m"}
+
+
+def test_unknown_key_is_named() -> None:
+    d = params()
+    d["rollouts"]["temprature"] = 0.5
+    with pytest.raises(ConfigError, match=r"rollouts\.temprature: unknown key"):
+        parse_settings(d)
+
+
+def test_bad_choice_lists_valid_choices() -> None:
+    d = params()
+    d["scores"]["evaluators"][0]["kind"] = "vibes"
+    with pytest.raises(ConfigError, match=r"scores\.evaluators\.0.*'format', 'syntax', 'execution', 'ruler', 'rubric'"):
+        parse_settings(d)
+
+
+def test_bad_value_names_key() -> None:
+    d = params()
+    d["rollouts"]["k"] = 0
+    with pytest.raises(ConfigError, match=r"rollouts\.k: Input should be greater than or equal to 1"):
+        parse_settings(d)
+
+
+def test_unknown_judge_model_lists_known() -> None:
+    d = params()
+    d["scores"]["evaluators"][3]["judge"] = "gpt-9"
+    with pytest.raises(ConfigError, match=r"unknown model 'gpt-9'; known models: \['gemma-270m'"):
+        parse_settings(d)
+
+
+def test_duplicate_evaluator_name() -> None:
+    d = params()
+    d["scores"]["evaluators"].append(dict(d["scores"]["evaluators"][0]))
+    with pytest.raises(ConfigError, match="used twice"):
+        parse_settings(d)
+
+
+def test_not_yaml_and_not_mapping(tmp_path: Path) -> None:
+    bad = tmp_path / "params.yaml"
+    bad.write_text("models: [unclosed")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_settings(bad)
+    bad.write_text("- a\n- b\n")
+    with pytest.raises(ConfigError, match="must be a mapping"):
+        load_settings(bad)
+
+
+def test_endpoint_key_comes_from_named_env_var(monkeypatch: pytest.MonkeyPatch) -> None:
+    d = params()
+    d["models"]["remote"] = {
+        "kind": "endpoint", "base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key_env": "JL_TEST_KEY",
+    }
+    s = parse_settings(d)
+    monkeypatch.delenv("JL_TEST_KEY", raising=False)
+    with pytest.raises(ConfigError, match="JL_TEST_KEY is not set"):
+        remote_endpoint("remote", s.models["remote"])
+    monkeypatch.setenv("JL_TEST_KEY", "sk-secret-value")
+    ep = remote_endpoint("remote", s.models["remote"])
+    assert ep.api_key == "sk-secret-value"
+    assert "sk-secret" not in repr(ep)
+
+
+def test_inline_secret_is_rejected() -> None:
+    d = params()
+    d["models"]["remote"] = {
+        "kind": "endpoint", "base_url": "http://x/v1", "model": "m", "api_key_env": "sk-abc123 def",
+    }
+    with pytest.raises(ConfigError, match="api_key_env must be the NAME"):
+        parse_settings(d)
