@@ -1,0 +1,123 @@
+"""Rollout cache: hit, miss, and resume after a kill -9, against a loopback server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from judgelab.cache import JsonCache
+from judgelab.config import RolloutSettings
+from judgelab.evaluators.base import Task
+from judgelab.models.endpoint import Endpoint
+from judgelab.rollouts.generate import generate_group, rollouts_frame, sample_seed
+from tests.support.openai_stub import StubServer, completion
+
+TASK = Task(task_id="HumanEval/0", source="humaneval", request="write f", prompt="def f(): pass",
+            entry_point="f", test="def check(c): pass")
+
+
+def by_seed(body: dict) -> tuple[int, dict]:
+    # Deterministic in the request, like a seeded model.
+    return 200, completion(f"<code>answer for seed {body['seed']}</code>")
+
+
+def endpoint(url: str, fingerprint: str = "gguf:abc") -> Endpoint:
+    return Endpoint(name="stub", base_url=url, model="stub", fingerprint=fingerprint)
+
+
+def test_miss_then_hit(tmp_path: Path) -> None:
+    settings = RolloutSettings(k=3)
+    with StubServer(by_seed) as srv:
+        ep = endpoint(srv.base_url)
+        first = generate_group(settings, TASK, ep, JsonCache(tmp_path, "completions"))
+        assert len(srv.requests) == 3
+        again = generate_group(settings, TASK, ep, JsonCache(tmp_path, "completions"))
+        assert len(srv.requests) == 3  # all hits
+    assert first == again
+    assert [r["seed"] for r in first] == [sample_seed(0, TASK.task_id, i) for i in range(3)]
+    assert len({r["candidate_id"] for r in first}) == 3
+    rollouts_frame(first)  # passes the schema
+
+
+def test_key_changes_with_what_changes_the_output(tmp_path: Path) -> None:
+    with StubServer(by_seed) as srv:
+        cache = JsonCache(tmp_path, "completions")
+        base = generate_group(RolloutSettings(k=2), TASK, endpoint(srv.base_url), cache)
+        n = len(srv.requests)
+        # Not part of the key: the server address.
+        with StubServer(by_seed) as other:
+            generate_group(RolloutSettings(k=2), TASK, endpoint(other.base_url), cache)
+            assert other.requests == []
+        # Part of the key: temperature, weights, k extends without redrawing.
+        generate_group(RolloutSettings(k=2, temperature=0.5), TASK, endpoint(srv.base_url), cache)
+        generate_group(RolloutSettings(k=2), TASK, endpoint(srv.base_url, "gguf:other"), cache)
+        assert len(srv.requests) == n + 4
+        more = generate_group(RolloutSettings(k=3), TASK, endpoint(srv.base_url), cache)
+        assert len(srv.requests) == n + 5
+        assert more[:2] == base
+
+
+CHILD = """
+import sys
+from pathlib import Path
+from judgelab.cache import JsonCache
+from judgelab.config import RolloutSettings
+from judgelab.models.endpoint import Endpoint
+from judgelab.rollouts.generate import generate_group
+from tests.unit.test_rollouts import TASK
+ep = Endpoint(name="stub", base_url=sys.argv[1], model="stub", fingerprint="gguf:abc")
+generate_group(RolloutSettings(k=6), TASK, ep, JsonCache(Path(sys.argv[2]), "completions"))
+"""
+
+
+def test_resume_after_kill_recomputes_only_missing_samples(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+
+    def slow(body: dict) -> tuple[int, dict]:
+        if len(srv.requests) > 2:
+            time.sleep(30)  # the child is killed while waiting here
+        return by_seed(body)
+
+    with StubServer(slow) as srv:
+        child = subprocess.Popen([sys.executable, "-c", CHILD, srv.base_url, str(tmp_path)], cwd=root,
+                                 env={**os.environ, "PYTHONPATH": str(root)})
+        deadline = time.monotonic() + 60
+        while len(srv.requests) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    assert len(srv.requests) == 3
+    entries = list((tmp_path / "completions").rglob("*.json"))
+    assert len(entries) == 2  # the two finished samples, nothing torn
+    with StubServer(by_seed) as resumed:
+        rows = generate_group(RolloutSettings(k=6), TASK, endpoint(resumed.base_url),
+                              JsonCache(tmp_path, "completions"))
+        assert len(resumed.requests) == 4
+    with StubServer(by_seed) as fresh:
+        clean = generate_group(RolloutSettings(k=6), TASK, endpoint(fresh.base_url),
+                               JsonCache(tmp_path / "clean", "completions"))
+    assert [r["completion"] for r in rows] == [r["completion"] for r in clean]
+    assert json.loads(rows[0]["messages_json"])[1]["content"] == "write f"
+
+
+@pytest.mark.parametrize("status", [500, 503])
+def test_transient_errors_are_retried(tmp_path: Path, status: int) -> None:
+    calls = {"n": 0}
+
+    def flaky(body: dict) -> tuple[int, dict]:
+        calls["n"] += 1
+        return (status, {"error": {"message": "busy"}}) if calls["n"] == 1 else by_seed(body)
+
+    from judgelab.models import client
+
+    with StubServer(flaky) as srv:
+        out = client.chat(endpoint(srv.base_url), [{"role": "user", "content": "x"}],
+                          temperature=0, max_tokens=5, seed=1, backoff_s=0.01)
+    assert out.text.startswith("<code>") and calls["n"] == 2
