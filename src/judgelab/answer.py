@@ -14,7 +14,7 @@ class ParsedAnswer:
     request: str | None
     language: str | None
     code: str | None
-    code_source: str  # "tag", "fence" or "none": where the code came from
+    code_source: str  # "tag", "unclosed" (a <code> never closed), "fence" or "none"
 
     @property
     def has_all_tags(self) -> bool:
@@ -32,6 +32,9 @@ def parse_answer(text: str) -> ParsedAnswer:
     for name in ("request", "language"):
         found[name] = found[name].strip() if found[name] is not None else None
     code, source = found["code"], "tag"
+    if code is None and (start := text.find("<code>")) != -1:
+        # Truncated (max_tokens) or never closed: the code runs to the end of the answer.
+        code, source = re.sub(r"\n?```\s*$", "", text[start + len("<code>") :]), "unclosed"
     if code is not None:
         # Only newlines: a completion-style body keeps its first line's indentation.
         code = _strip_fences(code).strip("\n")

@@ -654,3 +654,12 @@ def test_rubric_cache_and_repeat(server: ScriptedServer, tmp_path: Path) -> None
     assert len(server.requests) == 1
     assert judge.score(TASK, cand, repeat=1).score == 0.6, "a repeat samples the judge again"
     assert len(server.requests) == 2
+
+
+def test_raw_control_characters_in_json_strings_are_tolerated() -> None:
+    from judgelab.evaluators.transport import normalize_json
+
+    raw = '{"explanation": "line one\nline two\tend", "score": 0.5}'
+    assert json.loads(normalize_json(raw)) == {"explanation": "line one\nline two\tend", "score": 0.5}
+    assert normalize_json('{"score": 1}') == '{"score": 1}'
+    assert normalize_json("not json {") == "not json {"

@@ -64,11 +64,11 @@ class PointwiseEvaluator(Protocol):
     name: str
     protocol: str
 
-    def score(self, task: Task, candidate: Candidate) -> Verdict: ...
+    def score(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict: ...
 
 
 class GroupEvaluator(Protocol):
     name: str
     protocol: str
 
-    def score_group(self, task: Task, candidates: list[Candidate]) -> list[Verdict]: ...
+    def score_group(self, task: Task, candidates: list[Candidate], repeat: int = 0) -> list[Verdict]: ...

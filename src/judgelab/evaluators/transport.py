@@ -328,6 +328,25 @@ def extract_json_object(text: str) -> str:
     return text
 
 
+def normalize_json(text: str) -> str:
+    """Re-serialise JSON that is only invalid for raw control characters inside strings.
+
+    llama-cpp-python's schema grammar lets raw newlines and tabs into JSON strings, which
+    strict parsers (pydantic, ART) reject although the judge's answer is intact. Such a reply
+    is re-encoded; anything else is returned unchanged (and fails parsing as it should). The
+    raw text is kept as it came in the call record.
+    """
+    try:
+        json.loads(text)
+        return text
+    except json.JSONDecodeError:
+        pass
+    try:
+        return json.dumps(json.loads(text, strict=False), ensure_ascii=False)
+    except json.JSONDecodeError:
+        return text
+
+
 # --- the provider -------------------------------------------------------------------------
 
 
@@ -460,6 +479,7 @@ class JudgelabProvider(litellm.CustomLLM):
             finish,
         )
         content = extract_json_object(raw) if endpoint.structured_output == "none" else raw
+        content = normalize_json(content)
         prompt_tokens, completion_tokens = usage[0] or 0, usage[1] or 0
         # Fill in litellm's own response object, as its built-in providers do.
         model_response.id = f"judgelab-{record.call_id}"
