@@ -164,7 +164,10 @@ class JudgeCallSettings(_Section):
         description="Reward policy for a raw score outside [0, 1]: leave the candidate "
         "unscored (default) or clip into [0, 1]. The raw score is kept either way.",
     )
-    explanation_max_chars: int = Field(300, ge=16, le=4000)
+    explanation_max_chars: int = Field(
+        200, ge=16, le=4000,
+        description="Bound on each explanation the judge writes (output tokens dominate judge time on CPU).",
+    )
     seed: int = 0
 
 
