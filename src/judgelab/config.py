@@ -165,8 +165,9 @@ class JudgeCallSettings(_Section):
         "unscored (default) or clip into [0, 1]. The raw score is kept either way.",
     )
     explanation_max_chars: int = Field(
-        200, ge=16, le=4000,
-        description="Bound on each explanation the judge writes (output tokens dominate judge time on CPU).",
+        120, ge=16, le=4000,
+        description="Bound on each explanation the judge writes: output tokens under a JSON "
+        "grammar dominate judge time on CPU (llama.cpp checks the grammar over the whole vocabulary).",
     )
     seed: int = 0
 
