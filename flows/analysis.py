@@ -25,7 +25,11 @@ def analysis_flow(
     settings = load_settings(params)
     scores_frame = validate_file(scores, "scores")
     metrics = run_analysis(
-        validate_file(tasks, "tasks"), validate_file(rollouts, "rollouts"), scores_frame, settings.analysis, out
+        validate_file(tasks, "tasks"),
+        validate_file(rollouts, "rollouts"),
+        scores_frame,
+        settings.analysis,
+        out,
     )
     if settings.tracking.enabled:
         latency = dict(

@@ -23,14 +23,14 @@ from judgelab.tasks import tasks_from_frame
 def rollout_group_task(settings: RolloutSettings, task_: Task, endpoint: Endpoint) -> list[dict]:
     cache = JsonCache(cache_dir(), "completions")
     rows = generate_group(settings, task_, endpoint, cache)
-    get_run_logger().info(
-        "%s: %d samples (%d from cache)", task_.task_id, len(rows), cache.hits
-    )
+    get_run_logger().info("%s: %d samples (%d from cache)", task_.task_id, len(rows), cache.hits)
     return rows
 
 
 @flow(name="judgelab-rollouts")
-def rollouts_flow(params: Path = Path("params.yaml"), tasks: Path = TASKS, out: Path = ROLLOUTS) -> Path:
+def rollouts_flow(
+    params: Path = Path("params.yaml"), tasks: Path = TASKS, out: Path = ROLLOUTS
+) -> Path:
     settings = load_settings(params)
     task_list = tasks_from_frame(validate_file(tasks, "tasks"))
     rows: list[dict] = []
@@ -40,5 +40,7 @@ def rollouts_flow(params: Path = Path("params.yaml"), tasks: Path = TASKS, out: 
             rows += rollout_group_task(settings.rollouts, t, endpoint)
     frame = rollouts_frame(rows)
     write_parquet(out, frame)
-    get_run_logger().info("wrote %d candidates for %d tasks to %s", frame.height, len(task_list), out)
+    get_run_logger().info(
+        "wrote %d candidates for %d tasks to %s", frame.height, len(task_list), out
+    )
     return out

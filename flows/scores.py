@@ -16,7 +16,14 @@ from judgelab.models.server import serve
 from judgelab.paths import cache_dir
 from judgelab.rollouts.generate import candidates_by_task
 from judgelab.schemas import validate_file
-from judgelab.scoring import build_evaluator, judge_names, repeats_for, run_id_for, score_group, scores_frame
+from judgelab.scoring import (
+    build_evaluator,
+    judge_names,
+    repeats_for,
+    run_id_for,
+    score_group,
+    scores_frame,
+)
 from judgelab.tasks import tasks_from_frame
 
 
@@ -29,7 +36,10 @@ def score_group_task(
 
 @flow(name="judgelab-scores")
 def scores_flow(
-    params: Path = Path("params.yaml"), tasks: Path = TASKS, rollouts: Path = ROLLOUTS, out: Path = SCORES
+    params: Path = Path("params.yaml"),
+    tasks: Path = TASKS,
+    rollouts: Path = ROLLOUTS,
+    out: Path = SCORES,
 ) -> Path:
     settings = load_settings(params)
     logger = get_run_logger()
@@ -46,7 +56,9 @@ def scores_flow(
             for repeat in range(repeats_for(spec, settings)):
                 for t in task_list:
                     if t.task_id in groups:
-                        rows += score_group_task(run_id, evaluator, spec, t, groups[t.task_id], repeat)
+                        rows += score_group_task(
+                            run_id, evaluator, spec, t, groups[t.task_id], repeat
+                        )
             logger.info("%s: scored %d groups", spec.name, len(groups))
     frame = scores_frame(rows)
     write_parquet(out, frame)

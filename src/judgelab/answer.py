@@ -5,7 +5,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_TAG = {name: re.compile(rf"<{name}>(.*?)</{name}>", re.DOTALL) for name in ("request", "language", "code")}
+_TAG = {
+    name: re.compile(rf"<{name}>(.*?)</{name}>", re.DOTALL)
+    for name in ("request", "language", "code")
+}
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.DOTALL)
 
 
@@ -46,4 +49,6 @@ def parse_answer(text: str) -> ParsedAnswer:
             code, source = python[0].strip("\n"), "fence"
         else:
             source = "none"
-    return ParsedAnswer(found["request"], found["language"], code or None, source if code else "none")
+    return ParsedAnswer(
+        found["request"], found["language"], code or None, source if code else "none"
+    )

@@ -50,10 +50,7 @@ class JsonCache:
             return None
         try:
             entry = json.loads(path.read_text(encoding="utf-8"))
-            ok = (
-                entry.get("key") == h
-                and entry.get("checksum") == digest(entry.get("value"))
-            )
+            ok = entry.get("key") == h and entry.get("checksum") == digest(entry.get("value"))
         except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
             ok = False
         if not ok:

@@ -70,7 +70,9 @@ class EndpointModel(_Section):
     """Any OpenAI-compatible endpoint: OpenRouter, vLLM, Ollama, a llama.cpp server."""
 
     kind: Literal["endpoint"] = "endpoint"
-    base_url: str = Field(description="e.g. https://openrouter.ai/api/v1 or http://127.0.0.1:8000/v1")
+    base_url: str = Field(
+        description="e.g. https://openrouter.ai/api/v1 or http://127.0.0.1:8000/v1"
+    )
     model: str = Field(description="Model name as the endpoint knows it.")
     api_key_env: str | None = Field(
         None, description="Name of the environment variable holding the API key (never the key)."
@@ -106,7 +108,9 @@ class HumanEvalSettings(_Section):
     enabled: bool = True
     offset: int = Field(0, ge=0, le=163)
     limit: int = Field(6, ge=0, le=164)
-    ids: list[str] = Field(default_factory=list, description="Explicit ids; overrides offset/limit.")
+    ids: list[str] = Field(
+        default_factory=list, description="Explicit ids; overrides offset/limit."
+    )
 
 
 class AutoRLSettings(_Section):
@@ -165,7 +169,9 @@ class JudgeCallSettings(_Section):
         "unscored (default) or clip into [0, 1]. The raw score is kept either way.",
     )
     explanation_max_chars: int = Field(
-        120, ge=16, le=4000,
+        120,
+        ge=16,
+        le=4000,
         description="Bound on each explanation the judge writes: output tokens under a JSON "
         "grammar dominate judge time on CPU (llama.cpp checks the grammar over the whole vocabulary).",
     )
@@ -229,7 +235,10 @@ class Settings(_Section):
     @model_validator(mode="after")
     def _known_models(self) -> Settings:
         known = sorted(self.models)
-        refs = [("rollouts.policy", self.rollouts.policy), ("tasks.autorl.model", self.tasks.autorl.model)]
+        refs = [
+            ("rollouts.policy", self.rollouts.policy),
+            ("tasks.autorl.model", self.tasks.autorl.model),
+        ]
         refs += [
             (f"scores.evaluators[{i}].judge ({ev.name})", ev.judge)
             for i, ev in enumerate(self.scores.evaluators)
@@ -244,7 +253,9 @@ class Settings(_Section):
         try:
             return self.models[name]
         except KeyError:
-            raise ConfigError(f"unknown model {name!r}; known models: {sorted(self.models)}") from None
+            raise ConfigError(
+                f"unknown model {name!r}; known models: {sorted(self.models)}"
+            ) from None
 
     def evaluator(self, name: str) -> Any:
         for ev in self.scores.evaluators:

@@ -87,7 +87,9 @@ class ScoresSchema(pa.DataFrameModel):
     slot: int = pa.Field(nullable=True, ge=0)
     permutation: str = pa.Field(nullable=True)
 
-    @pa.dataframe_check(error="status 'scored' needs a score; 'unscored' needs a reason and no score")
+    @pa.dataframe_check(
+        error="status 'scored' needs a score; 'unscored' needs a reason and no score"
+    )
     @classmethod
     def status_matches_score(cls, data: pa.PolarsData) -> pl.LazyFrame:
         scored = pl.col("status") == "scored"
@@ -152,7 +154,9 @@ def read_table(path: Path | str) -> pl.DataFrame:
             return pl.read_csv(path)
         return pl.read_parquet(path)
     except Exception as err:  # polars raises several unrelated types here
-        raise TableError(f"{path}: not a readable parquet/CSV table ({err.__class__.__name__}: {err})") from None
+        raise TableError(
+            f"{path}: not a readable parquet/CSV table ({err.__class__.__name__}: {err})"
+        ) from None
 
 
 def validate_file(path: Path | str, kind: str) -> pl.DataFrame:

@@ -54,7 +54,11 @@ class Evaluator(Protocol):
 
 def judge_names(settings: Settings) -> list[str]:
     """Registry names of the models the configured LLM judges need, in config order."""
-    names = [ev.judge for ev in settings.scores.evaluators if isinstance(ev, RulerEvaluator | RubricEvaluator)]
+    names = [
+        ev.judge
+        for ev in settings.scores.evaluators
+        if isinstance(ev, RulerEvaluator | RubricEvaluator)
+    ]
     return list(dict.fromkeys(names))
 
 
@@ -87,7 +91,9 @@ def repeats_for(spec: Any, settings: Settings) -> int:
     return settings.scores.repeats if isinstance(spec, RulerEvaluator | RubricEvaluator) else 1
 
 
-def _row(run_id: str, ev: Any, spec: Any, cand: Candidate, repeat: int, v: Verdict) -> dict[str, Any]:
+def _row(
+    run_id: str, ev: Any, spec: Any, cand: Candidate, repeat: int, v: Verdict
+) -> dict[str, Any]:
     explanation = v.explanation[:EXPLANATION_LIMIT] if v.explanation else v.explanation
     return {
         "run_id": run_id,
@@ -116,7 +122,9 @@ def score_group(
     if hasattr(ev, "score_group"):
         verdicts = ev.score_group(task, candidates, repeat=repeat)
         if len(verdicts) != len(candidates):
-            raise RuntimeError(f"{spec.name} returned {len(verdicts)} verdicts for {len(candidates)} candidates")
+            raise RuntimeError(
+                f"{spec.name} returned {len(verdicts)} verdicts for {len(candidates)} candidates"
+            )
     elif isinstance(spec, RubricEvaluator):
         verdicts = [ev.score(task, c, repeat=repeat) for c in candidates]
     else:
@@ -126,13 +134,19 @@ def score_group(
 
 def run_id_for(settings: Settings, rollouts: pl.DataFrame) -> str:
     """Same evaluator settings on the same candidates -> the same run id."""
-    return digest({
-        "scores": settings.scores.model_dump(mode="json"),
-        "models": {n: settings.models[n].model_dump(mode="json") for n in judge_names(settings)},
-        "candidates": rollouts["candidate_id"].sort().to_list(),
-    })[:12]
+    return digest(
+        {
+            "scores": settings.scores.model_dump(mode="json"),
+            "models": {
+                n: settings.models[n].model_dump(mode="json") for n in judge_names(settings)
+            },
+            "candidates": rollouts["candidate_id"].sort().to_list(),
+        }
+    )[:12]
 
 
 def scores_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
-    frame = pl.DataFrame(rows, schema=SCORE_COLUMNS).sort(["evaluator", "task_id", "candidate_id", "repeat"])
+    frame = pl.DataFrame(rows, schema=SCORE_COLUMNS).sort(
+        ["evaluator", "task_id", "candidate_id", "repeat"]
+    )
     return validate(frame, ScoresSchema, "scores table")

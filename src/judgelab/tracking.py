@@ -28,9 +28,7 @@ def flatten(obj: Any, prefix: str = "") -> dict[str, float]:
     if isinstance(obj, dict):
         for key, value in obj.items():
             out.update(flatten(value, f"{prefix}{key}."))
-    elif isinstance(obj, bool):
-        out[prefix[:-1]] = float(obj)
-    elif isinstance(obj, int | float):
+    elif isinstance(obj, (bool, int | float)):
         out[prefix[:-1]] = float(obj)
     return out
 
@@ -61,7 +59,10 @@ def _log_metrics(client: Any, run_id: str, metrics: dict[str, float]) -> None:
     from mlflow.entities import Metric
 
     now = int(time.time() * 1000)
-    items = [Metric(key=k.replace("/", "_"), value=v, timestamp=now, step=0) for k, v in sorted(metrics.items())]
+    items = [
+        Metric(key=k.replace("/", "_"), value=v, timestamp=now, step=0)
+        for k, v in sorted(metrics.items())
+    ]
     for i in range(0, len(items), 900):
         client.log_batch(run_id, metrics=items[i : i + 900])
 
@@ -94,22 +95,30 @@ def log_pipeline_run(
     parent = client.create_run(
         exp_id,
         run_name=f"pipeline-{scores_run_id}",
-        tags={"judgelab.kind": "pipeline", "policy": policy, "data_version": data_version,
-              "scores_run_id": scores_run_id},
+        tags={
+            "judgelab.kind": "pipeline",
+            "policy": policy,
+            "data_version": data_version,
+            "scores_run_id": scores_run_id,
+        },
     )
     pid = parent.info.run_id
     try:
-        _log_params(client, pid, {
-            "policy": policy,
-            "rollouts.k": settings.rollouts.k,
-            "rollouts.temperature": settings.rollouts.temperature,
-            "rollouts.max_tokens": settings.rollouts.max_tokens,
-            "tasks.humaneval.limit": settings.tasks.humaneval.limit,
-            "tasks.autorl.n": settings.tasks.autorl.n,
-            "scores.repeats": settings.scores.repeats,
-            "evaluators": ",".join(ev.name for ev in settings.scores.evaluators),
-            **data_hashes,
-        })
+        _log_params(
+            client,
+            pid,
+            {
+                "policy": policy,
+                "rollouts.k": settings.rollouts.k,
+                "rollouts.temperature": settings.rollouts.temperature,
+                "rollouts.max_tokens": settings.rollouts.max_tokens,
+                "tasks.humaneval.limit": settings.tasks.humaneval.limit,
+                "tasks.autorl.n": settings.tasks.autorl.n,
+                "scores.repeats": settings.scores.repeats,
+                "evaluators": ",".join(ev.name for ev in settings.scores.evaluators),
+                **data_hashes,
+            },
+        )
         _log_metrics(client, pid, flatten({k: v for k, v in metrics.items() if k != "evaluators"}))
         for path in sorted(analysis_dir.rglob("*")):
             if path.is_file():
@@ -135,7 +144,14 @@ def log_pipeline_run(
                 },
             )
             cid = child.info.run_id
-            _log_params(client, cid, {f"evaluator.{k}": v for k, v in flatten_params(spec.model_dump(mode="json")).items()})
+            _log_params(
+                client,
+                cid,
+                {
+                    f"evaluator.{k}": v
+                    for k, v in flatten_params(spec.model_dump(mode="json")).items()
+                },
+            )
             m = flatten(ev_metrics)
             if spec.name in latency:
                 m["latency_s.mean"] = latency[spec.name]

@@ -58,14 +58,20 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in ("dvc.yaml", ".dvcignore"):
         shutil.copy(ROOT / name, proj / name)
     for name in ("src", "flows"):
-        shutil.copytree(ROOT / name, proj / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        shutil.copytree(
+            ROOT / name, proj / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+        )
     (proj / "params.yaml").write_text(yaml.safe_dump(tiny_params(), sort_keys=False))
     return proj
 
 
 @pytest.fixture(scope="module")
 def env(project: Path) -> dict[str, str]:
-    e = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "MLFLOW_", "JUDGELAB_"))}
+    e = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PREFECT_", "MLFLOW_", "JUDGELAB_"))
+    }
     e.update(PATH=f"{BIN}:{e['PATH']}", JUDGELAB_ROOT=str(project), PYTHONPATH=str(project))
     run(["git", "init", "-q"], project, e)
     run([str(BIN / "dvc"), "init", "-q"], project, e)
@@ -87,7 +93,9 @@ def test_stages_produce_valid_tables(project: Path, first_repro: str) -> None:
     assert scores.height == 6 * 5  # every candidate x every evaluator, none dropped
     execution = scores.filter(pl.col("evaluator") == "execution")
     humaneval = set(tasks.filter(pl.col("source") == "humaneval")["task_id"])
-    assert execution.filter(pl.col("task_id").is_in(humaneval))["status"].unique().to_list() == ["scored"]
+    assert execution.filter(pl.col("task_id").is_in(humaneval))["status"].unique().to_list() == [
+        "scored"
+    ]
     assert execution.filter(~pl.col("task_id").is_in(humaneval))["reason"].unique().to_list() == [
         "task has no tests"
     ]
@@ -105,12 +113,20 @@ def test_metrics_report_and_mlflow(project: Path, first_repro: str, env: dict[st
         assert "truth" in metrics["evaluators"][name]
     html = (project / "data/analysis/report.html").read_text()
     assert "ruler-smollm2-135m" in html and "<table" in html
-    out = run([str(BIN / "python"), "-c", (
-        "from mlflow.tracking import MlflowClient; c = MlflowClient();"
-        "e = c.get_experiment_by_name('judgelab');"
-        "runs = c.search_runs([e.experiment_id]);"
-        "print(sorted(r.data.tags.get('judgelab.kind','') for r in runs))"
-    )], project, {**env, "MLFLOW_TRACKING_URI": f"sqlite:///{project / 'mlflow.db'}"})
+    out = run(
+        [
+            str(BIN / "python"),
+            "-c",
+            (
+                "from mlflow.tracking import MlflowClient; c = MlflowClient();"
+                "e = c.get_experiment_by_name('judgelab');"
+                "runs = c.search_runs([e.experiment_id]);"
+                "print(sorted(r.data.tags.get('judgelab.kind','') for r in runs))"
+            ),
+        ],
+        project,
+        {**env, "MLFLOW_TRACKING_URI": f"sqlite:///{project / 'mlflow.db'}"},
+    )
     assert "'pipeline'" in out and out.count("'evaluator'") == 5
 
 
@@ -119,7 +135,9 @@ def test_second_repro_reruns_nothing(project: Path, first_repro: str, env: dict[
     assert "Running stage" not in out, out
 
 
-def test_analysis_param_reruns_only_analysis(project: Path, first_repro: str, env: dict[str, str]) -> None:
+def test_analysis_param_reruns_only_analysis(
+    project: Path, first_repro: str, env: dict[str, str]
+) -> None:
     params = yaml.safe_load((project / "params.yaml").read_text())
     params["analysis"]["praise_threshold"] = 0.7
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))

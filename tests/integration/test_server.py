@@ -48,8 +48,12 @@ with EmbeddedServer({"smollm2-135m": EmbeddedModel(zoo="smollm2-135m-instruct", 
 
 
 def test_server_dies_with_a_killed_parent() -> None:
-    parent = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE, text=True,
-                              cwd=Path(__file__).resolve().parents[2])
+    parent = subprocess.Popen(
+        [sys.executable, "-c", CHILD],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     server_pid = int(parent.stdout.readline())  # type: ignore[union-attr]
     os.kill(parent.pid, signal.SIGKILL)
     parent.wait()

@@ -17,8 +17,17 @@ Reply = Callable[[dict[str, Any]], tuple[int, dict[str, Any] | str]]
 
 def completion(content: str, tokens: int = 5) -> dict[str, Any]:
     return {
-        "id": "stub", "object": "chat.completion", "created": 0, "model": "stub",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "id": "stub",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "stub",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
         "usage": {"prompt_tokens": 1, "completion_tokens": tokens, "total_tokens": tokens + 1},
     }
 

@@ -33,7 +33,10 @@ def test_no_code() -> None:
 
 
 def test_unclosed_code_tag_runs_to_the_end() -> None:
-    text = "```xml\n<request>r</request>\n<language>Python</language>\n<code>\ndef f():\n    return 1\n```"
+    text = (
+        "```xml\n<request>r</request>\n<language>Python</language>\n"
+        "<code>\ndef f():\n    return 1\n```"
+    )
     a = parse_answer(text)
     assert (a.code, a.code_source, a.has_all_tags) == ("def f():\n    return 1", "unclosed", False)
     truncated = "<request>r</request><language>Python</language><code>\ndef f():\n    return (1,"

@@ -35,14 +35,19 @@ def test_unknown_key_is_named() -> None:
 def test_bad_choice_lists_valid_choices() -> None:
     d = params()
     d["scores"]["evaluators"][0]["kind"] = "vibes"
-    with pytest.raises(ConfigError, match=r"scores\.evaluators\.0.*'format', 'syntax', 'execution', 'ruler', 'rubric'"):
+    with pytest.raises(
+        ConfigError,
+        match=r"scores\.evaluators\.0.*'format', 'syntax', 'execution', 'ruler', 'rubric'",
+    ):
         parse_settings(d)
 
 
 def test_bad_value_names_key() -> None:
     d = params()
     d["rollouts"]["k"] = 0
-    with pytest.raises(ConfigError, match=r"rollouts\.k: Input should be greater than or equal to 1"):
+    with pytest.raises(
+        ConfigError, match=r"rollouts\.k: Input should be greater than or equal to 1"
+    ):
         parse_settings(d)
 
 
@@ -73,7 +78,10 @@ def test_not_yaml_and_not_mapping(tmp_path: Path) -> None:
 def test_endpoint_key_comes_from_named_env_var(monkeypatch: pytest.MonkeyPatch) -> None:
     d = params()
     d["models"]["remote"] = {
-        "kind": "endpoint", "base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key_env": "JL_TEST_KEY",
+        "kind": "endpoint",
+        "base_url": "http://127.0.0.1:9/v1",
+        "model": "m",
+        "api_key_env": "JL_TEST_KEY",
     }
     s = parse_settings(d)
     monkeypatch.delenv("JL_TEST_KEY", raising=False)
@@ -88,7 +96,10 @@ def test_endpoint_key_comes_from_named_env_var(monkeypatch: pytest.MonkeyPatch) 
 def test_inline_secret_is_rejected() -> None:
     d = params()
     d["models"]["remote"] = {
-        "kind": "endpoint", "base_url": "http://x/v1", "model": "m", "api_key_env": "sk-abc123 def",
+        "kind": "endpoint",
+        "base_url": "http://x/v1",
+        "model": "m",
+        "api_key_env": "sk-abc123 def",
     }
     with pytest.raises(ConfigError, match="api_key_env must be the NAME"):
         parse_settings(d)

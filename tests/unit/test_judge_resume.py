@@ -1,4 +1,4 @@
-"""The judge cache survives a kill -9 in the middle of a group: a rerun calls only what is missing."""
+"""The judge cache survives a kill -9 inside a group: a rerun calls only what is missing."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ from judgelab.models.endpoint import Endpoint
 from judgelab.scoring import build_evaluator, score_group
 
 task = Task(task_id="t0", source="autorl", request="add two numbers", prompt="add two numbers")
-cands = [Candidate("t0", f"c{i}", i, f"<code>def add(a, b):\\n    return a + b + {i}</code>") for i in range(4)]
+code = "<code>def add(a, b):\\n    return a + b + {}</code>"
+cands = [Candidate("t0", f"c{i}", i, code.format(i)) for i in range(4)]
 spec = RubricEvaluator(name="rubric-stub", judge="stub")
 ep = Endpoint(name="stub", base_url=sys.argv[1], model="stub", fingerprint="gguf:stub",
               structured_output="json_object")
@@ -42,8 +43,14 @@ def reply(body: dict) -> tuple[int, dict]:
 
 
 def run_script(url: str, cache: Path) -> list:
-    out = subprocess.run([sys.executable, "-c", SCRIPT, url, str(cache)], cwd=ROOT, capture_output=True,
-                         text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT, url, str(cache)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -55,9 +62,13 @@ def test_scores_resume_after_kill(tmp_path: Path) -> None:
         return reply(body)
 
     with StubServer(slow_after_two) as srv:
-        child = subprocess.Popen([sys.executable, "-c", SCRIPT, srv.base_url, str(tmp_path / "cache")],
-                                 cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        child = subprocess.Popen(
+            [sys.executable, "-c", SCRIPT, srv.base_url, str(tmp_path / "cache")],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 120
         while len(srv.requests) < 3 and time.monotonic() < deadline:
             time.sleep(0.05)

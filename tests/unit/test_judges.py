@@ -335,7 +335,9 @@ def test_bad_replies_are_retried_with_backoff_then_unscored(
         assert v.status == "unscored" and v.score is None
         assert v.reason is not None and "after 3 attempts" in v.reason and expected in v.reason
         if reply["content"]:
-            assert v.explanation and v.explanation in reply["content"]
+            # The tail of the raw reply, marked "… " when cut to explanation_max_chars.
+            tail = (v.explanation or "").removeprefix("… ")
+            assert tail and reply["content"].endswith(tail)
     assert [r.raw for r in result.calls] == [reply["content"]] * 3
 
 
@@ -464,7 +466,8 @@ def test_prompt_only_request_asks_for_json_and_extracts_it(server: ScriptedServe
     last_user = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
     assert "Reply with one JSON object and nothing else" in last_user
     schema = json.loads(last_user.rsplit("JSON schema:\n", 1)[1])
-    assert schema["properties"]["scores"]["items"]["properties"]["explanation"]["maxLength"] == 300
+    explanation = schema["properties"]["scores"]["items"]["properties"]["explanation"]
+    assert explanation["maxLength"] == JudgeCallSettings().explanation_max_chars
     assert result.calls[0].raw.startswith("Sure!"), "the raw reply is kept as written"
 
 
@@ -660,6 +663,9 @@ def test_raw_control_characters_in_json_strings_are_tolerated() -> None:
     from judgelab.evaluators.transport import normalize_json
 
     raw = '{"explanation": "line one\nline two\tend", "score": 0.5}'
-    assert json.loads(normalize_json(raw)) == {"explanation": "line one\nline two\tend", "score": 0.5}
+    assert json.loads(normalize_json(raw)) == {
+        "explanation": "line one\nline two\tend",
+        "score": 0.5,
+    }
     assert normalize_json('{"score": 1}') == '{"score": 1}'
     assert normalize_json("not json {") == "not json {"

@@ -19,8 +19,14 @@ from judgelab.models.endpoint import Endpoint
 from judgelab.rollouts.generate import generate_group, rollouts_frame, sample_seed
 from tests.support.openai_stub import StubServer, completion
 
-TASK = Task(task_id="HumanEval/0", source="humaneval", request="write f", prompt="def f(): pass",
-            entry_point="f", test="def check(c): pass")
+TASK = Task(
+    task_id="HumanEval/0",
+    source="humaneval",
+    request="write f",
+    prompt="def f(): pass",
+    entry_point="f",
+    test="def check(c): pass",
+)
 
 
 def by_seed(body: dict) -> tuple[int, dict]:
@@ -86,8 +92,11 @@ def test_resume_after_kill_recomputes_only_missing_samples(tmp_path: Path) -> No
         return by_seed(body)
 
     with StubServer(slow) as srv:
-        child = subprocess.Popen([sys.executable, "-c", CHILD, srv.base_url, str(tmp_path)], cwd=root,
-                                 env={**os.environ, "PYTHONPATH": str(root)})
+        child = subprocess.Popen(
+            [sys.executable, "-c", CHILD, srv.base_url, str(tmp_path)],
+            cwd=root,
+            env={**os.environ, "PYTHONPATH": str(root)},
+        )
         deadline = time.monotonic() + 60
         while len(srv.requests) < 3 and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -97,12 +106,20 @@ def test_resume_after_kill_recomputes_only_missing_samples(tmp_path: Path) -> No
     entries = list((tmp_path / "completions").rglob("*.json"))
     assert len(entries) == 2  # the two finished samples, nothing torn
     with StubServer(by_seed) as resumed:
-        rows = generate_group(RolloutSettings(k=6), TASK, endpoint(resumed.base_url),
-                              JsonCache(tmp_path, "completions"))
+        rows = generate_group(
+            RolloutSettings(k=6),
+            TASK,
+            endpoint(resumed.base_url),
+            JsonCache(tmp_path, "completions"),
+        )
         assert len(resumed.requests) == 4
     with StubServer(by_seed) as fresh:
-        clean = generate_group(RolloutSettings(k=6), TASK, endpoint(fresh.base_url),
-                               JsonCache(tmp_path / "clean", "completions"))
+        clean = generate_group(
+            RolloutSettings(k=6),
+            TASK,
+            endpoint(fresh.base_url),
+            JsonCache(tmp_path / "clean", "completions"),
+        )
     assert [r["completion"] for r in rows] == [r["completion"] for r in clean]
     assert json.loads(rows[0]["messages_json"])[1]["content"] == "write f"
 
@@ -118,6 +135,12 @@ def test_transient_errors_are_retried(tmp_path: Path, status: int) -> None:
     from judgelab.models import client
 
     with StubServer(flaky) as srv:
-        out = client.chat(endpoint(srv.base_url), [{"role": "user", "content": "x"}],
-                          temperature=0, max_tokens=5, seed=1, backoff_s=0.01)
+        out = client.chat(
+            endpoint(srv.base_url),
+            [{"role": "user", "content": "x"}],
+            temperature=0,
+            max_tokens=5,
+            seed=1,
+            backoff_s=0.01,
+        )
     assert out.text.startswith("<code>") and calls["n"] == 2

@@ -21,10 +21,22 @@ runner = CliRunner()
 
 def row(**over: object) -> dict:
     base = {
-        "run_id": "r1", "task_id": "HumanEval/0", "candidate_id": "c0", "evaluator": "ruler-x",
-        "protocol": "ruler", "judge": "x", "repeat": 0, "score": 0.5, "raw_score": 0.5,
-        "status": "scored", "out_of_range": False, "reason": None, "explanation": "ok",
-        "latency_s": 1.0, "slot": 0, "permutation": "0,1",
+        "run_id": "r1",
+        "task_id": "HumanEval/0",
+        "candidate_id": "c0",
+        "evaluator": "ruler-x",
+        "protocol": "ruler",
+        "judge": "x",
+        "repeat": 0,
+        "score": 0.5,
+        "raw_score": 0.5,
+        "status": "scored",
+        "out_of_range": False,
+        "reason": None,
+        "explanation": "ok",
+        "latency_s": 1.0,
+        "slot": 0,
+        "permutation": "0,1",
     }
     return {**base, **over}
 
@@ -42,8 +54,19 @@ def check(tmp_path: Path, frame: pl.DataFrame | None, suffix: str = ".parquet") 
 
 
 def test_valid_table(tmp_path: Path) -> None:
-    code, out = check(tmp_path, table(row(), row(candidate_id="c1", score=None, status="unscored",
-                                               reason="judge reply error", raw_score=None)))
+    code, out = check(
+        tmp_path,
+        table(
+            row(),
+            row(
+                candidate_id="c1",
+                score=None,
+                status="unscored",
+                reason="judge reply error",
+                raw_score=None,
+            ),
+        ),
+    )
     assert code == 0, out
     assert "valid scores table (2 rows)" in out
 
@@ -84,11 +107,31 @@ def test_duplicate_key_rows_rejected() -> None:
 
 
 def test_tasks_schema_requires_tests_for_humaneval() -> None:
-    frame = pl.DataFrame([{
-        "task_id": "HumanEval/0", "source": "humaneval", "request": "r", "prompt": "p",
-        "entry_point": None, "test": None, "canonical_solution": None,
-    }], schema={c: pl.Utf8 for c in ("task_id", "source", "request", "prompt", "entry_point", "test",
-                                      "canonical_solution")})
+    frame = pl.DataFrame(
+        [
+            {
+                "task_id": "HumanEval/0",
+                "source": "humaneval",
+                "request": "r",
+                "prompt": "p",
+                "entry_point": None,
+                "test": None,
+                "canonical_solution": None,
+            }
+        ],
+        schema={
+            c: pl.Utf8
+            for c in (
+                "task_id",
+                "source",
+                "request",
+                "prompt",
+                "entry_point",
+                "test",
+                "canonical_solution",
+            )
+        },
+    )
     with pytest.raises(TableError, match="humaneval rows need entry_point and test"):
         validate(frame, TasksSchema, "tasks")
 

@@ -25,8 +25,12 @@ def fake_zoo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, byt
     monkeypatch.syspath_prepend(str(site))
     whole = b"".join(chunks)
     model = zoo.ZooModel(
-        name="fake", filename="fake.gguf", sha256=hashlib.sha256(whole).hexdigest(), size=len(whole),
-        parts=zoo._split("jl_fake_part", 3, "data/part{i:02d}.bin"), pip_hint="jl-fake",
+        name="fake",
+        filename="fake.gguf",
+        sha256=hashlib.sha256(whole).hexdigest(),
+        size=len(whole),
+        parts=zoo._split("jl_fake_part", 3, "data/part{i:02d}.bin"),
+        pip_hint="jl-fake",
     )
     monkeypatch.setitem(zoo.ZOO, "fake", model)
     return tmp_path / "models", whole
@@ -48,7 +52,9 @@ def test_verified_file_is_reused_and_tampering_detected(fake_zoo: tuple[Path, by
     assert zoo.ensure_model("fake", cache).read_bytes() == whole  # rebuilt from the parts
 
 
-def test_wrong_hash_leaves_no_file(fake_zoo: tuple[Path, bytes], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_wrong_hash_leaves_no_file(
+    fake_zoo: tuple[Path, bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
     cache, _ = fake_zoo
     bad = zoo.ZOO["fake"].__class__(**{**zoo.ZOO["fake"].__dict__, "sha256": "0" * 64})
     monkeypatch.setitem(zoo.ZOO, "fake", bad)
@@ -58,7 +64,9 @@ def test_wrong_hash_leaves_no_file(fake_zoo: tuple[Path, bytes], monkeypatch: py
     assert [p for p in os.listdir(cache) if p.endswith(".tmp")] == []
 
 
-def test_missing_part_package_names_it(fake_zoo: tuple[Path, bytes], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_part_package_names_it(
+    fake_zoo: tuple[Path, bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
     cache, _ = fake_zoo
     broken = zoo.ZOO["fake"].__class__(
         **{**zoo.ZOO["fake"].__dict__, "parts": (("jl_not_installed_part", "x.bin"),)}

@@ -9,7 +9,9 @@ import typer
 from judgelab.config import EmbeddedModel, load_settings
 from judgelab.errors import JudgelabError
 
-app = typer.Typer(help="Inspect the model registry; assemble and verify embedded models.", no_args_is_help=True)
+app = typer.Typer(
+    help="Inspect the model registry; assemble and verify embedded models.", no_args_is_help=True
+)
 
 
 @app.command("list")

@@ -9,7 +9,9 @@ import typer
 from judgelab.errors import TableError
 from judgelab.schemas import SCHEMAS, validate_file
 
-app = typer.Typer(help="Validate a table (parquet or CSV) against judgelab's schemas.", no_args_is_help=True)
+app = typer.Typer(
+    help="Validate a table (parquet or CSV) against judgelab's schemas.", no_args_is_help=True
+)
 
 
 def _validate(kind: str, path: Path) -> None:
@@ -22,7 +24,9 @@ def _validate(kind: str, path: Path) -> None:
 
 
 def _make(kind: str) -> None:
-    @app.command(name=kind, help=f"Validate a {kind} table; exit 0 if valid, 1 with the reasons if not.")
+    @app.command(
+        name=kind, help=f"Validate a {kind} table; exit 0 if valid, 1 with the reasons if not."
+    )
     def command(path: Path = typer.Argument(..., help="Parquet or CSV file.")) -> None:
         _validate(kind, path)
 

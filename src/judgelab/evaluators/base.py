@@ -71,4 +71,6 @@ class GroupEvaluator(Protocol):
     name: str
     protocol: str
 
-    def score_group(self, task: Task, candidates: list[Candidate], repeat: int = 0) -> list[Verdict]: ...
+    def score_group(
+        self, task: Task, candidates: list[Candidate], repeat: int = 0
+    ) -> list[Verdict]: ...

@@ -19,19 +19,18 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from textwrap import dedent
 
 import litellm
 from pydantic import BaseModel, Field
 
-from judgelab.cache import JsonCache
 from judgelab.config import RubricEvaluator
 from judgelab.errors import JudgeReplyError
 from judgelab.evaluators.base import Candidate, Task, Verdict
 from judgelab.evaluators.ruler import (
     JudgeResult,
+    LLMJudge,
     classify_failure,
     failure_reason,
     request_seed,
@@ -44,10 +43,8 @@ from judgelab.evaluators.transport import (
     call_metadata,
     judge_call,
     raw_tail,
-    register_endpoint,
     run_sync,
 )
-from judgelab.models.endpoint import Endpoint
 
 log = logging.getLogger(__name__)
 
@@ -103,28 +100,11 @@ def rubric_messages(task: Task, candidate: Candidate, max_chars: int) -> list[di
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
-class RubricJudge:
+class RubricJudge(LLMJudge):
     """Pointwise judge: one call per candidate, ``protocol = "rubric"``."""
 
     protocol = "rubric"
-
-    def __init__(
-        self,
-        spec: RubricEvaluator,
-        endpoint: Endpoint,
-        cache: JsonCache | None = None,
-        *,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        self.spec = spec
-        self.name = spec.name
-        self.endpoint = endpoint
-        self.cache = cache
-        self._sleep = sleep
-        self.judge_model = register_endpoint(endpoint)
-
-    def __repr__(self) -> str:
-        return f"RubricJudge(name={self.name!r}, endpoint={self.endpoint!r})"
+    spec: RubricEvaluator
 
     def score(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
         return self.judge(task, candidate, repeat).verdicts[0]

@@ -182,28 +182,36 @@ def classify_failure(err: Exception, record: CallRecord) -> JudgelabError:
     return ModelError(f"judge call failed: {err.__class__.__name__}: {err}")
 
 
-class RulerJudge:
-    """Group judge: ART's RULER over all k candidates of a task in one call."""
+class LLMJudge:
+    """What every LLM judge holds: its settings, its endpoint (registered with the judgelab
+    litellm provider), the judge cache and the sleep used between retries."""
 
-    protocol = "ruler"
+    protocol: str
 
     def __init__(
         self,
-        spec: RulerEvaluator,
+        spec: Any,
         endpoint: Endpoint,
         cache: JsonCache | None = None,
         *,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.spec = spec
-        self.name = spec.name
+        self.name: str = spec.name
         self.endpoint = endpoint
         self.cache = cache
         self._sleep = sleep
         self.judge_model = register_endpoint(endpoint)
 
     def __repr__(self) -> str:
-        return f"RulerJudge(name={self.name!r}, endpoint={self.endpoint!r})"
+        return f"{type(self).__name__}(name={self.name!r}, endpoint={self.endpoint!r})"
+
+
+class RulerJudge(LLMJudge):
+    """Group judge: ART's RULER over all k candidates of a task in one call."""
+
+    protocol = "ruler"
+    spec: RulerEvaluator
 
     def order(self, task: Task, n: int, repeat: int, attempt: int) -> list[int]:
         """Candidate indices in the order shown to the judge on this attempt."""

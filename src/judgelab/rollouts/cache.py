@@ -16,8 +16,14 @@ from judgelab.models.endpoint import Endpoint
 
 
 def completion_key(
-    endpoint: Endpoint, messages: list[dict], *, temperature: float, top_p: float,
-    max_tokens: int, seed: int, sample_index: int = 0,
+    endpoint: Endpoint,
+    messages: list[dict],
+    *,
+    temperature: float,
+    top_p: float,
+    max_tokens: int,
+    seed: int,
+    sample_index: int = 0,
 ) -> dict[str, Any]:
     return {
         "kind": "chat-completion/v1",
@@ -34,19 +40,34 @@ def completion_key(
 
 
 def cached_chat(
-    cache: JsonCache, endpoint: Endpoint, messages: list[dict], *, temperature: float,
-    top_p: float, max_tokens: int, seed: int, sample_index: int = 0,
+    cache: JsonCache,
+    endpoint: Endpoint,
+    messages: list[dict],
+    *,
+    temperature: float,
+    top_p: float,
+    max_tokens: int,
+    seed: int,
+    sample_index: int = 0,
 ) -> dict[str, Any]:
-    """A completion as a dict (text, finish_reason, completion_tokens, latency_s, cache_key, cached)."""
+    """A completion as a dict: text, finish_reason, completion_tokens, latency_s, cache_key,
+    cached."""
     key = completion_key(
-        endpoint, messages, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
-        seed=seed, sample_index=sample_index,
+        endpoint,
+        messages,
+        temperature=temperature,
+        top_p=top_p,
+        max_tokens=max_tokens,
+        seed=seed,
+        sample_index=sample_index,
     )
     key_hash = cache.key_hash(key)
     hit = cache.get(key)
     if hit is not None:
         return {**hit, "cache_key": key_hash, "cached": True}
-    out = chat(endpoint, messages, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
+    out = chat(
+        endpoint, messages, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed
+    )
     value = {
         "text": out.text,
         "finish_reason": out.finish_reason,

@@ -56,23 +56,31 @@ def generate_group(
     for i in range(settings.k):
         seed = sample_seed(settings.seed, task.task_id, i)
         out = cached_chat(
-            cache, endpoint, messages, temperature=settings.temperature, top_p=settings.top_p,
-            max_tokens=settings.max_tokens, seed=seed, sample_index=i,
+            cache,
+            endpoint,
+            messages,
+            temperature=settings.temperature,
+            top_p=settings.top_p,
+            max_tokens=settings.max_tokens,
+            seed=seed,
+            sample_index=i,
         )
-        rows.append({
-            "task_id": task.task_id,
-            "sample_index": i,
-            "candidate_id": out["cache_key"][:16],
-            "policy": endpoint.name,
-            "model_sha256": endpoint.fingerprint,
-            "seed": seed,
-            "messages_json": json.dumps(messages, ensure_ascii=False),
-            "completion": out["text"],
-            "finish_reason": out["finish_reason"],
-            "completion_tokens": int(out["completion_tokens"]),
-            "latency_s": float(out["latency_s"]),
-            "cache_key": out["cache_key"],
-        })
+        rows.append(
+            {
+                "task_id": task.task_id,
+                "sample_index": i,
+                "candidate_id": out["cache_key"][:16],
+                "policy": endpoint.name,
+                "model_sha256": endpoint.fingerprint,
+                "seed": seed,
+                "messages_json": json.dumps(messages, ensure_ascii=False),
+                "completion": out["text"],
+                "finish_reason": out["finish_reason"],
+                "completion_tokens": int(out["completion_tokens"]),
+                "latency_s": float(out["latency_s"]),
+                "cache_key": out["cache_key"],
+            }
+        )
     return rows
 
 

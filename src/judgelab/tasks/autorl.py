@@ -50,7 +50,8 @@ def _normal(text: str) -> str:
 def is_duplicate(text: str, kept: list[str]) -> bool:
     norm = _normal(text)
     return any(
-        norm == _normal(k) or difflib.SequenceMatcher(None, norm, _normal(k)).ratio() >= NEAR_DUPLICATE
+        norm == _normal(k)
+        or difflib.SequenceMatcher(None, norm, _normal(k)).ratio() >= NEAR_DUPLICATE
         for k in kept
     )
 
@@ -63,11 +64,18 @@ def generate_autorl(settings: AutoRLSettings, endpoint: Endpoint, cache: JsonCac
     for attempt in range(settings.max_attempts):
         messages = [
             {"role": "system", "content": SYSTEM},
-            {"role": "user", "content": USER.format(description=settings.description, index=attempt + 1)},
+            {
+                "role": "user",
+                "content": USER.format(description=settings.description, index=attempt + 1),
+            },
         ]
         out = cached_chat(
-            cache, endpoint, messages,
-            temperature=settings.temperature, top_p=1.0, max_tokens=settings.max_tokens,
+            cache,
+            endpoint,
+            messages,
+            temperature=settings.temperature,
+            top_p=1.0,
+            max_tokens=settings.max_tokens,
             seed=settings.seed * 100_003 + attempt,
         )
         request = clean_request(out["text"])
@@ -79,7 +87,12 @@ def generate_autorl(settings: AutoRLSettings, endpoint: Endpoint, cache: JsonCac
             break
     log.info("autorl: kept %d requests, rejected %d replies", len(kept), rejected)
     if len(kept) < settings.n:
-        log.warning("autorl: only %d of %d requests after %d attempts", len(kept), settings.n, settings.max_attempts)
+        log.warning(
+            "autorl: only %d of %d requests after %d attempts",
+            len(kept),
+            settings.n,
+            settings.max_attempts,
+        )
     return [
         Task(
             task_id=f"autorl/{hashlib.sha256(r.encode()).hexdigest()[:10]}",

@@ -22,7 +22,8 @@ def load_humaneval(settings: HumanEvalSettings) -> list[Task]:
         unknown = [i for i in settings.ids if i not in problems]
         if unknown:
             raise ConfigError(
-                f"tasks.humaneval.ids: unknown ids {unknown}; valid ids are HumanEval/0 .. HumanEval/163"
+                f"tasks.humaneval.ids: unknown ids {unknown}; "
+                "valid ids are HumanEval/0 .. HumanEval/163"
             )
         chosen = [problems[i] for i in settings.ids]
     else:
@@ -32,7 +33,9 @@ def load_humaneval(settings: HumanEvalSettings) -> list[Task]:
         Task(
             task_id=p["task_id"],
             source="humaneval",
-            request=REQUEST_TEMPLATE.format(entry_point=p["entry_point"], prompt=p["prompt"].strip("\n")),
+            request=REQUEST_TEMPLATE.format(
+                entry_point=p["entry_point"], prompt=p["prompt"].strip("\n")
+            ),
             prompt=p["prompt"],
             entry_point=p["entry_point"],
             test=p["test"],
