@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from prefect import flow, get_run_logger, task
@@ -23,7 +24,9 @@ from judgelab.tasks import tasks_from_frame
 def rollout_group_task(settings: RolloutSettings, task_: Task, endpoint: Endpoint) -> list[dict]:
     cache = JsonCache(cache_dir(), "completions")
     rows = generate_group(settings, task_, endpoint, cache)
-    get_run_logger().info("%s: %d samples (%d from cache)", task_.task_id, len(rows), cache.hits)
+    logging.getLogger("judgelab.flows.rollouts").info(
+        "%s: %d samples (%d from cache)", task_.task_id, len(rows), cache.hits
+    )
     return rows
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,10 @@ from judgelab.scoring import (
     scores_frame,
 )
 from judgelab.tasks import tasks_from_frame
+
+log = logging.getLogger("judgelab.flows.scores")
+
+log = logging.getLogger("judgelab.flows.scores")
 
 
 @task(name="score-group", retries=2, retry_delay_seconds=5)
@@ -53,13 +59,20 @@ def scores_flow(
         # Evaluator-major order: the embedded server swaps models as rarely as possible.
         for spec in settings.scores.evaluators:
             evaluator = build_evaluator(spec, endpoints, cache)
+            start = time.monotonic()
+            todo = [t for t in task_list if t.task_id in groups]
             for repeat in range(repeats_for(spec, settings)):
-                for t in task_list:
-                    if t.task_id in groups:
-                        rows += score_group_task(
-                            run_id, evaluator, spec, t, groups[t.task_id], repeat
-                        )
-            logger.info("%s: scored %d groups", spec.name, len(groups))
+                for i, t in enumerate(todo, start=1):
+                    rows += score_group_task(run_id, evaluator, spec, t, groups[t.task_id], repeat)
+                    log.info(
+                        "%s: group %d/%d (%s, repeat %d) done, %.0fs so far",
+                        spec.name,
+                        i,
+                        len(todo),
+                        t.task_id,
+                        repeat,
+                        time.monotonic() - start,
+                    )
     frame = scores_frame(rows)
     write_parquet(out, frame)
     logger.info("wrote %d score rows (run %s) to %s", frame.height, run_id, out)
