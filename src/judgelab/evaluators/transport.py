@@ -58,6 +58,7 @@ import openai
 
 from judgelab.cache import JsonCache
 from judgelab.errors import JudgelabError, JudgeReplyError, ModelError, TransientError
+from judgelab.models.client import merge_system
 from judgelab.models.endpoint import Endpoint
 
 log = logging.getLogger(__name__)
@@ -197,20 +198,6 @@ def _context_for(model: str, litellm_params: dict[str, Any] | None) -> _CallCont
 # --- request adaptation -------------------------------------------------------------------
 
 
-def merge_system_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Fold every system message into the first user message (templates with no system role)."""
-    system = [str(m.get("content") or "") for m in messages if m.get("role") == "system"]
-    rest = [dict(m) for m in messages if m.get("role") != "system"]
-    if not system:
-        return rest
-    prefix = "\n\n".join(system)
-    for m in rest:
-        if m.get("role") == "user":
-            m["content"] = f"{prefix}\n\n{m.get('content') or ''}"
-            return rest
-    return [{"role": "user", "content": prefix}, *rest]
-
-
 def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
     """Replace local ``#/$defs/X`` references by their definitions and drop ``$defs``."""
     defs = {**schema.get("definitions", {}), **schema.get("$defs", {})}
@@ -284,7 +271,7 @@ def adapt_request(
     """The messages and response_format to send to ``endpoint`` (see the module docstring)."""
     sent = [{k: v for k, v in m.items()} for m in messages]
     if not endpoint.system_role:
-        sent = merge_system_messages(sent)
+        sent = merge_system(sent)
     schema = _schema_of(response_format)
     if schema is None:
         if isinstance(response_format, dict) and endpoint.structured_output != "none":

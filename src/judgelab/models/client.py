@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import openai
 
@@ -26,15 +27,18 @@ class Completion:
     latency_s: float
 
 
-def merge_system(messages: list[dict]) -> list[dict]:
-    """Fold system messages into the first user turn, for chat formats without a system role."""
-    system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
-    rest = [dict(m) for m in messages if m["role"] != "system"]
-    if system and rest and rest[0]["role"] == "user":
-        rest[0]["content"] = f"{system}\n\n{rest[0]['content']}"
-    elif system:
-        rest.insert(0, {"role": "user", "content": system})
-    return rest
+def merge_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Fold every system message into the first user message (templates with no system role)."""
+    system = [str(m.get("content") or "") for m in messages if m.get("role") == "system"]
+    rest = [dict(m) for m in messages if m.get("role") != "system"]
+    if not system:
+        return rest
+    prefix = "\n\n".join(system)
+    for m in rest:
+        if m.get("role") == "user":
+            m["content"] = f"{prefix}\n\n{m.get('content') or ''}"
+            return rest
+    return [{"role": "user", "content": prefix}, *rest]
 
 
 def _client(ep: Endpoint) -> openai.OpenAI:
