@@ -144,3 +144,20 @@ def test_transient_errors_are_retried(tmp_path: Path, status: int) -> None:
             backoff_s=0.01,
         )
     assert out.text.startswith("<code>") and calls["n"] == 2
+
+
+def test_merge_system_folds_into_the_first_user_turn() -> None:
+    from judgelab.models.client import merge_system
+
+    msgs = [
+        {"role": "system", "content": "S1"},
+        {"role": "assistant", "content": "A"},
+        {"role": "system", "content": "S2"},
+        {"role": "user", "content": "U"},
+    ]
+    assert merge_system(msgs) == [
+        {"role": "assistant", "content": "A"},
+        {"role": "user", "content": "S1\n\nS2\n\nU"},
+    ]
+    assert merge_system([{"role": "system", "content": "S"}]) == [{"role": "user", "content": "S"}]
+    assert merge_system([{"role": "user", "content": "U"}]) == [{"role": "user", "content": "U"}]
