@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import polars as pl
 from prefect import flow, get_run_logger
 
 from flows.paths import ANALYSIS, ROLLOUTS, SCORES, TASKS
 from judgelab.analysis import run_analysis
+from judgelab.analysis.stats import latency_summary
 from judgelab.config import load_settings
 from judgelab.schemas import validate_file
 from judgelab.tracking import log_pipeline_run
@@ -32,9 +32,11 @@ def analysis_flow(
         out,
     )
     if settings.tracking.enabled:
-        latency = dict(
-            scores_frame.group_by("evaluator").agg(pl.col("latency_s").mean()).iter_rows()
-        )
+        latency = {
+            name: s["mean_latency_s"]
+            for name, s in latency_summary(scores_frame).items()
+            if s["mean_latency_s"] is not None
+        }
         run = log_pipeline_run(
             settings, metrics, out, scores_run_id=scores_frame["run_id"][0], latency=latency
         )

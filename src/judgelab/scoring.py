@@ -125,10 +125,8 @@ def score_group(
             raise RuntimeError(
                 f"{spec.name} returned {len(verdicts)} verdicts for {len(candidates)} candidates"
             )
-    elif isinstance(spec, RubricEvaluator):
-        verdicts = [ev.score(task, c, repeat=repeat) for c in candidates]
     else:
-        verdicts = [ev.score(task, c) for c in candidates]
+        verdicts = [ev.score(task, c, repeat=repeat) for c in candidates]
     return [_row(run_id, ev, spec, c, repeat, v) for c, v in zip(candidates, verdicts, strict=True)]
 
 

@@ -107,7 +107,8 @@ class ExecutionJudge:
         self.cpu_s = spec.cpu_s
         self.memory_mb = spec.memory_mb
 
-    def score(self, task: Task, candidate: Candidate) -> Verdict:
+    def score(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
+        # `repeat` is accepted for the common evaluator signature; execution is deterministic.
         if not task.test or not task.entry_point:
             return Verdict.unscored("task has no tests")
         code = parse_answer(candidate.completion).code

@@ -57,7 +57,8 @@ class FormatJudge:
     def __init__(self, spec: FormatEvaluator) -> None:
         self.name = spec.name
 
-    def score(self, task: Task, candidate: Candidate) -> Verdict:
+    def score(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
+        # `repeat` is accepted for the common evaluator signature; rules are deterministic.
         started = time.perf_counter()
         problems = {tag: p for tag in TAGS if (p := tag_problem(candidate.completion, tag))}
         score = (len(TAGS) - len(problems)) / len(TAGS)
@@ -77,7 +78,8 @@ class SyntaxJudge:
     def __init__(self, spec: SyntaxEvaluator) -> None:
         self.name = spec.name
 
-    def score(self, task: Task, candidate: Candidate) -> Verdict:
+    def score(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
+        # `repeat` is accepted for the common evaluator signature; rules are deterministic.
         started = time.perf_counter()
         verdict = self._judge(candidate.completion)
         return replace(verdict, latency_s=time.perf_counter() - started)
