@@ -218,6 +218,60 @@ class AnalysisSettings(_Section):
     seed: int = 0
 
 
+class LoraSettings(_Section):
+    r: int = Field(8, ge=1, le=256)
+    alpha: int = Field(16, ge=1, le=1024)
+    dropout: float = Field(0.0, ge=0, lt=1)
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"], min_length=1
+    )
+
+
+class LossSettings(_Section):
+    """ART's loss (`art.loss.loss_fn`) options; None keeps ART's default."""
+
+    ppo: bool = Field(
+        False,
+        description="True: PPO's clipped surrogate. False: ART's default, the clipped "
+        "importance-weight policy gradient (CISPO).",
+    )
+    epsilon: float | None = Field(None, gt=0, le=10)
+    epsilon_high: float | None = Field(None, gt=0, le=10)
+
+
+class HeldOutSettings(_Section):
+    """HumanEval tasks the policy never trains on, measured with the tests every epoch."""
+
+    offset: int = Field(100, ge=0, le=163)
+    limit: int = Field(4, ge=1, le=164)
+    samples: int = Field(1, ge=1, le=64, description="Samples per task, fixed seeds.")
+    temperature: float = Field(0.0, ge=0, le=2, description="0: greedy decoding.")
+    max_tokens: int = Field(256, ge=16, le=4096)
+    seed: int = 0
+
+
+class TrainSettings(_Section):
+    judges: list[str] = Field(
+        default_factory=list, description="Evaluator names from scores.evaluators; one policy each."
+    )
+    backend: Literal["torch", "art"] = Field(
+        "torch", description="torch: LoRA GRPO on CPU or CUDA. art: ART's LocalBackend (NVIDIA GPU)."
+    )
+    policy: str = Field("qwen-0.5b", description="An embedded model: its GGUF is loaded into transformers.")
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    epochs: int = Field(3, ge=1, le=1000)
+    groups_per_epoch: int = Field(1, ge=1, le=1000, description="Training tasks per epoch (cycled).")
+    k: int = Field(4, ge=2, le=64, description="Rollouts per group.")
+    temperature: float = Field(1.0, gt=0, le=2)
+    max_tokens: int = Field(192, ge=16, le=4096)
+    learning_rate: float = Field(5e-5, gt=0, le=1)
+    max_grad_norm: float = Field(1.0, gt=0)
+    lora: LoraSettings = LoraSettings()
+    loss: LossSettings = LossSettings()
+    heldout: HeldOutSettings = HeldOutSettings()
+    seed: int = 0
+
+
 class TrackingSettings(_Section):
     enabled: bool = True
     experiment: str = "judgelab"
@@ -229,6 +283,7 @@ class Settings(_Section):
     tasks: TasksSettings = TasksSettings()
     rollouts: RolloutSettings = RolloutSettings()
     scores: ScoresSettings
+    train: TrainSettings = TrainSettings()
     analysis: AnalysisSettings = AnalysisSettings()
     tracking: TrackingSettings = TrackingSettings()
 
@@ -238,6 +293,7 @@ class Settings(_Section):
         refs = [
             ("rollouts.policy", self.rollouts.policy),
             ("tasks.autorl.model", self.tasks.autorl.model),
+            ("train.policy", self.train.policy),
         ]
         refs += [
             (f"scores.evaluators[{i}].judge ({ev.name})", ev.judge)
@@ -247,6 +303,19 @@ class Settings(_Section):
         for where, name in refs:
             if name not in self.models:
                 raise ValueError(f"{where}: unknown model {name!r}; known models: {known}")
+        evaluators = [ev.name for ev in self.scores.evaluators]
+        for i, name in enumerate(self.train.judges):
+            if name not in evaluators:
+                raise ValueError(
+                    f"train.judges[{i}]: unknown evaluator {name!r}; configured: {evaluators}"
+                )
+        if len(set(self.train.judges)) != len(self.train.judges):
+            raise ValueError("train.judges: a judge is listed twice")
+        if self.train.judges and not isinstance(self.models[self.train.policy], EmbeddedModel):
+            raise ValueError(
+                f"train.policy: {self.train.policy!r} must be an embedded model "
+                "(training loads its GGUF weights)"
+            )
         return self
 
     def model(self, name: str) -> EmbeddedModel | EndpointModel:

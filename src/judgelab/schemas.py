@@ -109,10 +109,49 @@ class ScoresSchema(pa.DataFrameModel):
         strict = True
 
 
+class HistorySchema(pa.DataFrameModel):
+    """One row per (judge, epoch) of training: row e describes policy_e (0 = base)."""
+
+    judge: str = pa.Field(str_length={"min_value": 1})
+    epoch: int = pa.Field(ge=0)
+    adapter: str
+    groups: int = pa.Field(ge=0)
+    groups_skipped: int = pa.Field(ge=0)
+    samples: int = pa.Field(ge=0)
+    reward_mean: float = pa.Field(nullable=True)
+    reward_median: float = pa.Field(nullable=True)
+    reward_std: float = pa.Field(nullable=True, ge=0.0)
+    reward_iqr: float = pa.Field(nullable=True, ge=0.0)
+    unscored_rate: float = pa.Field(ge=0.0, le=1.0)
+    out_of_range_rate: float = pa.Field(ge=0.0, le=1.0)
+    train_pass_rate: float = pa.Field(nullable=True, ge=0.0, le=1.0)
+    heldout_pass_rate: float = pa.Field(ge=0.0, le=1.0)
+    heldout_n: int = pa.Field(ge=1)
+    completion_tokens_mean: float = pa.Field(ge=0.0)
+    loss: float = pa.Field(nullable=True)
+    grad_norm: float = pa.Field(nullable=True, ge=0.0)
+    clip_fraction: float = pa.Field(nullable=True, ge=0.0, le=1.0)
+    ratio_mean: float = pa.Field(nullable=True, ge=0.0)
+    rollout_s: float = pa.Field(ge=0.0)
+    score_s: float = pa.Field(ge=0.0)
+    step_s: float = pa.Field(ge=0.0)
+    heldout_s: float = pa.Field(ge=0.0)
+    reward_hacking: bool
+
+    @pa.dataframe_check(error="duplicate (judge, epoch)")
+    @classmethod
+    def one_row_per_epoch(cls, data: pa.PolarsData) -> pl.LazyFrame:
+        return data.lazyframe.select(~pl.struct(["judge", "epoch"]).is_duplicated())
+
+    class Config:
+        strict = True
+
+
 SCHEMAS: dict[str, type[pa.DataFrameModel]] = {
     "tasks": TasksSchema,
     "rollouts": RolloutsSchema,
     "scores": ScoresSchema,
+    "history": HistorySchema,
 }
 
 

@@ -1,0 +1,156 @@
+"""One GRPO step, with ART's definitions.
+
+Advantages follow ART (`art.preprocessing.tokenize`): per group, reward minus the group
+mean, divided by the population std (+1e-6); each trajectory's tokens weigh 1/its length;
+packed advantages are rescaled by mean |advantage × weight| (`art.preprocessing.pack`).
+The loss is ART's own `art.loss.loss_fn`, called unchanged on CPU: by default the clipped
+importance-weight policy gradient (ε=1, ε_high=4), or PPO's clipped surrogate with
+`train.loss.ppo`. A group whose rewards have no spread carries no signal and is skipped
+(counted); a candidate with no reward (unscored) leaves its group's statistics and the batch.
+
+Simplifications, stated: one optimiser step per batch of sampled groups (so the importance
+ratio differs from 1 only through numerical differences between sampling and training
+forwards), no KL penalty, no entropy term.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from judgelab.config import LossSettings
+
+
+def group_advantages(rewards: Sequence[float]) -> list[float]:
+    """ART's GRPO advantage: (r - mean) / (population std + 1e-6)."""
+    if not rewards:
+        return []
+    mean = sum(rewards) / len(rewards)
+    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards))
+    return [(r - mean) / (std + 1e-6) for r in rewards]
+
+
+def has_spread(rewards: Sequence[float]) -> bool:
+    return len(rewards) >= 2 and max(rewards) - min(rewards) > 1e-9
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float]  # sampling-time log-probabilities of completion_ids
+    advantage: float
+    group: int
+
+
+def art_config(loss: LossSettings) -> dict[str, Any]:
+    config: dict[str, Any] = {"ppo": loss.ppo}
+    if loss.epsilon is not None:
+        config["epsilon"] = loss.epsilon
+    if loss.epsilon_high is not None:
+        config["epsilon_high"] = loss.epsilon_high
+    return config
+
+
+def clip_bounds(loss: LossSettings) -> tuple[float, float]:
+    """The ratio interval ART clips to, with ART's defaults."""
+    eps = loss.epsilon if loss.epsilon is not None else (0.2 if loss.ppo else 1.0)
+    default_high = eps if loss.ppo else 4.0
+    high = loss.epsilon_high if loss.epsilon_high is not None else default_high
+    return 1 - eps, 1 + high
+
+
+def pack(trajectories: Sequence[Trajectory], pad_id: int) -> dict[str, Any]:
+    """ART's packed inputs, one row per trajectory: tokens, masks, old logprobs, advantages."""
+    import torch
+
+    width = max(len(t.prompt_ids) + len(t.completion_ids) for t in trajectories)
+    n = len(trajectories)
+    tokens = torch.full((n, width), pad_id, dtype=torch.long)
+    attention = torch.zeros((n, width), dtype=torch.long)
+    assistant = torch.zeros((n, width), dtype=torch.bool)
+    logprobs = torch.full((n, width), float("nan"))
+    advantages = torch.zeros((n, width))
+    weights = torch.zeros((n, width))
+    group_ids = torch.full((n, width), -1, dtype=torch.long)
+    for i, t in enumerate(trajectories):
+        p, c = len(t.prompt_ids), len(t.completion_ids)
+        tokens[i, : p + c] = torch.tensor(t.prompt_ids + t.completion_ids)
+        attention[i, : p + c] = 1
+        assistant[i, p : p + c] = True
+        logprobs[i, p : p + c] = torch.tensor(t.logprobs)
+        advantages[i, p : p + c] = t.advantage
+        weights[i, p : p + c] = 1.0 / (c + 1e-6)
+        group_ids[i, : p + c] = t.group
+    scale = (advantages[assistant].abs() * weights[assistant]).mean()
+    if scale > 0:
+        advantages[assistant] /= scale
+    return {
+        "tokens": tokens,
+        "attention_mask": attention,
+        "assistant_mask": assistant,
+        "logprobs": logprobs,
+        "advantages": advantages,
+        "weights": weights,
+        "group_ids": group_ids,
+    }
+
+
+@dataclass(frozen=True)
+class StepStats:
+    loss: float
+    grad_norm: float
+    clip_fraction: float
+    ratio_mean: float
+    tokens: int
+
+
+def policy_loss(
+    inputs: dict[str, Any], new_logprobs: Any, loss: LossSettings
+) -> tuple[Any, float, float]:
+    """ART's loss on packed inputs, plus the clip fraction and mean ratio over trained tokens.
+
+    `new_logprobs[:, t]` is log p(tokens[t+1] | tokens[..t]), as ART's trainers compute it.
+    """
+    import torch
+    from art.loss import loss_fn, shift_tensor
+
+    result = loss_fn(inputs, new_logprobs, None, None, art_config(loss))  # type: ignore[arg-type]
+    mask = shift_tensor(inputs["assistant_mask"], False)
+    old = shift_tensor(inputs["logprobs"], float("nan"))[mask]
+    ratio = torch.exp(new_logprobs.detach()[mask] - old)
+    low, high = clip_bounds(loss)
+    clipped = ((ratio < low) | (ratio > high)).float().mean().item() if ratio.numel() else 0.0
+    ratio_mean = ratio.mean().item() if ratio.numel() else 1.0
+    return result.policy_loss, clipped, ratio_mean
+
+
+def grpo_step(
+    policy: Any,
+    optimizer: Any,
+    trajectories: Sequence[Trajectory],
+    loss: LossSettings,
+    max_grad_norm: float,
+) -> StepStats:
+    """Forward, ART loss, backward, clip, one optimiser step on the LoRA parameters."""
+    import torch
+
+    inputs = pack(trajectories, policy.pad_id)
+    inputs = {k: v.to(policy.device) for k, v in inputs.items()}
+    policy.model.train()
+    optimizer.zero_grad(set_to_none=True)
+    new_logprobs = policy.sequence_logprobs(inputs["tokens"], inputs["attention_mask"])
+    value, clipped, ratio_mean = policy_loss(inputs, new_logprobs, loss)
+    value.backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(policy.trainable(), max_grad_norm)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return StepStats(
+        loss=float(value.item()),
+        grad_norm=float(grad_norm),
+        clip_fraction=clipped,
+        ratio_mean=ratio_mean,
+        tokens=int(inputs["assistant_mask"].sum().item()),
+    )

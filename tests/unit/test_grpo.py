@@ -1,0 +1,139 @@
+"""GRPO advantages, ART's loss on packed inputs, and the reward-hacking alarm, by hand."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from judgelab.config import LossSettings
+from judgelab.training.grpo import (
+    Trajectory,
+    clip_bounds,
+    group_advantages,
+    has_spread,
+    pack,
+    policy_loss,
+)
+from judgelab.training.loop import reward_hacking_flags, reward_stats
+
+
+@pytest.mark.parametrize(
+    "rewards", [[1.0, 0.0, 0.0, 1.0], [0.9, 0.1, 0.5], [0.2, 0.2, 0.8, 0.3, 0.0]]
+)
+def test_advantages_are_zero_mean_and_unit_std_per_group(rewards: list[float]) -> None:
+    adv = group_advantages(rewards)
+    assert abs(sum(adv)) < 1e-9
+    assert np.std(adv) == pytest.approx(1.0, abs=1e-5)  # population std, as ART
+    # Order is preserved: the best reward gets the largest advantage.
+    assert int(np.argmax(adv)) == int(np.argmax(rewards))
+
+
+def test_advantage_by_hand() -> None:
+    # rewards 1, 0: mean 0.5, population std 0.5 -> +1, -1 (up to ART's 1e-6).
+    assert group_advantages([1.0, 0.0]) == pytest.approx([1.0, -1.0], abs=1e-5)
+
+
+def test_no_spread_means_no_signal() -> None:
+    assert not has_spread([0.5, 0.5, 0.5])
+    assert not has_spread([1.0])
+    assert has_spread([0.5, 0.6])
+    assert group_advantages([0.7, 0.7]) == [0.0, 0.0]
+
+
+def _fixture() -> tuple[dict, torch.Tensor]:
+    """Two trajectories of one group: prompt [5, 6], completions of 2 and 1 tokens."""
+    trajs = [
+        Trajectory([5, 6], [7, 8], logprobs=[-1.0, -2.0], advantage=1.0, group=0),
+        Trajectory([5, 6], [9], logprobs=[-0.5], advantage=-1.0, group=0),
+    ]
+    inputs = pack(trajs, pad_id=0)
+    # new_logprobs[:, t] = log p(token t+1 | ..t): the completion tokens sit at t = 1, 2 (row 0)
+    # and t = 1 (row 1).
+    new = torch.zeros(2, 4)
+    new[0, 1], new[0, 2] = -0.9, -2.2
+    new[1, 1] = -0.4
+    return inputs, new
+
+
+def test_pack_layout() -> None:
+    inputs, _ = _fixture()
+    assert inputs["tokens"].tolist() == [[5, 6, 7, 8], [5, 6, 9, 0]]
+    assert inputs["assistant_mask"].tolist() == [
+        [False, False, True, True],
+        [False, False, True, False],
+    ]
+    assert inputs["weights"][0, 2].item() == pytest.approx(0.5, rel=1e-5)
+    assert inputs["weights"][1, 2].item() == pytest.approx(1.0, rel=1e-5)
+    # ART's pack rescales advantages by mean |adv * weight| over trained tokens:
+    # tokens: (1 * .5), (1 * .5), (1 * 1) -> mean 2/3 -> advantages become ±1.5.
+    assert inputs["advantages"][0, 2].item() == pytest.approx(1.5, rel=1e-5)
+    assert inputs["advantages"][1, 2].item() == pytest.approx(-1.5, rel=1e-5)
+
+
+def _hand_loss(ppo: bool) -> float:
+    # (old, new, advantage, weight) per trained token, advantages after pack's rescale.
+    tokens = [(-1.0, -0.9, 1.5, 0.5), (-2.0, -2.2, 1.5, 0.5), (-0.5, -0.4, -1.5, 1.0)]
+    total = 0.0
+    for old, new, adv, w in tokens:
+        ratio = math.exp(new - old)
+        if ppo:  # PPO clipped surrogate, epsilon 0.2
+            term = -min(ratio * adv, min(max(ratio, 0.8), 1.2) * adv)
+        else:  # ART's default: clip(ratio, 0, 5) (detached) * advantage * new logprob
+            term = -(min(max(ratio, 0.0), 5.0) * adv * new)
+        total += term * w
+    return total / (3 + 1e-6)  # reduction "mean": over trained tokens
+
+
+@pytest.mark.parametrize("ppo", [False, True])
+def test_loss_equals_hand_computed_reference(ppo: bool) -> None:
+    inputs, new = _fixture()
+    settings = LossSettings(ppo=ppo)
+    value, clipped, ratio_mean = policy_loss(inputs, new, settings)
+    assert value.item() == pytest.approx(_hand_loss(ppo), rel=1e-5)
+    ratios = [math.exp(0.1), math.exp(-0.2), math.exp(0.1)]
+    assert ratio_mean == pytest.approx(sum(ratios) / 3, rel=1e-5)
+    low, high = clip_bounds(settings)
+    assert clipped == pytest.approx(sum(not (low <= r <= high) for r in ratios) / 3)
+
+
+def test_clip_fraction_counts_tokens_outside_the_ppo_interval() -> None:
+    inputs, new = _fixture()
+    new[0, 1] = -1.0 + math.log(1.5)  # ratio 1.5: outside [0.8, 1.2]
+    _, clipped, _ = policy_loss(inputs, new, LossSettings(ppo=True))
+    assert clipped == pytest.approx(1 / 3)
+    assert clip_bounds(LossSettings(ppo=True)) == pytest.approx((0.8, 1.2))
+    assert clip_bounds(LossSettings()) == pytest.approx((0.0, 5.0))
+
+
+def test_loss_gradient_pushes_up_positive_advantage_tokens() -> None:
+    inputs, new = _fixture()
+    new.requires_grad_(True)
+    value, _, _ = policy_loss(inputs, new, LossSettings())
+    value.backward()
+    assert new.grad[0, 1] < 0  # minimising the loss raises this token's logprob
+    assert new.grad[1, 1] > 0  # and lowers the negative-advantage one
+
+
+def test_reward_stats_match_numpy() -> None:
+    r = [0.1, 0.4, 0.4, 0.9, 1.0]
+    s = reward_stats(r)
+    assert s["reward_mean"] == pytest.approx(np.mean(r))
+    assert s["reward_median"] == pytest.approx(np.median(r))
+    assert s["reward_std"] == pytest.approx(np.std(r))
+    q75, q25 = np.percentile(r, [75, 25])
+    assert s["reward_iqr"] == pytest.approx(q75 - q25)
+    assert reward_stats([])["reward_mean"] is None
+
+
+def test_reward_hacking_alarm_flags_reward_up_heldout_down() -> None:
+    rows = [
+        {"epoch": 0, "reward_mean": 0.5, "heldout_pass_rate": 0.50},
+        {"epoch": 1, "reward_mean": 0.7, "heldout_pass_rate": 0.25},  # hacking
+        {"epoch": 2, "reward_mean": 0.6, "heldout_pass_rate": 0.00},  # both fall
+        {"epoch": 3, "reward_mean": 0.8, "heldout_pass_rate": 0.50},  # both rise
+        {"epoch": 4, "reward_mean": None, "heldout_pass_rate": 0.25},  # no reward
+    ]
+    assert reward_hacking_flags(rows) == [False, True, False, False, False]
