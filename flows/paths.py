@@ -5,4 +5,5 @@ from pathlib import Path
 TASKS = Path("data/tasks/tasks.parquet")
 ROLLOUTS = Path("data/rollouts/rollouts.parquet")
 SCORES = Path("data/scores/scores.parquet")
+TRAINING = Path("data/training")
 ANALYSIS = Path("data/analysis")

@@ -41,6 +41,11 @@ def register(app: typer.Typer) -> None:
         _run("scores_flow", "flows.scores", params=params)
 
     @app.command()
+    def train(params: Path = PARAMS) -> None:
+        """GRPO with LoRA: one policy per judge in train.judges, resumable, per-epoch history."""
+        _run("training_flow", "flows.training", params=params)
+
+    @app.command()
     def analysis(params: Path = PARAMS) -> None:
         """Judge statistics, agreement with execution truth, plots, report, MLflow run."""
         _run("analysis_flow", "flows.analysis", params=params)
