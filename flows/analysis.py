@@ -6,7 +6,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 
-from flows.paths import ANALYSIS, ROLLOUTS, SCORES, TASKS
+from flows.paths import ANALYSIS, ROLLOUTS, SCORES, TASKS, TRAINING
 from judgelab.analysis import run_analysis
 from judgelab.analysis.stats import latency_summary
 from judgelab.config import load_settings
@@ -20,6 +20,7 @@ def analysis_flow(
     tasks: Path = TASKS,
     rollouts: Path = ROLLOUTS,
     scores: Path = SCORES,
+    training: Path = TRAINING,
     out: Path = ANALYSIS,
 ) -> Path:
     settings = load_settings(params)
@@ -30,6 +31,7 @@ def analysis_flow(
         scores_frame,
         settings.analysis,
         out,
+        training_dir=training,
     )
     if settings.tracking.enabled:
         latency = {
@@ -38,7 +40,12 @@ def analysis_flow(
             if s["mean_latency_s"] is not None
         }
         run = log_pipeline_run(
-            settings, metrics, out, scores_run_id=scores_frame["run_id"][0], latency=latency
+            settings,
+            metrics,
+            out,
+            scores_run_id=scores_frame["run_id"][0],
+            latency=latency,
+            training_dir=training,
         )
         get_run_logger().info("MLflow run %s", run)
     return out

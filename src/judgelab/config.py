@@ -255,12 +255,17 @@ class TrainSettings(_Section):
         default_factory=list, description="Evaluator names from scores.evaluators; one policy each."
     )
     backend: Literal["torch", "art"] = Field(
-        "torch", description="torch: LoRA GRPO on CPU or CUDA. art: ART's LocalBackend (NVIDIA GPU)."
+        "torch",
+        description="torch: LoRA GRPO on CPU or CUDA. art: ART's LocalBackend (NVIDIA GPU).",
     )
-    policy: str = Field("qwen-0.5b", description="An embedded model: its GGUF is loaded into transformers.")
+    policy: str = Field(
+        "qwen-0.5b", description="An embedded model: its GGUF is loaded into transformers."
+    )
     device: Literal["auto", "cpu", "cuda"] = "auto"
     epochs: int = Field(3, ge=1, le=1000)
-    groups_per_epoch: int = Field(1, ge=1, le=1000, description="Training tasks per epoch (cycled).")
+    groups_per_epoch: int = Field(
+        1, ge=1, le=1000, description="Training tasks per epoch (cycled)."
+    )
     k: int = Field(4, ge=2, le=64, description="Rollouts per group.")
     temperature: float = Field(1.0, gt=0, le=2)
     max_tokens: int = Field(192, ge=16, le=4096)

@@ -147,11 +147,31 @@ class HistorySchema(pa.DataFrameModel):
         strict = True
 
 
+class TrainingSamplesSchema(pa.DataFrameModel):
+    """Every sample drawn during training: its judge reward (train split) and test verdict."""
+
+    judge: str = pa.Field(str_length={"min_value": 1})
+    epoch: int = pa.Field(ge=0)
+    split: str = pa.Field(isin=["train", "heldout"])
+    task_id: str
+    candidate_id: str
+    sample_index: int = pa.Field(ge=0)
+    reward: float = pa.Field(nullable=True, ge=0.0, le=1.0)
+    status: str = pa.Field(nullable=True, isin=STATUSES)
+    passed: float = pa.Field(isin=[0.0, 1.0])
+    completion_tokens: int = pa.Field(ge=0)
+    finish_reason: str
+
+    class Config:
+        strict = True
+
+
 SCHEMAS: dict[str, type[pa.DataFrameModel]] = {
     "tasks": TasksSchema,
     "rollouts": RolloutsSchema,
     "scores": ScoresSchema,
     "history": HistorySchema,
+    "training_samples": TrainingSamplesSchema,
 }
 
 

@@ -83,6 +83,7 @@ def log_pipeline_run(
     scores_run_id: str,
     latency: dict[str, float],
     lock_path: Path | None = None,
+    training_dir: Path | None = None,
 ) -> str:
     """Log the pipeline run and its evaluator child runs; returns the parent run id."""
     from mlflow.tracking import MlflowClient
@@ -157,6 +158,12 @@ def log_pipeline_run(
                 m["latency_s.mean"] = latency[spec.name]
             _log_metrics(client, cid, m)
             client.set_terminated(cid, "FINISHED")
+        if training_dir is not None:
+            for judge in sorted(metrics.get("training") or {}):
+                run_dir = training_dir / judge
+                _log_training_run(
+                    client, exp_id, pid, settings, judge, run_dir, metrics, data_version
+                )
         client.set_terminated(pid, "FINISHED")
     except BaseException:
         client.set_terminated(pid, "FAILED")
@@ -173,3 +180,63 @@ def flatten_params(obj: Any, prefix: str = "") -> dict[str, Any]:
     else:
         out[prefix[:-1]] = obj
     return out
+
+
+EPOCH_METRICS = (
+    "reward_mean", "reward_median", "reward_std", "reward_iqr", "train_pass_rate",
+    "heldout_pass_rate", "completion_tokens_mean", "unscored_rate", "out_of_range_rate",
+    "loss", "grad_norm", "clip_fraction", "ratio_mean", "groups_skipped",
+    "rollout_s", "score_s", "step_s", "heldout_s", "reward_hacking",
+)  # fmt: skip
+
+
+def _log_training_run(
+    client: Any,
+    exp_id: str,
+    parent_id: str,
+    settings: Settings,
+    judge: str,
+    run_dir: Path,
+    metrics: dict[str, Any],
+    data_version: str,
+) -> None:
+    """A child run per trained judge: per-epoch metrics (step = epoch), an adapter per epoch."""
+    import polars as pl
+    from mlflow.entities import Metric
+
+    spec = settings.evaluator(judge)
+    child = client.create_run(
+        exp_id,
+        run_name=f"train-{judge}",
+        tags={
+            "mlflow.parentRunId": parent_id,
+            "judgelab.kind": "training",
+            "evaluator": judge,
+            "protocol": spec.kind,
+            "judge": getattr(spec, "judge", "") or "",
+            "policy": settings.train.policy,
+            "backend": settings.train.backend,
+            "data_version": data_version,
+        },
+    )
+    cid = child.info.run_id
+    train = flatten_params(settings.train.model_dump(mode="json"))
+    _log_params(client, cid, {f"train.{k}": v for k, v in train.items()})
+    history = pl.read_parquet(run_dir / "history.parquet")
+    now = int(time.time() * 1000)
+    items = [
+        Metric(key=name, value=float(row[name]), timestamp=now, step=int(row["epoch"]))
+        for row in history.iter_rows(named=True)
+        for name in EPOCH_METRICS
+        if row[name] is not None
+    ]
+    for i in range(0, len(items), 900):
+        client.log_batch(cid, metrics=items[i : i + 900])
+    _log_metrics(client, cid, flatten(metrics["training"][judge], "summary."))
+    for name in ("history.parquet", "samples.parquet"):
+        client.log_artifact(cid, str(run_dir / name))
+    for ckpt in sorted((run_dir / "checkpoints").glob("step-*")):
+        for f in ("adapter_model.safetensors", "adapter_config.json", "state.json"):
+            if (ckpt / f).exists():
+                client.log_artifact(cid, str(ckpt / f), artifact_path=f"checkpoints/{ckpt.name}")
+    client.set_terminated(cid, "FINISHED")

@@ -24,7 +24,8 @@ from typing import Any
 
 import polars as pl
 
-from judgelab.analysis.plots import write_plots
+from judgelab.analysis import training
+from judgelab.analysis.plots import write_csv, write_plots
 from judgelab.analysis.report import render_html, render_markdown, worst_false_praise
 from judgelab.analysis.stats import evaluator_stats, latency_summary
 from judgelab.analysis.truth import (
@@ -94,15 +95,19 @@ def run_analysis(
     scores: pl.DataFrame,
     settings: AnalysisSettings,
     out_dir: Path,
+    training_dir: Path | None = None,
 ) -> dict[str, Any]:
     """Validate the inputs; write metrics.json, plots and the report under out_dir; return
-    the metrics dict as written."""
+    the metrics dict as written. `training_dir` holds the training stage's per-judge
+    histories, if any."""
     out_dir = Path(out_dir)
     tasks = validate(tasks, TasksSchema, "tasks table")
     rollouts = validate(rollouts, RolloutsSchema, "rollouts table")
     scores = validate(scores, ScoresSchema, "scores table")
 
     metrics = compute_metrics(tasks, rollouts, scores, settings)
+    if training_dir is not None:
+        metrics["training"] = clean_json(training.training_metrics(training_dir, settings))
     truth = execution_truth(scores)
     written = write_plots(
         scores,
@@ -113,6 +118,11 @@ def run_analysis(
         settings.praise_threshold,
     )
     images = {label: path for label, path in written.items() if path.suffix == ".png"}
+    if training_dir is not None:
+        write_csv(training.curves_frame(training_dir), out_dir / "plots" / "training_curves.csv")
+        curves = out_dir / "plots" / "png" / "training_curves.png"
+        if training.plot_curves(training_dir, curves):
+            images["training curves"] = curves
     latency = latency_summary(scores)
     examples = worst_false_praise(scores, rollouts, truth, N_EXAMPLES)
     write_text(out_dir / "report.md", render_markdown(metrics, latency, examples, images, out_dir))

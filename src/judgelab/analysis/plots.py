@@ -161,13 +161,13 @@ def judge_comparison(evaluators: dict[str, dict[str, Any]]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema)
 
 
-def _save(fig: Any, path: Path) -> None:
+def save_figure(fig: Any, path: Path) -> None:
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=100, metadata=_PNG_METADATA)
     plt.close(fig)
 
 
-def _write_csv(frame: pl.DataFrame, path: Path) -> None:
+def write_csv(frame: pl.DataFrame, path: Path) -> None:
     with atomic_path(path) as tmp:
         frame.write_csv(tmp)
 
@@ -212,7 +212,7 @@ def plot_histogram(
     if dist.height:
         ax.legend(fontsize=8)
     fig.tight_layout()
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def plot_comparison(comparison: pl.DataFrame, path: Path) -> None:
@@ -243,7 +243,7 @@ def plot_comparison(comparison: pl.DataFrame, path: Path) -> None:
         if metric == "pairwise_accuracy":
             ax.axhline(0.5, color="grey", linestyle="--", linewidth=1)
     fig.tight_layout()
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def write_plots(
@@ -264,7 +264,7 @@ def write_plots(
         ("judge_comparison.csv", comparison),
     ):
         path = plots_dir / label
-        _write_csv(frame, path)
+        write_csv(frame, path)
         written[label] = path
     png_dir = plots_dir / "png"
     path = png_dir / "judge_comparison.png"

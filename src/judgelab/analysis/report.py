@@ -23,6 +23,7 @@ from typing import Any
 
 import polars as pl
 
+from judgelab.analysis import training as training_report
 from judgelab.analysis.truth import Truth
 
 logger = logging.getLogger(__name__)
@@ -304,6 +305,7 @@ def render_markdown(
         out.append(f"### {_md_cell(name)}")
         out += [f"- {_md_cell(line)}" for line in findings(name, evs[name])]
         out.append("")
+    out += training_report.markdown_section(metrics)
     out += [
         "## Latency",
         "",
@@ -383,6 +385,7 @@ def render_html(
             cls = ' class="bad"' if line.startswith(("praises failing", "ranks failing")) else ""
             h.append(f"<li{cls}>{_e(line)}</li>")
         h.append("</ul>")
+    h += training_report.html_section(metrics, _e)
     h.append(
         "<h2>Latency</h2><table><thead><tr><th>evaluator</th><th>rows</th><th>mean s</th>"
         "<th>median s</th><th>total s</th></tr></thead><tbody>"

@@ -17,7 +17,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -70,6 +70,25 @@ class EpochRow:
     score_s: float = 0.0
     step_s: float = 0.0
     heldout_s: float = 0.0
+    records: list[dict] = field(default_factory=list)  # per-sample rows (samples.parquet)
+
+
+def _sample_record(
+    judge: str, epoch: int, split: str, c: Candidate, s: Sample, reward: dict | None, passed: float
+) -> dict:
+    return {
+        "judge": judge,
+        "epoch": epoch,
+        "split": split,
+        "task_id": c.task_id,
+        "candidate_id": c.candidate_id,
+        "sample_index": c.sample_index,
+        "reward": reward["score"] if reward else None,
+        "status": reward["status"] if reward else None,
+        "passed": passed,
+        "completion_tokens": len(s.token_ids),
+        "finish_reason": s.finish_reason,
+    }
 
 
 def _quantile(values: Sequence[float], q: float) -> float:
@@ -293,6 +312,7 @@ class Trainer:
         trajectories: list[Trajectory] = []
         skipped = unscored = out_of_range = n_samples = tokens = 0
         score_s = 0.0
+        records: list[dict] = []
         for g, (task, req, samples) in enumerate(zip(tasks, requests, groups, strict=False)):
             cands = candidates(task, req.messages, samples, f"train|{adapter}|{epoch}")
             t0 = time.monotonic()
@@ -302,6 +322,10 @@ class Trainer:
             score_s += time.monotonic() - t0
             truth: list[Verdict] = [self.executor.score(task, c) for c in cands]
             passes += [v.score or 0.0 for v in truth]
+            records += [
+                _sample_record(self.judge_name, epoch, "train", c, s, r, v.score or 0.0)
+                for c, s, r, v in zip(cands, samples, rows, truth, strict=True)
+            ]
             n_samples += len(samples)
             tokens += sum(len(s.token_ids) for s in samples)
             scored = [(s, r["score"]) for s, r in zip(samples, rows, strict=True)
@@ -323,7 +347,12 @@ class Trainer:
             self.heldout, requests[len(tasks) :], groups[len(tasks) :], strict=True
         ):
             cands = candidates(task, req.messages, samples, "heldout")
-            held_scores += [self.executor.score(task, c).score or 0.0 for c in cands]
+            for c, smp in zip(cands, samples, strict=True):
+                passed = self.executor.score(task, c).score or 0.0
+                held_scores.append(passed)
+                records.append(
+                    _sample_record(self.judge_name, epoch, "heldout", c, smp, None, passed)
+                )
         heldout_s = time.monotonic() - t0
         row = EpochRow(
             judge=self.judge_name,
@@ -342,6 +371,7 @@ class Trainer:
             rollout_s=rollout_s,
             score_s=score_s,
             heldout_s=heldout_s,
+            records=records,
         )
         return row, trajectories
 
@@ -385,7 +415,7 @@ def history_frame(history: Sequence[dict]) -> Any:
 
     from judgelab.schemas import HistorySchema, validate
 
-    rows = [dict(r) for r in history]
+    rows = [{k: v for k, v in r.items() if k != "records"} for r in history]
     for row, flag in zip(rows, reward_hacking_flags(rows), strict=True):
         row["reward_hacking"] = flag
     schema = {c: pl.Float64 for c in HISTORY_COLUMNS}
@@ -396,3 +426,22 @@ def history_frame(history: Sequence[dict]) -> Any:
     schema["reward_hacking"] = pl.Boolean
     frame = pl.DataFrame(rows, schema=schema).sort(["judge", "epoch"])
     return validate(frame, HistorySchema, "training history")
+
+
+SAMPLE_COLUMNS = {
+    "judge": "Utf8", "epoch": "Int64", "split": "Utf8", "task_id": "Utf8",
+    "candidate_id": "Utf8", "sample_index": "Int64", "reward": "Float64", "status": "Utf8",
+    "passed": "Float64", "completion_tokens": "Int64", "finish_reason": "Utf8",
+}  # fmt: skip
+
+
+def samples_frame(history: Sequence[dict]) -> Any:
+    """Every training and held-out sample of every epoch: reward (train) and test verdict."""
+    import polars as pl
+
+    from judgelab.schemas import TrainingSamplesSchema, validate
+
+    rows = [s for r in history for s in r.get("records", [])]
+    schema = {k: getattr(pl, v) for k, v in SAMPLE_COLUMNS.items()}
+    frame = pl.DataFrame(rows, schema=schema).sort(["judge", "epoch", "split", "task_id"])
+    return validate(frame, TrainingSamplesSchema, "training samples")

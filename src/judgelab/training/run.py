@@ -15,11 +15,12 @@ from judgelab.models.server import serve
 from judgelab.paths import cache_dir
 from judgelab.scoring import build_evaluator
 from judgelab.tasks.humaneval import load_humaneval
-from judgelab.training.loop import Trainer, default_executor_spec, history_frame
+from judgelab.training.loop import Trainer, default_executor_spec, history_frame, samples_frame
 
 log = logging.getLogger(__name__)
 
 HISTORY_FILE = "history.parquet"
+SAMPLES_FILE = "samples.parquet"
 
 
 def heldout_tasks(settings: Settings) -> list[Task]:
@@ -82,6 +83,7 @@ def train_judge(settings: Settings, judge: str, tasks: list[Task], out_dir: Path
             ),
         )
         history = trainer.run()
+    write_parquet(out_dir / SAMPLES_FILE, samples_frame(history))
     path = out_dir / HISTORY_FILE
     write_parquet(path, history_frame(history))
     return path

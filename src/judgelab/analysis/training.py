@@ -1,0 +1,262 @@
+"""What training on each judge did: reward curves, and whether the code got better.
+
+Inputs are the training stage's `data/training/<judge>/history.parquet` (one row per epoch,
+row e = policy_e, 0 = base) and `samples.parquet` (every sample with its judge reward and test
+verdict). Per judge:
+
+- the judge's rewards over all of training: mean, median, std, IQR (the experiment's table);
+- held-out pass rate of the base policy and of the final one, and their difference, each with
+  a bootstrap 95 % CI over held-out tasks (paired: the same resampled tasks for both);
+- reward-hacking epochs: the judge's mean reward rose while held-out pass rate fell.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from judgelab.config import AnalysisSettings
+from judgelab.schemas import validate_file
+
+log = logging.getLogger(__name__)
+
+HISTORY_FILE = "history.parquet"
+SAMPLES_FILE = "samples.parquet"
+
+
+def load_training(root: Path) -> dict[str, tuple[pl.DataFrame, pl.DataFrame]]:
+    """{judge: (history, samples)} for every trained judge under `root` (validated)."""
+    out = {}
+    if not root.exists():
+        return out
+    for d in sorted(p for p in root.iterdir() if p.is_dir()):
+        if (d / HISTORY_FILE).exists() and (d / SAMPLES_FILE).exists():
+            out[d.name] = (
+                validate_file(d / HISTORY_FILE, "history"),
+                validate_file(d / SAMPLES_FILE, "training_samples"),
+            )
+    return out
+
+
+def _per_task(samples: pl.DataFrame, epoch: int) -> dict[str, float]:
+    held = samples.filter((pl.col("split") == "heldout") & (pl.col("epoch") == epoch))
+    rates = held.group_by("task_id").agg(pl.col("passed").mean()).sort("task_id")
+    return dict(zip(rates["task_id"].to_list(), rates["passed"].to_list(), strict=True))
+
+
+def _ci(values: np.ndarray) -> list[float] | None:
+    if values.size == 0:
+        return None
+    return [float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))]
+
+
+def heldout_change(
+    samples: pl.DataFrame, first: int, last: int, n_boot: int, seed: int
+) -> dict[str, Any]:
+    """Held-out pass rate at `first` and `last` epochs, their difference, paired bootstrap CIs."""
+    a, b = _per_task(samples, first), _per_task(samples, last)
+    tasks = sorted(set(a) & set(b))
+    x = np.array([a[t] for t in tasks])
+    y = np.array([b[t] for t in tasks])
+    out: dict[str, Any] = {"n_tasks": len(tasks)}
+    if not tasks:
+        return out | {"base": None, "final": None, "delta": None}
+    out |= {"base": float(x.mean()), "final": float(y.mean()), "delta": float(y.mean() - x.mean())}
+    if n_boot > 0:
+        rng = np.random.default_rng(seed)
+        idx = rng.integers(0, len(tasks), size=(n_boot, len(tasks)))
+        out |= {
+            "base_ci": _ci(x[idx].mean(axis=1)),
+            "final_ci": _ci(y[idx].mean(axis=1)),
+            "delta_ci": _ci((y[idx] - x[idx]).mean(axis=1)),
+        }
+    return out
+
+
+def judge_training_metrics(
+    history: pl.DataFrame, samples: pl.DataFrame, settings: AnalysisSettings
+) -> dict[str, Any]:
+    rewards = samples.filter((pl.col("split") == "train") & pl.col("reward").is_not_null())
+    r = rewards["reward"].to_numpy()
+    epochs = history["epoch"].to_list()
+    first, last = min(epochs), max(epochs)
+    train = samples.filter(pl.col("split") == "train")
+    return {
+        "epochs": last,
+        "reward": {
+            "n": int(r.size),
+            "mean": float(r.mean()) if r.size else None,
+            "median": float(np.median(r)) if r.size else None,
+            "std": float(r.std()) if r.size else None,
+            "iqr": float(np.subtract(*np.percentile(r, [75, 25]))) if r.size else None,
+        },
+        "reward_first_epoch": history.filter(pl.col("epoch") == first)["reward_mean"][0],
+        "reward_last_epoch": history.filter(pl.col("epoch") == last)["reward_mean"][0],
+        "train_pass_rate": float(train["passed"].mean()) if train.height else None,
+        "heldout": heldout_change(samples, first, last, settings.bootstrap, settings.seed),
+        "reward_hacking_epochs": int(history["reward_hacking"].sum()),
+        "groups_skipped": int(history["groups_skipped"].sum()),
+        "groups": int(history["groups"].sum()),
+        "steps": int(history["loss"].is_not_null().sum()),
+        "unscored_rate": float(history["unscored_rate"].mean()),
+        "out_of_range_rate": float(history["out_of_range_rate"].mean()),
+    }
+
+
+def training_metrics(root: Path, settings: AnalysisSettings) -> dict[str, Any]:
+    return {
+        judge: judge_training_metrics(history, samples, settings)
+        for judge, (history, samples) in load_training(root).items()
+    }
+
+
+def curves_frame(root: Path) -> pl.DataFrame:
+    """Long table for `dvc plots`: judge, epoch, metric, value."""
+    frames = []
+    for judge, (history, _) in load_training(root).items():
+        frames.append(
+            history.select(
+                pl.lit(judge).alias("judge"),
+                "epoch",
+                "reward_mean",
+                "train_pass_rate",
+                "heldout_pass_rate",
+            ).unpivot(index=["judge", "epoch"], variable_name="metric", value_name="value")
+        )
+    if not frames:
+        return pl.DataFrame(
+            schema={"judge": pl.Utf8, "epoch": pl.Int64, "metric": pl.Utf8, "value": pl.Float64}
+        )
+    return pl.concat(frames).sort(["judge", "metric", "epoch"])
+
+
+def plot_curves(root: Path, path: Path) -> bool:
+    """One panel per judge: reward, train and held-out pass rate by epoch (False: no data)."""
+    data = load_training(root)
+    if not data:
+        return False
+    import matplotlib.pyplot as plt
+
+    from judgelab.analysis.plots import save_figure
+
+    fig, axes = plt.subplots(1, len(data), figsize=(4.2 * len(data), 3.2), squeeze=False)
+    for ax, (judge, (h, _)) in zip(axes[0], data.items(), strict=True):
+        e = h["epoch"].to_list()
+        ax.plot(e, h["reward_mean"].to_list(), "o-", label="judge reward (mean)")
+        ax.plot(e, h["train_pass_rate"].to_list(), "s--", label="train pass rate")
+        ax.plot(e, h["heldout_pass_rate"].to_list(), "^-", label="held-out pass rate")
+        for epoch, flag in zip(e, h["reward_hacking"].to_list(), strict=True):
+            if flag:
+                ax.axvspan(epoch - 0.5, epoch + 0.5, color="red", alpha=0.12)
+        ax.set_title(judge)
+        ax.set_xlabel("epoch (0 = base policy)")
+        ax.set_ylim(-0.05, 1.05)
+        ax.set_xticks(e)
+    axes[0][0].legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    save_figure(fig, path)
+    return True
+
+
+def _f(x: Any, pct: bool = False) -> str:
+    if x is None:
+        return "–"
+    return f"{100 * x:.0f} %" if pct else f"{x:.3f}"
+
+
+def _ci_text(ci: list[float] | None, pct: bool = True) -> str:
+    if not ci:
+        return ""
+    return f" [{_f(ci[0], pct)}, {_f(ci[1], pct)}]"
+
+
+def table_rows(metrics: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for judge, m in metrics.items():
+        r, h = m["reward"], m["heldout"]
+        rows.append(
+            [
+                judge,
+                str(m["epochs"]),
+                _f(r["mean"]),
+                _f(r["median"]),
+                _f(r["std"]),
+                _f(r["iqr"]),
+                _f(h.get("base"), True) + _ci_text(h.get("base_ci")),
+                _f(h.get("final"), True) + _ci_text(h.get("final_ci")),
+                (f"{100 * h['delta']:+.0f} pp" if h.get("delta") is not None else "–")
+                + _ci_text(h.get("delta_ci")),
+                str(m["reward_hacking_epochs"]),
+                f"{m['groups_skipped']}/{m['groups']}",
+            ]
+        )
+    return rows
+
+
+HEADER = [
+    "judge", "epochs", "reward mean", "median", "std", "IQR", "held-out base [95 % CI]",
+    "held-out final [95 % CI]", "change [95 % CI]", "hacking epochs", "groups skipped",
+]  # fmt: skip
+
+
+def findings(metrics: dict[str, Any]) -> list[str]:
+    out = []
+    for judge, m in metrics.items():
+        h = m["heldout"]
+        if h.get("delta") is None:
+            continue
+        rose = (m["reward_last_epoch"] or 0) > (m["reward_first_epoch"] or 0)
+        verdict = "rose" if rose else "did not rise"
+        ci = h.get("delta_ci")
+        sure = ci is not None and (ci[0] > 0 or ci[1] < 0)
+        out.append(
+            f"**{judge}**: the judge's reward {verdict} over {m['epochs']} epochs "
+            f"({_f(m['reward_first_epoch'])} → {_f(m['reward_last_epoch'])}); held-out pass "
+            f"rate {_f(h['base'], True)} → {_f(h['final'], True)} "
+            f"({'a change the CI excludes zero for' if sure else 'within noise: the CI includes 0'}"
+            f", {h['n_tasks']} held-out tasks)."
+            + (
+                f" Reward-hacking alarm on {m['reward_hacking_epochs']} epoch(s)."
+                if m["reward_hacking_epochs"]
+                else ""
+            )
+        )
+    return out
+
+
+def markdown_section(metrics: dict[str, Any]) -> list[str]:
+    training = metrics.get("training") or {}
+    out = ["## Training on each judge", ""]
+    if not training:
+        return out + ["No training run (train.judges is empty).", ""]
+    out += [
+        "GRPO with LoRA on the policy, one run per judge; rewards are the judge's scores of the "
+        "policy's own samples during training. Held-out pass rate: the tests' verdict on "
+        "HumanEval tasks never trained on, base policy (epoch 0) against the final one.",
+        "",
+        "| " + " | ".join(HEADER) + " |",
+        "|" + "---|" * len(HEADER),
+    ]
+    out += ["| " + " | ".join(row) + " |" for row in table_rows(training)]
+    out += [""] + [f"- {line}" for line in findings(training)] + [""]
+    return out
+
+
+def html_section(metrics: dict[str, Any], escape: Any) -> list[str]:
+    training = metrics.get("training") or {}
+    out = ["<h2>Training on each judge</h2>"]
+    if not training:
+        return out + ["<p>No training run (train.judges is empty).</p>"]
+    out.append('<table id="training"><thead><tr>')
+    out += [f"<th>{escape(c)}</th>" for c in HEADER]
+    out.append("</tr></thead><tbody>")
+    for row in table_rows(training):
+        out.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>")
+    out.append("</tbody></table><ul>")
+    out += [f"<li>{escape(line.replace('**', ''))}</li>" for line in findings(training)]
+    out.append("</ul>")
+    return out
