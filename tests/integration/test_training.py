@@ -36,7 +36,7 @@ LORA = LoraSettings(r=4, alpha=8)
 @pytest.fixture(scope="module")
 def policy() -> Policy:
     torch.manual_seed(0)
-    return Policy(ZOO, LORA, "cpu")
+    return Policy(ZOO, LORA, "cpu", dtype="float32")
 
 
 def test_one_grpo_step_moves_every_lora_parameter_and_no_base_weight(policy: Policy) -> None:
@@ -107,7 +107,7 @@ def _trainer(out: Path, cache: Path, judge: VarietyJudge) -> Trainer:
         out_dir=out,
         cache=JsonCache(cache, "samples"),
         executor=ExecutionJudge(ExecutionEvaluator(name="execution")),
-        policy_factory=lambda adapter: Policy(ZOO, LORA, "cpu", adapter),
+        policy_factory=lambda adapter: Policy(ZOO, LORA, "cpu", adapter, "bfloat16"),
     )
 
 

@@ -17,12 +17,13 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from judgelab.cli import models, sandbox, stages, validate
+    from judgelab.cli import checkpoint, models, sandbox, stages, validate
 
     stages.register(app)
     app.add_typer(validate.app, name="validate")
     app.add_typer(models.app, name="models")
     app.add_typer(sandbox.app, name="sandbox")
+    app.add_typer(checkpoint.app, name="checkpoint")
 
 
 _register()

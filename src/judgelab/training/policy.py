@@ -47,6 +47,14 @@ def _torch() -> Any:
     return torch
 
 
+def _quiet_transformers() -> None:
+    """No per-tensor progress bars in logs (a load prints hundreds of lines otherwise)."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+
+
 def resolve_device(device: str) -> str:
     torch = _torch()
     if device == "auto":
@@ -66,6 +74,7 @@ def converted_dir(zoo_name: str) -> Path:
         return target
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    _quiet_transformers()
     torch = _torch()
     log.info("converting %s to safetensors once (dequantising the GGUF)", gguf.name)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
@@ -95,16 +104,18 @@ class Policy:
         lora: LoraSettings,
         device: str = "auto",
         adapter: Path | None = None,
+        dtype: str = "float32",
     ) -> None:
         from peft import LoraConfig, PeftModel, get_peft_model
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        _quiet_transformers()
         torch = _torch()
         self.zoo_name = zoo_name
         self.device = resolve_device(device)
         source = converted_dir(zoo_name)
         self.tokenizer = AutoTokenizer.from_pretrained(source)
-        base = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)
+        base = AutoModelForCausalLM.from_pretrained(source, dtype=getattr(torch, dtype))
         base.to(self.device)
         if adapter is not None:
             self.model = PeftModel.from_pretrained(base, adapter, is_trainable=True)
@@ -118,6 +129,8 @@ class Policy:
             )
             self.model = get_peft_model(base, config)
         self.model.to(self.device)
+        for p in self.lora_parameters().values():  # PEFT keeps these float32; make sure
+            p.data = p.data.float()
         self.stop_ids = self._stop_ids()
         self.pad_id = self.tokenizer.pad_token_id
         if self.pad_id is None:

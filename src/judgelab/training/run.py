@@ -79,7 +79,7 @@ def train_judge(settings: Settings, judge: str, tasks: list[Task], out_dir: Path
             cache=JsonCache(cache_dir(), "training-samples"),
             executor=executor,
             policy_factory=lambda adapter: Policy(
-                policy_model.zoo, train.lora, train.device, adapter
+                policy_model.zoo, train.lora, train.device, adapter, train.dtype
             ),
         )
         history = trainer.run()

@@ -1,0 +1,116 @@
+"""`judgelab checkpoint list|generate|export`: use any saved training checkpoint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from judgelab.config import EmbeddedModel, load_settings
+from judgelab.errors import JudgelabError
+
+app = typer.Typer(
+    help="List, sample from and export the LoRA checkpoints the training stage saved.",
+    no_args_is_help=True,
+)
+PARAMS = typer.Option(Path("params.yaml"), "--params", "-p", help="Parameters file.")
+ROOT = typer.Option(Path("data/training"), "--root", help="The training stage's output folder.")
+
+
+def _checkpoint(root: Path, judge: str, step: int | None) -> Path:
+    from judgelab.training.loop import latest_checkpoint
+
+    folder = root / judge / "checkpoints"
+    if step is None:
+        ckpt = latest_checkpoint(folder)
+        if ckpt is None:
+            raise typer.BadParameter(f"no checkpoint under {folder}", param_hint="--judge")
+        return ckpt.path
+    path = folder / f"step-{step:03d}"
+    if not (path / "adapter_model.safetensors").exists():
+        have = sorted(p.name for p in folder.glob("step-*"))
+        raise typer.BadParameter(f"{path} not found; have {have}", param_hint="--step")
+    return path
+
+
+@app.command("list")
+def list_checkpoints(root: Path = ROOT) -> None:
+    """Every judge's checkpoints with the held-out pass rate of the policy each one holds."""
+    import json
+
+    for judge_dir in sorted(p for p in root.glob("*") if p.is_dir()):
+        for ckpt in sorted((judge_dir / "checkpoints").glob("step-*")):
+            state = json.loads((ckpt / "state.json").read_text())
+            rows = {r["epoch"]: r for r in state["history"]}
+            # step-N holds policy_N, whose row (if measured yet) is epoch N.
+            row = rows.get(state["steps"])
+            held = f"held-out {row['heldout_pass_rate']:.2f}" if row else "not evaluated yet"
+            typer.echo(f"{judge_dir.name:24s} {ckpt.name}  {held}  {ckpt}")
+
+
+@app.command()
+def generate(
+    judge: str = typer.Option(..., "--judge", help="Whose policy: a name in train.judges."),
+    prompt: str = typer.Option(..., "--prompt", help="The user message."),
+    step: int = typer.Option(None, "--step", help="Checkpoint step; default: the newest."),
+    temperature: float = typer.Option(0.0, "--temperature", min=0.0, max=2.0),
+    max_tokens: int = typer.Option(256, "--max-tokens", min=1, max=4096),
+    seed: int = typer.Option(0, "--seed"),
+    params: Path = PARAMS,
+    root: Path = ROOT,
+) -> None:
+    """Sample a completion from a saved checkpoint (transformers, base GGUF + adapter)."""
+    from judgelab.training.policy import Policy
+
+    try:
+        settings = load_settings(params)
+        spec = settings.model(settings.train.policy)
+        if not isinstance(spec, EmbeddedModel):
+            raise typer.BadParameter("train.policy must be an embedded model")
+        path = _checkpoint(root, judge, step)
+        policy = Policy(
+            spec.zoo, settings.train.lora, settings.train.device, path, settings.train.dtype
+        )
+        messages = [
+            {"role": "system", "content": settings.rollouts.system_prompt},
+            {"role": "user", "content": prompt},
+        ]
+        (sample,) = policy.sample(
+            [policy.prompt_ids(messages)],
+            temperatures=[temperature],
+            max_new_tokens=[max_tokens],
+            seed=seed,
+        )
+    except JudgelabError as err:
+        typer.secho(f"error: {err}", fg="red", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(sample.text)
+
+
+@app.command()
+def export(
+    judge: str = typer.Option(..., "--judge", help="Whose policy: a name in train.judges."),
+    out: Path = typer.Option(..., "--out", help="Where to write the GGUF adapter."),
+    step: int = typer.Option(None, "--step", help="Checkpoint step; default: the newest."),
+    params: Path = PARAMS,
+    root: Path = ROOT,
+) -> None:
+    """Write a checkpoint as a llama.cpp LoRA adapter (use with the base GGUF: --lora)."""
+    from judgelab.training.export import export_gguf_adapter
+    from judgelab.training.policy import converted_dir
+
+    try:
+        settings = load_settings(params)
+        spec = settings.model(settings.train.policy)
+        if not isinstance(spec, EmbeddedModel):
+            raise typer.BadParameter("train.policy must be an embedded model")
+        import json
+
+        config = json.loads((converted_dir(spec.zoo) / "config.json").read_text())
+        path = export_gguf_adapter(
+            _checkpoint(root, judge, step), out, config["model_type"], config["num_hidden_layers"]
+        )
+    except JudgelabError as err:
+        typer.secho(f"error: {err}", fg="red", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(str(path))
