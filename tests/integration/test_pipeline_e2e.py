@@ -41,6 +41,15 @@ def tiny_params() -> dict:
         {"name": "ruler-smollm2-135m", "kind": "ruler", "judge": "smollm2-135m"},
         {"name": "rubric-smollm2-135m", "kind": "rubric", "judge": "smollm2-135m"},
     ]
+    # Training: the smallest policy, one epoch, so the stage runs end to end in seconds.
+    p["train"] = {
+        "judges": ["execution", "ruler-smollm2-135m"],
+        "policy": "smollm2-135m",
+        "epochs": 1,
+        "k": 2,
+        "max_tokens": 48,
+        "heldout": {"offset": 100, "limit": 1, "max_tokens": 48},
+    }
     p["analysis"]["bootstrap"] = 200
     parse_settings(p)  # the test's own params must be valid
     return p
@@ -128,6 +137,48 @@ def test_metrics_report_and_mlflow(project: Path, first_repro: str, env: dict[st
         {**env, "MLFLOW_TRACKING_URI": f"sqlite:///{project / 'mlflow.db'}"},
     )
     assert "'pipeline'" in out and out.count("'evaluator'") == 5
+    assert out.count("'training'") == 2
+
+
+def test_training_stage_history_checkpoints_and_mlflow(
+    project: Path, first_repro: str, env: dict[str, str]
+) -> None:
+    for judge in ("execution", "ruler-smollm2-135m"):
+        history = validate_file(project / f"data/training/{judge}/history.parquet", "history")
+        assert history["epoch"].to_list() == [0, 1]
+        samples = validate_file(
+            project / f"data/training/{judge}/samples.parquet", "training_samples"
+        )
+        assert set(samples["split"]) == {"train", "heldout"}
+        ckpts = sorted(p.name for p in (project / f"data/training/{judge}/checkpoints").iterdir())
+        assert ckpts == ["step-001"]
+    metrics = json.loads((project / "data/analysis/metrics.json").read_text())
+    assert set(metrics["training"]) == {"execution", "ruler-smollm2-135m"}
+    held = metrics["training"]["execution"]["heldout"]
+    assert held["n_tasks"] == 1 and held["base"] is not None and held["final"] is not None
+    html = (project / "data/analysis/report.html").read_text()
+    assert 'id="training"' in html
+    out = run(
+        [
+            str(BIN / "python"),
+            "-c",
+            (
+                "from mlflow.tracking import MlflowClient; c = MlflowClient();"
+                "e = c.get_experiment_by_name('judgelab');"
+                "runs = [r for r in c.search_runs([e.experiment_id])"
+                " if r.data.tags.get('judgelab.kind') == 'training'];"
+                "r = [r for r in runs if r.info.run_name == 'train-execution'][0];"
+                "h = c.get_metric_history(r.info.run_id, 'heldout_pass_rate');"
+                "print('epochs', sorted(m.step for m in h));"
+                "a = c.list_artifacts(r.info.run_id, 'checkpoints');"
+                "print('artifacts', [x.path for x in a])"
+            ),
+        ],
+        project,
+        {**env, "MLFLOW_TRACKING_URI": f"sqlite:///{project / 'mlflow.db'}"},
+    )
+    assert "epochs [0, 1]" in out, out
+    assert "checkpoints/step-001" in out, out
 
 
 def test_second_repro_reruns_nothing(project: Path, first_repro: str, env: dict[str, str]) -> None:
@@ -143,5 +194,5 @@ def test_analysis_param_reruns_only_analysis(
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     out = run([str(BIN / "dvc"), "repro"], project, env)
     assert "Running stage 'analysis'" in out
-    for stage in ("tasks", "rollouts", "scores"):
+    for stage in ("tasks", "rollouts", "scores", "training"):
         assert f"Running stage '{stage}'" not in out
