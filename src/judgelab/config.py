@@ -242,7 +242,7 @@ class LossSettings(_Section):
 class HeldOutSettings(_Section):
     """HumanEval tasks the policy never trains on, measured with the tests every epoch."""
 
-    offset: int = Field(100, ge=0, le=163)
+    offset: int = Field(2, ge=0, le=163)
     limit: int = Field(4, ge=1, le=164)
     samples: int = Field(1, ge=1, le=64, description="Samples per task, fixed seeds.")
     temperature: float = Field(0.0, ge=0, le=2, description="0: greedy decoding.")
