@@ -46,6 +46,13 @@ def register(app: typer.Typer) -> None:
         _run("analysis_flow", "flows.analysis", params=params)
 
     @app.command()
+    def probe(params: Path = PARAMS) -> None:
+        """Bias probes of the judges (params.yaml `probes:`): known truth, position,
+        perturbation, self-preference, agreement -> data/probes/ (tables, metrics.json,
+        report.md, plots). Not part of `dvc repro`; also `dvc repro probes/dvc.yaml`."""
+        _run("probe_flow", "flows.probe", params=params)
+
+    @app.command()
     def pipeline(params: Path = PARAMS) -> None:
         """Run the whole chain in one Prefect flow (dvc repro runs the stages one by one)."""
         _run("pipeline_flow", "flows.pipeline", params=params)
