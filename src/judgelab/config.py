@@ -256,8 +256,10 @@ class ProbesSettings(_Section):
         1, ge=0, le=10, description="Extra repeats of the identity view (repeat stability)."
     )
     temperature: float = Field(
-        0.5, ge=0, le=2, description="Judge temperature for every probe call (> 0 so repeats "
-        "measure stability)."
+        0.5,
+        ge=0,
+        le=2,
+        description="Judge temperature for every probe call (> 0 so repeats measure stability).",
     )
     policies: list[str] = Field(
         default_factory=list,
@@ -266,8 +268,11 @@ class ProbesSettings(_Section):
     samples_per_policy: int = Field(1, ge=1, le=16)
     self_preference: bool = True
     tolerance: float = Field(
-        0.05, ge=0, le=1, description="|delta score| within which a judgement counts as "
-        "unchanged (CALM robustness rate)."
+        0.05,
+        ge=0,
+        le=1,
+        description="|delta score| within which a judgement counts as "
+        "unchanged (CALM robustness rate).",
     )
     praise_threshold: float = Field(0.8, ge=0, le=1)
     bootstrap: int = Field(1000, ge=0, le=100000)

@@ -16,10 +16,12 @@ groups of k):
   every pair of views in which their order is swapped. The judge's preference in a view is the
   higher-scored one (or "tie"). Consistent: the same preference in both views. Primacy-preferred:
   the earlier-shown candidate preferred in both; recency-preferred: the later-shown one in both.
-  PC = consistent / n. Shi et al. define PF_raw = rc * irr - pc * ipr (rc, pc: recency- and
-  primacy-preferred counts; irr, ipr: their shares of the inconsistent pairs) min-max normalised
-  over [-n, n] to [-1, 1], which is PF = (rc - pc) / n: 0 is fair, < 0 favours earlier slots
-  (primacy), > 0 later slots (recency).
+  PC = consistent / n. PF as Shi et al. define it: PF_raw = rc * irr - pc * ipr (rc, pc:
+  recency- and primacy-preferred counts; irr, ipr: their shares of the inconsistent pairs),
+  min-max normalised to [-1, 1] over [-n, n], the values PF_raw takes when every pair is
+  primacy- (resp. recency-) preferred; so PF = PF_raw / n, which is (rc - pc) / n when every
+  inconsistent pair is primacy- or recency-preferred (ties make the rest). 0 is fair, < 0 favours
+  earlier slots (primacy), > 0 later slots (recency).
 - `mean_abs_delta`: per candidate, the mean |score difference| over pairs of its views; the
   mean over candidates.
 - `slot_mean[j]` and `slot_bias[j]` = slot_mean[j] - mean over all slots: the score a candidate
@@ -177,8 +179,14 @@ def position_bias(rows: pl.DataFrame, n_boot: int, seed: int) -> dict[str, Any]:
         return lambda idx: _ratio(_sum(parts, idx, num), _sum(parts, idx, den))
 
     def fairness(idx: np.ndarray) -> float | None:
-        return _ratio(_sum(parts, idx, "recency") - _sum(parts, idx, "primacy"),
-                      _sum(parts, idx, "pairs"))  # fmt: skip
+        n_pairs = _sum(parts, idx, "pairs")
+        rc, pc = _sum(parts, idx, "recency"), _sum(parts, idx, "primacy")
+        inconsistent = n_pairs - _sum(parts, idx, "consistent")
+        if not n_pairs:
+            return None
+        if not inconsistent:
+            return 0.0
+        return (rc * rc / inconsistent - pc * pc / inconsistent) / n_pairs
 
     _figure(out, "position_consistency", n, ratio("top_same", "top_pairs"), n_boot, seed)
     _figure(out, "pairwise_consistency", n, ratio("consistent", "pairs"), n_boot, seed)

@@ -289,7 +289,7 @@ COLUMNS = (
     ("false praise", "calibration", "false_praise_rate"),
     ("position consistency", "position", "position_consistency"),
     ("pref. fairness", "position", "preference_fairness"),
-    ("mean |Δscore|", "position", "mean_abs_delta"),
+    ("mean abs Δscore", "position", "mean_abs_delta"),
     ("self gap", "self_preference", "self_gap"),
     ("family gap", "self_preference", "family_gap"),
     ("repeat stability", "repeat", "stability"),

@@ -81,7 +81,10 @@ def entry_function(tree: ast.Module, entry_point: str) -> ast.FunctionDef | None
 
 def _sites(fn: ast.FunctionDef, kind: str) -> list[tuple[ast.AST, str]]:
     """(node, what) pairs that the mutation `kind` can change, in walk order."""
-    nodes = [n for stmt in fn.body for n in ast.walk(stmt)]
+    body = fn.body
+    if ast.get_docstring(fn, clean=False) is not None:
+        body = body[1:]  # a docstring is not behaviour
+    nodes = [n for stmt in body for n in ast.walk(stmt)]
     if kind == "operator_flip":
         cmp = [
             (n, "cmp") for n in nodes if isinstance(n, ast.Compare) and type(n.ops[0]) in _CMP_FLIP
