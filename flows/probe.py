@@ -18,7 +18,6 @@ from flows.paths import PROBES
 from judgelab.analysis.probes import run_probe_analysis
 from judgelab.cache import JsonCache
 from judgelab.config import ExecutionEvaluator, HumanEvalSettings, load_settings
-from judgelab.errors import ConfigError
 from judgelab.io import write_parquet
 from judgelab.models.server import serve
 from judgelab.paths import cache_dir
@@ -30,6 +29,7 @@ from judgelab.probes.run import (
     policy_samples,
     probe_scores_frame,
     probe_specs,
+    require_judges,
     run_id_for,
     score_view,
 )
@@ -49,8 +49,7 @@ def probe_view_task(
 @flow(name="judgelab-probe")
 def probe_flow(params: Path = Path("params.yaml"), out: Path = PROBES) -> Path:
     settings = load_settings(params)
-    if not settings.probes.judges:
-        raise ConfigError("probes.judges is empty: name the RULER/rubric evaluators to probe")
+    require_judges(settings)
     logger = get_run_logger()
     tasks = load_humaneval(HumanEvalSettings(ids=list(settings.probes.tasks)))
     exec_spec = next(

@@ -221,3 +221,60 @@ def test_deterministic_judges_are_repeat_stable_and_outputs_written(
     assert again == probed["metrics"]  # deterministic, bootstrap included
     report = (out / "report.md").read_text()
     assert "ruler-slot-judge" in report and "Krippendorff" in report
+
+
+def test_probe_command_end_to_end(tmp_path: Path) -> None:
+    """`judgelab probe` (Prefect flow, CLI) against the biased loopback judges, in a scratch
+    project: tables that validate, metrics.json with the slot judge's bias, report, plots."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    from judgelab.schemas import validate_file
+
+    tasks = load_humaneval(HumanEvalSettings(ids=["HumanEval/13"]))
+    canonical = {
+        f"`{t.entry_point}`": canonical_code(t.prompt, t.canonical_solution) for t in tasks
+    }
+    with BiasedJudgeServer(BEHAVIOUR, canonical) as server:
+        params = settings_for(server.base_url).model_dump(mode="json")
+        params["probes"].update(
+            tasks=["HumanEval/13"], judges=["ruler-slot-judge", "ruler-length-judge"], bootstrap=50
+        )
+        (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+        env = {**os.environ, "JUDGELAB_ROOT": str(tmp_path), "JUDGELAB_CACHE": str(tmp_path / "c")}
+        env.pop("PREFECT_HOME", None)
+        proc = subprocess.run(
+            [str(Path(sys.executable).parent / "judgelab"), "probe"],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    out = tmp_path / "data" / "probes"
+    validate_file(out / "probe_scores.parquet", "probe_scores")
+    validate_file(out / "candidates.parquet", "probe_candidates")
+    import json
+
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["judges"]["ruler-slot-judge"]["position"]["preference_fairness"] == -1.0
+    assert metrics["judges"]["ruler-length-judge"]["position"]["preference_fairness"] == 0.0
+    assert (out / "report.md").exists() and (out / "plots" / "slot_bias.png").exists()
+
+
+def test_probe_command_refuses_an_empty_judge_list(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    import yaml
+
+    params = settings_for("http://127.0.0.1:9/v1").model_dump(mode="json")
+    params["probes"]["judges"] = []
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    env = {**os.environ, "JUDGELAB_ROOT": str(tmp_path), "JUDGELAB_CACHE": str(tmp_path / "c")}
+    env.pop("PREFECT_HOME", None)
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "judgelab"), "probe"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "probes.judges is empty" in proc.stderr

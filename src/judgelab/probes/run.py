@@ -15,6 +15,7 @@ import polars as pl
 
 from judgelab.cache import JsonCache, digest
 from judgelab.config import RolloutSettings, RulerEvaluator, Settings
+from judgelab.errors import ConfigError
 from judgelab.evaluators.base import Task
 from judgelab.models.endpoint import Endpoint
 from judgelab.probes.design import ProbeGroup, View
@@ -49,6 +50,15 @@ CANDIDATE_COLUMNS = {
     "passed": pl.Boolean,
     "completion": pl.Utf8,
 }
+
+
+def require_judges(settings: Settings) -> None:
+    """The probes need at least one judge to probe."""
+    if not settings.probes.judges:
+        raise ConfigError(
+            "probes.judges is empty: name the RULER/rubric evaluators to probe, e.g. "
+            f"{[e.name for e in settings.scores.evaluators if e.kind in ('ruler', 'rubric')]}"
+        )
 
 
 def probe_spec(spec: Any, temperature: float) -> Any:
