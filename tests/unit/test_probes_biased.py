@@ -12,11 +12,15 @@ import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+import json  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import polars as pl  # noqa: E402
 import pytest  # noqa: E402
+import yaml  # noqa: E402
 
 from judgelab.analysis.probes import compute_probe_metrics, run_probe_analysis  # noqa: E402
 from judgelab.cache import JsonCache  # noqa: E402
@@ -33,6 +37,7 @@ from judgelab.probes.run import (  # noqa: E402
     probe_specs,
     score_view,
 )
+from judgelab.schemas import validate_file  # noqa: E402
 from judgelab.scoring import build_evaluator  # noqa: E402
 from judgelab.tasks.humaneval import load_humaneval  # noqa: E402
 from tests.support.biased_judge import (  # noqa: E402
@@ -223,16 +228,20 @@ def test_deterministic_judges_are_repeat_stable_and_outputs_written(
     assert "ruler-slot-judge" in report and "Krippendorff" in report
 
 
+def run_probe_command(project: Path, params: dict[str, Any]) -> subprocess.CompletedProcess:
+    """`judgelab probe` in a scratch project holding `params` as its params.yaml."""
+    (project / "params.yaml").write_text(yaml.safe_dump(params))
+    env = {**os.environ, "JUDGELAB_ROOT": str(project), "JUDGELAB_CACHE": str(project / "c")}
+    env.pop("PREFECT_HOME", None)
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "judgelab"), "probe"],
+        cwd=project, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+
+
 def test_probe_command_end_to_end(tmp_path: Path) -> None:
     """`judgelab probe` (Prefect flow, CLI) against the biased loopback judges, in a scratch
     project: tables that validate, metrics.json with the slot judge's bias, report, plots."""
-    import subprocess
-    import sys
-
-    import yaml
-
-    from judgelab.schemas import validate_file
-
     tasks = load_humaneval(HumanEvalSettings(ids=["HumanEval/13"]))
     canonical = {
         f"`{t.entry_point}`": canonical_code(t.prompt, t.canonical_solution) for t in tasks
@@ -242,19 +251,11 @@ def test_probe_command_end_to_end(tmp_path: Path) -> None:
         params["probes"].update(
             tasks=["HumanEval/13"], judges=["ruler-slot-judge", "ruler-length-judge"], bootstrap=50
         )
-        (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
-        env = {**os.environ, "JUDGELAB_ROOT": str(tmp_path), "JUDGELAB_CACHE": str(tmp_path / "c")}
-        env.pop("PREFECT_HOME", None)
-        proc = subprocess.run(
-            [str(Path(sys.executable).parent / "judgelab"), "probe"],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
+        proc = run_probe_command(tmp_path, params)
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = tmp_path / "data" / "probes"
     validate_file(out / "probe_scores.parquet", "probe_scores")
     validate_file(out / "candidates.parquet", "probe_candidates")
-    import json
-
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["judges"]["ruler-slot-judge"]["position"]["preference_fairness"] == -1.0
     assert metrics["judges"]["ruler-length-judge"]["position"]["preference_fairness"] == 0.0
@@ -262,19 +263,8 @@ def test_probe_command_end_to_end(tmp_path: Path) -> None:
 
 
 def test_probe_command_refuses_an_empty_judge_list(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    import yaml
-
     params = settings_for("http://127.0.0.1:9/v1").model_dump(mode="json")
     params["probes"]["judges"] = []
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
-    env = {**os.environ, "JUDGELAB_ROOT": str(tmp_path), "JUDGELAB_CACHE": str(tmp_path / "c")}
-    env.pop("PREFECT_HOME", None)
-    proc = subprocess.run(
-        [str(Path(sys.executable).parent / "judgelab"), "probe"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    proc = run_probe_command(tmp_path, params)
     assert proc.returncode == 2
     assert "probes.judges is empty" in proc.stderr

@@ -131,7 +131,7 @@ def with_ci(
 ) -> dict[str, float | None]:
     """{name, name_ci_low, name_ci_high}: the point value on all clusters and its CI."""
     value = statistic(np.arange(n_clusters)) if n_clusters else None
-    value = _finite_or_none(value) if value is not None else None
+    value = _finite_or_none(value)
     low, high = (
         cluster_ci(n_clusters, statistic, n_boot, seed) if value is not None else (None, None)
     )

@@ -313,6 +313,24 @@ def render_probe_report(metrics: dict[str, Any], images: dict[str, str]) -> str:
     for name in sorted(judges):
         cells = [fmt_ci(judges[name].get(sec, {}), key) for _, sec, key in COLUMNS]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "## Verbosity and superficial cues",
+        "",
+        "Effect: mean Δscore of perturbed candidates minus that of unperturbed controls (the "
+        "tests' verdict is unchanged). Robustness rate (CALM): share of perturbed candidates "
+        f"whose score moved by at most {metrics['settings']['tolerance']}.",
+        "",
+        "| judge | perturbation | effect | robustness rate | slot-1 bias |",
+        "|---|---|---|---|---|",
+    ]
+    for name in sorted(judges):
+        slot1 = judges[name]["position"].get("slots", {}).get("0", {})
+        for pert, v in sorted(judges[name]["perturbation"].items()):
+            lines.append(
+                f"| {name} | {pert} | {fmt_ci(v, 'effect')} | {fmt_ci(v, 'robustness_rate')} "
+                f"| {fmt_ci(slot1, 'bias')} |"
+            )
     ag = metrics.get("agreement", {})
     lines += ["", "## Agreement between judges", ""]
     if ag.get("reason"):
