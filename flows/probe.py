@@ -72,10 +72,19 @@ def probe_flow(params: Path = Path("params.yaml"), out: Path = PROBES) -> Path:
         for spec in specs:
             evaluator = build_evaluator(spec, endpoints, judge_cache)
             start = time.monotonic()
-            for g in groups:
-                for v in views[g.group_id]:
-                    rows += probe_view_task(run_id, evaluator, spec, families[spec.name][1], g, v)
-            log.info("%s: %d views in %.0fs", spec.name, n_views, time.monotonic() - start)
+            todo = [(g, v) for g in groups for v in views[g.group_id]]
+            for i, (g, v) in enumerate(todo, start=1):
+                rows += probe_view_task(run_id, evaluator, spec, families[spec.name][1], g, v)
+                log.info(
+                    "%s: view %d/%d (%s %s, repeat %d) done, %.0fs so far",
+                    spec.name,
+                    i,
+                    n_views,
+                    g.group_id,
+                    v.name,
+                    v.repeat,
+                    time.monotonic() - start,
+                )
     out = Path(out)
     candidates = candidates_frame(groups, views)
     scores = probe_scores_frame(rows)

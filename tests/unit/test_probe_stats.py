@@ -327,3 +327,13 @@ def test_calibration_matches_sklearn_and_definitions() -> None:
                    else 0.0 for c in range(1, 5)]  # fmt: skip
     assert out["pairwise_accuracy"] == pytest.approx(np.mean(credit))
     assert out["roc_auc_ci_low"] <= out["roc_auc"] <= out["roc_auc_ci_high"]
+
+
+def test_groups_of_different_sizes_all_count() -> None:
+    small = views_fixture(1, k=3, n_groups=1)
+    big = views_fixture(2, k=5, n_groups=1).with_columns(pl.lit("h0").alias("group_id"))
+    out = position_bias(pl.concat([small, big]), 0, 0)
+    assert out["n_groups"] == 2 and out["k"] == 5
+    assert out["n_view_pairs"] == 2  # one identity/reversal pair per group
+    assert out["n_swapped_pairs"] == 3 + 10
+    assert out["slots"]["4"]["mean"] is not None and out["slots"]["0"]["mean"] is not None

@@ -80,7 +80,8 @@ def _pref(sa: float, sb: float) -> int:
 
 
 def _position_parts(views: dict[str, dict[str, tuple]], k: int) -> dict[str, Any]:
-    """Per-group sums from which every position figure is a ratio."""
+    """Per-group sums from which every position figure is a ratio (k: slots over all
+    groups; a view counts for the top-choice figures only when it scored every member)."""
     parts = {
         "top_same": 0.0,
         "top_pairs": 0.0,
@@ -96,13 +97,14 @@ def _position_parts(views: dict[str, dict[str, tuple]], k: int) -> dict[str, Any
         "top_views": 0.0,
     }
     names = sorted(views)
+    size = max((len(c) for c in views.values()), default=0)  # this group's members
     for v in names:
         cands = views[v]
         for score, slot in cands.values():
             if slot is not None and slot < k:
                 parts["slot_sum"][slot] += score
                 parts["slot_n"][slot] += 1
-        if len(cands) == k:
+        if len(cands) == size:
             ids = sorted(cands)
             top = top_choice([cands[c][0] for c in ids])
             if top >= 0 and cands[ids[top]][1] is not None:
@@ -111,7 +113,7 @@ def _position_parts(views: dict[str, dict[str, tuple]], k: int) -> dict[str, Any
     for v, w in itertools.combinations(names, 2):
         a, b = views[v], views[w]
         common = sorted(set(a) & set(b))
-        if len(common) == k and k > 0:
+        if len(common) == size and size > 0:
             ta = top_choice([a[c][0] for c in common])
             tb = top_choice([b[c][0] for c in common])
             parts["top_pairs"] += 1
