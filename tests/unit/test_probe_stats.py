@@ -337,3 +337,23 @@ def test_groups_of_different_sizes_all_count() -> None:
     assert out["n_view_pairs"] == 2  # one identity/reversal pair per group
     assert out["n_swapped_pairs"] == 3 + 10
     assert out["slots"]["4"]["mean"] is not None and out["slots"]["0"]["mean"] is not None
+
+
+def test_probe_scores_schema_names_the_bad_column_and_row(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from judgelab.errors import TableError
+    from judgelab.schemas import validate_file
+
+    rows = views_fixture(0, k=2, n_groups=1).with_columns(pl.lit("t").alias("task_id"))
+    rows.write_parquet(tmp_path / "ok.parquet")
+    assert validate_file(tmp_path / "ok.parquet", "probe_scores").height == 4
+    bad = rows.with_columns(
+        pl.when(pl.int_range(pl.len()) == 2).then(pl.lit("sideways")).otherwise(pl.col("view"))
+        .alias("view")
+    )  # fmt: skip
+    bad.write_parquet(tmp_path / "bad.parquet")
+    with pytest.raises(TableError, match=r"column 'view', row 2.*sideways"):
+        validate_file(tmp_path / "bad.parquet", "probe_scores")
+    dup = pl.concat([rows, rows.head(1)])
+    dup.write_parquet(tmp_path / "dup.parquet")
+    with pytest.raises(TableError, match=r"duplicate \(group_id, view, candidate_id"):
+        validate_file(tmp_path / "dup.parquet", "probe_scores")
