@@ -357,3 +357,24 @@ def test_probe_scores_schema_names_the_bad_column_and_row(tmp_path) -> None:  # 
     dup.write_parquet(tmp_path / "dup.parquet")
     with pytest.raises(TableError, match=r"duplicate \(group_id, view, candidate_id"):
         validate_file(tmp_path / "dup.parquet", "probe_scores")
+
+
+def test_an_all_unscored_judge_gives_reasons_not_errors(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from judgelab.analysis.probes import run_probe_analysis
+    from judgelab.config import ProbesSettings
+    from judgelab.probes.run import CANDIDATE_COLUMNS
+
+    rows = views_fixture(0, k=3, n_groups=2).with_columns(
+        pl.lit(None, dtype=pl.Float64).alias("score"),
+        pl.lit("unscored").alias("status"),
+        pl.lit("judge reply error after 3 attempts: bad ids").alias("reason"),
+    )
+    cands = pl.DataFrame(schema=CANDIDATE_COLUMNS)
+    m = run_probe_analysis(cands, rows, ProbesSettings(bootstrap=10), {}, tmp_path)
+    j = m["judges"]["j"]
+    assert j["rows"]["unscored_rate"] == 1.0
+    assert j["position"]["reason"]
+    assert j["self_preference"]["reason"]
+    assert j["calibration"]["roc_auc"] is None and j["calibration"]["reasons"]["roc_auc"]
+    assert m["agreement"]["reason"]
+    assert (tmp_path / "plots" / "self_preference.png").exists()

@@ -240,6 +240,12 @@ def plot_heatmap(matrix: dict[str, dict[str, Any]], judges: list[str], path: Pat
     fig, ax = plt.subplots(
         figsize=(1.6 + 1.4 * max(1, len(judges)), 1.2 + 0.6 * max(1, len(policies)))
     )
+    if not data.size:
+        ax.text(0.5, 0.5, "no self-preference group", ha="center", va="center",
+                transform=ax.transAxes)  # fmt: skip
+        ax.set_axis_off()
+        _save(fig, path)
+        return
     im = ax.imshow(np.ma.masked_invalid(data), vmin=0, vmax=1, cmap="viridis", aspect="auto")
     ax.set_xticks(range(len(judges)), judges, rotation=30, ha="right", fontsize=8)
     ax.set_yticks(range(len(policies)), [f"written by {p}" for p in policies], fontsize=8)
