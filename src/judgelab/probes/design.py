@@ -22,7 +22,7 @@ import ast
 import logging
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from judgelab.cache import digest
 from judgelab.config import ExecutionEvaluator, RolloutSettings
@@ -91,24 +91,9 @@ def _candidate(task: Task, group_id: str, label: str, completion: str, index: in
 def _ordered(task: Task, group_id: str, probe: str, members: list[Member], seed: int) -> ProbeGroup:
     order = list(range(len(members)))
     random.Random(f"{seed}|{group_id}").shuffle(order)
-    placed = [members[i] for i in order]
     reindexed = [
-        Member(
-            Candidate(
-                m.candidate.task_id,
-                m.candidate.candidate_id,
-                pos,
-                m.candidate.completion,
-                m.candidate.messages,
-            ),
-            m.kind,
-            m.variant,
-            m.policy,
-            m.policy_family,
-            m.passed,
-            m.base_id,
-        )
-        for pos, m in enumerate(placed)
+        replace(members[i], candidate=replace(members[i].candidate, sample_index=pos))
+        for pos, i in enumerate(order)
     ]
     return ProbeGroup(group_id, probe, task, reindexed)
 
