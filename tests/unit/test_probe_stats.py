@@ -108,6 +108,7 @@ def test_cluster_ci_brackets_the_point_and_is_deterministic() -> None:
     assert out["m_ci_low"] < out["m"] < out["m_ci_high"]
     assert cluster_ci(values.size, mean, 500, 3) == (out["m_ci_low"], out["m_ci_high"])
     assert cluster_ci(0, mean, 500, 3) == (None, None)
+    assert cluster_ci(1, mean, 500, 3) == (None, None)  # one group: no CI, not [x, x]
     assert with_ci("m", values.size, mean, 0, 3)["m_ci_low"] is None
 
 

@@ -19,7 +19,8 @@ Contract (pure numpy; nothing here reads files):
 - `cluster_ci(n_clusters, statistic, n_boot, seed)`: 95 % percentile CI of `statistic(idx)`
   (idx: cluster indices drawn with replacement) using the resample counts of
   `judgelab.analysis.truth.resample_weights`, so every probe and the truth metrics share one
-  bootstrap scheme. Draws where the statistic is undefined (None/NaN) are dropped.
+  bootstrap scheme. Draws where the statistic is undefined (None/NaN) are dropped. With fewer
+  than two clusters there is no CI (None): resampling one group only repeats it.
 """
 
 from __future__ import annotations
@@ -106,8 +107,8 @@ def cluster_ci(
     seed: int,
 ) -> tuple[float | None, float | None]:
     """95 % percentile CI of `statistic` under a cluster bootstrap (see module docstring)."""
-    if n_clusters == 0 or n_boot == 0:
-        return None, None
+    if n_clusters < 2 or n_boot == 0:
+        return None, None  # one group says nothing about group-to-group variation
     weights = resample_weights(n_clusters, n_boot, seed).astype(int)
     base = np.arange(n_clusters)
     draws = []
