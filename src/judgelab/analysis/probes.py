@@ -94,7 +94,8 @@ def calibration(rows: pl.DataFrame, threshold: float, n_boot: int, seed: int) ->
         "score",
         pl.lit(1, dtype=pl.UInt32).alias("n_scored_repeats"),
     )
-    weights = resample_weights(len(tasks), n_boot, seed)
+    # One group gives no CI (see agreement.cluster_ci), as for every other probe figure.
+    weights = resample_weights(len(tasks), n_boot, seed) if len(tasks) > 1 else None
     return truth_metrics(means, truth, threshold, weights)
 
 
@@ -289,6 +290,7 @@ def plot_slot_bias(judges: dict[str, Any], path: Path) -> None:
 # ----------------------------------------------------------------------------- report
 
 COLUMNS = (
+    ("unscored", "rows", "unscored_rate"),
     ("top-1 acc.", "calibration", "top1_accuracy"),
     ("pairwise acc.", "calibration", "pairwise_accuracy"),
     ("ROC-AUC", "calibration", "roc_auc"),
