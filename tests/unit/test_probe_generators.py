@@ -143,8 +143,10 @@ def test_canonical_source_needs_a_solution() -> None:
     assert "def truncate_number" in canonical_source(task)
     from dataclasses import replace
 
-    with pytest.raises(ValueError, match="no canonical solution"):
+    with pytest.raises(ConfigError, match=r"probes\.tasks: HumanEval/2 has no canonical"):
         canonical_source(replace(task, canonical_solution=None))
+    with pytest.raises(ConfigError, match="does not pass its tests"):
+        calibration_group(task, ["off_by_one"], lambda t, c: False, seed=0)
 
 
 def base_params() -> dict:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 
 from judgelab.cache import digest
 from judgelab.config import ExecutionEvaluator, RolloutSettings
+from judgelab.errors import ConfigError
 from judgelab.evaluators.base import Candidate, Task
 from judgelab.probes.perturb import NON_ANSWER, answer, mutants, permutations, perturb
 from judgelab.rollouts.generate import policy_messages
@@ -101,7 +102,9 @@ def _ordered(task: Task, group_id: str, probe: str, members: list[Member], seed:
 def canonical_source(task: Task) -> str:
     """The task's canonical solution as one normalised function (docstring kept)."""
     if not task.canonical_solution or not task.entry_point:
-        raise ValueError(f"{task.task_id}: no canonical solution to build a calibration group")
+        raise ConfigError(
+            f"probes.tasks: {task.task_id} has no canonical solution to build a known-truth group"
+        )
     return ast.unparse(ast.parse(task.prompt + task.canonical_solution))
 
 
@@ -114,7 +117,10 @@ def calibration_group(task: Task, kinds: list[str], check: Check, seed: int) -> 
     canonical = answer(request, source)
     passed = check(task, canonical)
     if passed is not True:
-        raise ValueError(f"{task.task_id}: the canonical solution does not pass its tests")
+        raise ConfigError(
+            f"probes.tasks: the canonical solution of {task.task_id} does not pass its tests "
+            f"in the sandbox (verdict: {passed}); check the execution evaluator's limits"
+        )
     members.append(Member(_candidate(task, group_id, "canonical", canonical, 0), "canonical",
                           passed=True))  # fmt: skip
     assert task.entry_point is not None
