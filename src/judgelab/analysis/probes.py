@@ -239,7 +239,7 @@ def plot_heatmap(matrix: dict[str, dict[str, Any]], judges: list[str], path: Pat
         [[(matrix[p].get(j) or {}).get("mean") for j in judges] for p in policies], dtype=float
     ).reshape(len(policies), len(judges))
     fig, ax = plt.subplots(
-        figsize=(1.6 + 1.4 * max(1, len(judges)), 1.2 + 0.6 * max(1, len(policies)))
+        figsize=(max(5.0, 1.6 + 1.4 * len(judges)), 1.6 + 0.6 * max(1, len(policies)))
     )
     if not data.size:
         ax.text(0.5, 0.5, "no self-preference group", ha="center", va="center",
@@ -252,8 +252,9 @@ def plot_heatmap(matrix: dict[str, dict[str, Any]], judges: list[str], path: Pat
     ax.set_yticks(range(len(policies)), [f"written by {p}" for p in policies], fontsize=8)
     for (i, j), v in np.ndenumerate(data):
         if np.isfinite(v):
-            ax.text(j, i, f"{v:.2f}", ha="center", va="center", color="white", fontsize=8)
-    ax.set_title("self-preference: mean score by policy (row) and judge (column)", fontsize=9)
+            color = "black" if v > 0.6 else "white"  # readable on viridis' light end
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", color=color, fontsize=8)
+    ax.set_title("self-preference: mean score\n(row: who wrote it, column: judge)", fontsize=9)
     fig.colorbar(im, ax=ax)
     fig.tight_layout()
     _save(fig, path)
