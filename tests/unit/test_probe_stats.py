@@ -379,3 +379,21 @@ def test_an_all_unscored_judge_gives_reasons_not_errors(tmp_path) -> None:  # ty
     assert j["calibration"]["roc_auc"] is None and j["calibration"]["reasons"]["roc_auc"]
     assert m["agreement"]["reason"]
     assert (tmp_path / "plots" / "self_preference.png").exists()
+
+
+def test_null_position_figures_say_why() -> None:
+    # Candidate b is unscored in the reversal: no pair is scored in both orders.
+    rows = probe_rows(
+        [
+            {"group_id": "g", "view": "perm:0", "candidate_id": "a", "slot": 0, "score": 0.8},
+            {"group_id": "g", "view": "perm:0", "candidate_id": "b", "slot": 1, "score": 0.2},
+            {"group_id": "g", "view": "perm:1", "candidate_id": "a", "slot": 1, "score": 0.6},
+            {"group_id": "g", "view": "perm:1", "candidate_id": "b", "slot": 0, "score": None,
+             "status": "unscored", "reason": "out of range: raw score 7"},
+        ]
+    )  # fmt: skip
+    out = position_bias(rows, 0, 0)
+    assert out["preference_fairness"] is None
+    assert "swap" in out["reasons"]["preference_fairness"]
+    assert out["mean_abs_delta"] == pytest.approx(0.2)
+    assert "mean_abs_delta" not in out["reasons"]

@@ -149,6 +149,13 @@ def _sum(parts: list[dict[str, Any]], idx: np.ndarray, key: str) -> Any:
     return sum((parts[i][key] for i in idx), start=0.0 * parts[0][key])
 
 
+def _explain(out: dict[str, Any], why: dict[str, str]) -> None:
+    """out["reasons"][figure] for every figure that came out null."""
+    for key, reason in why.items():
+        if out.get(key) is None:
+            out.setdefault("reasons", {})[key] = reason
+
+
 def _ratio(num: float, den: float) -> float | None:
     return float(num / den) if den else None
 
@@ -194,6 +201,15 @@ def position_bias(rows: pl.DataFrame, n_boot: int, seed: int) -> dict[str, Any]:
     _figure(out, "pairwise_consistency", n, ratio("consistent", "pairs"), n_boot, seed)
     _figure(out, "preference_fairness", n, fairness, n_boot, seed)
     _figure(out, "mean_abs_delta", n, ratio("delta_sum", "delta_n"), n_boot, seed)
+    _explain(
+        out,
+        {
+            "position_consistency": "no two views of a group scored every member",
+            "pairwise_consistency": "no candidate pair was scored in two views that swap it",
+            "preference_fairness": "no candidate pair was scored in two views that swap it",
+            "mean_abs_delta": "no candidate was scored in two views",
+        },
+    )
     out["n_view_pairs"] = int(_sum(parts, np.arange(n), "top_pairs"))
     out["n_swapped_pairs"] = int(_sum(parts, np.arange(n), "pairs"))
     out["n_primacy_preferred"] = int(_sum(parts, np.arange(n), "primacy"))
@@ -279,6 +295,7 @@ def perturbation_bias(
         _figure(fig, "delta_control", n, r("c_sum", "c_n"), n_boot, seed)
         _figure(fig, "effect", n, effect, n_boot, seed)
         _figure(fig, "robustness_rate", n, r("robust", "t_n"), n_boot, seed)
+        _explain(fig, {"delta_control": "no unperturbed control was scored in both views"})
         fig["n_treated"] = int(sum(p["t_n"] for p in per_group))
         fig["n_control"] = int(sum(p["c_n"] for p in per_group))
         out[view.removeprefix(PERT)] = fig
@@ -346,12 +363,13 @@ def self_preference(
 
     _figure(out, "self_gap", n, gap("self"), n_boot, seed)
     _figure(out, "family_gap", n, gap("family"), n_boot, seed)
-    if out["self_gap"] is None:
-        out.setdefault("reasons", {})["self_gap"] = (
-            f"needs candidates from {judge_model} and from another family in one test stratum"
-        )
-    if out["family_gap"] is None:
-        out.setdefault("reasons", {})["family_gap"] = (
-            f"needs candidates from another {judge_family} model and from another family"
-        )
+    _explain(
+        out,
+        {
+            "self_gap": f"needs candidates from {judge_model} and from another family in one "
+            "test stratum",
+            "family_gap": f"needs candidates from another {judge_family} model and from "
+            "another family in one test stratum",
+        },
+    )
     return out
