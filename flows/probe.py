@@ -25,6 +25,7 @@ from judgelab.probes.design import ProbeGroup, View, execution_check
 from judgelab.probes.run import (
     candidates_frame,
     judge_models,
+    models_needed,
     plan,
     policy_samples,
     probe_scores_frame,
@@ -58,11 +59,9 @@ def probe_flow(params: Path = Path("params.yaml"), out: Path = PROBES) -> Path:
     check = execution_check(exec_spec)
     specs = probe_specs(settings)
     families = judge_models(settings)
-    policies = settings.probes.policies or list(settings.models)
-    needed = [s.judge for s in specs] + (policies if settings.probes.self_preference else [])
     judge_cache = JsonCache(cache_dir(), "judge")
     rows: list[dict] = []
-    with serve(settings, needed) as endpoints:
+    with serve(settings, models_needed(settings)) as endpoints:
         completions = JsonCache(cache_dir(), "completions")
         groups, views = plan(
             settings, tasks, check, lambda t: policy_samples(settings, t, endpoints, completions)

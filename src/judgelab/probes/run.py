@@ -84,13 +84,25 @@ def run_id_for(settings: Settings, groups: list[ProbeGroup]) -> str:
                    "models": models, "candidates": ids})[:12]  # fmt: skip
 
 
+def probe_policies(settings: Settings) -> list[str]:
+    """Models that write self-preference candidates: probes.policies, else every model."""
+    return list(settings.probes.policies or settings.models)
+
+
+def models_needed(settings: Settings) -> list[str]:
+    """Registry models the probes call: the judges, then the self-preference policies."""
+    judges = [settings.evaluator(name).judge for name in settings.probes.judges]
+    policies = probe_policies(settings) if settings.probes.self_preference else []
+    return list(dict.fromkeys(judges + policies))
+
+
 def policy_samples(
     settings: Settings, task: Task, endpoints: dict[str, Endpoint], cache: JsonCache
 ) -> list[tuple[str, str, str]]:
     """(policy, family, completion) from every self-preference policy, through the rollout
     code and its cache (the policy's sampling settings are those of `rollouts`)."""
     out: list[tuple[str, str, str]] = []
-    for name in settings.probes.policies or list(settings.models):
+    for name in probe_policies(settings):
         rollout = RolloutSettings(
             **{
                 **settings.rollouts.model_dump(),
