@@ -22,11 +22,12 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install run test lint clean-results
+.PHONY: help install run probe test lint clean-results
 
 help:
 	@echo "make run   - create .venv, install, run the audit (dvc repro) on the embedded models"
 	@echo "make test  - create .venv, install, run the test suite"
+	@echo "make probe - bias probes of the judges (params.yaml probes:), not part of make run"
 
 $(WHEELHOUSE)/.built:
 	mkdir -p $(WHEELHOUSE)
@@ -47,6 +48,9 @@ install: $(STAMP)
 
 run: install
 	$(VENV)/bin/dvc repro
+
+probe: install
+	$(VENV)/bin/dvc repro probes/dvc.yaml
 
 test: install
 	$(VENV)/bin/pytest

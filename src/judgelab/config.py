@@ -53,6 +53,17 @@ AUTORL_DESCRIPTION = (
 )
 
 
+# Kept in step with judgelab.probes.perturb.MUTANTS / PERTURBATIONS (tested).
+MUTANT_KINDS = (
+    "operator_flip",
+    "off_by_one",
+    "dropped_return",
+    "wrong_constant",
+    "swapped_arguments",
+)
+PERTURBATION_KINDS = ("comments", "docstring", "opener", "claims")
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -283,6 +294,56 @@ class TrainSettings(_Section):
     seed: int = 0
 
 
+class ProbesSettings(_Section):
+    """The bias probes (`judgelab probe`): which judges, on which tasks, under which probes."""
+
+    judges: list[str] = Field(
+        default_factory=list,
+        description="Names of RULER/rubric evaluators from scores.evaluators to probe.",
+    )
+    tasks: list[str] = Field(
+        default_factory=lambda: ["HumanEval/0"],
+        description="HumanEval ids: each gives a known-truth group and a self-preference group.",
+    )
+    mutants: list[Literal[MUTANT_KINDS]] = Field(  # type: ignore[valid-type]
+        default_factory=lambda: ["operator_flip", "dropped_return"],
+        description="Mutant kinds in each known-truth group (beside the canonical solution "
+        "and a non-answer); a kind without a mutant the tests reject is left out.",
+    )
+    permutations: int = Field(
+        2, ge=1, le=24, description="Orders per group: identity, reversal, then random ones."
+    )
+    perturbations: list[Literal[PERTURBATION_KINDS]] = Field(  # type: ignore[valid-type]
+        default_factory=lambda: ["comments", "claims"],
+        description="Surface perturbations applied to half of each known-truth group.",
+    )
+    repeats: int = Field(
+        1, ge=0, le=10, description="Extra repeats of the identity view (repeat stability)."
+    )
+    temperature: float = Field(
+        0.5,
+        ge=0,
+        le=2,
+        description="Judge temperature for every probe call (> 0 so repeats measure stability).",
+    )
+    policies: list[str] = Field(
+        default_factory=list,
+        description="Models that write self-preference candidates; empty: every registry model.",
+    )
+    samples_per_policy: int = Field(1, ge=1, le=16)
+    self_preference: bool = True
+    tolerance: float = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="|delta score| within which a judgement counts as "
+        "unchanged (CALM robustness rate).",
+    )
+    praise_threshold: float = Field(0.8, ge=0, le=1)
+    bootstrap: int = Field(1000, ge=0, le=100000)
+    seed: int = 0
+
+
 class TrackingSettings(_Section):
     enabled: bool = True
     experiment: str = "judgelab"
@@ -297,6 +358,7 @@ class Settings(_Section):
     train: TrainSettings = TrainSettings()
     analysis: AnalysisSettings = AnalysisSettings()
     tracking: TrackingSettings = TrackingSettings()
+    probes: ProbesSettings = ProbesSettings()
 
     @model_validator(mode="after")
     def _known_models(self) -> Settings:
@@ -311,6 +373,7 @@ class Settings(_Section):
             for i, ev in enumerate(self.scores.evaluators)
             if isinstance(ev, RulerEvaluator | RubricEvaluator)
         ]
+        refs += [(f"probes.policies[{i}]", p) for i, p in enumerate(self.probes.policies)]
         for where, name in refs:
             if name not in self.models:
                 raise ValueError(f"{where}: unknown model {name!r}; known models: {known}")
@@ -327,6 +390,17 @@ class Settings(_Section):
                 f"train.policy: {self.train.policy!r} must be an embedded model "
                 "(training loads its GGUF weights)"
             )
+        judges = {
+            ev.name
+            for ev in self.scores.evaluators
+            if isinstance(ev, RulerEvaluator | RubricEvaluator)
+        }
+        for i, name in enumerate(self.probes.judges):
+            if name not in judges:
+                raise ValueError(
+                    f"probes.judges[{i}]: {name!r} is not a RULER/rubric evaluator in "
+                    f"scores.evaluators; valid: {sorted(judges)}"
+                )
         return self
 
     def model(self, name: str) -> EmbeddedModel | EndpointModel:

@@ -147,6 +147,34 @@ class HistorySchema(pa.DataFrameModel):
         strict = True
 
 
+PROBES = ["calibration", "self_preference"]
+MEMBER_KINDS = ["canonical", "mutant", "non_answer", "sample", "perturbed"]
+
+
+class ProbeCandidatesSchema(pa.DataFrameModel):
+    """Every candidate the bias probes show a judge: one row per (group, candidate)."""
+
+    group_id: str = pa.Field(str_length={"min_value": 1})
+    probe: str = pa.Field(isin=PROBES)
+    task_id: str = pa.Field(str_length={"min_value": 1})
+    candidate_id: str = pa.Field(str_length={"min_value": 1})
+    base_id: str = pa.Field(str_length={"min_value": 1})
+    kind: str = pa.Field(isin=MEMBER_KINDS)
+    variant: str = pa.Field(nullable=True)
+    policy: str = pa.Field(nullable=True)
+    policy_family: str = pa.Field(nullable=True)
+    passed: bool = pa.Field(nullable=True)
+    completion: str
+
+    @pa.dataframe_check(error="duplicate (group_id, candidate_id)")
+    @classmethod
+    def one_row_per_key(cls, data: pa.PolarsData) -> pl.LazyFrame:
+        return data.lazyframe.select(~pl.struct(["group_id", "candidate_id"]).is_duplicated())
+
+    class Config:
+        strict = True
+
+
 class TrainingSamplesSchema(pa.DataFrameModel):
     """Every sample drawn during training: its judge reward (train split) and test verdict."""
 
@@ -166,12 +194,40 @@ class TrainingSamplesSchema(pa.DataFrameModel):
         strict = True
 
 
+class ProbeScoresSchema(ScoresSchema):
+    """A scores row (ScoresSchema) plus where it sits in the probe design: one row per
+    (group, view, candidate, evaluator, repeat)."""
+
+    group_id: str = pa.Field(str_length={"min_value": 1})
+    probe: str = pa.Field(isin=PROBES)
+    view: str = pa.Field(str_matches=r"^(perm|pert):[A-Za-z0-9_]+$")
+    base_id: str = pa.Field(str_length={"min_value": 1})
+    treated: bool
+    kind: str = pa.Field(isin=MEMBER_KINDS)
+    variant: str = pa.Field(nullable=True)
+    policy: str = pa.Field(nullable=True)
+    policy_family: str = pa.Field(nullable=True)
+    passed: bool = pa.Field(nullable=True)
+    judge_family: str = pa.Field(nullable=True)
+
+    @pa.dataframe_check(error="duplicate (group_id, view, candidate_id, evaluator, repeat)")
+    @classmethod
+    def one_row_per_key(cls, data: pa.PolarsData) -> pl.LazyFrame:
+        key = ["group_id", "view", "candidate_id", "evaluator", "repeat"]
+        return data.lazyframe.select(~pl.struct(key).is_duplicated())
+
+    class Config:
+        strict = True
+
+
 SCHEMAS: dict[str, type[pa.DataFrameModel]] = {
     "tasks": TasksSchema,
     "rollouts": RolloutsSchema,
     "scores": ScoresSchema,
     "history": HistorySchema,
     "training_samples": TrainingSamplesSchema,
+    "probe_candidates": ProbeCandidatesSchema,
+    "probe_scores": ProbeScoresSchema,
 }
 
 

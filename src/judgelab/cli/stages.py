@@ -51,6 +51,21 @@ def register(app: typer.Typer) -> None:
         _run("analysis_flow", "flows.analysis", params=params)
 
     @app.command()
+    def probe(params: Path = PARAMS) -> None:
+        """Bias probes of the judges (params.yaml `probes:`): known truth, position,
+        perturbation, self-preference, agreement -> data/probes/ (tables, metrics.json,
+        report.md, plots). Not part of `dvc repro`; also `dvc repro probes/dvc.yaml`."""
+        from judgelab.config import load_settings
+        from judgelab.probes.run import require_judges
+
+        try:  # before Prefect starts: a config error should not wait for a flow server
+            require_judges(load_settings(params))
+        except JudgelabError as err:
+            typer.secho(f"error: {err}", fg="red", err=True)
+            raise typer.Exit(2) from None
+        _run("probe_flow", "flows.probe", params=params)
+
+    @app.command()
     def pipeline(params: Path = PARAMS) -> None:
         """Run the whole chain in one Prefect flow (dvc repro runs the stages one by one)."""
         _run("pipeline_flow", "flows.pipeline", params=params)

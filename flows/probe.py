@@ -1,0 +1,94 @@
+"""probes stage: bias probes of the configured judges -> data/probes/ (tables, metrics, report).
+
+Known-truth, self-preference and perturbed groups are built from HumanEval (probes.tasks) and
+the zoo policies, then every probed judge scores every view through the scores stage's
+evaluator code. Judge calls are cached, so an interrupted run resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger, task
+
+from flows.paths import PROBES
+from judgelab.analysis.probes import run_probe_analysis
+from judgelab.cache import JsonCache
+from judgelab.config import ExecutionEvaluator, HumanEvalSettings, load_settings
+from judgelab.io import write_parquet
+from judgelab.models.server import serve
+from judgelab.paths import cache_dir
+from judgelab.probes.design import ProbeGroup, View, execution_check
+from judgelab.probes.run import (
+    candidates_frame,
+    judge_models,
+    models_needed,
+    plan,
+    policy_samples,
+    probe_scores_frame,
+    probe_specs,
+    require_judges,
+    run_id_for,
+    score_view,
+)
+from judgelab.scoring import build_evaluator
+from judgelab.tasks.humaneval import load_humaneval
+
+log = logging.getLogger("judgelab.flows.probe")
+
+
+@task(name="probe-view", retries=2, retry_delay_seconds=5)
+def probe_view_task(
+    run_id: str, evaluator: Any, spec: Any, family: str, group: ProbeGroup, view: View
+) -> list[dict]:
+    return score_view(run_id, evaluator, spec, family, group, view)
+
+
+@flow(name="judgelab-probe")
+def probe_flow(params: Path = Path("params.yaml"), out: Path = PROBES) -> Path:
+    settings = load_settings(params)
+    require_judges(settings)
+    logger = get_run_logger()
+    tasks = load_humaneval(HumanEvalSettings(ids=list(settings.probes.tasks)))
+    exec_spec = next(
+        (e for e in settings.scores.evaluators if isinstance(e, ExecutionEvaluator)), None
+    )
+    check = execution_check(exec_spec)
+    specs = probe_specs(settings)
+    families = judge_models(settings)
+    judge_cache = JsonCache(cache_dir(), "judge")
+    rows: list[dict] = []
+    with serve(settings, models_needed(settings)) as endpoints:
+        completions = JsonCache(cache_dir(), "completions")
+        groups, views = plan(
+            settings, tasks, check, lambda t: policy_samples(settings, t, endpoints, completions)
+        )
+        run_id = run_id_for(settings, groups)
+        n_views = sum(len(v) for v in views.values())
+        for spec in specs:
+            evaluator = build_evaluator(spec, endpoints, judge_cache)
+            start = time.monotonic()
+            todo = [(g, v) for g in groups for v in views[g.group_id]]
+            for i, (g, v) in enumerate(todo, start=1):
+                rows += probe_view_task(run_id, evaluator, spec, families[spec.name][1], g, v)
+                log.info(
+                    "%s: view %d/%d (%s %s, repeat %d) done, %.0fs so far",
+                    spec.name,
+                    i,
+                    n_views,
+                    g.group_id,
+                    v.name,
+                    v.repeat,
+                    time.monotonic() - start,
+                )
+    out = Path(out)
+    candidates = candidates_frame(groups, views)
+    scores = probe_scores_frame(rows)
+    write_parquet(out / "candidates.parquet", candidates)
+    write_parquet(out / "probe_scores.parquet", scores)
+    run_probe_analysis(candidates, scores, settings.probes, families, out)
+    logger.info("probes: %d rows (run %s) -> %s", scores.height, run_id, out)
+    return out

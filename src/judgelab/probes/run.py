@@ -1,0 +1,207 @@
+"""Scoring the probe views through the product's evaluator code, and the probe tables.
+
+Every judge call goes through `judgelab.scoring.build_evaluator` / `score_group`, exactly as in
+the scores stage. Two settings of the judge are changed, and only for the probes: the
+evaluator does not shuffle (the view fixes the order, so ``slot`` is the position in the view)
+and the judge temperature is ``probes.temperature``. Rows keep the evaluator's name, so probe
+figures line up with the audit's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from judgelab.cache import JsonCache, digest
+from judgelab.config import RolloutSettings, RulerEvaluator, Settings
+from judgelab.errors import ConfigError
+from judgelab.evaluators.base import Task
+from judgelab.models.endpoint import Endpoint
+from judgelab.probes.design import ProbeGroup, View
+from judgelab.rollouts.generate import generate_group
+from judgelab.schemas import ProbeCandidatesSchema, ProbeScoresSchema, validate
+from judgelab.scoring import SCORE_COLUMNS, score_group
+
+PROBE_COLUMNS = {
+    **SCORE_COLUMNS,
+    "group_id": pl.Utf8,
+    "probe": pl.Utf8,
+    "view": pl.Utf8,
+    "base_id": pl.Utf8,
+    "treated": pl.Boolean,
+    "kind": pl.Utf8,
+    "variant": pl.Utf8,
+    "policy": pl.Utf8,
+    "policy_family": pl.Utf8,
+    "passed": pl.Boolean,
+    "judge_family": pl.Utf8,
+}
+CANDIDATE_COLUMNS = {
+    "group_id": pl.Utf8,
+    "probe": pl.Utf8,
+    "task_id": pl.Utf8,
+    "candidate_id": pl.Utf8,
+    "base_id": pl.Utf8,
+    "kind": pl.Utf8,
+    "variant": pl.Utf8,
+    "policy": pl.Utf8,
+    "policy_family": pl.Utf8,
+    "passed": pl.Boolean,
+    "completion": pl.Utf8,
+}
+
+
+def require_judges(settings: Settings) -> None:
+    """The probes need at least one judge to probe."""
+    if not settings.probes.judges:
+        raise ConfigError(
+            "probes.judges is empty: name the RULER/rubric evaluators to probe, e.g. "
+            f"{[e.name for e in settings.scores.evaluators if e.kind in ('ruler', 'rubric')]}"
+        )
+
+
+def probe_spec(spec: Any, temperature: float) -> Any:
+    """The evaluator's settings as the probes use them: fixed order, probe temperature."""
+    update: dict[str, Any] = {"call": spec.call.model_copy(update={"temperature": temperature})}
+    if isinstance(spec, RulerEvaluator):
+        update["shuffle"] = False
+    return spec.model_copy(update=update)
+
+
+def probe_specs(settings: Settings) -> list[Any]:
+    return [
+        probe_spec(settings.evaluator(name), settings.probes.temperature)
+        for name in settings.probes.judges
+    ]
+
+
+def run_id_for(settings: Settings, groups: list[ProbeGroup]) -> str:
+    ids = sorted(m.candidate.candidate_id for g in groups for m in g.members)
+    specs = [s.model_dump(mode="json") for s in probe_specs(settings)]
+    models = {s["judge"]: settings.models[s["judge"]].model_dump(mode="json") for s in specs}
+    return digest({"probes": settings.probes.model_dump(mode="json"), "specs": specs,
+                   "models": models, "candidates": ids})[:12]  # fmt: skip
+
+
+def probe_policies(settings: Settings) -> list[str]:
+    """Models that write self-preference candidates: probes.policies, else every model."""
+    return list(settings.probes.policies or settings.models)
+
+
+def models_needed(settings: Settings) -> list[str]:
+    """Registry models the probes call: the judges, then the self-preference policies."""
+    judges = [settings.evaluator(name).judge for name in settings.probes.judges]
+    policies = probe_policies(settings) if settings.probes.self_preference else []
+    return list(dict.fromkeys(judges + policies))
+
+
+def policy_samples(
+    settings: Settings, task: Task, endpoints: dict[str, Endpoint], cache: JsonCache
+) -> list[tuple[str, str, str]]:
+    """(policy, family, completion) from every self-preference policy, through the rollout
+    code and its cache (the policy's sampling settings are those of `rollouts`)."""
+    out: list[tuple[str, str, str]] = []
+    for name in probe_policies(settings):
+        rollout = RolloutSettings(
+            **{
+                **settings.rollouts.model_dump(),
+                "policy": name,
+                "k": settings.probes.samples_per_policy,
+            }  # fmt: skip
+        )
+        for row in generate_group(rollout, task, endpoints[name], cache):
+            out.append((name, settings.models[name].family, row["completion"]))
+    return out
+
+
+def score_view(
+    run_id: str,
+    evaluator: Any,
+    spec: Any,
+    judge_family: str | None,
+    group: ProbeGroup,
+    view: View,
+) -> list[dict[str, Any]]:
+    """Rows for one (judge, group, view): scores columns plus the probe design columns."""
+    shown = view.shown(group)
+    rows = score_group(
+        run_id, evaluator, spec, group.task, [m.candidate for _, m in shown], view.repeat
+    )
+    for row, (i, member) in zip(rows, shown, strict=True):
+        row.update(
+            group_id=group.group_id,
+            probe=group.probe,
+            view=view.name,
+            base_id=group.members[i].candidate.candidate_id,
+            treated=i in view.replaced,
+            kind=member.kind,
+            variant=member.variant,
+            policy=member.policy,
+            policy_family=member.policy_family,
+            passed=member.passed,
+            judge_family=judge_family,
+        )
+    return rows
+
+
+def probe_scores_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    frame = pl.DataFrame(rows, schema=PROBE_COLUMNS).sort(
+        ["evaluator", "group_id", "view", "repeat", "slot"]
+    )
+    return validate(frame, ProbeScoresSchema, "probe scores table")
+
+
+def candidates_frame(groups: list[ProbeGroup], views: dict[str, list[View]]) -> pl.DataFrame:
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for g in groups:
+        members = list(g.members)
+        for v in views.get(g.group_id, []):
+            members += list(v.replaced.values())
+        for m in members:
+            rows[(g.group_id, m.candidate.candidate_id)] = {
+                "group_id": g.group_id,
+                "probe": g.probe,
+                "task_id": g.task.task_id,
+                "candidate_id": m.candidate.candidate_id,
+                "base_id": m.base_id or m.candidate.candidate_id,
+                "kind": m.kind,
+                "variant": m.variant,
+                "policy": m.policy,
+                "policy_family": m.policy_family,
+                "passed": m.passed,
+                "completion": m.candidate.completion,
+            }
+    frame = pl.DataFrame(list(rows.values()), schema=CANDIDATE_COLUMNS)
+    frame = frame.sort(["group_id", "candidate_id"])
+    return validate(frame, ProbeCandidatesSchema, "probe candidates table")
+
+
+def plan(
+    settings: Settings,
+    tasks: list[Task],
+    check: Any,
+    samples: Any = None,
+) -> tuple[list[ProbeGroup], dict[str, list[View]]]:
+    """Every probe group and its views. `samples(task) -> [(policy, family, completion)]`
+    writes the self-preference candidates (None: no self-preference groups)."""
+    from judgelab.probes.design import calibration_group, self_preference_group, views_for
+
+    p = settings.probes
+    groups = [calibration_group(t, list(p.mutants), check, p.seed) for t in tasks]
+    if p.self_preference and samples is not None:
+        groups += [self_preference_group(t, samples(t), check, p.seed) for t in tasks]
+    views = {
+        g.group_id: views_for(g, p.permutations, list(p.perturbations), p.repeats, check, p.seed)
+        for g in groups
+    }
+    return groups, views
+
+
+def judge_models(settings: Settings) -> dict[str, tuple[str, str]]:
+    """evaluator name -> (judge model, its family), for the probed judges."""
+    out = {}
+    for name in settings.probes.judges:
+        model = settings.evaluator(name).judge
+        out[name] = (model, settings.models[model].family)
+    return out
