@@ -51,7 +51,7 @@ from judgelab.analysis.bias import (  # noqa: E402
     position_bias,
     self_preference,
 )
-from judgelab.analysis.plots import _save  # noqa: E402
+from judgelab.analysis.plots import save_figure  # noqa: E402
 from judgelab.analysis.report import fmt_ci  # noqa: E402
 from judgelab.analysis.stats import stats_for_evaluator  # noqa: E402
 from judgelab.analysis.truth import Truth, resample_weights, truth_metrics  # noqa: E402
@@ -245,7 +245,7 @@ def plot_heatmap(matrix: dict[str, dict[str, Any]], judges: list[str], path: Pat
         ax.text(0.5, 0.5, "no self-preference group", ha="center", va="center",
                 transform=ax.transAxes)  # fmt: skip
         ax.set_axis_off()
-        _save(fig, path)
+        save_figure(fig, path)
         return
     im = ax.imshow(np.ma.masked_invalid(data), vmin=0, vmax=1, cmap="viridis", aspect="auto")
     ax.set_xticks(range(len(judges)), judges, rotation=30, ha="right", fontsize=8)
@@ -257,7 +257,7 @@ def plot_heatmap(matrix: dict[str, dict[str, Any]], judges: list[str], path: Pat
     ax.set_title("self-preference: mean score\n(row: who wrote it, column: judge)", fontsize=9)
     fig.colorbar(im, ax=ax)
     fig.tight_layout()
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def plot_slot_bias(judges: dict[str, Any], path: Path) -> None:
@@ -285,7 +285,7 @@ def plot_slot_bias(judges: dict[str, Any], path: Path) -> None:
     if k:
         ax.legend(fontsize=7, ncol=min(k, 4))
     fig.tight_layout()
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 # ----------------------------------------------------------------------------- report
