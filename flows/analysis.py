@@ -38,7 +38,12 @@ def analysis_flow(
             if s["mean_latency_s"] is not None
         }
         run = log_pipeline_run(
-            settings, metrics, out, scores_run_id=scores_frame["run_id"][0], latency=latency
+            settings,
+            metrics,
+            out,
+            scores_run_id=scores_frame["run_id"][0],
+            latency=latency,
+            scores_path=scores,
         )
         get_run_logger().info("MLflow run %s", run)
     return out

@@ -9,6 +9,7 @@ version) so MLflow's compare view lines the judges up side by side. Metrics go i
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from pathlib import Path
@@ -83,14 +84,21 @@ def log_pipeline_run(
     scores_run_id: str,
     latency: dict[str, float],
     lock_path: Path | None = None,
+    scores_path: Path | None = None,
 ) -> str:
-    """Log the pipeline run and its evaluator child runs; returns the parent run id."""
+    """Log the pipeline run and its evaluator child runs; returns the parent run id.
+
+    The data version is the scores table's md5 from dvc.lock, else the md5 of `scores_path`
+    (the same digest DVC records), so runs outside `dvc repro` are versioned too."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient()
     exp_id = _experiment_id(client, settings.tracking.experiment)
     data_hashes = dvc_data_hashes(lock_path or project_root() / "dvc.lock")
-    data_version = data_hashes.get("data.scores.data/scores/scores.parquet", "")[:12]
+    data_version = data_hashes.get("data.scores.data/scores/scores.parquet", "")
+    if not data_version and scores_path is not None and Path(scores_path).is_file():
+        data_version = hashlib.md5(Path(scores_path).read_bytes()).hexdigest()
+    data_version = data_version[:12]
     policy = settings.rollouts.policy
     parent = client.create_run(
         exp_id,
