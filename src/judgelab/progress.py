@@ -97,4 +97,3 @@ def progress(
             bar.update(task_id, advance=n, description=description)
 
         yield advance
-

@@ -13,7 +13,9 @@ import typer
 
 from judgelab.deploy import MLFLOW_PORT, PREFECT_PORT, mlflow_ui_command, prefect_server_command
 
-app = typer.Typer(help="Start the Prefect or MLflow UI on 127.0.0.1 (offline).", no_args_is_help=True)
+app = typer.Typer(
+    help="Start the Prefect or MLflow UI on 127.0.0.1 (offline).", no_args_is_help=True
+)
 
 DRY = typer.Option("--dry-run", help="Print the command and exit.")
 
