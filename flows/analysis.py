@@ -6,7 +6,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 
-from flows.paths import ANALYSIS, ROLLOUTS, SCORES, TASKS
+from flows.paths import ANALYSIS, PROBES_METRICS, ROLLOUTS, SCORES, TASKS, TRAINING
 from judgelab.analysis import run_analysis
 from judgelab.analysis.stats import latency_summary
 from judgelab.config import load_settings
@@ -30,6 +30,8 @@ def analysis_flow(
         scores_frame,
         settings.analysis,
         out,
+        training_dir=TRAINING,
+        probes_metrics=PROBES_METRICS,
     )
     if settings.tracking.enabled:
         latency = {

@@ -6,3 +6,5 @@ TASKS = Path("data/tasks/tasks.parquet")
 ROLLOUTS = Path("data/rollouts/rollouts.parquet")
 SCORES = Path("data/scores/scores.parquet")
 ANALYSIS = Path("data/analysis")
+TRAINING = Path("data/training")  # <judge>/history.parquet, when training has run
+PROBES_METRICS = Path("data/probes/metrics.json")  # when the bias probes have run

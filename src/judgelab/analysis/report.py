@@ -18,11 +18,13 @@ import base64
 import html
 import logging
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from judgelab.analysis.panels import Section
 from judgelab.analysis.truth import Truth
 
 logger = logging.getLogger(__name__)
@@ -290,8 +292,10 @@ def render_markdown(
     examples: list[dict[str, Any]],
     images: dict[str, Path],
     base: Path | None = None,
+    sections: Sequence[Section] = (),
 ) -> str:
-    """report.md; image links are relative to `base` (the report's folder) when given."""
+    """report.md; image links are relative to `base` (the report's folder) when given.
+    `sections` (training curves, bias probes: analysis.panels) go before the examples."""
     evs = metrics.get("evaluators", {})
     out = ["# judgelab: evaluator audit", ""]
     out += [" ".join(_intro(metrics)), "", "## Headline", ""]
@@ -320,6 +324,8 @@ def render_markdown(
     for label, path in images.items():
         link = path.relative_to(base).as_posix() if base is not None else path.name
         out.append(f"![{_md_cell(label)}]({link})")
+    for section in sections:
+        out += ["", section.markdown.rstrip()]
     out += ["", "## Worst false praise", ""]
     if not examples:
         out.append("No failing candidate was scored by a judge.")
@@ -360,6 +366,7 @@ def render_html(
     latency: dict[str, dict[str, Any]],
     examples: list[dict[str, Any]],
     images: dict[str, Path],
+    sections: Sequence[Section] = (),
 ) -> str:
     evs = metrics.get("evaluators", {})
     h: list[str] = [
@@ -400,6 +407,7 @@ def render_html(
             f'<figure><img alt="{_e(label)}" src="{_data_uri(path)}">'
             f"<figcaption>{_e(label)}</figcaption></figure>"
         )
+    h += [section.html for section in sections]
     h.append("<h2>Worst false praise</h2>")
     if not examples:
         h.append("<p>No failing candidate was scored by a judge.</p>")
