@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -19,66 +18,13 @@ import pytest
 from PIL import Image
 
 from judgelab.analysis import run_analysis
+from tests.support.browser import headless
 from tests.support.report_inputs import write_probe_metrics, write_training_histories
 from tests.unit.test_analysis import SETTINGS, fixture_rollouts, fixture_scores, fixture_tasks
 
 pytestmark = pytest.mark.integration
 
 WIDTH, HEIGHT = 1280, 9000
-
-
-def find_chromium() -> str | None:
-    return next(
-        (p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p),
-        None,
-    )
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    """Debian's chromium; installed here (apt-get, as root) when missing."""
-    found = find_chromium()
-    if found:
-        return found
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        pytest.skip("chromium is not installed and apt-get as root is not available")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    apt = ["apt-get", "-o", "DPkg::Lock::Timeout=600"]
-    subprocess.run([*apt, "update", "-q"], env=env, capture_output=True, timeout=900)
-    proc = subprocess.run(
-        [*apt, "install", "-y", "-q", "chromium"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    found = find_chromium()
-    if proc.returncode != 0 or not found:
-        pytest.skip(f"apt-get install chromium failed: {proc.stderr[-500:]}")
-    return found
-
-
-def headless(chromium: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            chromium,
-            "--headless",
-            "--no-sandbox",  # root in a container
-            "--disable-gpu",
-            "--disable-dev-shm-usage",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--hide-scrollbars",
-            # no name resolves: a CDN script or font could not load
-            "--host-resolver-rules=MAP * ~NOTFOUND",
-            "--virtual-time-budget=5000",
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 @pytest.fixture(scope="module")
