@@ -46,6 +46,7 @@ def analysis_flow(
             scores_run_id=scores_frame["run_id"][0],
             latency=latency,
             scores_path=scores,
+            training_dir=TRAINING,
         )
         get_run_logger().info("MLflow run %s", run)
     return out
