@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from judgelab.config import parse_settings
+from tests.support.browser import headless
 from tests.support.openai_stub import StubServer, completion
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -145,7 +146,7 @@ def prefect_api(project: Path, env: dict[str, str], tmp_path_factory: pytest.Tem
             return False
 
     try:
-        wait_until(healthy, 90, "prefect server health", proc)
+        wait_until(healthy, 180, "prefect server health", proc)
         yield url
     finally:
         stop(proc)
@@ -172,7 +173,7 @@ def served(project: Path, env: dict[str, str], prefect_api: str, tmp_path_factor
         return r.json() if r.status_code == 200 else None
 
     try:
-        yield wait_until(deployment, 90, "deployment registered", proc), proc, log_path
+        yield wait_until(deployment, 180, "deployment registered", proc), proc, log_path
     finally:
         stop(proc)
         log.close()
@@ -189,7 +190,7 @@ def finished_run(served: Any, prefect_api: str) -> dict[str, Any]:
         run = httpx.get(f"{prefect_api}/flow_runs/{run_id}", timeout=5).json()
         return run if run["state"]["type"] in ("COMPLETED", "FAILED", "CRASHED") else None
 
-    run = wait_until(final, 150, "flow run final state", proc)
+    run = wait_until(final, 300, "flow run final state", proc)
     assert run["state"]["type"] == "COMPLETED", log_path.read_text()[-4000:]
     return run
 
@@ -249,3 +250,20 @@ def test_mlflow_runs_read_back(finished_run: dict[str, Any], project: Path) -> N
     # execution truth: HumanEval/0 passes, HumanEval/1 fails -> the rule judges get a ROC-AUC
     assert children["format"].data.metrics["n_rows"] == 4
     assert parent.data.params["policy"] == "stub-policy"
+
+
+def test_prefect_ui_shows_the_run_offline(
+    chromium: str, finished_run: dict[str, Any], prefect_api: str
+) -> None:
+    """The UI the documented command serves renders the run with every other host cut off."""
+    ui = prefect_api.removesuffix("/api")
+    proc = headless(
+        chromium,
+        "--dump-dom",
+        f"{ui}/runs/flow-run/{finished_run['id']}",
+        resolve_only="127.0.0.1",
+        budget_ms=20000,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert finished_run["name"] in proc.stdout
+    assert "Completed" in proc.stdout

@@ -45,7 +45,12 @@ def chromium() -> str:
     return found
 
 
-def headless(chromium: str, *args: str) -> subprocess.CompletedProcess[str]:
+def headless(
+    chromium: str, *args: str, resolve_only: str | None = None, budget_ms: int = 5000
+) -> subprocess.CompletedProcess[str]:
+    """Run headless Chromium; no host name resolves except `resolve_only` (a loopback
+    server under test), so a page that needs a CDN script or font cannot get it."""
+    rules = "MAP * ~NOTFOUND" + (f", EXCLUDE {resolve_only}" if resolve_only else "")
     return subprocess.run(
         [
             chromium,
@@ -57,9 +62,8 @@ def headless(chromium: str, *args: str) -> subprocess.CompletedProcess[str]:
             "--disable-background-networking",
             "--disable-component-update",
             "--hide-scrollbars",
-            # no name resolves: a CDN script or font could not load
-            "--host-resolver-rules=MAP * ~NOTFOUND",
-            "--virtual-time-budget=5000",
+            f"--host-resolver-rules={rules}",
+            f"--virtual-time-budget={budget_ms}",
             *args,
         ],
         capture_output=True,
