@@ -26,6 +26,7 @@ import yaml
 from judgelab.config import parse_settings
 from tests.support.browser import headless
 from tests.support.openai_stub import StubServer, completion
+from tests.support.scratch import scratch_env
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -115,13 +116,7 @@ def project(tmp_path_factory: pytest.TempPathFactory, policy: StubServer) -> Pat
 
 @pytest.fixture(scope="module")
 def env(project: Path) -> dict[str, str]:
-    e = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("PREFECT_", "MLFLOW_", "JUDGELAB_"))
-    }
-    e.update(PATH=f"{BIN}:{e['PATH']}", JUDGELAB_ROOT=str(project), JUDGELAB_PROGRESS="0")
-    return e
+    return scratch_env(project, JUDGELAB_PROGRESS="0")
 
 
 @pytest.fixture(scope="module")
