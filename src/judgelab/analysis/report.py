@@ -2,7 +2,8 @@
 
 Contract:
 - Built only from the metrics dict (`run_analysis`'s result), a latency summary, the worst
-  false-praise examples and the PNGs already written; nothing is recomputed here.
+  false-praise examples and the PNGs already written; nothing is recomputed here. Optional
+  sections (training curves, bias probes) arrive ready-made from `analysis.panels`.
 - report.html needs no network: inline CSS, PNGs embedded as base64 data URIs, no scripts.
   Every piece of text that came from data (evaluator and task names, judge explanations,
   completions, reasons) is HTML-escaped; the HTML is written by hand, not through a Markdown
