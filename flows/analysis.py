@@ -6,7 +6,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 
-from flows.paths import ANALYSIS, ROLLOUTS, SCORES, TASKS, TRAINING
+from flows.paths import ANALYSIS, PROBES_METRICS, ROLLOUTS, SCORES, TASKS, TRAINING
 from judgelab.analysis import run_analysis
 from judgelab.analysis.stats import latency_summary
 from judgelab.config import load_settings
@@ -32,6 +32,7 @@ def analysis_flow(
         settings.analysis,
         out,
         training_dir=training,
+        probes_metrics=PROBES_METRICS,
     )
     if settings.tracking.enabled:
         latency = {
@@ -45,6 +46,7 @@ def analysis_flow(
             out,
             scores_run_id=scores_frame["run_id"][0],
             latency=latency,
+            scores_path=scores,
             training_dir=training,
         )
         get_run_logger().info("MLflow run %s", run)

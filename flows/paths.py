@@ -8,3 +8,4 @@ SCORES = Path("data/scores/scores.parquet")
 TRAINING = Path("data/training")
 ANALYSIS = Path("data/analysis")
 PROBES = Path("data/probes")
+PROBES_METRICS = Path("data/probes/metrics.json")  # when the bias probes have run

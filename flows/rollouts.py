@@ -15,6 +15,7 @@ from judgelab.io import write_parquet
 from judgelab.models.endpoint import Endpoint
 from judgelab.models.server import serve
 from judgelab.paths import cache_dir
+from judgelab.progress import progress
 from judgelab.rollouts.generate import generate_group, rollouts_frame
 from judgelab.schemas import validate_file
 from judgelab.tasks import tasks_from_frame
@@ -39,8 +40,10 @@ def rollouts_flow(
     rows: list[dict] = []
     with serve(settings, [settings.rollouts.policy]) as endpoints:
         endpoint = endpoints[settings.rollouts.policy]
-        for t in task_list:
-            rows += rollout_group_task(settings.rollouts, t, endpoint)
+        with progress("rollouts", len(task_list), unit="group") as advance:
+            for t in task_list:
+                rows += rollout_group_task(settings.rollouts, t, endpoint)
+                advance()
     frame = rollouts_frame(rows)
     write_parquet(out, frame)
     get_run_logger().info(

@@ -16,6 +16,7 @@ from judgelab.evaluators.base import Candidate, Task
 from judgelab.io import write_parquet
 from judgelab.models.server import serve
 from judgelab.paths import cache_dir
+from judgelab.progress import progress
 from judgelab.rollouts.generate import candidates_by_task
 from judgelab.schemas import validate_file
 from judgelab.scoring import (
@@ -27,8 +28,6 @@ from judgelab.scoring import (
     scores_frame,
 )
 from judgelab.tasks import tasks_from_frame
-
-log = logging.getLogger("judgelab.flows.scores")
 
 log = logging.getLogger("judgelab.flows.scores")
 
@@ -55,15 +54,21 @@ def scores_flow(
     run_id = run_id_for(settings, rollout_frame)
     cache = JsonCache(cache_dir(), "judge")
     rows: list[dict] = []
-    with serve(settings, judge_names(settings)) as endpoints:
+    todo = [t for t in task_list if t.task_id in groups]
+    total = sum(repeats_for(spec, settings) for spec in settings.scores.evaluators) * len(todo)
+    with (
+        serve(settings, judge_names(settings)) as endpoints,
+        progress("scores", total, unit="group") as advance,
+    ):
         # Evaluator-major order: the embedded server swaps models as rarely as possible.
         for spec in settings.scores.evaluators:
             evaluator = build_evaluator(spec, endpoints, cache)
+            advance(0, description=f"scores: {spec.name}")
             start = time.monotonic()
-            todo = [t for t in task_list if t.task_id in groups]
             for repeat in range(repeats_for(spec, settings)):
                 for i, t in enumerate(todo, start=1):
                     rows += score_group_task(run_id, evaluator, spec, t, groups[t.task_id], repeat)
+                    advance()
                     log.info(
                         "%s: group %d/%d (%s, repeat %d) done, %.0fs so far",
                         spec.name,

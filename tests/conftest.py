@@ -15,6 +15,8 @@ from judgelab.env import configure_offline_env  # noqa: E402
 
 configure_offline_env()
 
+pytest_plugins = ["tests.support.browser"]  # the `chromium` fixture
+
 from judgelab.config import EmbeddedModel, ServerSettings, load_settings  # noqa: E402
 from judgelab.models.endpoint import Endpoint  # noqa: E402
 

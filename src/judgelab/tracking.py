@@ -1,4 +1,4 @@
-"""MLflow: one run per pipeline execution, a child run per evaluator.
+"""MLflow: one run per pipeline execution, a child run per evaluator and per training run.
 
 The parent run carries the pipeline's settings, the DVC data hashes of every stage's
 outputs (from dvc.lock), the headline metrics, the report and the plots. Each child run
@@ -9,6 +9,7 @@ version) so MLflow's compare view lines the judges up side by side. Metrics go i
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from pathlib import Path
@@ -83,15 +84,22 @@ def log_pipeline_run(
     scores_run_id: str,
     latency: dict[str, float],
     lock_path: Path | None = None,
+    scores_path: Path | None = None,
     training_dir: Path | None = None,
 ) -> str:
-    """Log the pipeline run and its evaluator child runs; returns the parent run id."""
+    """Log the pipeline run and its evaluator child runs; returns the parent run id.
+
+    The data version is the scores table's md5 from dvc.lock, else the md5 of `scores_path`
+    (the same digest DVC records), so runs outside `dvc repro` are versioned too."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient()
     exp_id = _experiment_id(client, settings.tracking.experiment)
     data_hashes = dvc_data_hashes(lock_path or project_root() / "dvc.lock")
-    data_version = data_hashes.get("data.scores.data/scores/scores.parquet", "")[:12]
+    data_version = data_hashes.get("data.scores.data/scores/scores.parquet", "")
+    if not data_version and scores_path is not None and Path(scores_path).is_file():
+        data_version = hashlib.md5(Path(scores_path).read_bytes()).hexdigest()
+    data_version = data_version[:12]
     policy = settings.rollouts.policy
     parent = client.create_run(
         exp_id,
@@ -170,6 +178,51 @@ def log_pipeline_run(
         raise
     log.info("MLflow run %s in experiment %s", pid, settings.tracking.experiment)
     return pid
+
+
+def log_training_runs(
+    client: Any, exp_id: str, parent_id: str, training_dir: Path | None, tags: dict[str, str]
+) -> list[str]:
+    """A child run per `<training_dir>/<judge>/history.parquet` (one per judge a policy was
+    trained on), every numeric column logged per step; returns the child run ids."""
+    import polars as pl
+    from mlflow.entities import Metric
+
+    if training_dir is None or not Path(training_dir).is_dir():
+        return []
+    ids = []
+    for path in sorted(Path(training_dir).glob("*/history.parquet")):
+        judge = path.parent.name
+        history = pl.read_parquet(path)
+        step_col = next((c for c in ("step", "epoch") if c in history.columns), None)
+        child = client.create_run(
+            exp_id,
+            run_name=f"training-{judge}",
+            tags={
+                "mlflow.parentRunId": parent_id,
+                "judgelab.kind": "training",
+                "judge": judge,
+                "protocol": "training",
+                **tags,
+            },
+        )
+        cid = child.info.run_id
+        now = int(time.time() * 1000)
+        items = []
+        for i, row in enumerate(history.iter_rows(named=True)):
+            step = int(row[step_col]) if step_col and row[step_col] is not None else i
+            for key, value in row.items():
+                if (
+                    key != step_col
+                    and isinstance(value, int | float)
+                    and not isinstance(value, bool)
+                ):
+                    items.append(Metric(key=key, value=float(value), timestamp=now, step=step))
+        for i in range(0, len(items), 900):
+            client.log_batch(cid, metrics=items[i : i + 900])
+        client.set_terminated(cid, "FINISHED")
+        ids.append(cid)
+    return ids
 
 
 def flatten_params(obj: Any, prefix: str = "") -> dict[str, Any]:

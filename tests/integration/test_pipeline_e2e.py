@@ -10,7 +10,6 @@ the analysis stage.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -22,6 +21,7 @@ import yaml
 
 from judgelab.config import parse_settings
 from judgelab.schemas import validate_file
+from tests.support.scratch import scratch_env
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -76,12 +76,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def env(project: Path) -> dict[str, str]:
-    e = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("PREFECT_", "MLFLOW_", "JUDGELAB_"))
-    }
-    e.update(PATH=f"{BIN}:{e['PATH']}", JUDGELAB_ROOT=str(project), PYTHONPATH=str(project))
+    e = scratch_env(project, PYTHONPATH=str(project))
     run(["git", "init", "-q"], project, e)
     run([str(BIN / "dvc"), "init", "-q"], project, e)
     run([str(BIN / "dvc"), "config", "core.analytics", "false"], project, e)

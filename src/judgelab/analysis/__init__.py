@@ -25,6 +25,7 @@ from typing import Any
 import polars as pl
 
 from judgelab.analysis import training
+from judgelab.analysis.panels import bias_section
 from judgelab.analysis.plots import write_csv, write_plots
 from judgelab.analysis.report import render_html, render_markdown, worst_false_praise
 from judgelab.analysis.stats import evaluator_stats, latency_summary
@@ -95,11 +96,14 @@ def run_analysis(
     scores: pl.DataFrame,
     settings: AnalysisSettings,
     out_dir: Path,
+    *,
     training_dir: Path | None = None,
+    probes_metrics: Path | None = None,
 ) -> dict[str, Any]:
     """Validate the inputs; write metrics.json, plots and the report under out_dir; return
     the metrics dict as written. `training_dir` holds the training stage's per-judge
-    histories, if any."""
+    histories; the report shows bias panels from `probes_metrics` when it exists, "not run"
+    otherwise."""
     out_dir = Path(out_dir)
     tasks = validate(tasks, TasksSchema, "tasks table")
     rollouts = validate(rollouts, RolloutsSchema, "rollouts table")
@@ -125,8 +129,14 @@ def run_analysis(
             images["training curves"] = curves
     latency = latency_summary(scores)
     examples = worst_false_praise(scores, rollouts, truth, N_EXAMPLES)
-    write_text(out_dir / "report.md", render_markdown(metrics, latency, examples, images, out_dir))
-    write_text(out_dir / "report.html", render_html(metrics, latency, examples, images))
+    sections = [bias_section(probes_metrics)]
+    write_text(
+        out_dir / "report.md",
+        render_markdown(metrics, latency, examples, images, out_dir, sections=sections),
+    )
+    write_text(
+        out_dir / "report.html", render_html(metrics, latency, examples, images, sections=sections)
+    )
     write_json(out_dir / "metrics.json", metrics)
     logger.info(
         "analysis: %d evaluators, %d tasks, %d score rows -> %s",

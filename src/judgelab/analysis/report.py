@@ -2,7 +2,8 @@
 
 Contract:
 - Built only from the metrics dict (`run_analysis`'s result), a latency summary, the worst
-  false-praise examples and the PNGs already written; nothing is recomputed here.
+  false-praise examples and the PNGs already written; nothing is recomputed here. Optional
+  sections (training curves, bias probes) arrive ready-made from `analysis.panels`.
 - report.html needs no network: inline CSS, PNGs embedded as base64 data URIs, no scripts.
   Every piece of text that came from data (evaluator and task names, judge explanations,
   completions, reasons) is HTML-escaped; the HTML is written by hand, not through a Markdown
@@ -18,12 +19,14 @@ import base64
 import html
 import logging
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from judgelab.analysis import training as training_report
+from judgelab.analysis.panels import Section
 from judgelab.analysis.truth import Truth
 
 logger = logging.getLogger(__name__)
@@ -291,8 +294,10 @@ def render_markdown(
     examples: list[dict[str, Any]],
     images: dict[str, Path],
     base: Path | None = None,
+    sections: Sequence[Section] = (),
 ) -> str:
-    """report.md; image links are relative to `base` (the report's folder) when given."""
+    """report.md; image links are relative to `base` (the report's folder) when given.
+    `sections` (training curves, bias probes: analysis.panels) go before the examples."""
     evs = metrics.get("evaluators", {})
     out = ["# judgelab: evaluator audit", ""]
     out += [" ".join(_intro(metrics)), "", "## Headline", ""]
@@ -322,6 +327,8 @@ def render_markdown(
     for label, path in images.items():
         link = path.relative_to(base).as_posix() if base is not None else path.name
         out.append(f"![{_md_cell(label)}]({link})")
+    for section in sections:
+        out += ["", section.markdown.rstrip()]
     out += ["", "## Worst false praise", ""]
     if not examples:
         out.append("No failing candidate was scored by a judge.")
@@ -362,6 +369,7 @@ def render_html(
     latency: dict[str, dict[str, Any]],
     examples: list[dict[str, Any]],
     images: dict[str, Path],
+    sections: Sequence[Section] = (),
 ) -> str:
     evs = metrics.get("evaluators", {})
     h: list[str] = [
@@ -403,6 +411,7 @@ def render_html(
             f'<figure><img alt="{_e(label)}" src="{_data_uri(path)}">'
             f"<figcaption>{_e(label)}</figcaption></figure>"
         )
+    h += [section.html for section in sections]
     h.append("<h2>Worst false praise</h2>")
     if not examples:
         h.append("<p>No failing candidate was scored by a judge.</p>")

@@ -1,0 +1,162 @@
+"""Report section for the optional probe stage: bias-probe panels.
+
+(Training has its own section, `analysis.training`, from the training stage's tables.)
+
+Contract:
+- `bias_section(probes_metrics)` reads the probes' metrics JSON: `{"judges": {judge: {...}}}`
+  or `{"evaluators": {...}}` (or a flat `{judge: {...}}`); every numeric leaf is a figure, and a
+  leaf `x` with siblings `x_ci_low`/`x_ci_high` gets those as its 95% CI. One table of figures
+  by judge and one bar panel per figure (bars per judge, CI whiskers).
+- Missing inputs are not an error: the section says "not run" and how to produce it.
+- It returns a `Section` with HTML (images as base64 PNG data URIs; every data string
+  HTML-escaped) and Markdown; nothing is written to disk.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+logger = logging.getLogger(__name__)
+
+X_COLUMNS = ("step", "epoch", "global_step")
+MAX_METRICS = 6
+MAX_BIAS_PANELS = 12
+NOT_RUN = "not run"
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    html: str
+    markdown: str
+    ran: bool
+
+
+def _png_uri(fig: Any) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _e(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _not_run(title: str, how: str) -> Section:
+    return Section(
+        title,
+        f'<h2>{_e(title)}</h2><p class="note">{NOT_RUN}: {_e(how)}</p>',
+        f"## {title}\n\n{NOT_RUN}: {how}\n",
+        ran=False,
+    )
+
+
+# ---------------------------------------------------------------------------- bias probes
+
+
+def _figures(obj: Any, prefix: str = "") -> dict[str, float]:
+    out: dict[str, float] = {}
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            out.update(_figures(value, f"{prefix}{key}."))
+    elif isinstance(obj, int | float) and not isinstance(obj, bool) and np.isfinite(obj):
+        out[prefix[:-1]] = float(obj)
+    return out
+
+
+def read_probes(path: Path | None) -> dict[str, dict[str, float]]:
+    """{judge: {figure: value}} from the probes' metrics JSON; {} if absent or unreadable."""
+    if path is None or not Path(path).is_file():
+        return {}
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        logger.warning("probe metrics %s unreadable: %s", path, err)
+        return {}
+    judges = (data.get("judges") or data.get("evaluators") or data) if isinstance(data, dict) else 0
+    if not isinstance(judges, dict):
+        logger.warning("probe metrics %s: expected an object of judges", path)
+        return {}
+    return {str(j): _figures(v) for j, v in sorted(judges.items()) if isinstance(v, dict)}
+
+
+def _with_ci(figures: dict[str, float]) -> dict[str, tuple[float, float | None, float | None]]:
+    out = {}
+    for key, value in figures.items():
+        if key.endswith(("_ci_low", "_ci_high")):
+            continue
+        out[key] = (value, figures.get(f"{key}_ci_low"), figures.get(f"{key}_ci_high"))
+    return out
+
+
+def plot_bias(table: dict[str, dict[str, tuple[float, float | None, float | None]]]) -> str:
+    names = sorted({f for figs in table.values() for f in figs})[:MAX_BIAS_PANELS]
+    judges = list(table)
+    cols = min(4, max(1, len(names)))
+    rows = max(1, -(-len(names) // cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.6 * rows), squeeze=False)
+    for ax, name in zip(axes.flat, names, strict=False):
+        vals = [table[j].get(name, (np.nan, None, None)) for j in judges]
+        v = np.array([x[0] for x in vals], dtype=float)
+        low = np.array([np.nan if x[1] is None else x[1] for x in vals], dtype=float)
+        high = np.array([np.nan if x[2] is None else x[2] for x in vals], dtype=float)
+        y = np.arange(len(judges))
+        ax.barh(y, v, color="#8338ec")
+        has_ci = ~np.isnan(low) & ~np.isnan(high) & ~np.isnan(v)
+        if has_ci.any():  # whiskers only where the probes gave a CI
+            err = np.vstack([v - low, high - v])[:, has_ci].clip(min=0)
+            ax.errorbar(v[has_ci], y[has_ci], xerr=err, fmt="none", ecolor="black", capsize=3)
+        ax.set_yticks(y, judges, fontsize=7)
+        ax.axvline(0, color="grey", linewidth=0.8)
+        ax.set_title(name, fontsize=9)
+        ax.tick_params(axis="x", labelsize=7)
+    for ax in list(axes.flat)[len(names) :]:
+        ax.axis("off")
+    fig.tight_layout()
+    return _png_uri(fig)
+
+
+def bias_section(probes_metrics: Path | None) -> Section:
+    title = "Bias probes"
+    probes = read_probes(probes_metrics)
+    table = {j: _with_ci(f) for j, f in probes.items() if f}
+    if not table:
+        return _not_run(title, "no probe metrics (data/probes/metrics.json); run the probes first")
+    names = sorted({f for figs in table.values() for f in figs})
+
+    def cell(judge: str, name: str) -> str:
+        value, low, high = table[judge].get(name, (None, None, None))
+        if value is None:
+            return "n/a"
+        ci = f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else ""
+        return f"{value:.3f}{ci}"
+
+    judges = list(table)
+    h = [f"<h2>{_e(title)}</h2>", '<table id="bias"><thead><tr><th>figure</th>']
+    h += [f"<th>{_e(j)}</th>" for j in judges] + ["</tr></thead><tbody>"]
+    md = [f"## {title}", "", "| figure | " + " | ".join(judges) + " |"]
+    md.append("|" + " --- |" * (len(judges) + 1))
+    for name in names:
+        h.append(
+            f"<tr><td>{_e(name)}</td>"
+            + "".join(f"<td>{_e(cell(j, name))}</td>" for j in judges)
+            + "</tr>"
+        )
+        md.append(f"| {name} | " + " | ".join(cell(j, name) for j in judges) + " |")
+    h.append("</tbody></table>")
+    h.append(f'<figure><img alt="bias panels" src="{plot_bias(table)}"></figure>')
+    return Section(title, "\n".join(h), "\n".join(md) + "\n", ran=True)

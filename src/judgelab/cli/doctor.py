@@ -1,0 +1,37 @@
+"""`judgelab doctor`: check models, the llama.cpp build, endpoints, the sandbox and disk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+MARK = {"ok": "[green]ok[/]", "warn": "[yellow]warn[/]", "fail": "[red]FAIL[/]"}
+
+
+def doctor(
+    params: Annotated[Path, typer.Option("--params", "-p", help="Parameters file.")] = Path(
+        "params.yaml"
+    ),
+    rehash: Annotated[
+        bool, typer.Option(help="Re-hash every model file instead of trusting its stamp.")
+    ] = False,
+) -> None:
+    """Check that this machine can run the audit; exit 1 if any check fails."""
+    from judgelab.doctor import run_checks
+
+    checks = run_checks(params, rehash=rehash)
+    table = Table(title="judgelab doctor")
+    table.add_column("check", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("detail", overflow="fold")
+    for c in checks:
+        table.add_row(c.name, MARK[c.status], c.detail)
+    Console(width=max(100, Console().width)).print(table)
+    failed = [c.name for c in checks if c.status == "fail"]
+    if failed:
+        typer.secho(f"{len(failed)} check(s) failed: {', '.join(failed)}", fg="red", err=True)
+        raise typer.Exit(1)

@@ -1,0 +1,150 @@
+"""`judgelab doctor`: is this machine ready to run the audit?
+
+Each check returns a `Check(name, status, detail)`; status is "ok", "warn" (works, but
+something is worth knowing) or "fail" (a run would fail). Checks, in order:
+
+- config: params.yaml loads and validates;
+- model:<name>: every embedded model of the registry is assembled and matches its pinned
+  sha256 (by its verification stamp; `rehash=True` re-hashes the files);
+- llama.cpp: llama-cpp-python and its server import in a child process (a build with the
+  wrong CPU flags dies there with SIGILL, not in the doctor), with its system info;
+- endpoint:<name>: every endpoint model answers HTTP at `<base_url>/models` within the
+  timeout (any HTTP status counts as reachable; 401/403 warn that the key was refused), and
+  its `api_key_env` variable is set;
+- sandbox: the execution sandbox runs a one-line program;
+- disk: free space where results and models go.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import httpx
+
+from judgelab.config import EmbeddedModel, EndpointModel, Settings, load_settings
+from judgelab.errors import JudgelabError
+from judgelab.paths import models_dir, project_root
+
+Status = Literal["ok", "warn", "fail"]
+MIN_FREE_GB = 2.0
+ENDPOINT_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: Status
+    detail: str
+
+
+def check_config(params: Path) -> tuple[Check, Settings | None]:
+    try:
+        settings = load_settings(params)
+    except JudgelabError as err:
+        return Check("config", "fail", str(err)), None
+    return Check("config", "ok", f"{params}: {len(settings.models)} models"), settings
+
+
+def check_models(settings: Settings, rehash: bool = False) -> list[Check]:
+    from judgelab.models.zoo import verify_assembled
+
+    out = []
+    for name, spec in settings.models.items():
+        if not isinstance(spec, EmbeddedModel):
+            continue
+        try:
+            out.append(Check(f"model:{name}", "ok", verify_assembled(spec.zoo, rehash=rehash)))
+        except JudgelabError as err:
+            out.append(Check(f"model:{name}", "fail", str(err)))
+    return out
+
+
+_LLAMA_PROBE = (
+    "import llama_cpp, llama_cpp.server.app; "
+    "print(llama_cpp.__version__); print(llama_cpp.llama_print_system_info().decode())"
+)
+
+
+def check_llama_cpp(timeout_s: float = 120.0) -> Check:
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _LLAMA_PROBE],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+    except subprocess.TimeoutExpired:
+        return Check("llama.cpp", "fail", f"import did not finish in {timeout_s:.0f}s")
+    if proc.returncode != 0:
+        why = f"signal {-proc.returncode}" if proc.returncode < 0 else proc.stderr.strip()[-300:]
+        hint = (
+            " (SIGILL: rebuild with portable flags, see Makefile)" if proc.returncode == -4 else ""
+        )
+        return Check("llama.cpp", "fail", f"import failed: {why}{hint}")
+    version, _, info = proc.stdout.partition("\n")
+    return Check("llama.cpp", "ok", f"llama-cpp-python {version}; {info.strip()[:160]}")
+
+
+def check_endpoint(name: str, spec: EndpointModel, timeout_s: float = ENDPOINT_TIMEOUT_S) -> Check:
+    label = f"endpoint:{name}"
+    headers = {}
+    if spec.api_key_env:
+        key = os.environ.get(spec.api_key_env)
+        if not key:
+            return Check(label, "fail", f"${spec.api_key_env} is not set")
+        headers["Authorization"] = f"Bearer {key}"
+    url = spec.base_url.rstrip("/") + "/models"
+    try:
+        reply = httpx.get(url, headers=headers, timeout=timeout_s)
+    except httpx.HTTPError as err:
+        return Check(label, "fail", f"{url} unreachable: {err.__class__.__name__}: {err}")
+    if reply.status_code in (401, 403):
+        return Check(label, "warn", f"{url} answered HTTP {reply.status_code}: key refused?")
+    return Check(label, "ok", f"{url} answered HTTP {reply.status_code}")
+
+
+def check_endpoints(settings: Settings) -> list[Check]:
+    return [
+        check_endpoint(name, spec)
+        for name, spec in settings.models.items()
+        if isinstance(spec, EndpointModel)
+    ]
+
+
+def check_sandbox() -> Check:
+    from judgelab.evaluators.sandbox import run_python
+
+    result = run_python("print(6 * 7)", timeout_s=30)
+    if result.status == "passed" and result.stdout_tail.strip() == "42":
+        return Check("sandbox", "ok", "runs untrusted code (printed 42)")
+    return Check("sandbox", "fail", f"{result.status}: {result.stderr_tail.strip()[-300:]}")
+
+
+def check_disk(paths: list[Path], min_free_gb: float = MIN_FREE_GB) -> list[Check]:
+    out = []
+    for path in paths:
+        existing = next((p for p in (path, *path.parents) if p.exists()), Path("/"))
+        free_gb = shutil.disk_usage(existing).free / 1e9
+        status: Status = "ok" if free_gb >= min_free_gb else "warn"
+        out.append(Check(f"disk:{path}", status, f"{free_gb:.1f} GB free"))
+    return out
+
+
+def run_checks(params: Path, *, rehash: bool = False, sandbox: bool = True) -> list[Check]:
+    config, settings = check_config(params)
+    checks = [config]
+    if settings is not None:
+        checks += check_models(settings, rehash=rehash)
+        if any(isinstance(s, EmbeddedModel) for s in settings.models.values()):
+            checks.append(check_llama_cpp())
+        checks += check_endpoints(settings)
+    if sandbox:
+        checks.append(check_sandbox())
+    checks += check_disk([project_root(), models_dir()])
+    return checks

@@ -1,0 +1,69 @@
+"""Inputs for the optional report sections, in the layout their stages write."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from judgelab.io import write_parquet
+
+
+def write_training_histories(training_dir: Path, judges: tuple[str, ...]) -> None:
+    """`<judge>/history.parquet` + `samples.parquet` as the training stage writes them:
+    epochs 0..4, two training samples and two held-out tasks per epoch; the judge's reward
+    rises every epoch while held-out passes fall at epoch 3 (a reward-hacking epoch)."""
+    from judgelab.training.loop import EpochRow, history_frame, samples_frame
+
+    for i, judge in enumerate(judges):
+        history = []
+        for e in range(5):
+            rewards = [0.2 + 0.1 * e + 0.05 * i, 0.4 + 0.1 * e]
+            held = [1.0, 0.0] if e in (3, 4) else [1.0, 1.0]
+            records = [
+                {
+                    "judge": judge, "epoch": e, "split": "train", "task_id": "HumanEval/0",
+                    "candidate_id": f"{judge}-{e}-{k}", "sample_index": k, "reward": r,
+                    "status": "scored", "passed": float(k), "completion_tokens": 50,
+                    "finish_reason": "stop",
+                }
+                for k, r in enumerate(rewards)
+            ] + [
+                {
+                    "judge": judge, "epoch": e, "split": "heldout", "task_id": f"HumanEval/{2 + t}",
+                    "candidate_id": f"{judge}-{e}-h{t}", "sample_index": 0, "reward": None,
+                    "status": None, "passed": p, "completion_tokens": 60, "finish_reason": "stop",
+                }
+                for t, p in enumerate(held)
+            ]  # fmt: skip
+            row = EpochRow(
+                judge=judge, epoch=e, adapter=f"a{e}", groups=1, groups_skipped=0, samples=2,
+                reward_mean=sum(rewards) / 2, reward_median=sum(rewards) / 2, reward_std=0.1,
+                reward_iqr=0.1, unscored_rate=0.0, out_of_range_rate=0.0, train_pass_rate=0.5,
+                heldout_pass_rate=sum(held) / 2, heldout_n=2, completion_tokens_mean=50.0,
+                loss=None if e == 4 else 1.0 / (e + 1 + i), grad_norm=None if e == 4 else 0.5,
+                clip_fraction=None if e == 4 else 0.0, ratio_mean=None if e == 4 else 1.0,
+                records=records,
+            )  # fmt: skip
+            history.append(asdict(row))
+        write_parquet(training_dir / judge / "history.parquet", history_frame(history))
+        write_parquet(training_dir / judge / "samples.parquet", samples_frame(history))
+
+
+def write_probe_metrics(path: Path, judges: tuple[str, ...]) -> None:
+    """`{"judges": {judge: {figure, figure_ci_low, figure_ci_high, ...}}}`."""
+    body = {
+        j: {
+            "position": {
+                "consistency": 0.5 + 0.1 * i,
+                "consistency_ci_low": 0.4 + 0.1 * i,
+                "consistency_ci_high": 0.6 + 0.1 * i,
+            },
+            "verbosity_delta": -0.05 + 0.1 * i,
+            "self_preference_gap": 0.02 * i,
+            "note": "text figures are ignored",
+        }
+        for i, j in enumerate(judges)
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"judges": body}))

@@ -1,0 +1,21 @@
+"""Environment for a judgelab subprocess working on a scratch project."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+
+
+def scratch_env(project: Path, **extra: str) -> dict[str, str]:
+    """This environment without the checkout's Prefect/MLflow/judgelab settings, the venv
+    first on PATH and JUDGELAB_ROOT at `project` (so every state file lands there)."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PREFECT_", "MLFLOW_", "JUDGELAB_"))
+    }
+    env.update(PATH=f"{BIN}:{env['PATH']}", JUDGELAB_ROOT=str(project), **extra)
+    return env

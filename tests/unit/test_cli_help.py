@@ -1,0 +1,35 @@
+"""Every judgelab command and sub-command answers --help with its usage and a description."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+from typer.testing import CliRunner
+
+from judgelab.cli import app
+
+
+def command_paths(group: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    paths = [prefix]
+    if hasattr(group, "commands"):  # a group (typer may bring its own click)
+        for name, sub in group.commands.items():
+            paths += command_paths(sub, (*prefix, name))
+    return paths
+
+
+def test_help_everywhere() -> None:
+    root = typer.main.get_command(app)
+    paths = command_paths(root)
+    names = {" ".join(p) for p in paths}
+    for expected in ("serve", "doctor", "ui prefect", "ui mlflow", "validate scores", "pipeline"):
+        assert expected in names
+    runner = CliRunner()
+    for path in paths:
+        result = runner.invoke(app, [*path, "--help"])
+        assert result.exit_code == 0, (path, result.output)
+        assert "Usage:" in result.output, path
+        command = root
+        for part in path:
+            command = command.commands[part]  # type: ignore[attr-defined]
+        assert (command.help or "").strip(), f"{' '.join(path)} has no description"

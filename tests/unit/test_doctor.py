@@ -1,0 +1,133 @@
+"""`judgelab doctor`: each check against a real loopback server, real files and the real
+sandbox; the CLI's exit code."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import yaml
+
+from judgelab.config import EndpointModel, load_settings
+from judgelab.doctor import check_disk, check_endpoint, check_models, check_sandbox
+from judgelab.models.zoo import ZOO
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture()
+def models_server() -> Iterator[str]:
+    """GET /v1/models: 200 with the right bearer key, 401 otherwise."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802
+            ok = self.path == "/v1/models" and self.headers.get("Authorization") in (
+                None,
+                "Bearer right",
+            )
+            body = b'{"data": []}'
+            self.send_response(200 if ok else 401)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_endpoint_checks(models_server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    open_spec = EndpointModel(base_url=models_server, model="m")
+    assert check_endpoint("a", open_spec).status == "ok"
+    keyed = EndpointModel(base_url=models_server, model="m", api_key_env="DOCTOR_TEST_KEY")
+    monkeypatch.delenv("DOCTOR_TEST_KEY", raising=False)
+    missing = check_endpoint("b", keyed)
+    assert missing.status == "fail" and "$DOCTOR_TEST_KEY is not set" in missing.detail
+    monkeypatch.setenv("DOCTOR_TEST_KEY", "wrong")
+    refused = check_endpoint("b", keyed)
+    assert refused.status == "warn" and "401" in refused.detail
+    monkeypatch.setenv("DOCTOR_TEST_KEY", "right")
+    assert check_endpoint("b", keyed).status == "ok"
+    gone = EndpointModel(base_url=f"http://127.0.0.1:{closed_port()}/v1", model="m")
+    down = check_endpoint("c", gone, timeout_s=2)
+    assert down.status == "fail" and "unreachable" in down.detail
+
+
+def test_model_checks_find_missing_and_corrupt_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JUDGELAB_MODELS", str(tmp_path))
+    settings = load_settings(ROOT / "params.yaml")
+    missing = {c.name: c for c in check_models(settings)}
+    assert missing["model:smollm2-135m"].status == "fail"
+    assert "not assembled" in missing["model:smollm2-135m"].detail
+    (tmp_path / ZOO["smollm2-135m-instruct"].filename).write_bytes(b"GGUF but not the model")
+    corrupt = {c.name: c for c in check_models(settings)}["model:smollm2-135m"]
+    assert corrupt.status == "fail" and "expected" in corrupt.detail
+
+
+def test_sandbox_and_disk_checks(tmp_path: Path) -> None:
+    assert check_sandbox().status == "ok"
+    (plenty,) = check_disk([tmp_path / "not" / "yet"], min_free_gb=0)
+    assert plenty.status == "ok" and "GB free" in plenty.detail
+    (short,) = check_disk([tmp_path], min_free_gb=1e9)
+    assert short.status == "warn"
+
+
+def test_cli_exit_codes(tmp_path: Path, models_server: str) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("models: {}\nscores: {evaluators: []}\nrollouts: {nope: 1}\n")
+    proc = subprocess.run(
+        [str(BIN / "judgelab"), "doctor", "-p", str(bad)], capture_output=True, text=True
+    )
+    assert proc.returncode == 1 and "rollouts.nope" in proc.stdout
+    good = tmp_path / "good.yaml"
+    good.write_text(
+        yaml.safe_dump(
+            {
+                "models": {"remote": {"kind": "endpoint", "base_url": models_server, "model": "m"}},
+                "tasks": {"autorl": {"enabled": False, "model": "remote"}},
+                "rollouts": {"policy": "remote"},
+                "scores": {"evaluators": [{"name": "format", "kind": "format"}]},
+            }
+        )
+    )
+    proc = subprocess.run(
+        [str(BIN / "judgelab"), "doctor", "-p", str(good)], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "endpoint:remote" in proc.stdout and "FAIL" not in proc.stdout
+
+
+@pytest.mark.integration
+def test_doctor_passes_on_this_checkout() -> None:
+    """The embedded models of params.yaml are assembled, llama.cpp imports, the sandbox runs."""
+    from judgelab.models.zoo import ensure_model
+
+    for spec in load_settings(ROOT / "params.yaml").models.values():
+        if getattr(spec, "zoo", None):
+            ensure_model(spec.zoo)
+    proc = subprocess.run(
+        [str(BIN / "judgelab"), "doctor"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "llama-cpp-python 0.3.36" in proc.stdout

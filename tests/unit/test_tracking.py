@@ -1,0 +1,92 @@
+"""MLflow layout, read back with MlflowClient: a pipeline run, a child per evaluator with
+the compare-view tags, and a child per training history with its per-step curve."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from judgelab.analysis.training import training_metrics
+from judgelab.config import load_settings
+from judgelab.tracking import log_pipeline_run
+from tests.support.report_inputs import write_training_histories
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_pipeline_evaluator_and_training_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("JUDGELAB_ROOT", str(tmp_path))
+    settings = load_settings(ROOT / "params.yaml")
+    analysis = tmp_path / "analysis"
+    (analysis / "plots").mkdir(parents=True)
+    (analysis / "report.md").write_text("# report\n")
+    (analysis / "plots" / "x.csv").write_text("a\n1\n")
+    scores = tmp_path / "scores.parquet"
+    scores.write_bytes(b"not really parquet, only hashed")
+    write_training_histories(tmp_path / "training", ("ruler-qwen-1.5b", "rubric-qwen-0.5b"))
+    metrics = {
+        "training": training_metrics(tmp_path / "training", settings.analysis),
+        "n_tasks": 3,
+        "evaluators": {
+            "execution": {"n_rows": 8, "mean": 0.5, "truth": {}},
+            "ruler-qwen-1.5b": {"n_rows": 8, "mean": 0.9, "truth": {"false_praise_rate": 1.0}},
+        },
+    }
+    pid = log_pipeline_run(
+        settings,
+        metrics,
+        analysis,
+        scores_run_id="r1",
+        latency={"ruler-qwen-1.5b": 42.0},
+        lock_path=tmp_path / "no-dvc.lock",
+        scores_path=scores,
+        training_dir=tmp_path / "training",
+    )
+
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name(settings.tracking.experiment)
+    runs = {r.info.run_id: r for r in client.search_runs([exp.experiment_id])}
+    parent = runs.pop(pid)
+    assert parent.data.tags["judgelab.kind"] == "pipeline"
+    assert parent.data.metrics["n_tasks"] == 3
+    version = parent.data.tags["data_version"]
+    assert len(version) == 12
+    artifacts = {a.path for a in client.list_artifacts(pid, "analysis")}
+    assert artifacts == {"analysis/report.md", "analysis/plots"}
+
+    by_kind: dict[str, dict[str, object]] = {"evaluator": {}, "training": {}}
+    for run in runs.values():
+        tags = run.data.tags
+        assert tags["mlflow.parentRunId"] == pid
+        assert tags["policy"] == settings.rollouts.policy
+        assert tags["data_version"] == version
+        by_kind[tags["judgelab.kind"]][run.info.run_name] = run
+    assert sorted(by_kind["evaluator"]) == ["execution", "ruler-qwen-1.5b"]
+    ruler = by_kind["evaluator"]["ruler-qwen-1.5b"]
+    assert ruler.data.tags["judge"] == "qwen-1.5b"
+    assert ruler.data.tags["protocol"] == "ruler"
+    assert ruler.data.tags["judge_family"] == "qwen"
+    assert ruler.data.metrics["truth.false_praise_rate"] == 1.0
+    assert ruler.data.metrics["latency_s.mean"] == 42.0
+
+    assert sorted(by_kind["training"]) == ["train-rubric-qwen-0.5b", "train-ruler-qwen-1.5b"]
+    trained = by_kind["training"]["train-ruler-qwen-1.5b"]
+    assert trained.data.tags["evaluator"] == "ruler-qwen-1.5b"
+    assert trained.data.tags["judge"] == "qwen-1.5b"
+    assert trained.data.tags["protocol"] == "ruler"
+    curve = sorted(
+        client.get_metric_history(trained.info.run_id, "reward_mean"), key=lambda m: m.step
+    )
+    assert [m.step for m in curve] == [0, 1, 2, 3, 4]
+    assert curve[-1].value == pytest.approx(0.7)
+    loss = client.get_metric_history(trained.info.run_id, "loss")
+    assert sorted(m.step for m in loss) == [0, 1, 2, 3]  # no step after the last epoch
+    alarm = client.get_metric_history(trained.info.run_id, "reward_hacking")
+    assert [m.step for m in alarm if m.value == 1.0] == [3]
+    assert trained.data.metrics["summary.reward_hacking_epochs"] == 1

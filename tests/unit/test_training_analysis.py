@@ -1,0 +1,50 @@
+"""Training analysis: the per-judge table, held-out change with paired CIs, the alarm."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from judgelab.analysis import training
+from judgelab.config import AnalysisSettings
+from tests.support.report_inputs import write_training_histories
+
+JUDGES = ("execution", "ruler-qwen-1.5b")
+
+
+def test_training_metrics_table_and_alarm(tmp_path: Path) -> None:
+    write_training_histories(tmp_path, JUDGES)
+    metrics = training.training_metrics(tmp_path, AnalysisSettings(bootstrap=500))
+    assert set(metrics) == set(JUDGES)
+    m = metrics["execution"]
+    # rewards 0.2+0.1e and 0.4+0.1e over e = 0..4
+    rewards = [0.2 + 0.1 * e for e in range(5)] + [0.4 + 0.1 * e for e in range(5)]
+    assert m["reward"]["n"] == 10
+    assert m["reward"]["mean"] == pytest.approx(sum(rewards) / 10)
+    assert m["epochs"] == 4 and m["steps"] == 4
+    held = m["heldout"]
+    assert (held["base"], held["final"], held["delta"]) == (1.0, 0.5, -0.5)
+    assert held["n_tasks"] == 2
+    lo, hi = held["delta_ci"]
+    assert lo <= -0.5 <= hi <= 0.0
+    assert m["reward_hacking_epochs"] == 1  # epoch 3: reward up, held-out down
+    rows = training.table_rows(metrics)
+    assert rows[0][0] == "execution" and rows[0][-2] == "1"
+    md = "\n".join(training.markdown_section({"training": metrics}))
+    assert "| execution | 4 |" in md and "Reward-hacking alarm on 1 epoch" in md
+    html = "\n".join(training.html_section({"training": metrics}, str))
+    assert 'id="training"' in html
+
+
+def test_curves_frame_and_plot(tmp_path: Path) -> None:
+    write_training_histories(tmp_path, JUDGES)
+    frame = training.curves_frame(tmp_path)
+    assert frame.height == 2 * 5 * 3  # judges x epochs x metrics
+    assert training.plot_curves(tmp_path, tmp_path / "c.png")
+    assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
+    assert not training.plot_curves(tmp_path / "none", tmp_path / "d.png")
+
+
+def test_no_training_says_so() -> None:
+    assert "No training run" in "\n".join(training.markdown_section({}))
