@@ -13,6 +13,7 @@ from prefect import flow, get_run_logger, task
 
 from flows.paths import TASKS, TRAINING
 from judgelab.config import Settings, load_settings
+from judgelab.progress import progress
 from judgelab.schemas import validate_file
 from judgelab.tasks import tasks_from_frame
 from judgelab.training.run import train_judge
@@ -20,7 +21,14 @@ from judgelab.training.run import train_judge
 
 @task(name="train-judge", retries=1, retry_delay_seconds=5)
 def train_judge_task(settings: Settings, judge: str, tasks: list, out: Path) -> Path:
-    return train_judge(settings, judge, tasks, out / judge)
+    epochs = settings.train.epochs + 1  # rows 0..E: the base policy is measured too
+    with progress(f"train {judge}", epochs, unit="epoch") as advance:
+
+        def on_epoch(row: dict) -> None:
+            held = row["heldout_pass_rate"]
+            advance(description=f"train {judge}: epoch {row['epoch']}, held-out {held:.2f}")
+
+        return train_judge(settings, judge, tasks, out / judge, on_epoch)
 
 
 @flow(name="judgelab-training")

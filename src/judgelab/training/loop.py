@@ -239,7 +239,9 @@ class Trainer:
         n = self.settings.groups_per_epoch
         return [self.tasks[(epoch * n + g) % len(self.tasks)] for g in range(n)]
 
-    def run(self) -> list[dict]:
+    def run(self, on_epoch: Callable[[dict], None] | None = None) -> list[dict]:
+        """Train to `settings.epochs` (resuming if a checkpoint exists); `on_epoch(row)` is
+        called after each epoch's checkpoint is written (progress display)."""
         import torch
 
         ckpt_root = self.out_dir / "checkpoints"
@@ -276,6 +278,8 @@ class Trainer:
                     self._record_step(row, stats)
             history.append(asdict(row))
             self._save(ckpt_root, epoch, policy, optimizer, history)
+            if on_epoch is not None:
+                on_epoch(history[-1])
             log.info(
                 "%s epoch %d/%d: reward %s, held-out pass %.2f, %s",
                 self.judge_name, epoch, self.settings.epochs,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from judgelab.cache import JsonCache
@@ -54,7 +55,13 @@ def check_backend(backend: str, device: str) -> None:
     )
 
 
-def train_judge(settings: Settings, judge: str, tasks: list[Task], out_dir: Path) -> Path:
+def train_judge(
+    settings: Settings,
+    judge: str,
+    tasks: list[Task],
+    out_dir: Path,
+    on_epoch: Callable[[dict], None] | None = None,
+) -> Path:
     """Train (or resume) the policy for `judge`; returns the history file."""
     from judgelab.training.policy import Policy
 
@@ -82,7 +89,7 @@ def train_judge(settings: Settings, judge: str, tasks: list[Task], out_dir: Path
                 policy_model.zoo, train.lora, train.device, adapter, train.dtype
             ),
         )
-        history = trainer.run()
+        history = trainer.run(on_epoch)
     write_parquet(out_dir / SAMPLES_FILE, samples_frame(history))
     path = out_dir / HISTORY_FILE
     write_parquet(path, history_frame(history))
