@@ -20,9 +20,12 @@ def test_shipped_params_are_valid() -> None:
     s = load_settings(ROOT / "params.yaml")
     assert s.rollouts.policy == "qwen-0.5b"
     kinds = {ev.kind for ev in s.scores.evaluators}
-    assert {"format", "execution", "ruler", "rubric"} <= kinds
+    assert {"format", "execution", "ruler"} <= kinds
     judges = {ev.judge for ev in s.scores.evaluators if ev.kind == "ruler"}
     assert judges == {"qwen-1.5b", "qwen-0.5b", "smollm2-135m", "gemma-270m"}
+    # Training on the default: execution and the 1.5B judge, at least 3 epochs each.
+    assert {"execution", "ruler-qwen-1.5b"} <= set(s.train.judges)
+    assert s.train.epochs >= 3
 
 
 def test_unknown_key_is_named() -> None:

@@ -29,7 +29,7 @@ def test_pipeline_evaluator_and_training_runs(
     (analysis / "plots" / "x.csv").write_text("a\n1\n")
     scores = tmp_path / "scores.parquet"
     scores.write_bytes(b"not really parquet, only hashed")
-    write_training_histories(tmp_path / "training", ("ruler-qwen-1.5b", "rubric-qwen-0.5b"))
+    write_training_histories(tmp_path / "training", ("ruler-qwen-1.5b", "execution"))
     metrics = {
         "training": training_metrics(tmp_path / "training", settings.analysis),
         "n_tasks": 3,
@@ -75,7 +75,7 @@ def test_pipeline_evaluator_and_training_runs(
     assert ruler.data.metrics["truth.false_praise_rate"] == 1.0
     assert ruler.data.metrics["latency_s.mean"] == 42.0
 
-    assert sorted(by_kind["training"]) == ["train-rubric-qwen-0.5b", "train-ruler-qwen-1.5b"]
+    assert sorted(by_kind["training"]) == ["train-execution", "train-ruler-qwen-1.5b"]
     trained = by_kind["training"]["train-ruler-qwen-1.5b"]
     assert trained.data.tags["evaluator"] == "ruler-qwen-1.5b"
     assert trained.data.tags["judge"] == "qwen-1.5b"
