@@ -104,49 +104,59 @@ def test_huge_output_is_bounded_and_never_blocks_the_child() -> None:
     assert "bytes dropped" in r.stdout_tail
 
 
-def test_child_processes_die_at_the_deadline() -> None:
-    code = (
-        "import subprocess, sys, time\n"
-        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+def _host_processes_with(token: str) -> list[int]:
+    """Host pids whose command line contains `token` (pids inside the sandbox's own pid
+    namespace mean nothing out here, so the children are found by a unique argument)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and _alive(int(entry.name)):
+            try:
+                if token.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def _sleeper(token: str, detach: bool = False) -> str:
+    """Code that starts a 120 s child tagged with `token`."""
+    extra = ", start_new_session=True" if detach else ""
+    return (
+        "import subprocess, sys\n"
+        f"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)', {token!r}]"
+        f"{extra})\n"
         "print(p.pid, flush=True)\n"
-        "time.sleep(120)\n"
     )
-    r = run_python(code, timeout_s=2)
-    assert r.status == "timeout"
-    pid = int(r.stdout_tail.split()[0])
+
+
+def _assert_gone(token: str) -> None:
     deadline = time.monotonic() + 5
-    while _alive(pid) and time.monotonic() < deadline:
+    while _host_processes_with(token) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(pid)
+    assert _host_processes_with(token) == []
+
+
+def test_child_processes_die_at_the_deadline() -> None:
+    token = f"judgelab-test-{os.getpid()}-deadline"
+    r = run_python(_sleeper(token) + "import time\ntime.sleep(120)\n", timeout_s=2)
+    assert r.status == "timeout"
+    assert r.stdout_tail.strip().isdigit()  # the child did start
+    _assert_gone(token)
 
 
 def test_child_processes_die_after_a_normal_exit() -> None:
-    code = (
-        "import subprocess, sys\n"
-        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
-        "print(p.pid)\n"
-    )
-    r = run_python(code, timeout_s=10)
-    assert r.status == "passed"
-    pid = int(r.stdout_tail.split()[0])
-    time.sleep(0.2)
-    assert not _alive(pid)
+    token = f"judgelab-test-{os.getpid()}-exit"
+    r = run_python(_sleeper(token), timeout_s=10)
+    assert r.status == "passed" and r.stdout_tail.strip().isdigit()
+    _assert_gone(token)
 
 
-@pytest.mark.skipif(not AS_ROOT, reason="only the root mode (private uid) catches setsid escapes")
+@pytest.mark.skipif(not AS_ROOT, reason="only root gets a pid namespace (or a private uid)")
 def test_a_child_that_leaves_the_process_group_still_dies() -> None:
-    code = (
-        "import subprocess, sys\n"
-        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'],\n"
-        "                     start_new_session=True, stdout=subprocess.DEVNULL,\n"
-        "                     stderr=subprocess.DEVNULL)\n"
-        "print(p.pid)\n"
-    )
-    r = run_python(code, timeout_s=10)
-    assert r.status == "passed"
-    pid = int(r.stdout_tail.split()[0])
-    time.sleep(0.2)
-    assert not _alive(pid)
+    token = f"judgelab-test-{os.getpid()}-setsid"
+    r = run_python(_sleeper(token, detach=True), timeout_s=10)
+    assert r.status == "passed" and r.stdout_tail.strip().isdigit()
+    _assert_gone(token)
 
 
 def test_environment_is_scrubbed(monkeypatch: pytest.MonkeyPatch) -> None:

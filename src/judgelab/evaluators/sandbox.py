@@ -72,33 +72,8 @@ UID_POOL = 128
 MIN_MEMORY_MB = 32  # below this the interpreter itself cannot start
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 _LOCK_DIR_NAME = "judgelab-sandbox-locks"
-_SETUP_OK = b"limits-set\n"
-
-# Runs as the sandbox user, before the untrusted code: sets the limits, reports on the
-# setup pipe (close-on-exec, so the code can never write to it), then execs the code's
-# interpreter. A limit can only be lowered, never raised above the current hard limit.
-_BOOTSTRAP = """\
-import os, resource, sys
-fd = int(sys.argv[1])
-cpu, mem, fsize, nproc = (int(a) for a in sys.argv[2:6])
-def cap(kind, soft, hard):
-    cur = resource.getrlimit(kind)[1]
-    if cur != resource.RLIM_INFINITY:
-        soft, hard = min(soft, cur), min(hard, cur)
-    resource.setrlimit(kind, (soft, hard))
-cap(resource.RLIMIT_CORE, 0, 0)
-cap(resource.RLIMIT_CPU, cpu, cpu + 1)
-cap(resource.RLIMIT_AS, mem, mem)
-cap(resource.RLIMIT_FSIZE, fsize, fsize)
-cap(resource.RLIMIT_NPROC, nproc, nproc)
-os.set_inheritable(fd, False)
-os.write(fd, b"limits-set\\n")
-try:
-    os.execv(sys.executable, [sys.executable, "-I", "-B", "main.py"])
-except OSError as err:
-    os.write(fd, ("exec failed: %s" % err).encode())
-    os._exit(125)
-"""
+_LAUNCHER = (Path(__file__).parent / "sandbox_init.py").read_text(encoding="utf-8")
+_warned: set[str] = set()
 
 
 @dataclass(frozen=True)
@@ -392,6 +367,27 @@ def run_python(
         return _error(f"sandbox could not run the code: {err}", started)
 
 
+def _hidden_dirs(python: str, workdir: Path) -> list[str]:
+    """Directories to cover with an empty tmpfs: homes and our working directory (the
+    repository, with any .env files), unless the code's interpreter or dir lies inside."""
+    keep = [Path(python), Path(python).resolve(), workdir]
+    found = []
+    for raw in ("/root", "/home", os.environ.get("HOME", ""), os.getcwd()):
+        path = Path(raw).resolve() if raw else None
+        if path is None or path == Path("/") or not path.is_dir() or ":" in str(path):
+            continue
+        if any(k == path or path in k.parents for k in keep):
+            continue
+        found.append(str(path))
+    return sorted(set(found))
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        log.warning("SANDBOX WEAKER THAN DOCUMENTED: %s (see docs/SECURITY.md)", message)
+
+
 def _run_in(
     workdir: Path,
     uid: int | None,
@@ -401,25 +397,30 @@ def _run_in(
     memory_mb: int,
     output_limit: int,
 ) -> SandboxResult:
-    setup_r, setup_w = os.pipe()
+    report_r, report_w = os.pipe()
+    isolate = os.geteuid() == 0
+    hide = ":".join(_hidden_dirs(python, workdir)) if isolate else ""
     limits = [cpu_limit, memory_mb * 1024 * 1024, FILE_SIZE_MB * 1024 * 1024, MAX_PROCESSES]
-    identity = {} if uid is None else {"user": uid, "group": uid, "extra_groups": []}
+    argv = [str(report_w), str(-1 if uid is None else uid), "1" if isolate else "0",
+            str(workdir), hide, *map(str, limits), python]  # fmt: skip
     started = time.monotonic()
     try:
+        # The launcher runs as us (root) to unshare and mount; it drops to `uid` itself.
         proc = subprocess.Popen(
-            [python, "-I", "-B", "-c", _BOOTSTRAP, str(setup_w), *map(str, limits)],
+            [python, "-I", "-B", "-c", _LAUNCHER, *argv],
             cwd=workdir, env=_child_env(workdir), stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(setup_w,),
-            start_new_session=True, umask=0o077, **identity,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(report_w,),
+            start_new_session=True, umask=0o077,
         )  # fmt: skip
     except OSError:
-        os.close(setup_r)
+        os.close(report_r)
         raise
     finally:
-        os.close(setup_w)
+        os.close(report_w)
     assert proc.stdout is not None and proc.stderr is not None
     out = _TailReader(proc.stdout, output_limit)
     err = _TailReader(proc.stderr, output_limit)
+    report = _TailReader(os.fdopen(report_r, "rb"), 16_384)
 
     # Wait without reaping, so the pid (and process group id) stays ours until killpg.
     exited = threading.Event()
@@ -430,26 +431,35 @@ def _run_in(
         exited.set()
 
     threading.Thread(target=wait_exit, daemon=True, name="sandbox-waiter").start()
-    with os.fdopen(setup_r, "rb") as setup:
-        setup_report = setup.read(4096)  # EOF at the exec of the code (close-on-exec)
     deadline = started + timeout_s
     timed_out = not exited.wait(max(0.0, deadline - time.monotonic()))
+    # Killing the launcher's group kills the supervisor, pid 1 of the namespace, and so
+    # every process in it; without a pid namespace only the group (and, below, the uid).
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     exited.wait()
     try:
-        _, status, usage = os.wait4(proc.pid, 0)
+        os.waitpid(proc.pid, 0)
     except ChildProcessError:  # someone else in this process reaped it
         raise OSError(f"lost track of sandbox process {proc.pid}") from None
-    proc.returncode = exit_code = os.waitstatus_to_exitcode(status)
     duration = time.monotonic() - started
     if uid is not None:
         _kill_all_of(uid)  # children that left the process group; frees the pipes
     stdout_tail, stderr_tail = out.finish(2.0), err.finish(2.0)
+    lines = report.finish(2.0).splitlines()
 
-    if setup_report != _SETUP_OK:
-        detail = setup_report.decode(errors="replace") or stderr_tail[-500:]
+    for line in lines:
+        if line.startswith("warn "):
+            _warn_once(line[5:])
+    if "limits-set" not in lines:
+        detail = next((ln for ln in lines if ln.startswith("setup failed")), "")
+        detail = detail or stderr_tail[-500:] or "no report from the launcher"
         return SandboxResult("error", None, False, duration, "", f"sandbox setup failed: {detail}")
-    cpu_used = usage.ru_utime + usage.ru_stime
+    ended = [ln.split() for ln in lines if ln.startswith("exit ")]
+    if ended:
+        exit_code = os.waitstatus_to_exitcode(int(ended[-1][1]))
+        cpu_used = float(ended[-1][2])
+    else:  # the deadline's SIGKILL reached the code before it exited
+        exit_code, cpu_used = -signal.SIGKILL, 0.0
     status_ = _classify(exit_code, timed_out, cpu_used, cpu_limit, stderr_tail)
     return SandboxResult(status_, exit_code, timed_out, duration, stdout_tail, stderr_tail)
