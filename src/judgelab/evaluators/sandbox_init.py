@@ -33,6 +33,12 @@ import resource
 import sys
 
 CLONE_NEWNET, CLONE_NEWPID, CLONE_NEWNS, CLONE_NEWIPC = 0x40000000, 0x20000000, 0x20000, 0x8000000
+NAMESPACES = (
+    (CLONE_NEWNET, "network namespace"),
+    (CLONE_NEWPID, "pid namespace"),
+    (CLONE_NEWNS, "mount namespace"),
+    (CLONE_NEWIPC, "ipc namespace"),
+)
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
 MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID = 1, 2
@@ -59,8 +65,7 @@ def check(ok: bool, what: str) -> None:
 
 def unshare(fd: int) -> set[str]:
     done = set()
-    for flag, name in ((CLONE_NEWNET, "network namespace"), (CLONE_NEWPID, "pid namespace"),
-                       (CLONE_NEWNS, "mount namespace"), (CLONE_NEWIPC, "ipc namespace")):  # fmt: skip
+    for flag, name in NAMESPACES:
         if libc.unshare(flag) == 0:
             done.add(name)
         else:
