@@ -11,35 +11,53 @@ What is guaranteed (on Linux):
   and TMPDIR. Nothing from our environment (API keys, tokens) is inherited.
 - The interpreter runs isolated (`-I`: no PYTHON* variables, no user site-packages, script
   directory not on sys.path) and writes no bytecode (`-B`). stdin is /dev/null.
-- Resource limits, set by a small bootstrap before the code's interpreter is exec'd, so they
-  hold from its first instruction and are inherited by every process it starts:
-  RLIMIT_CPU (soft = cpu_s, SIGKILL one second later), RLIMIT_AS (memory_mb),
+- Resource limits, set by the launcher (sandbox_init.py) before the code's interpreter is
+  exec'd, so they hold from its first instruction and are inherited by every process it
+  starts: RLIMIT_CPU (soft = cpu_s, SIGKILL one second later), RLIMIT_AS (memory_mb),
   RLIMIT_FSIZE (FILE_SIZE_MB per file), RLIMIT_CORE = 0 (no core dumps), RLIMIT_NPROC
-  (MAX_PROCESSES). If the bootstrap cannot set them, the code is not run (status "error").
-- Wall-clock deadline: the child runs in its own session and process group; at the
-  deadline, and again after a normal exit, the whole process group is SIGKILLed, so
-  children it spawned die too.
+  (MAX_PROCESSES), and no_new_privs (exec of a setuid binary gains nothing). If the
+  launcher cannot set them, the code is not run (status "error").
+- Wall-clock deadline: the launcher runs in its own session and process group; at the
+  deadline, and again after a normal exit, the whole process group is SIGKILLed.
 - stdout and stderr are drained by threads and only the last `output_limit` bytes of each
   are kept; the rest is discarded without ever blocking the child.
-- When we run as root: the code runs under a private, otherwise unused uid/gid (one per
-  concurrent run, from a pool starting at UID_BASE, reserved across processes with a lock
-  file), with no supplementary groups. So RLIMIT_NPROC binds, the code can write only where
-  "other" may write (its own directory, /tmp, /var/tmp, /dev/shm) and cannot read files
-  that are not world-readable. After the run every process of that uid is SIGKILLed
-  (`kill -9 -1` executed as that uid), which also catches children that escaped the
-  process group with setsid(). The interpreter used then is one that uid can execute
-  (sys.executable, or the system python3 when ours lives under an unreadable /root).
+- When we run as root (CI, containers) two more layers hold:
+  - Identity: the code runs under a private, otherwise unused uid/gid (one per concurrent
+    run, from a pool starting at UID_BASE, reserved across processes with a lock file),
+    with no supplementary groups, so RLIMIT_NPROC binds (a fork bomb stops at
+    MAX_PROCESSES) and files that are not world-readable stay unreadable. After the run
+    every process of that uid is SIGKILLed (`kill -9 -1` executed as that uid). The
+    interpreter is one that uid can execute (sys.executable, or the system python3 when
+    ours lives under an unreadable /root), so the code sees only the standard library.
+  - Namespaces: new network, pid, mount and ipc namespaces. The network namespace has no
+    interface up, not even loopback: every connect() fails at once with ENETUNREACH and no
+    packet leaves, to the internet or to our own services on 127.0.0.1. The code's
+    supervisor is pid 1 of the pid namespace; when the code exits or the deadline kills the
+    supervisor, the kernel SIGKILLs every process left in it, including children that
+    detached with setsid(). /proc is remounted, so host processes are invisible. In the
+    private mount namespace every mount is read-only and nosuid except the code's own
+    directory: writes to the repository, home, /tmp, /var/tmp or /dev/shm fail with EROFS,
+    and nothing outside the workdir (removed afterwards) can be changed. /root, /home,
+    $HOME and our working directory (the repository, with any .env files) are covered by
+    an empty tmpfs unless the interpreter lives inside them.
+  A mechanism the kernel refuses (a container without CAP_SYS_ADMIN, a kernel before 5.12
+  for mount_setattr) is skipped and a loud warning naming it is logged once; the rest
+  still applies.
 
-What is NOT guaranteed (a later hardening issue):
-- No network isolation: the code can open sockets (no network namespace, no seccomp).
+What is NOT guaranteed:
 - No cgroup: memory is bounded per process by RLIMIT_AS, not in total across the up to
-  MAX_PROCESSES processes the code may start; the OOM killer is the final backstop.
-- Files the code writes to world-writable places outside its directory (/tmp, /dev/shm)
-  are left behind. Everything world-readable on this machine can be read.
-- When we are NOT root, nothing of the above "root" paragraph holds: the code runs as our
-  own user, can write wherever we can, RLIMIT_NPROC counts all of our processes, and a
-  child that calls setsid() survives the run. A loud warning is logged once.
+  MAX_PROCESSES processes the code may start; the OOM killer is the final backstop. CPU is
+  bounded per process by RLIMIT_CPU and in total by the wall-clock deadline.
+- No seccomp filter: the code can make any system call its uid and namespaces allow; a
+  kernel exploit escapes the sandbox. This is process isolation, not a virtual machine.
+- World-readable files outside the hidden directories (system files, other users' world-
+  readable files) can be read, though not changed.
+- When we are NOT root, only the first four points hold: no private uid, no namespaces.
+  The code runs as our own user, can write and connect wherever we can, RLIMIT_NPROC counts
+  all of our processes, and a child that calls setsid() survives the run. A loud warning
+  is logged once. Run evaluations in a container or as root in a throwaway VM.
 - Results are only as deterministic as the code: hash seeds, timing and scheduling vary.
+See docs/SECURITY.md for the measured behaviour of each point.
 """
 
 from __future__ import annotations
@@ -193,8 +211,9 @@ def _choose_launch() -> _Launch:
     if os.geteuid() != 0:
         log.warning(
             "SANDBOX RUNS GENERATED CODE AS YOUR OWN USER (uid %d): judgelab is not root, so "
-            "it cannot drop privileges. The code can write wherever you can and RLIMIT_NPROC "
-            "counts all your processes. Run evaluations in a container or as a throwaway user.",
+            "it cannot drop privileges or create namespaces. The code can write and connect "
+            "wherever you can and RLIMIT_NPROC counts all your processes. Run evaluations in a "
+            "container or as a throwaway user.",
             os.geteuid(),
         )
         return _Launch(python=sys.executable, drop_privileges=False)
