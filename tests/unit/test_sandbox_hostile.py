@@ -29,18 +29,30 @@ needs_root = pytest.mark.skipif(not AS_ROOT, reason="namespaces and a private ui
 WRITABLE_BY_ALL = [Path(tempfile.gettempdir()), Path("/var/tmp"), Path("/dev/shm")]
 
 
-def _sandbox_uid_processes() -> list[str]:
-    """Host processes owned by any sandbox uid."""
+_TICKS = os.sysconf("SC_CLK_TCK")
+# Every program first reports its uid on stderr, so the host can tell its processes apart
+# from other sandbox runs on a shared machine.
+_ID_LINE = "import os as _o, sys as _s\n_s.stderr.write('SANDBOX-ID %d\\n' % _o.getuid())\n"
+_PREAMBLE = _ID_LINE + "_s.stderr.flush()\n"
+
+
+def _boot_ticks() -> float:
+    return time.clock_gettime(time.CLOCK_BOOTTIME) * _TICKS
+
+
+def _leftovers(uid: int, ended_ticks: float) -> list[str]:
+    """Live host processes of `uid` that started before the run ended: the run's own (the
+    uid was reserved for it from its start, and cleared of older processes then)."""
     found = []
-    for status in Path("/proc").glob("[0-9]*/status"):
+    for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            fields = dict(ln.split(":", 1) for ln in status.read_text().splitlines() if ":" in ln)
-        except OSError:
+            owner = stat.stat().st_uid
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
             continue
-        uid = int(fields.get("Uid", "0").split()[0])
-        state = fields.get("State", "").split()[:1]
-        if sandbox.UID_BASE <= uid < sandbox.UID_BASE + sandbox.UID_POOL and state != ["Z"]:
-            found.append(f"{status.parent.name} uid={uid}")
+        state, started = fields[0], int(fields[19])
+        if owner == uid and state not in ("Z", "X") and started <= ended_ticks:
+            found.append(f"pid {stat.parent.name}")
     return found
 
 
@@ -63,13 +75,24 @@ class Host:
         self.private.write_text("root only\n")
         self.repo_file = ROOT / "pyproject.toml"
         self.repo_bytes = self.repo_file.read_bytes()
-        self.processes = _sandbox_uid_processes()
+        self.runs: list[tuple[int, float]] = []  # (uid, boot ticks at its end)
+
+    def run(self, code: str, **kwargs: object) -> SandboxResult:
+        kwargs.setdefault("timeout_s", 10)
+        r = run_python(_PREAMBLE + code, **kwargs)  # type: ignore[arg-type]
+        ids = [ln.split() for ln in r.stderr_tail.splitlines() if ln.startswith("SANDBOX-ID ")]
+        assert ids, f"the program never started: {r}"
+        self.runs.append((int(ids[0][1]), _boot_ticks()))
+        return r
 
     def assert_unchanged(self) -> None:
-        deadline = time.monotonic() + 5
-        while _sandbox_uid_processes() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert _sandbox_uid_processes() == []
+        assert self.runs
+        for uid, ended in self.runs:
+            if AS_ROOT:  # else uid is ours and the sandbox has no private uid to check
+                deadline = time.monotonic() + 5
+                while _leftovers(uid, ended) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                assert _leftovers(uid, ended) == []
         assert self.victim.read_text() == "precious\n"
         assert self.private.read_text() == "root only\n"
         assert self.repo_file.read_bytes() == self.repo_bytes
@@ -82,21 +105,15 @@ class Host:
 @pytest.fixture
 def host(tmp_path: Path) -> Iterator[Host]:
     h = Host(f"judgelab-hostile-{os.getpid()}-{time.monotonic_ns()}", tmp_path)
-    assert h.processes == [], "sandbox processes were already running before the test"
     try:
         yield h
     finally:
         h.cleanup()
 
 
-def _run(code: str, **kwargs: object) -> SandboxResult:
-    kwargs.setdefault("timeout_s", 10)
-    return run_python(code, **kwargs)  # type: ignore[arg-type]
-
-
 def _report(r: SandboxResult) -> dict[str, object]:
     assert r.status == "passed", (r.status, r.stderr_tail)
-    return json.loads(r.stdout_tail.strip().splitlines()[-1])
+    return json.loads(r.stdout_tail.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
 # --------------------------------------------------------------------------- resources
@@ -105,7 +122,7 @@ def _report(r: SandboxResult) -> dict[str, object]:
 def test_fork_bomb_is_bounded_and_leaves_no_process(host: Host) -> None:
     code = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
     started = time.monotonic()
-    r = _run(code, timeout_s=2)
+    r = host.run(code, timeout_s=2)
     assert r.status == "timeout" and r.timed_out
     assert time.monotonic() - started < 8
     host.assert_unchanged()
@@ -125,19 +142,20 @@ def test_fork_bomb_stops_at_the_process_limit(host: Host) -> None:
         "except OSError as err:\n"
         "    print(json.dumps({'forked': n, 'errno': err.errno}))\n"
     )
-    seen = _report(_run(code))
+    seen = _report(host.run(code))
     assert seen["errno"] == errno.EAGAIN and 0 < seen["forked"] < sandbox.MAX_PROCESSES
     host.assert_unchanged()
 
 
 def test_memory_balloon_is_a_memory_verdict(host: Host) -> None:
-    r = _run("chunks = []\nwhile True:\n    chunks.append(bytearray(50 * 1024**2))", memory_mb=256)
+    code = "chunks = []\nwhile True:\n    chunks.append(bytearray(50 * 1024**2))"
+    r = host.run(code, memory_mb=256)
     assert r.status == "memory"
     host.assert_unchanged()
 
 
 def test_busy_loop_is_a_timeout(host: Host) -> None:
-    r = _run("while True:\n    pass", timeout_s=1.5, cpu_s=30)
+    r = host.run("while True:\n    pass", timeout_s=1.5, cpu_s=30)
     assert (r.status, r.timed_out, r.exit_code) == ("timeout", True, -9)
     host.assert_unchanged()
 
@@ -150,8 +168,9 @@ def test_gigabytes_of_output_are_bounded(host: Host) -> None:
         "    sys.stdout.buffer.write(block)\n"
         "    sys.stderr.buffer.write(block)\n"
         "print('END')\n"
+        "sys.stderr.write('\\n')\n" + _ID_LINE  # again: the first one went with the flood
     )
-    r = _run(code, timeout_s=60, output_limit=1000)
+    r = host.run(code, timeout_s=60, output_limit=1000)
     assert r.status == "passed"
     for tail in (r.stdout_tail, r.stderr_tail):
         assert len(tail) <= 1000 + 40
@@ -171,7 +190,7 @@ def test_a_huge_file_hits_the_file_size_limit(host: Host) -> None:
         "except OSError as err:\n"
         "    print(json.dumps({'errno': err.errno}))\n"
     )
-    assert _report(_run(code))["errno"] == errno.EFBIG
+    assert _report(host.run(code))["errno"] == errno.EFBIG
     host.assert_unchanged()
 
 
@@ -194,7 +213,7 @@ def test_writes_outside_the_workdir_all_fail(host: Host) -> None:
         "open('mine.txt', 'w').write('fine')\n"  # its own directory stays writable
         "print(json.dumps(out))\n"
     )
-    seen = _report(_run(code))
+    seen = _report(host.run(code))
     assert set(seen) == set(targets)
     assert all(v in (errno.EROFS, errno.EACCES, errno.ENOENT) for v in seen.values()), seen
     host.assert_unchanged()
@@ -216,7 +235,7 @@ def test_deleting_and_truncating_files_fails(host: Host) -> None:
         f"shutil.rmtree({str(ROOT / 'src')!r}, ignore_errors=True)\n"
         "print(json.dumps(out))\n"
     )
-    seen = _report(_run(code))
+    seen = _report(host.run(code))
     assert "done" not in seen.values(), seen
     assert (ROOT / "src" / "judgelab" / "evaluators" / "sandbox.py").is_file()
     host.assert_unchanged()
@@ -230,7 +249,7 @@ def test_repository_and_home_are_hidden(host: Host) -> None:
         "print(json.dumps({p: sorted(os.listdir(p)) if os.path.isdir(p) else os.path.exists(p)\n"
         "                  for p in paths}))\n"
     )
-    seen = _report(_run(code))
+    seen = _report(host.run(code))
     assert seen == {str(ROOT): [], str(ROOT / "pyproject.toml"): False,
                     str(Path.home()): [], "/root": []}  # fmt: skip
     host.assert_unchanged()
@@ -256,7 +275,7 @@ def test_api_keys_are_not_visible(host: Host, monkeypatch: pytest.MonkeyPatch) -
         "        found[path] = data.decode(errors='replace')\n"
         "print(json.dumps({'found': found, 'procs': len(glob.glob('/proc/[0-9]*'))}))\n"
     )
-    seen = _report(_run(code))
+    seen = _report(host.run(code))
     assert seen["found"] == {}
     assert secret not in json.dumps(seen)
     if AS_ROOT:  # own pid namespace: only launcher-side processes and the code itself
@@ -277,7 +296,7 @@ def test_host_processes_cannot_be_signalled(host: Host) -> None:
         "        out[pid] = err.errno\n"
         "print(json.dumps(out))\n"
     )
-    seen = _report(_run(code))
+    seen = _report(host.run(code))
     # our pid means nothing in its pid namespace: either no such process, or one of its own
     assert all(v in (errno.ESRCH, errno.EPERM) for v in seen.values()), seen
     host.assert_unchanged()
@@ -304,7 +323,7 @@ def test_loopback_services_are_unreachable(host: Host) -> None:
             "    out = err.errno\n"
             "print(json.dumps({'result': out}))\n"
         )
-        seen = _report(_run(code))
+        seen = _report(host.run(code))
         assert seen["result"] == errno.ENETUNREACH
         with pytest.raises(TimeoutError):
             server.accept()  # nothing ever arrived
@@ -333,7 +352,7 @@ def test_public_address_is_unreachable_without_sending_anything(host: Host) -> N
         "        out[kind] = err.errno\n"
         "print(json.dumps(out))\n"
     )
-    seen = _report(_run(code))
+    seen = _report(host.run(code))
     assert seen["ifaces"] == ["lo"], "the sandbox has a network interface"
     assert seen[str(int(socket.SOCK_STREAM))] == errno.ENETUNREACH
     assert seen[str(int(socket.SOCK_DGRAM))] == errno.ENETUNREACH
@@ -349,19 +368,21 @@ def test_a_daemonised_grandchild_does_not_outlive_the_run(host: Host) -> None:
     # named after the token in the workdir every 0.1 s forever
     code = (
         "import os, signal, time\n"
+        "home = os.getcwd()\n"
         "if os.fork() == 0:\n"
         "    os.setsid()\n"
         "    if os.fork() == 0:\n"
+        "        os.chdir('/')\n"
         "        for sig in (signal.SIGHUP, signal.SIGTERM):\n"
         "            signal.signal(sig, signal.SIG_IGN)\n"
         "        while True:\n"
-        f"            open({host.token!r}, 'w').close()\n"
+        f"            open(os.path.join(home, {host.token!r}), 'w').close()\n"
         "            time.sleep(0.1)\n"
         "    os._exit(0)\n"
         "time.sleep(0.3)\n"
         "print('parent done')\n"
     )
-    r = _run(code)
+    r = host.run(code)
     assert r.status == "passed" and r.stdout_tail == "parent done\n"
     host.assert_unchanged()
 
@@ -377,7 +398,7 @@ def test_sigkill_of_the_caller_side_group_leaves_nothing(host: Host) -> None:
         "        pass\n"
         "time.sleep(60)\n"
     )
-    r = _run(code, timeout_s=1)
+    r = host.run(code, timeout_s=1)
     assert r.status == "timeout" and r.exit_code == -signal.SIGKILL
     host.assert_unchanged()
 
@@ -395,8 +416,8 @@ def test_a_refused_namespace_is_a_loud_warning_not_a_silent_gap(
     monkeypatch.setattr(sandbox, "_LAUNCHER", refused)
     monkeypatch.setattr(sandbox, "_warned", set())
     with caplog.at_level("WARNING", logger="judgelab.evaluators.sandbox"):
-        r = _run("import socket\nprint([n for _, n in socket.if_nameindex()] != ['lo'])")
-        _run("pass")
+        r = host.run("import socket\nprint([n for _, n in socket.if_nameindex()] != ['lo'])")
+        host.run("pass")
     assert (r.status, r.stdout_tail) == ("passed", "True\n")  # it ran, without isolation
     warnings = [rec.getMessage() for rec in caplog.records]
     for name in ("network", "pid", "mount", "ipc"):
