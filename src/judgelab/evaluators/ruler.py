@@ -61,10 +61,10 @@ from judgelab.evaluators.transport import (
     judge_call,
     raw_tail,
     register_endpoint,
-    retry_delay,
     run_sync,
 )
 from judgelab.models.endpoint import Endpoint
+from judgelab.models.ratelimit import retry_delay
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
