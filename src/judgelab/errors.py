@@ -40,3 +40,9 @@ class JudgeReplyError(TransientError):
     def __init__(self, message: str, raw: str | None = None) -> None:
         super().__init__(message)
         self.raw = raw
+
+
+# How an unscored row's reason starts when the judge itself failed (its call or its reply),
+# as opposed to a verdict on the data (e.g. an out-of-range score): analysis counts these.
+JUDGE_CALL_FAILED = "judge call failed"
+JUDGE_REPLY_ERROR = "judge reply error"
