@@ -130,12 +130,13 @@ class OpenAIServer:
                     self._send(refusal)
                     return
                 try:
-                    self._send(server._next(body))
+                    reply = server._next(body)
+                    time.sleep(reply.get("delay_s", 0))
                 finally:
-                    server._done()
+                    server._done()  # before the reply leaves: the client may send at once
+                self._send(reply)
 
             def _send(self, reply: Reply) -> None:
-                time.sleep(reply.get("delay_s", 0))
                 if "text" in reply:
                     payload = reply["text"].encode()
                 else:

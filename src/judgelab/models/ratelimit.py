@@ -5,8 +5,10 @@ judge calls in `evaluators.transport`) passes through the endpoint's `RateLimite
 by all threads and the judge event loop of this process:
 
 - `max_concurrency`: at most this many requests in flight at once;
-- `requests_per_minute`: at most this many requests *start* in any sliding window of
-  `window_s` (60 s) seconds;
+- `requests_per_minute`: at most this many requests in any sliding window of
+  `Limits.window_s` (60 s) seconds. A request counts from its start until `window_s` after
+  it *finished*: a server counts it on arrival, somewhere in between, and so never sees more
+  than the limit in any of its own windows;
 - `tokens_per_minute`: the tokens of the requests started in any window stay under the
   budget. A request reserves an estimate before it is sent (prompt characters / 4 plus its
   `max_tokens`) and the reservation is corrected to the usage the server reports. A single
@@ -28,7 +30,6 @@ import contextlib
 import math
 import threading
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +46,7 @@ class Limits:
     max_concurrency: int | None = None
     requests_per_minute: int | None = None
     tokens_per_minute: int | None = None
+    window_s: float = WINDOW_S  # "per minute" means per this window (tests shorten it)
 
     @property
     def unlimited(self) -> bool:
@@ -55,33 +57,37 @@ class Limits:
         )
 
 
+class _Entry:
+    """One admitted request: when it finished (None while in flight) and its tokens."""
+
+    __slots__ = ("finished", "tokens")
+
+    def __init__(self, tokens: float) -> None:
+        self.finished: float | None = None
+        self.tokens = tokens
+
+
 class _Grant:
     """One admitted request: its token reservation, corrected by `used`."""
 
-    def __init__(self, entry: list[float]) -> None:
+    def __init__(self, entry: _Entry) -> None:
         self._entry = entry
 
     def used(self, tokens: int | None) -> None:
         if tokens is not None and tokens >= 0:
-            self._entry[1] = float(tokens)
+            self._entry.tokens = float(tokens)
 
 
 class RateLimiter:
     """Thread-safe limiter with blocking (`slot`) and asyncio (`aslot`) entry points."""
 
-    def __init__(
-        self,
-        limits: Limits,
-        *,
-        window_s: float = WINDOW_S,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, limits: Limits, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.limits = limits
-        self.window_s = window_s
+        self.window_s = limits.window_s
         self._clock = clock
         self._lock = threading.Lock()
         self._in_flight = 0
-        self._started: deque[list[float]] = deque()  # [start time, tokens] per request
+        self._entries: list[_Entry] = []  # requests in flight or finished within the window
         self._paused_until = 0.0
         self.waited_s = 0.0  # total time callers spent waiting here (for reports)
 
@@ -90,32 +96,35 @@ class RateLimiter:
         with self._lock:
             self._paused_until = max(self._paused_until, self._clock() + max(0.0, seconds))
 
-    def _try_admit(self, tokens: int) -> tuple[float, list[float] | None]:
+    def _try_admit(self, tokens: int) -> tuple[float, _Entry | None]:
         """(0, entry) when admitted now, else (seconds to wait before trying again, None)."""
         lim = self.limits
         with self._lock:
             now = self._clock()
             if now < self._paused_until:
                 return self._paused_until - now, None
-            while self._started and self._started[0][0] <= now - self.window_s:
-                self._started.popleft()
+            horizon = now - self.window_s
+            self._entries = [e for e in self._entries if e.finished is None or e.finished > horizon]
             if lim.max_concurrency is not None and self._in_flight >= lim.max_concurrency:
                 return _POLL_S, None
-            if lim.requests_per_minute is not None and (
-                len(self._started) >= lim.requests_per_minute
-            ):
-                oldest = self._started[len(self._started) - lim.requests_per_minute][0]
-                return oldest + self.window_s - now, None
-            if lim.tokens_per_minute is not None and self._started:
+            # when each counted request stops counting: window_s after it finished
+            # (a request still in flight counts as finishing now, at the earliest)
+            frees = sorted(
+                ((e.finished if e.finished is not None else now) + self.window_s, e.tokens)
+                for e in self._entries
+            )
+            if lim.requests_per_minute is not None and len(frees) >= lim.requests_per_minute:
+                return frees[len(frees) - lim.requests_per_minute][0] - now, None
+            if lim.tokens_per_minute is not None and frees:
                 budget = lim.tokens_per_minute - min(tokens, lim.tokens_per_minute)
-                total = sum(e[1] for e in self._started)
+                total = sum(used for _, used in frees)
                 if total > budget:
-                    for t, used in self._started:  # wait until enough of the window expires
+                    for free_at, used in frees:  # wait until enough of the window expires
                         total -= used
                         if total <= budget:
-                            return t + self.window_s - now, None
-            entry = [now, float(tokens)]
-            self._started.append(entry)
+                            return free_at - now, None
+            entry = _Entry(float(tokens))
+            self._entries.append(entry)
             self._in_flight += 1
             return 0.0, entry
 
@@ -123,9 +132,10 @@ class RateLimiter:
         with self._lock:
             self.waited_s += self._clock() - since
 
-    def _release(self) -> None:
+    def _release(self, entry: _Entry) -> None:
         with self._lock:
             self._in_flight -= 1
+            entry.finished = self._clock()
 
     @contextlib.contextmanager
     def slot(self, tokens: int = 0) -> Iterator[_Grant]:
@@ -140,7 +150,7 @@ class RateLimiter:
         try:
             yield _Grant(entry)
         finally:
-            self._release()
+            self._release(entry)
 
     @contextlib.asynccontextmanager
     async def aslot(self, tokens: int = 0) -> AsyncIterator[_Grant]:
@@ -155,7 +165,7 @@ class RateLimiter:
         try:
             yield _Grant(entry)
         finally:
-            self._release()
+            self._release(entry)
 
 
 _registry_lock = threading.Lock()
