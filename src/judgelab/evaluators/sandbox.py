@@ -35,9 +35,11 @@ What is guaranteed (on Linux):
     supervisor is pid 1 of the pid namespace; when the code exits or the deadline kills the
     supervisor, the kernel SIGKILLs every process left in it, including children that
     detached with setsid(). /proc is remounted, so host processes are invisible. In the
-    private mount namespace every mount is read-only and nosuid except the code's own
-    directory: writes to the repository, home, /tmp, /var/tmp or /dev/shm fail with EROFS,
-    and nothing outside the workdir (removed afterwards) can be changed. /root, /home,
+    private mount namespace /tmp is a fresh, empty tmpfs holding only the code's own
+    directory, at the fixed path /tmp/sandbox (so tracebacks and explanations are the same
+    every run), and every mount is read-only and nosuid except that directory: writes to the
+    repository, home, /var/tmp or /dev/shm fail with EROFS, and nothing outside the workdir
+    (removed afterwards) can be changed. /root, /home,
     $HOME and our working directory (the repository, with any .env files) are covered by
     an empty tmpfs unless the interpreter lives inside them.
   A mechanism the kernel refuses (a container without CAP_SYS_ADMIN, a kernel before 5.12

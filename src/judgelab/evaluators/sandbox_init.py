@@ -44,6 +44,8 @@ MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
 MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID = 1, 2
 SYS_MOUNT_SETATTR, AT_FDCWD, AT_RECURSIVE = 442, -100, 0x8000  # same number on every arch
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+INSIDE = "/tmp/sandbox"  # where the workdir appears in the mount namespace: the same path
+# every run, so tracebacks and __file__ (which land in verdict explanations) are reproducible
 
 libc = ctypes.CDLL(None, use_errno=True)
 
@@ -73,11 +75,19 @@ def unshare(fd: int) -> set[str]:
     return done
 
 
-def isolate_files(fd: int, workdir: bytes, hide: list[bytes], fresh_proc: bool) -> None:
-    """Everything read-only and nosuid except `workdir`. Only ever called inside our own
-    mount namespace, after making it private: nothing here reaches the host's mounts."""
+def isolate_files(fd: int, workdir: bytes, hide: list[bytes], fresh_proc: bool) -> bytes:
+    """Everything read-only and nosuid except the workdir, which is moved to INSIDE on an
+    otherwise empty /tmp; returns the workdir's path from now on. Only ever called inside
+    our own mount namespace, after making it private: nothing here reaches the host."""
     check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) == 0, "private /")
-    check(libc.mount(workdir, workdir, None, MS_BIND | MS_REC, None) == 0, "bind workdir")
+    handle = os.open(workdir, os.O_PATH | os.O_DIRECTORY)  # reachable once /tmp is covered
+    check(libc.mount(b"tmpfs", b"/tmp", b"tmpfs", MS_NOSUID | MS_NODEV, b"size=64k,mode=755")
+          == 0, "fresh /tmp")  # fmt: skip
+    os.mkdir(INSIDE, 0o755)
+    source = f"/proc/self/fd/{handle}".encode()
+    check(libc.mount(source, INSIDE.encode(), None, MS_BIND | MS_REC, None) == 0, "bind workdir")
+    os.close(handle)
+    workdir = INSIDE.encode()
     if fresh_proc:  # shows only the namespace's processes (no host command lines)
         flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
         check(libc.mount(b"proc", b"/proc", b"proc", flags, None) == 0, "fresh /proc")
@@ -92,6 +102,7 @@ def isolate_files(fd: int, workdir: bytes, hide: list[bytes], fresh_proc: bool) 
     attr = MountAttr(MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY, 0, 0)
     ok = libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, workdir, AT_RECURSIVE, ctypes.byref(attr), size)
     check(ok == 0, "writable workdir")
+    return workdir
 
 
 def cap(kind: int, soft: int, hard: int) -> None:
@@ -102,7 +113,7 @@ def cap(kind: int, soft: int, hard: int) -> None:
     resource.setrlimit(kind, (soft, hard))
 
 
-def run_code(fd: int, uid: int, limits: list[int], python: str) -> None:
+def run_code(fd: int, uid: int, limits: list[int], python: str, workdir: bytes) -> None:
     cpu, mem, fsize, nproc = limits
     if uid >= 0:
         os.setgroups([])
@@ -116,7 +127,8 @@ def run_code(fd: int, uid: int, limits: list[int], python: str) -> None:
     cap(resource.RLIMIT_NPROC, nproc, nproc)
     os.set_inheritable(fd, False)
     say(fd, "limits-set")
-    os.execv(python, [python, "-I", "-B", "main.py"])
+    env = dict(os.environ, HOME=workdir.decode(), TMPDIR=workdir.decode())
+    os.execve(python, [python, "-I", "-B", "main.py"], env)
 
 
 def supervise(fd: int, uid: int, workdir: bytes, hide: list[bytes], limits: list[int],
@@ -124,14 +136,14 @@ def supervise(fd: int, uid: int, workdir: bytes, hide: list[bytes], limits: list
     libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)  # dies (and with it the namespace) with the launcher
     if "mount namespace" in unshared:
         try:
-            isolate_files(fd, workdir, hide, "pid namespace" in unshared)
+            workdir = isolate_files(fd, workdir, hide, "pid namespace" in unshared)
         except OSError as err:
             say(fd, f"warn file isolation unavailable: {err.strerror}")
         os.chdir(workdir)  # onto the writable bind mount, not the directory beneath it
     code = os.fork()
     if code == 0:
         try:
-            run_code(fd, uid, limits, python)
+            run_code(fd, uid, limits, python, workdir)
         except BaseException as err:  # noqa: BLE001 - reported, then the code is not run
             say(fd, f"setup failed: {err!r}")
         os._exit(125)
