@@ -320,3 +320,29 @@ def test_cli_as_a_real_process(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=120, cwd=ROOT,
     )  # fmt: skip
     assert missing.returncode == 2
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "options"),
+    [
+        ("passed", "print('ok')", []),
+        ("failed", "raise SystemExit(4)", []),
+        ("timeout", "import time\ntime.sleep(30)", ["--timeout", "0.5"]),
+        ("memory", "x = bytearray(2 * 1024**3)", ["--memory-mb", "128"]),
+        ("killed", "import os, signal\nos.kill(os.getpid(), signal.SIGABRT)", []),
+        ("error", "print('never runs')", []),
+    ],
+)
+def test_cli_reports_every_status(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, status: str, code: str, options: list[str]
+) -> None:
+    if status == "error":  # the sandbox itself cannot start the code
+        monkeypatch.setattr(sandbox, "_LAUNCHER", "raise SystemExit(3)")
+    script = tmp_path / "prog.py"
+    script.write_text(code)
+    options = options if "--timeout" in options else ["--timeout", "10", *options]
+    result = CliRunner().invoke(app, ["sandbox", "run", str(script), *options])
+    assert result.exit_code == 0, result.output
+    verdict = json.loads(result.stdout)
+    assert verdict["status"] == status, verdict
+    assert "never runs" not in verdict["stdout_tail"]
