@@ -26,6 +26,8 @@ litellm hands the request to :class:`JudgelabProvider`, which
   no HTTP request. The raw reply is cached, good or bad: a retry must change the seed to get a
   new one;
 * sends the request with ``openai.AsyncOpenAI(max_retries=0)``: retrying is the judge's job;
+  each HTTP request first waits for the endpoint's limiter (:mod:`judgelab.models.ratelimit`:
+  concurrency, requests and tokens per minute), and a 429's ``Retry-After`` pauses it;
 * maps failures to typed errors: 429 → :class:`RateLimitedError` (``Retry-After`` kept),
   408/409/425/5xx, timeouts and connection errors → :class:`~judgelab.errors.TransientError`,
   other 4xx → :class:`JudgeRequestError` (not retryable);

@@ -1,5 +1,9 @@
 """Plain chat completions against an Endpoint, with bounded retries on transient failures.
 
+Each request waits for the endpoint's limiter (`judgelab.models.ratelimit`); a 429 becomes
+`RateLimitedError`, pauses that limiter for the server's Retry-After, and is retried no
+sooner than Retry-After.
+
 Used by the policy (rollouts, AutoRL task writing). Judges go through the litellm transport
 in `judgelab.evaluators.transport`, because ART's RULER speaks litellm.
 """
