@@ -39,9 +39,9 @@ What is guaranteed (on Linux):
     directory, at the fixed path /tmp/sandbox (so tracebacks and explanations are the same
     every run), and every mount is read-only and nosuid except that directory: writes to the
     repository, home, /var/tmp or /dev/shm fail with EROFS, and nothing outside the workdir
-    (removed afterwards) can be changed. /root, /home,
-    $HOME and our working directory (the repository, with any .env files) are covered by
-    an empty tmpfs unless the interpreter lives inside them.
+    (removed afterwards) can be changed. /root, /home, $HOME, our working directory and
+    the project root (the repository, with any .env files) are covered by an empty tmpfs
+    unless the interpreter lives inside them.
   A mechanism the kernel refuses (a container without CAP_SYS_ADMIN, a kernel before 5.12
   for mount_setattr) is skipped and a loud warning naming it is logged once; the rest
   still applies.
@@ -80,6 +80,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Literal
+
+from judgelab.paths import project_root
 
 log = logging.getLogger(__name__)
 
@@ -390,11 +392,12 @@ def run_python(
 
 
 def _hidden_dirs(python: str, workdir: Path) -> list[str]:
-    """Directories to cover with an empty tmpfs: homes and our working directory (the
-    repository, with any .env files), unless the code's interpreter or dir lies inside."""
+    """Directories to cover with an empty tmpfs: homes, our working directory and the project
+    root (the repository, with any .env files), unless the code's interpreter or dir lies
+    inside."""
     keep = [Path(python), Path(python).resolve(), workdir]
     found = []
-    for raw in ("/root", "/home", os.environ.get("HOME", ""), os.getcwd()):
+    for raw in ("/root", "/home", os.environ.get("HOME", ""), os.getcwd(), str(project_root())):
         path = Path(raw).resolve() if raw else None
         if path is None or path == Path("/") or not path.is_dir() or ":" in str(path):
             continue
