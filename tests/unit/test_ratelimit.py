@@ -55,7 +55,7 @@ def test_concurrency_limit_keeps_a_strict_server_happy() -> None:
 
 
 def test_without_a_concurrency_limit_the_same_server_refuses() -> None:
-    with OpenAIServer(slow_ok(0.3), max_concurrency=2) as server:
+    with OpenAIServer(slow_ok(1.0), max_concurrency=2) as server:
         e = ep(server, "conc-unlimited")
         with ThreadPoolExecutor(6) as pool:
             outcomes = list(pool.map(lambda _: _outcome(e), range(6)))
