@@ -95,6 +95,15 @@ class EndpointModel(_Section):
         "llama-cpp-python-style json_object with a schema, or not at all (prompt only).",
     )
     timeout_s: float = Field(120.0, gt=0)
+    max_concurrency: int | None = Field(
+        None, ge=1, le=1024, description="At most this many requests in flight at once."
+    )
+    requests_per_minute: int | None = Field(
+        None, ge=1, description="At most this many requests start in any 60 s window."
+    )
+    tokens_per_minute: int | None = Field(
+        None, ge=1, description="Token budget (prompt + completion) of any 60 s window."
+    )
 
     @model_validator(mode="after")
     def _no_inline_secret(self) -> EndpointModel:
@@ -104,6 +113,9 @@ class EndpointModel(_Section):
             )
         return self
 
+
+# Client-side limits: they change how fast, never what, so no run id or cache key holds them.
+RATE_LIMIT_KEYS = frozenset({"max_concurrency", "requests_per_minute", "tokens_per_minute"})
 
 ModelSpec = Annotated[EmbeddedModel | EndpointModel, Field(discriminator="kind")]
 

@@ -23,6 +23,14 @@ class TransientError(JudgelabError):
     """A failure that a retry may fix (timeouts, 429, 5xx, malformed replies)."""
 
 
+class RateLimitedError(TransientError):
+    """HTTP 429. `retry_after_s` is the server's Retry-After, when it sent one."""
+
+    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 class JudgeReplyError(TransientError):
     """A judge answered, but the reply cannot be turned into scores.
 
@@ -32,3 +40,9 @@ class JudgeReplyError(TransientError):
     def __init__(self, message: str, raw: str | None = None) -> None:
         super().__init__(message)
         self.raw = raw
+
+
+# How an unscored row's reason starts when the judge itself failed (its call or its reply),
+# as opposed to a verdict on the data (e.g. an out-of-range score): analysis counts these.
+JUDGE_CALL_FAILED = "judge call failed"
+JUDGE_REPLY_ERROR = "judge reply error"

@@ -14,6 +14,7 @@ import polars as pl
 
 from judgelab.cache import JsonCache, digest
 from judgelab.config import (
+    RATE_LIMIT_KEYS,
     ExecutionEvaluator,
     FormatEvaluator,
     RubricEvaluator,
@@ -136,7 +137,8 @@ def run_id_for(settings: Settings, rollouts: pl.DataFrame) -> str:
         {
             "scores": settings.scores.model_dump(mode="json"),
             "models": {
-                n: settings.models[n].model_dump(mode="json") for n in judge_names(settings)
+                n: settings.models[n].model_dump(mode="json", exclude=set(RATE_LIMIT_KEYS))
+                for n in judge_names(settings)
             },
             "candidates": rollouts["candidate_id"].sort().to_list(),
         }

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.support.openai_stub import StubServer, completion
+from tests.support.openai_server import OpenAIServer, Reply, ok
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,10 +36,10 @@ print(json.dumps([(r["candidate_id"], r["score"], r["status"]) for r in rows]))
 """
 
 
-def reply(body: dict) -> tuple[int, dict]:
+def reply(body: dict) -> Reply:
     user = body["messages"][-1]["content"]
     score = int(hashlib.sha256(user.encode()).hexdigest(), 16) % 11 / 10
-    return 200, completion(json.dumps({"explanation": "deterministic", "score": score}))
+    return ok(json.dumps({"explanation": "deterministic", "score": score}))
 
 
 def run_script(url: str, cache: Path) -> list:
@@ -56,12 +56,12 @@ def run_script(url: str, cache: Path) -> list:
 
 
 def test_scores_resume_after_kill(tmp_path: Path) -> None:
-    def slow_after_two(body: dict) -> tuple[int, dict]:
+    def slow_after_two(body: dict) -> Reply:
         if len(srv.requests) > 2:
             time.sleep(60)
         return reply(body)
 
-    with StubServer(slow_after_two) as srv:
+    with OpenAIServer(slow_after_two) as srv:
         child = subprocess.Popen(
             [sys.executable, "-c", SCRIPT, srv.base_url, str(tmp_path / "cache")],
             cwd=ROOT,
@@ -75,10 +75,10 @@ def test_scores_resume_after_kill(tmp_path: Path) -> None:
         child.send_signal(signal.SIGKILL)
         child.wait()
     assert len(srv.requests) == 3
-    with StubServer(reply) as resumed:
+    with OpenAIServer(reply) as resumed:
         rows = run_script(resumed.base_url, tmp_path / "cache")
         assert len(resumed.requests) == 2  # only the two candidates never answered
-    with StubServer(reply) as fresh:
+    with OpenAIServer(reply) as fresh:
         clean = run_script(fresh.base_url, tmp_path / "clean")
     assert rows == clean
     assert all(status == "scored" for _, _, status in rows)

@@ -14,11 +14,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import json  # noqa: E402
 import logging  # noqa: E402
 import re  # noqa: E402
-import threading  # noqa: E402
-from collections import deque  # noqa: E402
 from collections.abc import Callable, Iterator  # noqa: E402
 from concurrent.futures import ThreadPoolExecutor  # noqa: E402
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any, Literal  # noqa: E402
 
@@ -30,89 +27,12 @@ from judgelab.evaluators.base import Candidate, Task  # noqa: E402
 from judgelab.evaluators.rubric import RubricJudge  # noqa: E402
 from judgelab.evaluators.ruler import RulerJudge  # noqa: E402
 from judgelab.models.endpoint import Endpoint  # noqa: E402
-
-Reply = dict[str, Any]
-Script = Reply | Callable[[dict[str, Any]], Reply]
-
-
-class ScriptedServer:
-    """OpenAI-compatible /v1/chat/completions on 127.0.0.1; replies popped from `script`."""
-
-    def __init__(self) -> None:
-        self.script: deque[Script] = deque()
-        self.requests: list[dict[str, Any]] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
-                server.requests.append(
-                    {
-                        "path": self.path,
-                        "headers": {k.lower(): v for k, v in self.headers.items()},
-                        "body": body,
-                    }
-                )
-                item: Script = (
-                    server.script.popleft()
-                    if server.script
-                    else {"status": 500, "text": "script exhausted"}
-                )
-                reply = item(body) if callable(item) else item
-                status = reply.get("status", 200)
-                if "text" in reply:
-                    payload = reply["text"].encode()
-                else:
-                    payload = json.dumps(completion_body(reply.get("content"))).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                for k, v in (reply.get("headers") or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.httpd.server_address[1]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def add(self, *items: Script) -> None:
-        self.script.extend(items)
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-def completion_body(content: str | None) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-test",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "judge-model",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
-    }
+from tests.support.openai_server import OpenAIServer, Reply  # noqa: E402
 
 
 @pytest.fixture()
-def server() -> Iterator[ScriptedServer]:
-    s = ScriptedServer()
+def server() -> Iterator[OpenAIServer]:
+    s = OpenAIServer()
     yield s
     s.close()
 
@@ -121,7 +41,7 @@ SECRET = "sk-test-SECRET-0123456789"
 
 
 def endpoint(
-    server: ScriptedServer,
+    server: OpenAIServer,
     mode: Literal["json_schema", "json_object", "none"] = "json_schema",
     *,
     system_role: bool = True,
@@ -211,7 +131,7 @@ def score_by_candidate(
 # --- RULER: shuffling and id mapping ---------------------------------------------------------
 
 
-def test_shuffle_stores_permutation_and_maps_scores_back_by_id(server: ScriptedServer) -> None:
+def test_shuffle_stores_permutation_and_maps_scores_back_by_id(server: OpenAIServer) -> None:
     tasks = [Task(task_id=f"t-{n}", source="autorl", prompt="write f") for n in range(6)]
     server.add(*[score_by_candidate(lambda i: (i + 1) / 10) for _ in tasks])
     judge = RulerJudge(ruler_spec(shuffle=True), endpoint(server))
@@ -242,7 +162,7 @@ def test_shuffle_stores_permutation_and_maps_scores_back_by_id(server: ScriptedS
     ) != judge.order(tasks[0], 4, 0, 0)
 
 
-def test_without_shuffle_the_order_is_the_sample_order(server: ScriptedServer) -> None:
+def test_without_shuffle_the_order_is_the_sample_order(server: OpenAIServer) -> None:
     server.add(score_by_candidate(lambda i: 0.5 + i / 10))
     verdicts = RulerJudge(ruler_spec(shuffle=False), endpoint(server)).score_group(
         TASK, candidates(3)
@@ -252,7 +172,7 @@ def test_without_shuffle_the_order_is_the_sample_order(server: ScriptedServer) -
     assert {v.permutation for v in verdicts} == {"0,1,2"}
 
 
-def test_identical_trajectories_get_the_single_score(server: ScriptedServer) -> None:
+def test_identical_trajectories_get_the_single_score(server: OpenAIServer) -> None:
     same = [
         Candidate("t-1", f"c{i}", i, "def f():\n    return 1", [{"role": "user", "content": "f"}])
         for i in range(3)
@@ -268,7 +188,7 @@ def test_identical_trajectories_get_the_single_score(server: ScriptedServer) -> 
 
 
 @pytest.mark.parametrize("policy", ["unscore", "clip"])
-def test_out_of_range_scores_follow_the_policy(server: ScriptedServer, policy: str) -> None:
+def test_out_of_range_scores_follow_the_policy(server: OpenAIServer, policy: str) -> None:
     raw = {0: 184.0, 1: -5.0, 2: 0.25, 3: 1.0}
     server.add(score_by_candidate(lambda i: raw[i]))
     judge = RulerJudge(ruler_spec(out_of_range=policy), endpoint(server))
@@ -286,7 +206,7 @@ def test_out_of_range_scores_follow_the_policy(server: ScriptedServer, policy: s
     assert len(server.requests) == 1, "an out-of-range score is data, not a reason to retry"
 
 
-def test_non_finite_score_is_unscored(server: ScriptedServer) -> None:
+def test_non_finite_score_is_unscored(server: OpenAIServer) -> None:
     content = (
         '{"scores": [{"trajectory_id": "1", "explanation": "x", "score": NaN},'
         ' {"trajectory_id": "2", "explanation": "y", "score": 0.5}]}'
@@ -320,7 +240,7 @@ BAD_REPLIES: dict[str, tuple[Reply, str]] = {
 
 @pytest.mark.parametrize("case", sorted(BAD_REPLIES))
 def test_bad_replies_are_retried_with_backoff_then_unscored(
-    server: ScriptedServer, case: str
+    server: OpenAIServer, case: str
 ) -> None:
     reply, expected = BAD_REPLIES[case]
     server.add(reply, reply, reply)
@@ -341,7 +261,7 @@ def test_bad_replies_are_retried_with_backoff_then_unscored(
     assert [r.raw for r in result.calls] == [reply["content"]] * 3
 
 
-def test_bad_reply_then_good_reply_scores(server: ScriptedServer) -> None:
+def test_bad_reply_then_good_reply_scores(server: OpenAIServer) -> None:
     server.add({"content": "not json"}, score_by_candidate(lambda i: 0.9))
     sleeps = Sleeps()
     result = RulerJudge(ruler_spec(), endpoint(server), sleep=sleeps).judge_group(
@@ -352,7 +272,7 @@ def test_bad_reply_then_good_reply_scores(server: ScriptedServer) -> None:
     assert result.calls[0].raw == "not json" and result.calls[1].raw.startswith('{"scores"')
 
 
-def test_429_honours_retry_after_and_500_is_retried(server: ScriptedServer) -> None:
+def test_429_honours_retry_after_and_500_is_retried(server: OpenAIServer) -> None:
     server.add(
         {
             "status": 429,
@@ -371,7 +291,7 @@ def test_429_honours_retry_after_and_500_is_retried(server: ScriptedServer) -> N
     assert sleeps.calls == [7.0, 1.0]  # Retry-After beats the 0.5 s backoff; then 0.5 * 2
 
 
-def test_transport_errors_exhaust_retries_into_unscored(server: ScriptedServer) -> None:
+def test_transport_errors_exhaust_retries_into_unscored(server: OpenAIServer) -> None:
     server.add(*[{"status": 503, "text": "{}"}] * 3)
     verdicts = RulerJudge(ruler_spec(retries=2), endpoint(server), sleep=Sleeps()).score_group(
         TASK, candidates(2)
@@ -380,7 +300,7 @@ def test_transport_errors_exhaust_retries_into_unscored(server: ScriptedServer) 
     assert all(v.status == "unscored" and "HTTP 503" in (v.reason or "") for v in verdicts)
 
 
-def test_client_error_is_not_retried(server: ScriptedServer) -> None:
+def test_client_error_is_not_retried(server: OpenAIServer) -> None:
     server.add({"status": 400, "text": '{"error": {"message": "bad schema"}}'})
     sleeps = Sleeps()
     verdicts = RulerJudge(ruler_spec(retries=2), endpoint(server), sleep=sleeps).score_group(
@@ -392,7 +312,7 @@ def test_client_error_is_not_retried(server: ScriptedServer) -> None:
 
 
 def test_connection_refused_is_transient_then_unscored() -> None:
-    s = ScriptedServer()
+    s = OpenAIServer()
     ep = endpoint(s)
     s.close()
     sleeps = Sleeps()
@@ -412,7 +332,7 @@ def _trajectory_score_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_json_schema_request_passes_the_schema_through_with_bounds(
-    server: ScriptedServer,
+    server: OpenAIServer,
 ) -> None:
     server.add(score_by_candidate(lambda i: 0.5))
     spec = ruler_spec(explanation_max_chars=123, temperature=0.0, max_tokens=321, seed=5)
@@ -439,7 +359,7 @@ def test_json_schema_request_passes_the_schema_through_with_bounds(
     assert body["messages"][0]["content"].strip().startswith("All of the trajectories below")
 
 
-def test_json_object_request_inlines_the_schema(server: ScriptedServer) -> None:
+def test_json_object_request_inlines_the_schema(server: OpenAIServer) -> None:
     server.add(score_by_candidate(lambda i: 0.5))
     spec = ruler_spec(explanation_max_chars=77)
     verdicts = RulerJudge(spec, endpoint(server, "json_object")).score_group(TASK, candidates(2))
@@ -453,7 +373,7 @@ def test_json_object_request_inlines_the_schema(server: ScriptedServer) -> None:
     assert item["required"] == ["trajectory_id", "explanation", "score"]
 
 
-def test_prompt_only_request_asks_for_json_and_extracts_it(server: ScriptedServer) -> None:
+def test_prompt_only_request_asks_for_json_and_extracts_it(server: OpenAIServer) -> None:
     def fenced(body: dict[str, Any]) -> Reply:
         inner = score_by_candidate(lambda i: 0.4)(body)["content"]
         return {"content": f"Sure! Here are the scores:\n```json\n{inner}\n```\nHope it helps."}
@@ -472,7 +392,7 @@ def test_prompt_only_request_asks_for_json_and_extracts_it(server: ScriptedServe
 
 
 def test_system_messages_are_merged_for_templates_without_a_system_role(
-    server: ScriptedServer,
+    server: OpenAIServer,
 ) -> None:
     server.add(score_by_candidate(lambda i: 0.5))
     ep = endpoint(server, "json_object", system_role=False)
@@ -488,7 +408,7 @@ def test_system_messages_are_merged_for_templates_without_a_system_role(
 
 
 def test_second_identical_run_is_served_from_the_cache(
-    server: ScriptedServer, tmp_path: Path
+    server: OpenAIServer, tmp_path: Path
 ) -> None:
     server.add(score_by_candidate(lambda i: i / 4))
     cache = JsonCache(tmp_path, "judge")
@@ -508,9 +428,7 @@ def test_second_identical_run_is_served_from_the_cache(
     assert len(server.requests) == 2
 
 
-def test_a_cached_bad_reply_is_not_replayed_on_retry(
-    server: ScriptedServer, tmp_path: Path
-) -> None:
+def test_a_cached_bad_reply_is_not_replayed_on_retry(server: OpenAIServer, tmp_path: Path) -> None:
     bad = {"content": "I think they are all fine."}
     server.add(bad)
     cands = candidates(3)
@@ -534,7 +452,7 @@ def test_a_cached_bad_reply_is_not_replayed_on_retry(
 
 
 def test_api_key_is_sent_as_bearer_and_never_logged_or_stored(
-    server: ScriptedServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    server: OpenAIServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
     server.add({"status": 500, "text": "{}"}, score_by_candidate(lambda i: 0.6))
@@ -554,7 +472,7 @@ def test_api_key_is_sent_as_bearer_and_never_logged_or_stored(
 
 
 def test_no_api_key_means_no_real_key_is_sent(
-    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+    server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     server.add(score_by_candidate(lambda i: 0.6))
@@ -565,7 +483,7 @@ def test_no_api_key_means_no_real_key_is_sent(
 # --- threads and event loops --------------------------------------------------------------
 
 
-def test_judges_run_from_worker_threads_and_inside_an_event_loop(server: ScriptedServer) -> None:
+def test_judges_run_from_worker_threads_and_inside_an_event_loop(server: OpenAIServer) -> None:
     import asyncio
 
     tasks = [Task(task_id=f"t-{n}", source="autorl", prompt="write f") for n in range(4)]
@@ -588,7 +506,7 @@ def rubric_reply(score: float, explanation: str = "runs and is correct") -> Repl
     return {"content": json.dumps({"explanation": explanation, "score": score})}
 
 
-def test_rubric_scores_one_candidate_with_the_code_review_prompt(server: ScriptedServer) -> None:
+def test_rubric_scores_one_candidate_with_the_code_review_prompt(server: OpenAIServer) -> None:
     server.add(rubric_reply(0.85))
     cand = candidates(1)[0]
     judge = RubricJudge(rubric_spec(explanation_max_chars=64), endpoint(server, "json_object"))
@@ -614,7 +532,7 @@ def test_rubric_scores_one_candidate_with_the_code_review_prompt(server: Scripte
 
 
 @pytest.mark.parametrize("policy", ["unscore", "clip"])
-def test_rubric_out_of_range(server: ScriptedServer, policy: str) -> None:
+def test_rubric_out_of_range(server: OpenAIServer, policy: str) -> None:
     server.add(rubric_reply(7.0))
     v = RubricJudge(rubric_spec(out_of_range=policy), endpoint(server)).score(
         TASK, candidates(1)[0]
@@ -626,7 +544,7 @@ def test_rubric_out_of_range(server: ScriptedServer, policy: str) -> None:
         assert v.status == "scored" and v.score == 1.0
 
 
-def test_rubric_retries_bad_json_then_unscored(server: ScriptedServer) -> None:
+def test_rubric_retries_bad_json_then_unscored(server: OpenAIServer) -> None:
     server.add({"content": "score: great"}, {"content": '{"score": "high"}'})
     sleeps = Sleeps()
     v = RubricJudge(rubric_spec(retries=1), endpoint(server), sleep=sleeps).score(
@@ -637,7 +555,7 @@ def test_rubric_retries_bad_json_then_unscored(server: ScriptedServer) -> None:
     assert v.explanation == '{"score": "high"}'
 
 
-def test_rubric_prompt_only_endpoint_with_merged_system(server: ScriptedServer) -> None:
+def test_rubric_prompt_only_endpoint_with_merged_system(server: OpenAIServer) -> None:
     server.add({"content": "```json\n" + rubric_reply(0.2)["content"] + "\n```"})
     ep = endpoint(server, "none", system_role=False)
     v = RubricJudge(rubric_spec(), ep).score(TASK, candidates(1)[0])
@@ -648,7 +566,7 @@ def test_rubric_prompt_only_endpoint_with_merged_system(server: ScriptedServer) 
     assert body["messages"][0]["content"].startswith("You are a strict senior software engineer")
 
 
-def test_rubric_cache_and_repeat(server: ScriptedServer, tmp_path: Path) -> None:
+def test_rubric_cache_and_repeat(server: OpenAIServer, tmp_path: Path) -> None:
     server.add(rubric_reply(0.5), rubric_reply(0.6))
     cand = candidates(1)[0]
     judge = RubricJudge(rubric_spec(), endpoint(server), JsonCache(tmp_path, "judge"))

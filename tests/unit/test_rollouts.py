@@ -17,7 +17,7 @@ from judgelab.config import RolloutSettings
 from judgelab.evaluators.base import Task
 from judgelab.models.endpoint import Endpoint
 from judgelab.rollouts.generate import generate_group, rollouts_frame, sample_seed
-from tests.support.openai_stub import StubServer, completion
+from tests.support.openai_server import OpenAIServer, Reply, http_error, ok
 
 TASK = Task(
     task_id="HumanEval/0",
@@ -29,9 +29,9 @@ TASK = Task(
 )
 
 
-def by_seed(body: dict) -> tuple[int, dict]:
+def by_seed(body: dict) -> Reply:
     # Deterministic in the request, like a seeded model.
-    return 200, completion(f"<code>answer for seed {body['seed']}</code>")
+    return ok(f"<code>answer for seed {body['seed']}</code>")
 
 
 def endpoint(url: str, fingerprint: str = "gguf:abc") -> Endpoint:
@@ -40,7 +40,7 @@ def endpoint(url: str, fingerprint: str = "gguf:abc") -> Endpoint:
 
 def test_miss_then_hit(tmp_path: Path) -> None:
     settings = RolloutSettings(k=3)
-    with StubServer(by_seed) as srv:
+    with OpenAIServer(by_seed) as srv:
         ep = endpoint(srv.base_url)
         first = generate_group(settings, TASK, ep, JsonCache(tmp_path, "completions"))
         assert len(srv.requests) == 3
@@ -53,12 +53,12 @@ def test_miss_then_hit(tmp_path: Path) -> None:
 
 
 def test_key_changes_with_what_changes_the_output(tmp_path: Path) -> None:
-    with StubServer(by_seed) as srv:
+    with OpenAIServer(by_seed) as srv:
         cache = JsonCache(tmp_path, "completions")
         base = generate_group(RolloutSettings(k=2), TASK, endpoint(srv.base_url), cache)
         n = len(srv.requests)
         # Not part of the key: the server address.
-        with StubServer(by_seed) as other:
+        with OpenAIServer(by_seed) as other:
             generate_group(RolloutSettings(k=2), TASK, endpoint(other.base_url), cache)
             assert other.requests == []
         # Part of the key: temperature, weights, k extends without redrawing.
@@ -86,12 +86,12 @@ generate_group(RolloutSettings(k=6), TASK, ep, JsonCache(Path(sys.argv[2]), "com
 def test_resume_after_kill_recomputes_only_missing_samples(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parents[2]
 
-    def slow(body: dict) -> tuple[int, dict]:
+    def slow(body: dict) -> Reply:
         if len(srv.requests) > 2:
             time.sleep(30)  # the child is killed while waiting here
         return by_seed(body)
 
-    with StubServer(slow) as srv:
+    with OpenAIServer(slow) as srv:
         child = subprocess.Popen(
             [sys.executable, "-c", CHILD, srv.base_url, str(tmp_path)],
             cwd=root,
@@ -105,7 +105,7 @@ def test_resume_after_kill_recomputes_only_missing_samples(tmp_path: Path) -> No
     assert len(srv.requests) == 3
     entries = list((tmp_path / "completions").rglob("*.json"))
     assert len(entries) == 2  # the two finished samples, nothing torn
-    with StubServer(by_seed) as resumed:
+    with OpenAIServer(by_seed) as resumed:
         rows = generate_group(
             RolloutSettings(k=6),
             TASK,
@@ -113,7 +113,7 @@ def test_resume_after_kill_recomputes_only_missing_samples(tmp_path: Path) -> No
             JsonCache(tmp_path, "completions"),
         )
         assert len(resumed.requests) == 4
-    with StubServer(by_seed) as fresh:
+    with OpenAIServer(by_seed) as fresh:
         clean = generate_group(
             RolloutSettings(k=6),
             TASK,
@@ -128,13 +128,13 @@ def test_resume_after_kill_recomputes_only_missing_samples(tmp_path: Path) -> No
 def test_transient_errors_are_retried(tmp_path: Path, status: int) -> None:
     calls = {"n": 0}
 
-    def flaky(body: dict) -> tuple[int, dict]:
+    def flaky(body: dict) -> Reply:
         calls["n"] += 1
-        return (status, {"error": {"message": "busy"}}) if calls["n"] == 1 else by_seed(body)
+        return http_error(status, "busy") if calls["n"] == 1 else by_seed(body)
 
     from judgelab.models import client
 
-    with StubServer(flaky) as srv:
+    with OpenAIServer(flaky) as srv:
         out = client.chat(
             endpoint(srv.base_url),
             [{"role": "user", "content": "x"}],

@@ -104,49 +104,59 @@ def test_huge_output_is_bounded_and_never_blocks_the_child() -> None:
     assert "bytes dropped" in r.stdout_tail
 
 
-def test_child_processes_die_at_the_deadline() -> None:
-    code = (
-        "import subprocess, sys, time\n"
-        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+def _host_processes_with(token: str) -> list[int]:
+    """Host pids whose command line contains `token` (pids inside the sandbox's own pid
+    namespace mean nothing out here, so the children are found by a unique argument)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and _alive(int(entry.name)):
+            try:
+                if token.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def _sleeper(token: str, detach: bool = False) -> str:
+    """Code that starts a 120 s child tagged with `token`."""
+    extra = ", start_new_session=True" if detach else ""
+    return (
+        "import subprocess, sys\n"
+        f"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)', {token!r}]"
+        f"{extra})\n"
         "print(p.pid, flush=True)\n"
-        "time.sleep(120)\n"
     )
-    r = run_python(code, timeout_s=2)
-    assert r.status == "timeout"
-    pid = int(r.stdout_tail.split()[0])
+
+
+def _assert_gone(token: str) -> None:
     deadline = time.monotonic() + 5
-    while _alive(pid) and time.monotonic() < deadline:
+    while _host_processes_with(token) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(pid)
+    assert _host_processes_with(token) == []
+
+
+def test_child_processes_die_at_the_deadline() -> None:
+    token = f"judgelab-test-{os.getpid()}-deadline"
+    r = run_python(_sleeper(token) + "import time\ntime.sleep(120)\n", timeout_s=2)
+    assert r.status == "timeout"
+    assert r.stdout_tail.strip().isdigit()  # the child did start
+    _assert_gone(token)
 
 
 def test_child_processes_die_after_a_normal_exit() -> None:
-    code = (
-        "import subprocess, sys\n"
-        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
-        "print(p.pid)\n"
-    )
-    r = run_python(code, timeout_s=10)
-    assert r.status == "passed"
-    pid = int(r.stdout_tail.split()[0])
-    time.sleep(0.2)
-    assert not _alive(pid)
+    token = f"judgelab-test-{os.getpid()}-exit"
+    r = run_python(_sleeper(token), timeout_s=10)
+    assert r.status == "passed" and r.stdout_tail.strip().isdigit()
+    _assert_gone(token)
 
 
-@pytest.mark.skipif(not AS_ROOT, reason="only the root mode (private uid) catches setsid escapes")
+@pytest.mark.skipif(not AS_ROOT, reason="only root gets a pid namespace (or a private uid)")
 def test_a_child_that_leaves_the_process_group_still_dies() -> None:
-    code = (
-        "import subprocess, sys\n"
-        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'],\n"
-        "                     start_new_session=True, stdout=subprocess.DEVNULL,\n"
-        "                     stderr=subprocess.DEVNULL)\n"
-        "print(p.pid)\n"
-    )
-    r = run_python(code, timeout_s=10)
-    assert r.status == "passed"
-    pid = int(r.stdout_tail.split()[0])
-    time.sleep(0.2)
-    assert not _alive(pid)
+    token = f"judgelab-test-{os.getpid()}-setsid"
+    r = run_python(_sleeper(token, detach=True), timeout_s=10)
+    assert r.status == "passed" and r.stdout_tail.strip().isdigit()
+    _assert_gone(token)
 
 
 def test_environment_is_scrubbed(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -168,15 +178,24 @@ def test_environment_is_scrubbed(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_temp_dir_is_removed_even_after_a_timeout() -> None:
     before = _sandbox_dirs()
-    r = run_python("import os\nprint(os.getcwd())\nopen('junk', 'w').write('x')", timeout_s=10)
-    workdir = r.stdout_tail.strip()
-    assert r.status == "passed" and Path(workdir).name.startswith("judgelab-sbx-")
-    assert not Path(workdir).exists()
+    r = run_python("open('junk', 'w').write('x')", timeout_s=10)
+    assert r.status == "passed"
+    assert _sandbox_dirs() <= before
     r = run_python(
         "import os, time\nos.makedirs('a/b')\nos.chmod('a', 0)\ntime.sleep(9)", timeout_s=1
     )
     assert r.status == "timeout"
     assert _sandbox_dirs() <= before
+
+
+@pytest.mark.skipif(not AS_ROOT, reason="only root gets a mount namespace")
+def test_tracebacks_are_the_same_every_run() -> None:
+    """The workdir appears at one fixed path inside, so explanations are reproducible."""
+    code = "import os\nprint(os.getcwd())\nraise ValueError('boom')"
+    first, second = (run_python(code, timeout_s=10) for _ in range(2))
+    assert first.status == "failed" and first.stdout_tail == "/tmp/sandbox\n"
+    assert (first.stdout_tail, first.stderr_tail) == (second.stdout_tail, second.stderr_tail)
+    assert 'File "/tmp/sandbox/main.py", line 3' in first.stderr_tail
 
 
 @pytest.mark.skipif(not AS_ROOT, reason="privileges are dropped only when we are root")
@@ -192,7 +211,7 @@ def test_code_runs_unprivileged_and_cannot_write_outside_its_dir(tmp_path: Path)
         "    try:\n"
         "        open(path, mode)\n"
         "        print('allowed')\n"
-        "    except PermissionError:\n"
+        "    except OSError:  # EACCES as its uid; ENOENT/EROFS with the mount namespace\n"
         "        print('denied')\n"
     )
     r = run_python(code, timeout_s=10)
@@ -301,3 +320,29 @@ def test_cli_as_a_real_process(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=120, cwd=ROOT,
     )  # fmt: skip
     assert missing.returncode == 2
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "options"),
+    [
+        ("passed", "print('ok')", []),
+        ("failed", "raise SystemExit(4)", []),
+        ("timeout", "import time\ntime.sleep(30)", ["--timeout", "0.5"]),
+        ("memory", "x = bytearray(2 * 1024**3)", ["--memory-mb", "128"]),
+        ("killed", "import os, signal\nos.kill(os.getpid(), signal.SIGABRT)", []),
+        ("error", "print('never runs')", []),
+    ],
+)
+def test_cli_reports_every_status(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, status: str, code: str, options: list[str]
+) -> None:
+    if status == "error":  # the sandbox itself cannot start the code
+        monkeypatch.setattr(sandbox, "_LAUNCHER", "raise SystemExit(3)")
+    script = tmp_path / "prog.py"
+    script.write_text(code)
+    options = options if "--timeout" in options else ["--timeout", "10", *options]
+    result = CliRunner().invoke(app, ["sandbox", "run", str(script), *options])
+    assert result.exit_code == 0, result.output
+    verdict = json.loads(result.stdout)
+    assert verdict["status"] == status, verdict
+    assert "never runs" not in verdict["stdout_tail"]

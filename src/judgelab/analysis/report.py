@@ -89,6 +89,7 @@ HEADLINE_COLUMNS = (
     "std",
     "IQR",
     "unscored",
+    "judge failures",
     "out of range",
     "ROC-AUC",
     "pairwise acc.",
@@ -112,6 +113,7 @@ def headline_rows(evaluators: dict[str, dict[str, Any]]) -> list[list[str]]:
                 fmt_num(ev.get("std")),
                 fmt_num(ev.get("iqr")),
                 fmt_pct(ev.get("unscored_rate")),
+                fmt_pct(ev.get("judge_failure_rate")),
                 fmt_pct(ev.get("out_of_range_rate")),
                 fmt_ci(t, "roc_auc"),
                 fmt_ci(t, "pairwise_accuracy"),
@@ -184,6 +186,12 @@ def findings(name: str, ev: dict[str, Any]) -> list[str]:
         top = max(sorted(reasons), key=lambda k: reasons[k]["n"]) if reasons else None
         tail = f" (most often: {top})" if top else ""
         out.append(f"left {fmt_pct(ev['unscored_rate'])} of rows unscored{tail}.")
+    if ev.get("judge_failure_rate"):
+        out.append(
+            f"the judge itself failed (after its retries) on {fmt_pct(ev['judge_failure_rate'])} "
+            f"of rows ({ev.get('n_judge_failures')} rows): timeouts, rate limits, server errors "
+            "or replies that could not be read."
+        )
     if ev.get("out_of_range_rate"):
         out.append(
             f"returned raw scores outside [0, 1] on {fmt_pct(ev['out_of_range_rate'])} "

@@ -10,6 +10,10 @@ Contract:
 - Rates are shares of *all* rows of the evaluator: `unscored_rate = n_unscored / n_rows`,
   `out_of_range_rate = rows flagged out_of_range / n_rows` (out-of-range rows may be scored, when
   clipped, or unscored).
+- `judge_failure_rate = n_judge_failures / n_rows`: rows left unscored because the judge
+  itself failed after its bounded retries (call failed: timeout, 429, 5xx, connection; or a
+  reply that could not be turned into scores), as opposed to verdicts on the data such as
+  an out-of-range score. A flaky endpoint shows here, never as silently dropped rows.
 - `unscored_by_reason` groups unscored rows by the reason's category: the text before the first
   ':', slugged (so "Parse error: unexpected token" and "parse error: empty reply" are both
   `parse_error`),
@@ -26,6 +30,8 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+
+from judgelab.errors import JUDGE_CALL_FAILED, JUDGE_REPLY_ERROR
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +95,11 @@ def stats_for_evaluator(rows: pl.DataFrame) -> dict[str, Any]:
         counts[key] = counts.get(key, 0) + 1
     by_reason = {key: {"n": n, "share": n / unscored.height} for key, n in sorted(counts.items())}
 
+    failed = unscored.filter(
+        pl.col("reason").fill_null("").str.starts_with(JUDGE_CALL_FAILED)
+        | pl.col("reason").fill_null("").str.starts_with(JUDGE_REPLY_ERROR)
+    ).height
+
     raw = rows.get_column("raw_score").drop_nulls().to_numpy().astype(float)
     raw = raw[np.isfinite(raw)]
     result: dict[str, Any] = {
@@ -100,6 +111,8 @@ def stats_for_evaluator(rows: pl.DataFrame) -> dict[str, Any]:
         "n_candidates": rows.get_column("candidate_id").n_unique() if n_rows else 0,
         "n_repeats": rows.get_column("repeat").n_unique() if n_rows else 0,
         "unscored_rate": unscored.height / n_rows if n_rows else None,
+        "n_judge_failures": failed,
+        "judge_failure_rate": failed / n_rows if n_rows else None,
         "n_out_of_range": n_out,
         "out_of_range_rate": n_out / n_rows if n_rows else None,
         "unscored_by_reason": by_reason,

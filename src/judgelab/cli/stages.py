@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import typer
@@ -16,12 +17,51 @@ def _run(fn_name: str, module: str, **kwargs: object) -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     import importlib
 
-    flow = getattr(importlib.import_module(module), fn_name)
     try:
+        preflight(fn_name.removesuffix("_flow"), Path(str(kwargs["params"])))
+        flow = getattr(importlib.import_module(module), fn_name)
         flow(**kwargs)
     except JudgelabError as err:
         typer.secho(f"error: {err}", fg="red", err=True)
         raise typer.Exit(2) from None
+
+
+# The tables each stage reads (a pipeline run makes its own).
+STAGE_INPUTS = {
+    "rollouts": ("tasks",),
+    "scores": ("tasks", "rollouts"),
+    "analysis": ("tasks", "rollouts", "scores"),
+}
+
+
+def preflight(stage: str, params: Path) -> None:
+    """Fail in a second, before any flow or model starts, on what would fail the stage later:
+    invalid params, a model whose API-key variable is unset, an input table with bad rows.
+    Nothing is written, so no partial artefact can look complete."""
+    from judgelab.config import EndpointModel, load_settings
+    from judgelab.errors import ConfigError
+    from judgelab.schemas import validate_file
+    from judgelab.scoring import judge_names
+
+    settings = load_settings(params)
+    needed = {
+        "tasks": [settings.tasks.autorl.model] if settings.tasks.autorl.enabled else [],
+        "rollouts": [settings.rollouts.policy],
+        "scores": judge_names(settings),
+    }
+    names = [n for st, ns in needed.items() if stage in (st, "pipeline") for n in ns]
+    for name in dict.fromkeys(names):
+        spec = settings.model(name)
+        key_env = spec.api_key_env if isinstance(spec, EndpointModel) else None
+        if key_env and not os.environ.get(key_env):
+            raise ConfigError(
+                f"models.{name}.api_key_env: environment variable {key_env} is not set "
+                f"(the {stage} stage needs model {name!r})"
+            )
+    from flows import paths
+
+    for kind in STAGE_INPUTS.get(stage, ()):
+        validate_file(getattr(paths, kind.upper()), kind)
 
 
 def register(app: typer.Typer) -> None:

@@ -53,7 +53,14 @@ from art.rewards.ruler import TrajectoryScore, ruler
 
 from judgelab.cache import JsonCache
 from judgelab.config import JudgeCallSettings, RulerEvaluator
-from judgelab.errors import JudgelabError, JudgeReplyError, ModelError, TransientError
+from judgelab.errors import (
+    JUDGE_CALL_FAILED,
+    JUDGE_REPLY_ERROR,
+    JudgelabError,
+    JudgeReplyError,
+    ModelError,
+    TransientError,
+)
 from judgelab.evaluators.base import Candidate, Task, Verdict
 from judgelab.evaluators.transport import (
     CallRecord,
@@ -61,10 +68,10 @@ from judgelab.evaluators.transport import (
     judge_call,
     raw_tail,
     register_endpoint,
-    retry_delay,
     run_sync,
 )
 from judgelab.models.endpoint import Endpoint
+from judgelab.models.ratelimit import retry_delay
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -117,7 +124,7 @@ def request_seed(seed: int, repeat: int, attempt: int) -> int:
 
 
 def failure_reason(error: JudgelabError, attempts: int) -> str:
-    kind = "judge reply error" if isinstance(error, JudgeReplyError) else "judge call failed"
+    kind = JUDGE_REPLY_ERROR if isinstance(error, JudgeReplyError) else JUDGE_CALL_FAILED
     tries = "attempt" if attempts == 1 else "attempts"
     return f"{kind} after {attempts} {tries}: {error}"
 

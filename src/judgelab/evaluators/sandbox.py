@@ -11,35 +11,55 @@ What is guaranteed (on Linux):
   and TMPDIR. Nothing from our environment (API keys, tokens) is inherited.
 - The interpreter runs isolated (`-I`: no PYTHON* variables, no user site-packages, script
   directory not on sys.path) and writes no bytecode (`-B`). stdin is /dev/null.
-- Resource limits, set by a small bootstrap before the code's interpreter is exec'd, so they
-  hold from its first instruction and are inherited by every process it starts:
-  RLIMIT_CPU (soft = cpu_s, SIGKILL one second later), RLIMIT_AS (memory_mb),
+- Resource limits, set by the launcher (sandbox_init.py) before the code's interpreter is
+  exec'd, so they hold from its first instruction and are inherited by every process it
+  starts: RLIMIT_CPU (soft = cpu_s, SIGKILL one second later), RLIMIT_AS (memory_mb),
   RLIMIT_FSIZE (FILE_SIZE_MB per file), RLIMIT_CORE = 0 (no core dumps), RLIMIT_NPROC
-  (MAX_PROCESSES). If the bootstrap cannot set them, the code is not run (status "error").
-- Wall-clock deadline: the child runs in its own session and process group; at the
-  deadline, and again after a normal exit, the whole process group is SIGKILLed, so
-  children it spawned die too.
+  (MAX_PROCESSES), and no_new_privs (exec of a setuid binary gains nothing). If the
+  launcher cannot set them, the code is not run (status "error").
+- Wall-clock deadline: the launcher runs in its own session and process group; at the
+  deadline, and again after a normal exit, the whole process group is SIGKILLed.
 - stdout and stderr are drained by threads and only the last `output_limit` bytes of each
   are kept; the rest is discarded without ever blocking the child.
-- When we run as root: the code runs under a private, otherwise unused uid/gid (one per
-  concurrent run, from a pool starting at UID_BASE, reserved across processes with a lock
-  file), with no supplementary groups. So RLIMIT_NPROC binds, the code can write only where
-  "other" may write (its own directory, /tmp, /var/tmp, /dev/shm) and cannot read files
-  that are not world-readable. After the run every process of that uid is SIGKILLed
-  (`kill -9 -1` executed as that uid), which also catches children that escaped the
-  process group with setsid(). The interpreter used then is one that uid can execute
-  (sys.executable, or the system python3 when ours lives under an unreadable /root).
+- When we run as root (CI, containers) two more layers hold:
+  - Identity: the code runs under a private, otherwise unused uid/gid (one per concurrent
+    run, from a pool starting at UID_BASE, reserved across processes with a lock file),
+    with no supplementary groups, so RLIMIT_NPROC binds (a fork bomb stops at
+    MAX_PROCESSES) and files that are not world-readable stay unreadable. After the run
+    every process of that uid is SIGKILLed (`kill -9 -1` executed as that uid). The
+    interpreter is one that uid can execute (sys.executable, or the system python3 when
+    ours lives under an unreadable /root), so the code sees only the standard library.
+  - Namespaces: new network, pid, mount and ipc namespaces. The network namespace has no
+    interface up, not even loopback: every connect() fails at once with ENETUNREACH and no
+    packet leaves, to the internet or to our own services on 127.0.0.1. The code's
+    supervisor is pid 1 of the pid namespace; when the code exits or the deadline kills the
+    supervisor, the kernel SIGKILLs every process left in it, including children that
+    detached with setsid(). /proc is remounted, so host processes are invisible. In the
+    private mount namespace /tmp is a fresh, empty tmpfs holding only the code's own
+    directory, at the fixed path /tmp/sandbox (so tracebacks and explanations are the same
+    every run), and every mount is read-only and nosuid except that directory: writes to the
+    repository, home, /var/tmp or /dev/shm fail with EROFS, and nothing outside the workdir
+    (removed afterwards) can be changed. /root, /home, $HOME, our working directory and
+    the project root (the repository, with any .env files) are covered by an empty tmpfs
+    unless the interpreter lives inside them.
+  A mechanism the kernel refuses (a container without CAP_SYS_ADMIN, a kernel before 5.12
+  for mount_setattr) is skipped and a loud warning naming it is logged once; the rest
+  still applies.
 
-What is NOT guaranteed (a later hardening issue):
-- No network isolation: the code can open sockets (no network namespace, no seccomp).
+What is NOT guaranteed:
 - No cgroup: memory is bounded per process by RLIMIT_AS, not in total across the up to
-  MAX_PROCESSES processes the code may start; the OOM killer is the final backstop.
-- Files the code writes to world-writable places outside its directory (/tmp, /dev/shm)
-  are left behind. Everything world-readable on this machine can be read.
-- When we are NOT root, nothing of the above "root" paragraph holds: the code runs as our
-  own user, can write wherever we can, RLIMIT_NPROC counts all of our processes, and a
-  child that calls setsid() survives the run. A loud warning is logged once.
+  MAX_PROCESSES processes the code may start; the OOM killer is the final backstop. CPU is
+  bounded per process by RLIMIT_CPU and in total by the wall-clock deadline.
+- No seccomp filter: the code can make any system call its uid and namespaces allow; a
+  kernel exploit escapes the sandbox. This is process isolation, not a virtual machine.
+- World-readable files outside the hidden directories (system files, other users' world-
+  readable files) can be read, though not changed.
+- When we are NOT root, only the first four points hold: no private uid, no namespaces.
+  The code runs as our own user, can write and connect wherever we can, RLIMIT_NPROC counts
+  all of our processes, and a child that calls setsid() survives the run. A loud warning
+  is logged once. Run evaluations in a container or as root in a throwaway VM.
 - Results are only as deterministic as the code: hash seeds, timing and scheduling vary.
+See docs/SECURITY.md for the measured behaviour of each point.
 """
 
 from __future__ import annotations
@@ -61,6 +81,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Literal
 
+from judgelab.paths import project_root
+
 log = logging.getLogger(__name__)
 
 SandboxStatus = Literal["passed", "failed", "timeout", "memory", "killed", "error"]
@@ -69,36 +91,12 @@ FILE_SIZE_MB = 64  # largest file the code may write
 MAX_PROCESSES = 64  # RLIMIT_NPROC: processes (and threads) of the sandbox uid
 UID_BASE = 1_879_100_000  # private uids UID_BASE .. UID_BASE + UID_POOL - 1 (root only)
 UID_POOL = 128
+USE_NAMESPACES = True  # root only; False exists to measure what the namespaces add
 MIN_MEMORY_MB = 32  # below this the interpreter itself cannot start
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 _LOCK_DIR_NAME = "judgelab-sandbox-locks"
-_SETUP_OK = b"limits-set\n"
-
-# Runs as the sandbox user, before the untrusted code: sets the limits, reports on the
-# setup pipe (close-on-exec, so the code can never write to it), then execs the code's
-# interpreter. A limit can only be lowered, never raised above the current hard limit.
-_BOOTSTRAP = """\
-import os, resource, sys
-fd = int(sys.argv[1])
-cpu, mem, fsize, nproc = (int(a) for a in sys.argv[2:6])
-def cap(kind, soft, hard):
-    cur = resource.getrlimit(kind)[1]
-    if cur != resource.RLIM_INFINITY:
-        soft, hard = min(soft, cur), min(hard, cur)
-    resource.setrlimit(kind, (soft, hard))
-cap(resource.RLIMIT_CORE, 0, 0)
-cap(resource.RLIMIT_CPU, cpu, cpu + 1)
-cap(resource.RLIMIT_AS, mem, mem)
-cap(resource.RLIMIT_FSIZE, fsize, fsize)
-cap(resource.RLIMIT_NPROC, nproc, nproc)
-os.set_inheritable(fd, False)
-os.write(fd, b"limits-set\\n")
-try:
-    os.execv(sys.executable, [sys.executable, "-I", "-B", "main.py"])
-except OSError as err:
-    os.write(fd, ("exec failed: %s" % err).encode())
-    os._exit(125)
-"""
+_LAUNCHER = (Path(__file__).parent / "sandbox_init.py").read_text(encoding="utf-8")
+_warned: set[str] = set()
 
 
 @dataclass(frozen=True)
@@ -218,8 +216,9 @@ def _choose_launch() -> _Launch:
     if os.geteuid() != 0:
         log.warning(
             "SANDBOX RUNS GENERATED CODE AS YOUR OWN USER (uid %d): judgelab is not root, so "
-            "it cannot drop privileges. The code can write wherever you can and RLIMIT_NPROC "
-            "counts all your processes. Run evaluations in a container or as a throwaway user.",
+            "it cannot drop privileges or create namespaces. The code can write and connect "
+            "wherever you can and RLIMIT_NPROC counts all your processes. Run evaluations in a "
+            "container or as a throwaway user.",
             os.geteuid(),
         )
         return _Launch(python=sys.executable, drop_privileges=False)
@@ -392,6 +391,28 @@ def run_python(
         return _error(f"sandbox could not run the code: {err}", started)
 
 
+def _hidden_dirs(python: str, workdir: Path) -> list[str]:
+    """Directories to cover with an empty tmpfs: homes, our working directory and the project
+    root (the repository, with any .env files), unless the code's interpreter or dir lies
+    inside."""
+    keep = [Path(python), Path(python).resolve(), workdir]
+    found = []
+    for raw in ("/root", "/home", os.environ.get("HOME", ""), os.getcwd(), str(project_root())):
+        path = Path(raw).resolve() if raw else None
+        if path is None or path == Path("/") or not path.is_dir() or ":" in str(path):
+            continue
+        if any(k == path or path in k.parents for k in keep):
+            continue
+        found.append(str(path))
+    return sorted(set(found))
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        log.warning("SANDBOX WEAKER THAN DOCUMENTED: %s (see docs/SECURITY.md)", message)
+
+
 def _run_in(
     workdir: Path,
     uid: int | None,
@@ -401,25 +422,30 @@ def _run_in(
     memory_mb: int,
     output_limit: int,
 ) -> SandboxResult:
-    setup_r, setup_w = os.pipe()
+    report_r, report_w = os.pipe()
+    isolate = os.geteuid() == 0 and USE_NAMESPACES
+    hide = ":".join(_hidden_dirs(python, workdir)) if isolate else ""
     limits = [cpu_limit, memory_mb * 1024 * 1024, FILE_SIZE_MB * 1024 * 1024, MAX_PROCESSES]
-    identity = {} if uid is None else {"user": uid, "group": uid, "extra_groups": []}
+    argv = [str(report_w), str(-1 if uid is None else uid), "1" if isolate else "0",
+            str(workdir), hide, *map(str, limits), python]  # fmt: skip
     started = time.monotonic()
     try:
+        # The launcher runs as us (root) to unshare and mount; it drops to `uid` itself.
         proc = subprocess.Popen(
-            [python, "-I", "-B", "-c", _BOOTSTRAP, str(setup_w), *map(str, limits)],
+            [python, "-I", "-B", "-c", _LAUNCHER, *argv],
             cwd=workdir, env=_child_env(workdir), stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(setup_w,),
-            start_new_session=True, umask=0o077, **identity,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(report_w,),
+            start_new_session=True, umask=0o077,
         )  # fmt: skip
     except OSError:
-        os.close(setup_r)
+        os.close(report_r)
         raise
     finally:
-        os.close(setup_w)
+        os.close(report_w)
     assert proc.stdout is not None and proc.stderr is not None
     out = _TailReader(proc.stdout, output_limit)
     err = _TailReader(proc.stderr, output_limit)
+    report = _TailReader(os.fdopen(report_r, "rb"), 16_384)
 
     # Wait without reaping, so the pid (and process group id) stays ours until killpg.
     exited = threading.Event()
@@ -430,26 +456,35 @@ def _run_in(
         exited.set()
 
     threading.Thread(target=wait_exit, daemon=True, name="sandbox-waiter").start()
-    with os.fdopen(setup_r, "rb") as setup:
-        setup_report = setup.read(4096)  # EOF at the exec of the code (close-on-exec)
     deadline = started + timeout_s
     timed_out = not exited.wait(max(0.0, deadline - time.monotonic()))
+    # Killing the launcher's group kills the supervisor, pid 1 of the namespace, and so
+    # every process in it; without a pid namespace only the group (and, below, the uid).
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     exited.wait()
     try:
-        _, status, usage = os.wait4(proc.pid, 0)
+        os.waitpid(proc.pid, 0)
     except ChildProcessError:  # someone else in this process reaped it
         raise OSError(f"lost track of sandbox process {proc.pid}") from None
-    proc.returncode = exit_code = os.waitstatus_to_exitcode(status)
     duration = time.monotonic() - started
     if uid is not None:
         _kill_all_of(uid)  # children that left the process group; frees the pipes
     stdout_tail, stderr_tail = out.finish(2.0), err.finish(2.0)
+    lines = report.finish(2.0).splitlines()
 
-    if setup_report != _SETUP_OK:
-        detail = setup_report.decode(errors="replace") or stderr_tail[-500:]
+    for line in lines:
+        if line.startswith("warn "):
+            _warn_once(line[5:])
+    if "limits-set" not in lines:
+        detail = next((ln for ln in lines if ln.startswith("setup failed")), "")
+        detail = detail or stderr_tail[-500:] or "no report from the launcher"
         return SandboxResult("error", None, False, duration, "", f"sandbox setup failed: {detail}")
-    cpu_used = usage.ru_utime + usage.ru_stime
+    ended = [ln.split() for ln in lines if ln.startswith("exit ")]
+    if ended:
+        exit_code = os.waitstatus_to_exitcode(int(ended[-1][1]))
+        cpu_used = float(ended[-1][2])
+    else:  # the deadline's SIGKILL reached the code before it exited
+        exit_code, cpu_used = -signal.SIGKILL, 0.0
     status_ = _classify(exit_code, timed_out, cpu_used, cpu_limit, stderr_tail)
     return SandboxResult(status_, exit_code, timed_out, duration, stdout_tail, stderr_tail)

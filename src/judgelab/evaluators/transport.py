@@ -26,6 +26,8 @@ litellm hands the request to :class:`JudgelabProvider`, which
   no HTTP request. The raw reply is cached, good or bad: a retry must change the seed to get a
   new one;
 * sends the request with ``openai.AsyncOpenAI(max_retries=0)``: retrying is the judge's job;
+  each HTTP request first waits for the endpoint's limiter (:mod:`judgelab.models.ratelimit`:
+  concurrency, requests and tokens per minute), and a 429's ``Retry-After`` pauses it;
 * maps failures to typed errors: 429 → :class:`RateLimitedError` (``Retry-After`` kept),
   408/409/425/5xx, timeouts and connection errors → :class:`~judgelab.errors.TransientError`,
   other 4xx → :class:`JudgeRequestError` (not retryable);
@@ -44,7 +46,6 @@ import contextlib
 import copy
 import json
 import logging
-import math
 import os
 import threading
 import time
@@ -57,28 +58,30 @@ import litellm
 import openai
 
 from judgelab.cache import JsonCache
-from judgelab.errors import JudgelabError, JudgeReplyError, ModelError, TransientError
+from judgelab.errors import (
+    JudgelabError,
+    JudgeReplyError,
+    ModelError,
+    RateLimitedError,
+    TransientError,
+)
 from judgelab.models.client import merge_system
 from judgelab.models.endpoint import Endpoint
+from judgelab.models.ratelimit import (
+    RETRY_AFTER_CAP_S,
+    estimate_tokens,
+    retry_after_seconds,
+)
 
 log = logging.getLogger(__name__)
 
 PROVIDER = "judgelab"
 ID_MAX_CHARS = 8
 DEFAULT_STRING_MAX_CHARS = 300
-RETRY_AFTER_CAP_S = 120.0
 CACHE_NAMESPACE = "judge"
 _CACHE_VERSION = 1
 _NO_KEY = "sk-no-key-required"  # the openai client refuses an empty key; local servers ignore it
 _T = TypeVar("_T")
-
-
-class RateLimitedError(TransientError):
-    """HTTP 429. ``retry_after_s`` is the server's Retry-After, when it sent one."""
-
-    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
 
 
 class JudgeRequestError(ModelError):
@@ -337,17 +340,6 @@ def normalize_json(text: str) -> str:
 # --- the provider -------------------------------------------------------------------------
 
 
-def _retry_after(headers: Any) -> float | None:
-    value = headers.get("retry-after") if headers is not None else None
-    if value is None:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        return None  # an HTTP date: rare for model APIs; fall back to our own backoff
-    return seconds if math.isfinite(seconds) and seconds >= 0 else None
-
-
 def _map_openai_error(err: Exception, endpoint: Endpoint) -> JudgelabError:
     where = f"judge endpoint {endpoint.name!r}"
     if isinstance(err, openai.APITimeoutError):
@@ -358,7 +350,9 @@ def _map_openai_error(err: Exception, endpoint: Endpoint) -> JudgelabError:
         status = err.status_code
         detail = str(err.message)[:300]
         if status == 429:
-            after = _retry_after(err.response.headers)
+            after = retry_after_seconds(err.response.headers)
+            if after is not None and endpoint.limiter is not None:
+                endpoint.limiter.pause(min(after, RETRY_AFTER_CAP_S))
             return RateLimitedError(f"{where}: HTTP 429 rate limited: {detail}", after)
         if status in (408, 409, 425) or status >= 500:
             return TransientError(f"{where}: HTTP {status}: {detail}")
@@ -498,9 +492,17 @@ class JudgelabProvider(litellm.CustomLLM):
             timeout=endpoint.timeout_s,
             max_retries=0,
         )
-        record.http_requests += 1
+        limiter = endpoint.limiter
         try:
-            resp = await client.chat.completions.create(**body)
+            async with contextlib.AsyncExitStack() as stack:
+                if limiter is not None:
+                    tokens = estimate_tokens(messages, sampling.get("max_tokens"))
+                    grant = await stack.enter_async_context(limiter.aslot(tokens))
+                record.http_requests += 1
+                resp = await client.chat.completions.create(**body)
+                usage = getattr(resp, "usage", None)
+                if limiter is not None and usage is not None:
+                    grant.used(getattr(usage, "total_tokens", None))
         except (openai.OpenAIError, json.JSONDecodeError) as err:
             raise _map_openai_error(err, endpoint) from None
         finally:
@@ -553,14 +555,6 @@ def run_sync(coro: Coroutine[Any, Any, _T]) -> _T:
         coro.close()
         raise RuntimeError("a judge was called synchronously from the judge loop itself")
     return asyncio.run_coroutine_threadsafe(coro, loop).result()
-
-
-def retry_delay(attempt: int, backoff_s: float, error: BaseException | None) -> float:
-    """Seconds before retry number ``attempt`` (from 1): exponential, or Retry-After if longer."""
-    delay = backoff_s * (2 ** (attempt - 1))
-    if isinstance(error, RateLimitedError) and error.retry_after_s is not None:
-        delay = max(delay, min(error.retry_after_s, RETRY_AFTER_CAP_S))
-    return delay
 
 
 def raw_tail(text: str | None, max_chars: int) -> str | None:

@@ -1,11 +1,16 @@
 """Plain chat completions against an Endpoint, with bounded retries on transient failures.
 
+Each request waits for the endpoint's limiter (`judgelab.models.ratelimit`); a 429 becomes
+`RateLimitedError`, pauses that limiter for the server's Retry-After, and is retried no
+sooner than Retry-After.
+
 Used by the policy (rollouts, AutoRL task writing). Judges go through the litellm transport
 in `judgelab.evaluators.transport`, because ART's RULER speaks litellm.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -13,8 +18,14 @@ from typing import Any
 
 import openai
 
-from judgelab.errors import ModelError, TransientError
+from judgelab.errors import ModelError, RateLimitedError, TransientError
 from judgelab.models.endpoint import Endpoint
+from judgelab.models.ratelimit import (
+    RETRY_AFTER_CAP_S,
+    estimate_tokens,
+    retry_after_seconds,
+    retry_delay,
+)
 
 log = logging.getLogger(__name__)
 
@@ -60,20 +71,30 @@ def chat_once(
     seed: int,
 ) -> Completion:
     msgs = messages if ep.system_role else merge_system(messages)
+    limiter = ep.limiter
     start = time.monotonic()
     try:
-        resp = _client(ep).chat.completions.create(
-            model=ep.model,
-            messages=msgs,
-            temperature=temperature,
-            top_p=top_p,  # type: ignore[arg-type]
-            max_tokens=max_tokens,
-            seed=seed,
-        )
+        with contextlib.ExitStack() as stack:
+            if limiter is not None:
+                grant = stack.enter_context(limiter.slot(estimate_tokens(msgs, max_tokens)))
+            resp = _client(ep).chat.completions.create(
+                model=ep.model,
+                messages=msgs,
+                temperature=temperature,
+                top_p=top_p,  # type: ignore[arg-type]
+                max_tokens=max_tokens,
+                seed=seed,
+            )
+            if limiter is not None and resp.usage is not None:
+                grant.used(resp.usage.total_tokens)
+    except openai.RateLimitError as err:
+        after = retry_after_seconds(err.response.headers)
+        if after is not None and limiter is not None:
+            limiter.pause(min(after, RETRY_AFTER_CAP_S))
+        raise RateLimitedError(f"{ep.name}: HTTP 429 rate limited: {err.message}", after) from err
     except (
         openai.APITimeoutError,
         openai.APIConnectionError,
-        openai.RateLimitError,
         openai.InternalServerError,
     ) as err:
         raise TransientError(f"{ep.name}: {err.__class__.__name__}: {err}") from err
@@ -103,6 +124,8 @@ def chat(
     retries: int = 3,
     backoff_s: float = 1.0,
 ) -> Completion:
+    """`chat_once` with up to `retries` retries of transient failures (429: after at least
+    the server's Retry-After)."""
     for attempt in range(retries + 1):
         try:
             return chat_once(
@@ -111,7 +134,7 @@ def chat(
         except TransientError as err:
             if attempt == retries:
                 raise
-            wait = backoff_s * 2**attempt
+            wait = retry_delay(attempt + 1, backoff_s, err)
             log.warning(
                 "%s (attempt %d/%d); retrying in %.1fs", err, attempt + 1, retries + 1, wait
             )

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from judgelab.models.ratelimit import Limits, RateLimiter, limiter_for
+
 
 @dataclass(frozen=True)
 class Endpoint:
@@ -25,6 +27,12 @@ class Endpoint:
     api_key: str | None = None
     timeout_s: float = 120.0
     system_role: bool = True  # False for chat templates that drop system messages (Gemma)
+    limits: Limits = Limits()  # client-side request limits; never part of a cache key
+
+    @property
+    def limiter(self) -> RateLimiter | None:
+        """The limiter every request to this endpoint goes through (shared per process)."""
+        return limiter_for(self.name, self.base_url, self.model, self.limits)
 
     def __repr__(self) -> str:  # never print the key
         return f"Endpoint(name={self.name!r}, base_url={self.base_url!r}, model={self.model!r})"

@@ -32,6 +32,7 @@ import httpx
 from judgelab.config import EmbeddedModel, EndpointModel, ServerSettings, Settings
 from judgelab.errors import ConfigError, ModelError
 from judgelab.models.endpoint import Endpoint
+from judgelab.models.ratelimit import Limits
 from judgelab.models.zoo import ZOO, ensure_model
 
 log = logging.getLogger(__name__)
@@ -206,6 +207,7 @@ def remote_endpoint(name: str, spec: EndpointModel) -> Endpoint:
         structured_output=spec.structured_output,
         api_key=key,
         timeout_s=spec.timeout_s,
+        limits=Limits(spec.max_concurrency, spec.requests_per_minute, spec.tokens_per_minute),
     )
 
 

@@ -1,0 +1,195 @@
+"""kill -9 the real pipeline mid-rollouts, then mid-scores, then let it finish: the final
+tables equal an uninterrupted computation, with no row lost or duplicated, and the
+resumed runs ask the models only for what was never answered.
+
+The models are a loopback server speaking the OpenAI wire format (policy and judges are
+`kind: endpoint` models in the scratch project's params.yaml), so the test is about
+judgelab's own crash safety — caches, atomic writes — and stays fast. The server answers
+deterministically from each request's content, and can be told to hang, which is when the
+pipeline is killed (with its whole process group: Prefect's server included).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+import yaml
+
+from judgelab.cache import JsonCache
+from judgelab.config import parse_settings
+from judgelab.models.server import remote_endpoint
+from judgelab.rollouts.generate import candidates_by_task, generate_group, rollouts_frame
+from judgelab.schemas import validate_file
+from judgelab.scoring import build_evaluator, run_id_for, score_group, scores_frame
+from judgelab.tasks import tasks_from_frame
+from tests.support.openai_server import OpenAIServer, Reply, ok
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+pytestmark = pytest.mark.integration
+
+TIMING = ["latency_s"]  # the only columns allowed to differ between runs
+
+
+def _h(text: str) -> int:
+    return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
+
+
+def model_reply(body: dict[str, Any]) -> Reply:
+    """Deterministic answers: the policy writes code from its seed; judges score by hash."""
+    user = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
+    if "response_format" not in body:  # the policy
+        n = _h(f"{user}|{body.get('seed')}") % 3
+        code = ["def f():\n    return 1", "def f(:\n    oops", "import sys\nsys.exit(3)"][n]
+        return ok(f"<request>r</request>\n<language>Python</language>\n<code>\n{code}\n</code>")
+    ids = re.findall(r'<trajectory id="(\d+)">', user)
+    if ids:  # RULER
+        scores = [{"trajectory_id": t, "explanation": "e", "score": _h(user + t) % 11 / 10}
+                  for t in ids]  # fmt: skip
+        return ok(json.dumps({"scores": scores}))
+    return ok(json.dumps({"explanation": "e", "score": _h(user) % 11 / 10}))  # rubric
+
+
+class Gate:
+    """Lets `allowed` requests of a kind through, then hangs the rest until opened."""
+
+    def __init__(self) -> None:
+        self.kind: str | None = None
+        self.allowed = 0
+        self.seen = {"policy": 0, "judge": 0}
+        self.bodies: list[str] = []  # judge requests in the order they arrived
+        self.opened = threading.Event()
+        self.lock = threading.Lock()
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        kind = "judge" if "response_format" in body else "policy"
+        with self.lock:
+            self.seen[kind] += 1
+            if kind == "judge":
+                self.bodies.append(json.dumps(body, sort_keys=True))
+            hold = kind == self.kind and self.seen[kind] > self.allowed
+        if hold:
+            self.opened.wait(120)
+        return model_reply(body)
+
+
+def params(base_url: str) -> dict[str, Any]:
+    model = {"kind": "endpoint", "base_url": base_url, "structured_output": "json_object",
+             "timeout_s": 300}  # fmt: skip
+    return {
+        "models": {"pol": {**model, "model": "pol"}, "jud": {**model, "model": "jud"}},
+        "tasks": {
+            "humaneval": {"enabled": True, "offset": 0, "limit": 3},
+            "autorl": {"enabled": False, "model": "pol"},
+        },  # fmt: skip
+        "rollouts": {"policy": "pol", "k": 3},
+        "scores": {
+            "evaluators": [
+                {"name": "format", "kind": "format"},
+                {"name": "execution", "kind": "execution", "timeout_s": 10},
+                {"name": "ruler-jud", "kind": "ruler", "judge": "jud"},
+                {"name": "rubric-jud", "kind": "rubric", "judge": "jud"},
+            ]
+        },
+        "analysis": {"bootstrap": 50},
+        "tracking": {"enabled": False},
+    }
+
+
+def pipeline(project: Path) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PREFECT_", "MLFLOW_", "JUDGELAB_"))}  # fmt: skip
+    env.update(JUDGELAB_ROOT=str(project), PYTHONPATH=str(ROOT))
+    return subprocess.Popen(
+        [str(BIN / "judgelab"), "pipeline"], cwd=project, env=env, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=open(project / "stderr.log", "ab"),  # noqa: SIM115
+    )  # fmt: skip
+
+
+def kill_when(proc: subprocess.Popen[bytes], gate: Gate, kind: str, n: int) -> None:
+    deadline = time.monotonic() + 400
+    while gate.seen[kind] <= n and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the pipeline ended before it could be killed"
+    assert gate.seen[kind] > n, "the pipeline never got that far"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def test_kill_9_mid_rollouts_and_mid_scores_then_resume(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    gate = Gate()
+    with OpenAIServer(gate) as server:
+        p = params(server.base_url)
+        (project / "params.yaml").write_text(yaml.safe_dump(p))
+        data = project / "data"
+
+        gate.kind, gate.allowed = "policy", 4  # 3 tasks x k=3 = 9 samples; hang at the 5th
+        kill_when(pipeline(project), gate, "policy", 4)
+        assert not (data / "rollouts" / "rollouts.parquet").exists()  # no partial table
+        assert len(list((project / ".cache" / "completions").rglob("*.json"))) == 4
+
+        gate.opened.set()
+        gate.opened = threading.Event()
+        gate.seen = {"policy": 0, "judge": 0}
+        gate.kind, gate.allowed = "judge", 5
+        kill_when(pipeline(project), gate, "judge", 5)
+        assert gate.seen["policy"] == 5, "resumed rollouts must ask only for the 5 missing"
+        assert (data / "rollouts" / "rollouts.parquet").exists()
+        assert not (data / "scores" / "scores.parquet").exists()
+
+        answered = set(gate.bodies[:5])  # the 6th hung until the kill
+        gate.opened.set()
+        gate.seen, gate.bodies = {"policy": 0, "judge": 0}, []
+        gate.kind = None
+        done = pipeline(project)
+        assert done.wait(600) == 0, (project / "stderr.log").read_text()[-5000:]
+        assert gate.seen["policy"] == 0
+        # only what was never answered: no request again, none twice
+        assert gate.bodies and not answered & set(gate.bodies)
+        assert len(set(gate.bodies)) == len(gate.bodies)
+
+        settings = parse_settings(p)
+        tasks = validate_file(data / "tasks" / "tasks.parquet", "tasks")
+        rollouts = validate_file(data / "rollouts" / "rollouts.parquet", "rollouts")
+        scores = validate_file(data / "scores" / "scores.parquet", "scores")
+        assert json.loads((data / "analysis" / "metrics.json").read_text())["evaluators"]
+
+        # the same computation, uninterrupted, on fresh caches
+        clean = tmp_path / "clean-cache"
+        policy = remote_endpoint("pol", settings.models["pol"])  # type: ignore[arg-type]
+        clean_rollouts = rollouts_frame([
+            row for t in tasks_from_frame(tasks)
+            for row in generate_group(settings.rollouts, t, policy, JsonCache(clean, "c"))
+        ])  # fmt: skip
+        endpoints = {"jud": remote_endpoint("jud", settings.models["jud"])}  # type: ignore[arg-type]
+        groups = candidates_by_task(clean_rollouts)
+        run_id = run_id_for(settings, clean_rollouts)
+        rows = []
+        for spec in settings.scores.evaluators:
+            ev = build_evaluator(spec, endpoints, JsonCache(clean, "judge"))
+            for t in tasks_from_frame(tasks):
+                rows += score_group(run_id, ev, spec, t, groups[t.task_id], 0)
+        clean_scores = scores_frame(rows)
+
+    assert rollouts.height == 9 and scores.height == 4 * 9
+    assert rollouts.drop(TIMING).equals(clean_rollouts.drop(TIMING))
+    assert scores.drop(TIMING).equals(clean_scores.drop(TIMING))
+    keys = ["evaluator", "candidate_id", "repeat"]
+    assert scores.select(keys).is_unique().all()  # nothing duplicated
+    assert set(scores["status"]) <= {"scored", "unscored"}
+    execution = scores.filter(pl.col("evaluator") == "execution")
+    assert execution.height == 9 and (execution["status"] == "scored").all()
