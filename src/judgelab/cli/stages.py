@@ -1,4 +1,4 @@
-"""`judgelab tasks|rollouts|scores|analysis|pipeline`: each runs its stage's Prefect flow."""
+"""`judgelab tasks|rollouts|scores|train|analysis|probe|pipeline`: each runs a Prefect flow."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ def _run(fn_name: str, module: str, **kwargs: object) -> None:
 STAGE_INPUTS = {
     "rollouts": ("tasks",),
     "scores": ("tasks", "rollouts"),
+    "training": ("tasks",),
     "analysis": ("tasks", "rollouts", "scores"),
 }
 
@@ -48,6 +49,11 @@ def preflight(stage: str, params: Path) -> None:
         "tasks": [settings.tasks.autorl.model] if settings.tasks.autorl.enabled else [],
         "rollouts": [settings.rollouts.policy],
         "scores": judge_names(settings),
+        "training": [
+            settings.evaluator(j).judge
+            for j in settings.train.judges
+            if hasattr(settings.evaluator(j), "judge")
+        ],
     }
     names = [n for st, ns in needed.items() if stage in (st, "pipeline") for n in ns]
     for name in dict.fromkeys(names):
