@@ -378,13 +378,14 @@ class Settings(_Section):
         refs = [
             ("rollouts.policy", self.rollouts.policy),
             ("tasks.autorl.model", self.tasks.autorl.model),
-            ("train.policy", self.train.policy),
         ]
         refs += [
             (f"scores.evaluators[{i}].judge ({ev.name})", ev.judge)
             for i, ev in enumerate(self.scores.evaluators)
             if isinstance(ev, RulerEvaluator | RubricEvaluator)
         ]
+        if self.train.judges:  # the policy matters only when something is trained
+            refs.append(("train.policy", self.train.policy))
         refs += [(f"probes.policies[{i}]", p) for i, p in enumerate(self.probes.policies)]
         for where, name in refs:
             if name not in self.models:
