@@ -25,7 +25,7 @@ import yaml
 
 from judgelab.config import parse_settings
 from tests.support.browser import headless
-from tests.support.openai_stub import StubServer, completion
+from tests.support.openai_server import OpenAIServer
 from tests.support.scratch import scratch_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,16 +99,16 @@ def wait_until(check: Any, timeout_s: float, what: str, proc: subprocess.Popen[b
 
 
 @pytest.fixture(scope="module")
-def policy() -> Iterator[StubServer]:
-    def reply(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        return 200, completion(ANSWER.format(request="task"))
+def policy() -> Iterator[OpenAIServer]:
+    def reply(body: dict[str, Any]) -> dict[str, Any]:
+        return {"content": ANSWER.format(request="task")}
 
-    with StubServer(reply) as stub:
-        yield stub
+    with OpenAIServer(reply) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory, policy: StubServer) -> Path:
+def project(tmp_path_factory: pytest.TempPathFactory, policy: OpenAIServer) -> Path:
     proj = tmp_path_factory.mktemp("served")
     (proj / "params.yaml").write_text(yaml.safe_dump(scratch_params(policy.base_url)))
     return proj
@@ -216,6 +216,7 @@ def test_triggered_run_completes_with_its_stage_subflows(
         "judgelab-rollouts",
         "judgelab-scores",
         "judgelab-tasks",
+        "judgelab-training",  # nothing to train here (train.judges is empty)
     ]
     assert (project / "data/analysis/report.html").is_file()
 
