@@ -50,6 +50,7 @@ def tiny_params() -> dict:
         "max_tokens": 48,
         "heldout": {"offset": 100, "limit": 1, "max_tokens": 48},
     }
+    p.pop("probes", None)  # the bias probes have their own pipeline and tests
     p["analysis"]["bootstrap"] = 200
     parse_settings(p)  # the test's own params must be valid
     return p
