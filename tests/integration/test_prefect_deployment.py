@@ -177,7 +177,12 @@ def served(project: Path, env: dict[str, str], prefect_api: str, tmp_path_factor
 @pytest.fixture(scope="module")
 def finished_run(served: Any, prefect_api: str) -> dict[str, Any]:
     dep, proc, log_path = served
-    r = httpx.post(f"{prefect_api}/deployments/{dep['id']}/create_flow_run", json={}, timeout=10)
+    url = f"{prefect_api}/deployments/{dep['id']}/create_flow_run"
+    for _ in range(10):  # a loaded server answers 503 while its sqlite DB is busy; retry as
+        r = httpx.post(url, json={}, timeout=10)  # Prefect's own client does
+        if r.status_code != 503:
+            break
+        time.sleep(3)
     r.raise_for_status()
     run_id = r.json()["id"]
 
