@@ -23,8 +23,8 @@ def test_shipped_params_are_valid() -> None:
     assert {"format", "execution", "ruler"} <= kinds
     judges = {ev.judge for ev in s.scores.evaluators if ev.kind == "ruler"}
     assert judges == {"qwen-1.5b", "qwen-0.5b", "smollm2-135m", "gemma-270m"}
-    # Training on the default: execution and the 1.5B judge, at least 3 epochs each.
-    assert {"execution", "ruler-qwen-1.5b"} <= set(s.train.judges)
+    # Training on the default: execution as the reward, at least 3 epochs.
+    assert "execution" in s.train.judges
     assert s.train.epochs >= 3
 
 
