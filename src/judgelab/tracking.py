@@ -180,51 +180,6 @@ def log_pipeline_run(
     return pid
 
 
-def log_training_runs(
-    client: Any, exp_id: str, parent_id: str, training_dir: Path | None, tags: dict[str, str]
-) -> list[str]:
-    """A child run per `<training_dir>/<judge>/history.parquet` (one per judge a policy was
-    trained on), every numeric column logged per step; returns the child run ids."""
-    import polars as pl
-    from mlflow.entities import Metric
-
-    if training_dir is None or not Path(training_dir).is_dir():
-        return []
-    ids = []
-    for path in sorted(Path(training_dir).glob("*/history.parquet")):
-        judge = path.parent.name
-        history = pl.read_parquet(path)
-        step_col = next((c for c in ("step", "epoch") if c in history.columns), None)
-        child = client.create_run(
-            exp_id,
-            run_name=f"training-{judge}",
-            tags={
-                "mlflow.parentRunId": parent_id,
-                "judgelab.kind": "training",
-                "judge": judge,
-                "protocol": "training",
-                **tags,
-            },
-        )
-        cid = child.info.run_id
-        now = int(time.time() * 1000)
-        items = []
-        for i, row in enumerate(history.iter_rows(named=True)):
-            step = int(row[step_col]) if step_col and row[step_col] is not None else i
-            for key, value in row.items():
-                if (
-                    key != step_col
-                    and isinstance(value, int | float)
-                    and not isinstance(value, bool)
-                ):
-                    items.append(Metric(key=key, value=float(value), timestamp=now, step=step))
-        for i in range(0, len(items), 900):
-            client.log_batch(cid, metrics=items[i : i + 900])
-        client.set_terminated(cid, "FINISHED")
-        ids.append(cid)
-    return ids
-
-
 def flatten_params(obj: Any, prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     if isinstance(obj, dict):
