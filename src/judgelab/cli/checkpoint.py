@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -31,6 +32,15 @@ def _checkpoint(root: Path, judge: str, step: int | None) -> Path:
         have = sorted(p.name for p in folder.glob("step-*"))
         raise typer.BadParameter(f"{path} not found; have {have}", param_hint="--step")
     return path
+
+
+def _policy(params: Path) -> tuple[Any, EmbeddedModel]:
+    """The settings and the embedded model the training stage trained."""
+    settings = load_settings(params)
+    spec = settings.model(settings.train.policy)
+    if not isinstance(spec, EmbeddedModel):
+        raise typer.BadParameter("train.policy must be an embedded model")
+    return settings, spec
 
 
 @app.command("list")
@@ -63,10 +73,7 @@ def generate(
     from judgelab.training.policy import Policy
 
     try:
-        settings = load_settings(params)
-        spec = settings.model(settings.train.policy)
-        if not isinstance(spec, EmbeddedModel):
-            raise typer.BadParameter("train.policy must be an embedded model")
+        settings, spec = _policy(params)
         path = _checkpoint(root, judge, step)
         policy = Policy(
             spec.zoo, settings.train.lora, settings.train.device, path, settings.train.dtype
@@ -100,10 +107,7 @@ def export(
     from judgelab.training.policy import converted_dir
 
     try:
-        settings = load_settings(params)
-        spec = settings.model(settings.train.policy)
-        if not isinstance(spec, EmbeddedModel):
-            raise typer.BadParameter("train.policy must be an embedded model")
+        _, spec = _policy(params)
         import json
 
         config = json.loads((converted_dir(spec.zoo) / "config.json").read_text())

@@ -29,7 +29,7 @@ def heldout_tasks(settings: Settings) -> list[Task]:
     return load_humaneval(HumanEvalSettings(offset=h.offset, limit=h.limit))
 
 
-def check_backend(backend: str, device: str) -> None:
+def check_backend(backend: str) -> None:
     """The `art` backend runs ART's LocalBackend (vLLM + Unsloth): an NVIDIA GPU and the extra."""
     if backend != "art":
         return
@@ -66,7 +66,7 @@ def train_judge(
     from judgelab.training.policy import Policy
 
     train = settings.train
-    check_backend(train.backend, train.device)
+    check_backend(train.backend)
     spec = settings.evaluator(judge)
     policy_model = settings.model(train.policy)
     assert isinstance(policy_model, EmbeddedModel)  # checked by Settings
