@@ -64,6 +64,11 @@ def _log_metrics(client: Any, run_id: str, metrics: dict[str, float]) -> None:
         Metric(key=k.replace("/", "_"), value=v, timestamp=now, step=0)
         for k, v in sorted(metrics.items())
     ]
+    _log_metric_items(client, run_id, items)
+
+
+def _log_metric_items(client: Any, run_id: str, items: list[Any]) -> None:
+    """MLflow Metric objects in batches (the store takes at most 1000 per call)."""
     for i in range(0, len(items), 900):
         client.log_batch(run_id, metrics=items[i : i + 900])
 
@@ -238,8 +243,7 @@ def _log_training_run(
         for name in EPOCH_METRICS
         if row[name] is not None
     ]
-    for i in range(0, len(items), 900):
-        client.log_batch(cid, metrics=items[i : i + 900])
+    _log_metric_items(client, cid, items)
     _log_metrics(client, cid, flatten(metrics["training"][judge], "summary."))
     for name in ("history.parquet", "samples.parquet"):
         client.log_artifact(cid, str(run_dir / name))
