@@ -92,7 +92,8 @@ def main() -> None:
         t0 = time.perf_counter()
         hf = policy.sample(
             prompts, temperatures=[1.0] * len(prompts),
-            max_new_tokens=[args.tokens] * len(prompts), seed=args.seed,
+            max_new_tokens=[args.tokens] * len(prompts),
+            seeds=[args.seed + i for i in range(len(prompts))],
         )  # fmt: skip
         hf_s = time.perf_counter() - t0
         hf_tokens = sum(len(s.token_ids) for s in hf)

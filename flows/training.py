@@ -1,4 +1,5 @@
-"""training stage: one LoRA policy per judge in train.judges, GRPO on that judge's rewards.
+"""training stage: one LoRA policy per judge in train.judges, GRPO on that judge's rewards,
+all judges in lockstep (one batched decode per epoch serves every judge's policy).
 
 Writes data/training/<judge>/history.parquet (pandera-validated) and checkpoints/step-NNN
 (adapter, optimiser, history so far). Interrupted runs resume from the newest checkpoint.
@@ -16,19 +17,20 @@ from judgelab.config import Settings, load_settings
 from judgelab.progress import progress
 from judgelab.schemas import validate_file
 from judgelab.tasks import tasks_from_frame
-from judgelab.training.run import train_judge
+from judgelab.training.run import train_judges
 
 
-@task(name="train-judge", retries=1, retry_delay_seconds=5)
-def train_judge_task(settings: Settings, judge: str, tasks: list, out: Path) -> Path:
-    epochs = settings.train.epochs + 1  # rows 0..E: the base policy is measured too
-    with progress(f"train {judge}", epochs, unit="epoch") as advance:
+@task(name="train-judges", retries=1, retry_delay_seconds=5)
+def train_judges_task(settings: Settings, tasks: list, out: Path) -> dict[str, Path]:
+    judges = settings.train.judges
+    rows = len(judges) * (settings.train.epochs + 1)  # rows 0..E per judge: base measured too
+    with progress(f"train {', '.join(judges)}", rows, unit="epoch") as advance:
 
-        def on_epoch(row: dict) -> None:
+        def on_epoch(judge: str, row: dict) -> None:
             held = row["heldout_pass_rate"]
             advance(description=f"train {judge}: epoch {row['epoch']}, held-out {held:.2f}")
 
-        return train_judge(settings, judge, tasks, out / judge, on_epoch)
+        return train_judges(settings, tasks, out, on_epoch)
 
 
 @flow(name="judgelab-training")
@@ -38,8 +40,9 @@ def training_flow(
     settings = load_settings(params)
     task_list = tasks_from_frame(validate_file(tasks, "tasks"))
     out.mkdir(parents=True, exist_ok=True)
-    for judge in settings.train.judges:
-        path = train_judge_task(settings, judge, task_list, out)
-        logging.getLogger("judgelab.flows.training").info("%s: history in %s", judge, path)
+    if settings.train.judges:
+        paths = train_judges_task(settings, task_list, out)
+        for judge, path in paths.items():
+            logging.getLogger("judgelab.flows.training").info("%s: history in %s", judge, path)
     get_run_logger().info("trained %d policies under %s", len(settings.train.judges), out)
     return out

@@ -26,7 +26,7 @@ from judgelab.evaluators.base import Candidate, Task, Verdict
 from judgelab.evaluators.execution import ExecutionJudge
 from judgelab.tasks.humaneval import load_humaneval
 from judgelab.training.grpo import Trajectory, grpo_step
-from judgelab.training.loop import Trainer, latest_checkpoint
+from judgelab.training.loop import JudgeRun, Trainer, latest_checkpoint
 from judgelab.training.policy import Policy
 
 ZOO = "smollm2-135m-instruct"
@@ -42,7 +42,7 @@ def policy() -> Policy:
 def test_one_grpo_step_moves_every_lora_parameter_and_no_base_weight(policy: Policy) -> None:
     prompt = policy.prompt_ids([{"role": "user", "content": "Write a Python add function."}])
     samples = policy.sample(
-        [prompt, prompt], temperatures=[1.0, 1.0], max_new_tokens=[12, 12], seed=0
+        [prompt, prompt], temperatures=[1.0, 1.0], max_new_tokens=[12, 12], seeds=[0, 1]
     )
     assert all(len(s.token_ids) == len(s.logprobs) > 0 for s in samples)
     trajs = [
@@ -70,24 +70,60 @@ def test_one_grpo_step_moves_every_lora_parameter_and_no_base_weight(policy: Pol
     assert changed_base == []
 
 
+def test_one_batch_serves_several_adapters_and_a_row_does_not_depend_on_its_batch() -> None:
+    """Lockstep training samples every judge's policy in one batch: each row must come out as
+    if drawn alone from its own adapter, with its own seed."""
+    torch.manual_seed(0)
+    policy = Policy(ZOO, LORA, "cpu", dtype="float32", adapters={"one": None, "two": None})
+    assert policy.adapter_hash("one") == policy.adapter_hash("two")  # fresh adapters start equal
+    with torch.no_grad():
+        for name, p in policy.lora_parameters("two").items():
+            if "lora_B" in name:
+                p.add_(torch.randn_like(p) * 0.05)
+    assert policy.adapter_hash("one") != policy.adapter_hash("two")
+    prompt = policy.prompt_ids([{"role": "user", "content": "Write a Python add function."}])
+    kw = {"max_new_tokens": [10, 10, 10]}
+    mixed = policy.sample(
+        [prompt] * 3, temperatures=[1.0, 1.0, 0.0], seeds=[3, 3, 0],
+        adapters=["one", "two", "two"], **kw,
+    )  # fmt: skip
+    alone_a = policy.sample([prompt], temperatures=[1.0], max_new_tokens=[10], seeds=[3],
+                            adapters=["one"])  # fmt: skip
+    alone_b = policy.sample([prompt] * 2, temperatures=[1.0, 0.0], max_new_tokens=[10, 10],
+                            seeds=[3, 0], adapters=["two", "two"])  # fmt: skip
+    assert mixed[0].token_ids == alone_a[0].token_ids
+    assert [s.token_ids for s in mixed[1:]] == [s.token_ids for s in alone_b]
+    for got, want in zip(mixed, alone_a + alone_b, strict=True):  # batch width: rounding only
+        assert got.logprobs == pytest.approx(want.logprobs, abs=1e-4)
+    # The adapters really differ (two was perturbed), so the rows above tested something.
+    gap = max(abs(x - y) for x, y in zip(mixed[0].logprobs, mixed[1].logprobs, strict=False))
+    assert mixed[0].token_ids != mixed[1].token_ids or gap > 1e-2
+    # Each adapter trains alone: after use("one") only its parameters take gradients.
+    policy.use("one")
+    trainable = {id(p) for p in policy.trainable()}
+    assert trainable == {id(p) for p in policy.lora_parameters("one").values()}
+
+
 class VarietyJudge:
     """Test-only pointwise evaluator; can be told to fail on its n-th call (a crash)."""
 
     protocol = "rule"
 
-    def __init__(self, fail_on_call: int | None = None) -> None:
+    def __init__(self, invert: bool = False, fail_on_call: int | None = None) -> None:
         self.name = "variety"
         self.calls = 0
+        self.invert = invert  # rewards monotony instead: the opposite GRPO advantages
         self.fail_on_call = fail_on_call
 
     def score(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
         self.calls += 1
         if self.fail_on_call is not None and self.calls >= self.fail_on_call:
             raise RuntimeError("simulated crash")
-        return Verdict.scored(min(1.0, len(set(candidate.completion)) / 30))
+        variety = min(1.0, len(set(candidate.completion)) / 30)
+        return Verdict.scored(1.0 - variety if self.invert else variety)
 
 
-def _trainer(out: Path, cache: Path, judge: VarietyJudge) -> Trainer:
+def _trainer(out: Path, cache: Path, judges: dict[str, VarietyJudge]) -> Trainer:
     settings = TrainSettings(
         epochs=3,
         k=2,
@@ -97,46 +133,61 @@ def _trainer(out: Path, cache: Path, judge: VarietyJudge) -> Trainer:
         heldout=HeldOutSettings(offset=100, limit=1, max_tokens=16),
     )
     return Trainer(
-        judge_name="variety",
-        judge=judge,
-        spec=FormatEvaluator(name="variety"),
+        runs=[JudgeRun(n, j, FormatEvaluator(name="variety"), out / n) for n, j in judges.items()],
         settings=settings,
         rollout=RolloutSettings(),
         tasks=load_humaneval(HumanEvalSettings(offset=0, limit=2)),
         heldout=load_humaneval(HumanEvalSettings(offset=100, limit=1)),
-        out_dir=out,
         cache=JsonCache(cache, "samples"),
         executor=ExecutionJudge(ExecutionEvaluator(name="execution")),
-        policy_factory=lambda adapter: Policy(ZOO, LORA, "cpu", adapter, "bfloat16"),
+        policy_factory=lambda adapters: Policy(
+            ZOO, LORA, "cpu", dtype="bfloat16", adapters=adapters
+        ),
     )
 
 
 def test_interrupted_training_resumes_without_losing_or_repeating_an_epoch(
     tmp_path: Path,
 ) -> None:
-    reference = _trainer(tmp_path / "ref", tmp_path / "cache-ref", VarietyJudge()).run()
-    assert [r["epoch"] for r in reference] == [0, 1, 2, 3]
-    assert sum(r["loss"] is not None for r in reference) >= 1  # it did train
+    """Two judges in lockstep ('a.b' has a dot, which PEFT adapter names may not). The crash
+    hits the second judge inside epoch 2, after the first saved epoch 2: on resume the
+    judges restart at different epochs, and both must end as if never interrupted."""
+    names = ("variety", "variety.long")
+    ref_judges = {"variety": VarietyJudge(), "variety.long": VarietyJudge(invert=True)}
+    reference = _trainer(tmp_path / "ref", tmp_path / "cache-ref", ref_judges).run()
+    for name in names:
+        assert [r["epoch"] for r in reference[name]] == [0, 1, 2, 3]
+        assert sum(r["loss"] is not None for r in reference[name]) >= 1  # it did train
+    assert reference[names[0]][0]["adapter"] == reference[names[1]][0]["adapter"]  # policy_0
+    assert reference[names[0]][-1]["adapter"] != reference[names[1]][-1]["adapter"]
 
-    crashing = VarietyJudge(fail_on_call=5)  # 2 calls per epoch: dies inside epoch 2
+    # 2 calls per judge per epoch; the second judge's 5th call is its first in epoch 2.
+    crashing = {
+        "variety": VarietyJudge(),
+        "variety.long": VarietyJudge(invert=True, fail_on_call=5),
+    }
     with pytest.raises(RuntimeError, match="simulated crash"):
         _trainer(tmp_path / "run", tmp_path / "cache-run", crashing).run()
-    ckpt = latest_checkpoint(tmp_path / "run" / "checkpoints")
-    assert ckpt is not None and ckpt.steps == 2 and not ckpt.done
-    assert [r["epoch"] for r in ckpt.history] == [0, 1]
+    first = latest_checkpoint(tmp_path / "run" / names[0] / "checkpoints")
+    second = latest_checkpoint(tmp_path / "run" / names[1] / "checkpoints")
+    assert first is not None and first.steps == 3 and not first.done
+    assert second is not None and second.steps == 2 and not second.done
+    assert [r["epoch"] for r in second.history] == [0, 1]
 
-    resumed_judge = VarietyJudge()
-    resumed = _trainer(tmp_path / "run", tmp_path / "cache-run", resumed_judge).run()
-    assert resumed_judge.calls == 2 * 2  # only epochs 2 and 3 were scored again
-    assert [r["epoch"] for r in resumed] == [0, 1, 2, 3]
-    # Same adapters, same rewards, same losses as the run that was never interrupted.
-    for got, want in zip(resumed, reference, strict=True):
-        assert got["adapter"] == want["adapter"]
-        assert got["reward_mean"] == pytest.approx(want["reward_mean"])
-        assert (got["loss"] is None) == (want["loss"] is None)
-        if want["loss"] is not None:
-            assert got["loss"] == pytest.approx(want["loss"], rel=1e-4)
+    again = {"variety": VarietyJudge(), "variety.long": VarietyJudge(invert=True)}
+    resumed = _trainer(tmp_path / "run", tmp_path / "cache-run", again).run()
+    assert again["variety"].calls == 2  # epoch 3 only
+    assert again["variety.long"].calls == 2 * 2  # epochs 2 and 3
+    for name in names:
+        assert [r["epoch"] for r in resumed[name]] == [0, 1, 2, 3]
+        # Same adapters, same rewards, same losses as the run that was never interrupted.
+        for got, want in zip(resumed[name], reference[name], strict=True):
+            assert got["adapter"] == want["adapter"]
+            assert got["reward_mean"] == pytest.approx(want["reward_mean"])
+            assert (got["loss"] is None) == (want["loss"] is None)
+            if want["loss"] is not None:
+                assert got["loss"] == pytest.approx(want["loss"], rel=1e-4)
     # Finished: a further run does nothing.
-    again = VarietyJudge()
-    assert _trainer(tmp_path / "run", tmp_path / "cache-run", again).run() == resumed
-    assert again.calls == 0
+    idle = {"variety": VarietyJudge(), "variety.long": VarietyJudge(invert=True)}
+    assert _trainer(tmp_path / "run", tmp_path / "cache-run", idle).run() == resumed
+    assert idle["variety"].calls == idle["variety.long"].calls == 0

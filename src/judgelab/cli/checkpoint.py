@@ -86,7 +86,7 @@ def generate(
             [policy.prompt_ids(messages)],
             temperatures=[temperature],
             max_new_tokens=[max_tokens],
-            seed=seed,
+            seeds=[seed],
         )
     except JudgelabError as err:
         typer.secho(f"error: {err}", fg="red", err=True)

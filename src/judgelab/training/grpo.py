@@ -141,7 +141,8 @@ def grpo_step(
     inputs = {k: v.to(policy.device) for k, v in inputs.items()}
     policy.model.train()
     optimizer.zero_grad(set_to_none=True)
-    new_logprobs = policy.sequence_logprobs(inputs["tokens"], inputs["attention_mask"])
+    first = min(len(t.prompt_ids) for t in trajectories) - 1  # first completion prediction
+    new_logprobs = policy.sequence_logprobs(inputs["tokens"], inputs["attention_mask"], start=first)
     value, clipped, ratio_mean = policy_loss(inputs, new_logprobs, loss)
     value.backward()
     grad_norm = torch.nn.utils.clip_grad_norm_(policy.trainable(), max_grad_norm)

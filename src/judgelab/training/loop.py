@@ -5,10 +5,12 @@ rewards on groups sampled from it, the pass rate of those same samples under the
 (train pass rate), and its held-out pass rate on HumanEval tasks it never trains on. Rows
 0..E-1 also carry the GRPO step that turned policy_e into policy_{e+1}; row E has none.
 
-After every row a checkpoint `step-NNN` (NNN = optimiser steps taken) holds the adapter,
-the optimiser state and the history so far, written atomically. A rerun resumes from the
-newest checkpoint: no epoch is lost or repeated. Samples are cached by the adapter's content
-hash, held-out results too, so the base round (identical for every judge) runs once.
+All judges train in lockstep on one base model, one LoRA adapter each: an epoch's rollouts
+for every judge come from one batched decode. After every row a judge's checkpoint
+`step-NNN` (NNN = optimiser steps taken) holds its adapter, optimiser state and history so
+far, written atomically. A rerun resumes each judge from its newest checkpoint: no epoch is
+lost or repeated. Samples are cached per row by the adapter's content hash, so the base
+round (identical for every judge) is drawn once.
 """
 
 from __future__ import annotations
@@ -133,43 +135,71 @@ def check_disjoint(train: Sequence[Task], heldout: Sequence[Task]) -> None:
 
 @dataclass(frozen=True)
 class Request:
+    """`len(seeds)` completions of one prompt from one adapter (a judge's policy)."""
+
+    adapter: str
     messages: list[dict]
-    n: int
+    seeds: tuple[int, ...]
     temperature: float
     max_tokens: int
 
 
 class Sampler:
-    """One batched decode per round, cached by (adapter hash, prompts, sampling settings)."""
+    """One batched decode per round over every judge's requests, cached per row by the
+    adapter's content hash, the prompt, the sampling settings and the row's seed. A row that
+    is already cached is not drawn again: the base policy's round is drawn once for all
+    judges, and a crashed run's last round is reused when it resumes."""
+
+    VERSION = 2  # of the sampling procedure: rows drawn by another version are not reused
 
     def __init__(self, policy: Policy, cache: JsonCache) -> None:
         self.policy = policy
         self.cache = cache
 
-    def round(self, requests: Sequence[Request], seed: int) -> list[list[Sample]]:
-        prompts = [self.policy.prompt_ids(r.messages) for r in requests]
-        key = {
-            "policy": self.policy.zoo_name,
-            "adapter": self.policy.adapter_hash(),
-            "prompts": prompts,
-            "sampling": [(r.n, r.temperature, r.max_tokens) for r in requests],
-            "seed": seed,
-        }
-        flat = self.cache.get(key)
-        if flat is None:
-            rows = [(p, r) for p, r in zip(prompts, requests, strict=True) for _ in range(r.n)]
-            samples = self.policy.sample(
-                [p for p, _ in rows],
-                temperatures=[r.temperature for _, r in rows],
-                max_new_tokens=[r.max_tokens for _, r in rows],
-                seed=seed,
+    def round(self, requests: Sequence[Request]) -> list[list[Sample]]:
+        hashes = {a: self.policy.adapter_hash(a) for a in {r.adapter for r in requests}}
+        rows: list[tuple[int, dict]] = []
+        for i, r in enumerate(requests):
+            prompt = self.policy.prompt_ids(r.messages)
+            for seed in r.seeds:
+                key = {
+                    "policy": self.policy.zoo_name,
+                    "sampler": self.VERSION,
+                    "adapter": hashes[r.adapter],
+                    "prompt": prompt,
+                    "temperature": r.temperature,
+                    "max_tokens": r.max_tokens,
+                    "seed": seed,
+                    "name": r.adapter,  # not part of the identity: dropped from the key below
+                }
+                rows.append((i, key))
+        found: dict[str, Sample] = {}
+        todo: dict[str, dict] = {}
+        for _, key in rows:
+            ident = {k: v for k, v in key.items() if k != "name"}
+            h = digest(ident)
+            if h in found or h in todo:
+                continue
+            hit = self.cache.get(ident)
+            if hit is not None:
+                found[h] = Sample(**hit)
+            else:
+                todo[h] = key
+        if todo:
+            keys = list(todo.values())
+            drawn = self.policy.sample(
+                [k["prompt"] for k in keys],
+                temperatures=[k["temperature"] for k in keys],
+                max_new_tokens=[k["max_tokens"] for k in keys],
+                seeds=[k["seed"] for k in keys],
+                adapters=[k["name"] for k in keys],
             )
-            flat = [asdict(x) for x in samples]
-            self.cache.put(key, flat)
-        groups, i = [], 0
-        for r in requests:
-            groups.append([Sample(**x) for x in flat[i : i + r.n]])
-            i += r.n
+            for (h, key), sample in zip(todo.items(), drawn, strict=True):
+                self.cache.put({k: v for k, v in key.items() if k != "name"}, asdict(sample))
+                found[h] = sample
+        groups: list[list[Sample]] = [[] for _ in requests]
+        for i, key in rows:
+            groups[i].append(found[digest({k: v for k, v in key.items() if k != "name"})])
         return groups
 
 
@@ -205,32 +235,48 @@ def latest_checkpoint(root: Path) -> Checkpoint | None:
     return best
 
 
+@dataclass(frozen=True)
+class JudgeRun:
+    """One judge's training: its evaluator, its config and its output directory."""
+
+    name: str
+    judge: Any
+    spec: Any
+    out_dir: Path
+
+
 class Trainer:
-    """Trains one judge's policy for `settings.epochs` epochs, resumably."""
+    """Trains one policy per judge for `settings.epochs` epochs, in lockstep, resumably.
+
+    All judges' policies are adapters on one base model. Each epoch, one batched decode
+    draws every judge's groups and held-out rows (a wide batch costs little more than a
+    narrow one on CPU); then each judge scores its own groups and takes its own GRPO step.
+    Each judge checkpoints on its own, so after a crash judges may resume at different
+    epochs: an epoch's round then holds only the judges that are at it.
+    """
 
     def __init__(
         self,
-        judge_name: str,
-        judge: Any,
-        spec: Any,
+        runs: Sequence[JudgeRun],
         settings: TrainSettings,
         rollout: RolloutSettings,
         tasks: Sequence[Task],
         heldout: Sequence[Task],
-        out_dir: Path,
         cache: JsonCache,
         executor: Any,
-        policy_factory: Callable[[Path | None], Policy],
+        policy_factory: Callable[[dict[str, Path | None]], Policy],
     ) -> None:
-        self.judge_name = judge_name
-        self.judge = judge
-        self.spec = spec
+        names = [r.name for r in runs]
+        if not runs or len(set(names)) != len(names):
+            raise ConfigError(f"train.judges: need distinct judge names, got {names}")
+        self.runs = list(runs)
+        # PEFT adapter names may not hold '.', which judge names may: number them instead.
+        self.adapter = {r.name: f"judge_{i}" for i, r in enumerate(runs)}
         self.settings = settings
         self.rollout = rollout
         self.tasks = training_tasks(tasks)
         self.heldout = list(heldout)
         check_disjoint(self.tasks, self.heldout)
-        self.out_dir = out_dir
         self.cache = cache
         self.executor = executor
         self.policy_factory = policy_factory
@@ -239,55 +285,109 @@ class Trainer:
         n = self.settings.groups_per_epoch
         return [self.tasks[(epoch * n + g) % len(self.tasks)] for g in range(n)]
 
-    def run(self, on_epoch: Callable[[dict], None] | None = None) -> list[dict]:
-        """Train to `settings.epochs` (resuming if a checkpoint exists); `on_epoch(row)` is
-        called after each epoch's checkpoint is written (progress display)."""
+    def _requests(self, run: JudgeRun, epoch: int) -> list[Request]:
+        """The epoch's training groups, then the held-out prompts (fixed seeds every epoch).
+        Seeds do not depend on the judge: equal adapters draw equal rows (policy_0)."""
+        train, held, seed = self.settings, self.settings.heldout, self.settings.seed
+        adapter = self.adapter[run.name]
+        msgs = lambda t: policy_messages(self.rollout, t)  # noqa: E731
+        return [
+            Request(
+                adapter,
+                msgs(t),
+                tuple(sample_seed(seed, f"train|{epoch}|{t.task_id}", i) for i in range(train.k)),
+                train.temperature,
+                train.max_tokens,
+            )  # fmt: skip
+            for t in self._tasks_for(epoch)
+        ] + [
+            Request(
+                adapter,
+                msgs(t),
+                tuple(sample_seed(seed, f"heldout|{t.task_id}", i) for i in range(held.samples)),
+                held.temperature,
+                held.max_tokens,
+            )  # fmt: skip
+            for t in self.heldout
+        ]
+
+    def run(self, on_epoch: Callable[[str, dict], None] | None = None) -> dict[str, list[dict]]:
+        """Train every judge to `settings.epochs` (resuming from checkpoints); returns each
+        judge's history. `on_epoch(judge, row)` runs after each checkpoint is written."""
         import torch
 
-        ckpt_root = self.out_dir / "checkpoints"
-        ckpt = latest_checkpoint(ckpt_root)
-        if ckpt is not None and ckpt.done:
-            log.info("%s: training already complete (%d steps)", self.judge_name, ckpt.steps)
-            return ckpt.history
+        epochs = self.settings.epochs
+        histories: dict[str, list[dict]] = {}
+        ckpts: dict[str, Checkpoint | None] = {}
+        for r in self.runs:
+            ckpts[r.name] = latest_checkpoint(r.out_dir / "checkpoints")
+            histories[r.name] = list(ckpts[r.name].history) if ckpts[r.name] else []
+        pending = [r for r in self.runs if not (ckpts[r.name] and ckpts[r.name].done)]
+        for r in self.runs:
+            if r not in pending:
+                log.info("%s: training already complete (%d steps)", r.name, epochs)
+        if not pending:
+            return histories
         torch.manual_seed(self.settings.seed)  # the same initial adapter for every judge
-        policy = self.policy_factory(ckpt.path if ckpt else None)
-        optimizer = torch.optim.AdamW(
-            policy.trainable(), lr=self.settings.learning_rate, weight_decay=0.0
+        policy = self.policy_factory(
+            {self.adapter[r.name]: ckpts[r.name].path if ckpts[r.name] else None for r in pending}
         )
-        history: list[dict] = []
-        start = 0
-        if ckpt is not None:
-            optimizer.load_state_dict(torch.load(ckpt.path / "optimizer.pt", weights_only=True))
-            history, start = list(ckpt.history), ckpt.steps
-            log.info("%s: resuming at epoch %d", self.judge_name, start)
+        optimizers: dict[str, Any] = {}
+        next_epoch: dict[str, int] = {}
+        for r in pending:
+            policy.use(self.adapter[r.name])
+            optimizers[r.name] = torch.optim.AdamW(
+                policy.trainable(), lr=self.settings.learning_rate, weight_decay=0.0
+            )
+            ckpt = ckpts[r.name]
+            next_epoch[r.name] = ckpt.steps if ckpt else 0
+            if ckpt is not None:
+                state = torch.load(ckpt.path / "optimizer.pt", weights_only=True)
+                optimizers[r.name].load_state_dict(state)
+                log.info("%s: resuming at epoch %d", r.name, ckpt.steps)
         sampler = Sampler(policy, self.cache)
-        for epoch in range(start, self.settings.epochs + 1):
-            row, trajectories = self._evaluate(epoch, policy, sampler)
-            if epoch < self.settings.epochs:
-                t0 = time.monotonic()
-                stats = (
-                    grpo_step(
-                        policy, optimizer, trajectories, self.settings.loss,
-                        self.settings.max_grad_norm,
-                    )
-                    if trajectories
-                    else None
+        for epoch in range(min(next_epoch.values()), epochs + 1):
+            active = [r for r in pending if next_epoch[r.name] == epoch]
+            if not active:
+                continue
+            plans = {r.name: self._requests(r, epoch) for r in active}
+            adapters = {r.name: policy.adapter_hash(self.adapter[r.name]) for r in active}
+            t0 = time.monotonic()
+            groups = sampler.round([q for r in active for q in plans[r.name]])
+            rollout_s = time.monotonic() - t0
+            for r in active:
+                mine, groups = groups[: len(plans[r.name])], groups[len(plans[r.name]) :]
+                row, trajectories = self._evaluate(
+                    r, epoch, adapters[r.name], plans[r.name], mine, policy
+                )
+                row.rollout_s = rollout_s
+                if epoch < epochs:
+                    t0 = time.monotonic()
+                    policy.use(self.adapter[r.name])
+                    stats = (
+                        grpo_step(
+                            policy, optimizers[r.name], trajectories, self.settings.loss,
+                            self.settings.max_grad_norm,
+                        )
+                        if trajectories
+                        else None
+                    )  # fmt: skip
+                    row.step_s = time.monotonic() - t0
+                    if stats is not None:
+                        self._record_step(row, stats)
+                histories[r.name].append(asdict(row))
+                self._save(r, epoch, policy, optimizers[r.name], histories[r.name])
+                next_epoch[r.name] = epoch + 1
+                if on_epoch is not None:
+                    on_epoch(r.name, histories[r.name][-1])
+                log.info(
+                    "%s epoch %d/%d: reward %s, held-out pass %.2f, %s",
+                    r.name, epoch, epochs,
+                    "n/a" if row.reward_mean is None else f"{row.reward_mean:.3f}",
+                    row.heldout_pass_rate,
+                    "no step" if row.loss is None else f"loss {row.loss:.4f}",
                 )  # fmt: skip
-                row.step_s = time.monotonic() - t0
-                if stats is not None:
-                    self._record_step(row, stats)
-            history.append(asdict(row))
-            self._save(ckpt_root, epoch, policy, optimizer, history)
-            if on_epoch is not None:
-                on_epoch(history[-1])
-            log.info(
-                "%s epoch %d/%d: reward %s, held-out pass %.2f, %s",
-                self.judge_name, epoch, self.settings.epochs,
-                "n/a" if row.reward_mean is None else f"{row.reward_mean:.3f}",
-                row.heldout_pass_rate,
-                "no step" if row.loss is None else f"loss {row.loss:.4f}",
-            )  # fmt: skip
-        return history
+        return histories
 
     @staticmethod
     def _record_step(row: EpochRow, stats: StepStats) -> None:
@@ -297,20 +397,15 @@ class Trainer:
         row.ratio_mean = stats.ratio_mean
 
     def _evaluate(
-        self, epoch: int, policy: Policy, sampler: Sampler
+        self,
+        run: JudgeRun,
+        epoch: int,
+        adapter: str,
+        requests: Sequence[Request],
+        groups: Sequence[list[Sample]],
+        policy: Policy,
     ) -> tuple[EpochRow, list[Trajectory]]:
-        train, held = self.settings, self.settings.heldout
-        adapter = policy.adapter_hash()
         tasks = self._tasks_for(epoch)
-        msgs = lambda t: policy_messages(self.rollout, t)  # noqa: E731
-        requests = [
-            Request(msgs(t), train.k, train.temperature, train.max_tokens) for t in tasks
-        ] + [
-            Request(msgs(t), held.samples, held.temperature, held.max_tokens) for t in self.heldout
-        ]
-        t0 = time.monotonic()
-        groups = sampler.round(requests, seed=sample_seed(train.seed, "train-round", epoch))
-        rollout_s = time.monotonic() - t0
         rewards: list[float] = []
         passes: list[float] = []
         trajectories: list[Trajectory] = []
@@ -320,14 +415,12 @@ class Trainer:
         for g, (task, req, samples) in enumerate(zip(tasks, requests, groups, strict=False)):
             cands = candidates(task, req.messages, samples, f"train|{adapter}|{epoch}")
             t0 = time.monotonic()
-            rows = score_group(
-                f"train-{self.judge_name}", self.judge, self.spec, task, cands, repeat=0
-            )
+            rows = score_group(f"train-{run.name}", run.judge, run.spec, task, cands, repeat=0)
             score_s += time.monotonic() - t0
             truth: list[Verdict] = [self.executor.score(task, c) for c in cands]
             passes += [v.score or 0.0 for v in truth]
             records += [
-                _sample_record(self.judge_name, epoch, "train", c, s, r, v.score or 0.0)
+                _sample_record(run.name, epoch, "train", c, s, r, v.score or 0.0)
                 for c, s, r, v in zip(cands, samples, rows, truth, strict=True)
             ]
             n_samples += len(samples)
@@ -354,12 +447,10 @@ class Trainer:
             for c, smp in zip(cands, samples, strict=True):
                 passed = self.executor.score(task, c).score or 0.0
                 held_scores.append(passed)
-                records.append(
-                    _sample_record(self.judge_name, epoch, "heldout", c, smp, None, passed)
-                )
+                records.append(_sample_record(run.name, epoch, "heldout", c, smp, None, passed))
         heldout_s = time.monotonic() - t0
         row = EpochRow(
-            judge=self.judge_name,
+            judge=run.name,
             epoch=epoch,
             adapter=adapter,
             groups=len(tasks),
@@ -372,7 +463,6 @@ class Trainer:
             heldout_pass_rate=sum(held_scores) / len(held_scores),
             heldout_n=len(held_scores),
             completion_tokens_mean=tokens / max(n_samples, 1),
-            rollout_s=rollout_s,
             score_s=score_s,
             heldout_s=heldout_s,
             records=records,
@@ -380,14 +470,14 @@ class Trainer:
         return row, trajectories
 
     def _save(
-        self, root: Path, epoch: int, policy: Policy, optimizer: Any, history: list[dict]
+        self, run: JudgeRun, epoch: int, policy: Policy, optimizer: Any, history: list[dict]
     ) -> None:
         import torch
 
         steps = min(epoch + 1, self.settings.epochs)
         done = epoch == self.settings.epochs
-        with atomic_dir(root / f"step-{steps:03d}") as tmp:
-            policy.model.save_pretrained(tmp)
+        with atomic_dir(run.out_dir / "checkpoints" / f"step-{steps:03d}") as tmp:
+            policy.write_adapter(tmp, self.adapter[run.name])
             torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
             state = {"steps": steps, "done": done, "history": history}
             (tmp / "state.json").write_text(json.dumps(state, indent=1))

@@ -16,7 +16,13 @@ from judgelab.models.server import serve
 from judgelab.paths import cache_dir
 from judgelab.scoring import build_evaluator
 from judgelab.tasks.humaneval import load_humaneval
-from judgelab.training.loop import Trainer, default_executor_spec, history_frame, samples_frame
+from judgelab.training.loop import (
+    JudgeRun,
+    Trainer,
+    default_executor_spec,
+    history_frame,
+    samples_frame,
+)
 
 log = logging.getLogger(__name__)
 
@@ -55,42 +61,46 @@ def check_backend(backend: str) -> None:
     )
 
 
-def train_judge(
+def train_judges(
     settings: Settings,
-    judge: str,
     tasks: list[Task],
-    out_dir: Path,
-    on_epoch: Callable[[dict], None] | None = None,
-) -> Path:
-    """Train (or resume) the policy for `judge`; returns the history file."""
+    out_root: Path,
+    on_epoch: Callable[[str, dict], None] | None = None,
+) -> dict[str, Path]:
+    """Train (or resume) one policy per judge in `train.judges`, in lockstep; returns each
+    judge's history file (`out_root/<judge>/history.parquet`)."""
     from judgelab.training.policy import Policy
 
     train = settings.train
     check_backend(train.backend)
-    spec = settings.evaluator(judge)
+    specs = {judge: settings.evaluator(judge) for judge in train.judges}
     policy_model = settings.model(train.policy)
     assert isinstance(policy_model, EmbeddedModel)  # checked by Settings
-    judge_models = [spec.judge] if hasattr(spec, "judge") else []
+    judge_models = sorted({s.judge for s in specs.values() if hasattr(s, "judge")})
     executor = ExecutionJudge(default_executor_spec(settings.scores.evaluators))
     with serve(settings, judge_models) as endpoints:
-        evaluator = build_evaluator(spec, endpoints, JsonCache(cache_dir(), "judge"))
+        judge_cache = JsonCache(cache_dir(), "judge")
+        runs = [
+            JudgeRun(judge, build_evaluator(spec, endpoints, judge_cache), spec, out_root / judge)
+            for judge, spec in specs.items()
+        ]
         trainer = Trainer(
-            judge_name=judge,
-            judge=evaluator,
-            spec=spec,
+            runs=runs,
             settings=train,
             rollout=settings.rollouts,
             tasks=tasks,
             heldout=heldout_tasks(settings),
-            out_dir=out_dir,
             cache=JsonCache(cache_dir(), "training-samples"),
             executor=executor,
-            policy_factory=lambda adapter: Policy(
-                policy_model.zoo, train.lora, train.device, adapter, train.dtype
+            policy_factory=lambda adapters: Policy(
+                policy_model.zoo, train.lora, train.device, dtype=train.dtype, adapters=adapters
             ),
         )
-        history = trainer.run(on_epoch)
-    write_parquet(out_dir / SAMPLES_FILE, samples_frame(history))
-    path = out_dir / HISTORY_FILE
-    write_parquet(path, history_frame(history))
-    return path
+        histories = trainer.run(on_epoch)
+    paths = {}
+    for run in runs:
+        history = histories[run.name]
+        write_parquet(run.out_dir / SAMPLES_FILE, samples_frame(history))
+        paths[run.name] = run.out_dir / HISTORY_FILE
+        write_parquet(paths[run.name], history_frame(history))
+    return paths
