@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from statistics import median
@@ -156,9 +156,11 @@ class Sampler:
         self.policy = policy
         self.cache = cache
 
-    def round(self, requests: Sequence[Request]) -> list[list[Sample]]:
-        hashes = {a: self.policy.adapter_hash(a) for a in {r.adapter for r in requests}}
-        rows: list[tuple[int, dict]] = []
+    def round(self, requests: Sequence[Request], hashes: Mapping[str, str]) -> list[list[Sample]]:
+        """Each request's samples, in order; `hashes` maps adapter names to content hashes."""
+        rows: list[tuple[int, str]] = []  # (request index, row identity)
+        found: dict[str, Sample] = {}
+        todo: dict[str, tuple[dict, str]] = {}  # identity -> (cache key, adapter name)
         for i, r in enumerate(requests):
             prompt = self.policy.prompt_ids(r.messages)
             for seed in r.seeds:
@@ -170,36 +172,31 @@ class Sampler:
                     "temperature": r.temperature,
                     "max_tokens": r.max_tokens,
                     "seed": seed,
-                    "name": r.adapter,  # not part of the identity: dropped from the key below
                 }
-                rows.append((i, key))
-        found: dict[str, Sample] = {}
-        todo: dict[str, dict] = {}
-        for _, key in rows:
-            ident = {k: v for k, v in key.items() if k != "name"}
-            h = digest(ident)
-            if h in found or h in todo:
-                continue
-            hit = self.cache.get(ident)
-            if hit is not None:
-                found[h] = Sample(**hit)
-            else:
-                todo[h] = key
+                h = digest(key)
+                rows.append((i, h))
+                if h in found or h in todo:
+                    continue
+                hit = self.cache.get(key)
+                if hit is not None:
+                    found[h] = Sample(**hit)
+                else:
+                    todo[h] = (key, r.adapter)
         if todo:
-            keys = list(todo.values())
+            pending = list(todo.values())
             drawn = self.policy.sample(
-                [k["prompt"] for k in keys],
-                temperatures=[k["temperature"] for k in keys],
-                max_new_tokens=[k["max_tokens"] for k in keys],
-                seeds=[k["seed"] for k in keys],
-                adapters=[k["name"] for k in keys],
+                [k["prompt"] for k, _ in pending],
+                temperatures=[k["temperature"] for k, _ in pending],
+                max_new_tokens=[k["max_tokens"] for k, _ in pending],
+                seeds=[k["seed"] for k, _ in pending],
+                adapters=[name for _, name in pending],
             )
-            for (h, key), sample in zip(todo.items(), drawn, strict=True):
-                self.cache.put({k: v for k, v in key.items() if k != "name"}, asdict(sample))
+            for h, (key, _), sample in zip(todo, pending, drawn, strict=True):
+                self.cache.put(key, asdict(sample))
                 found[h] = sample
         groups: list[list[Sample]] = [[] for _ in requests]
-        for i, key in rows:
-            groups[i].append(found[digest({k: v for k, v in key.items() if k != "name"})])
+        for i, h in rows:
+            groups[i].append(found[h])
         return groups
 
 
@@ -351,14 +348,15 @@ class Trainer:
             if not active:
                 continue
             plans = {r.name: self._requests(r, epoch) for r in active}
-            adapters = {r.name: policy.adapter_hash(self.adapter[r.name]) for r in active}
+            hashes = {self.adapter[r.name]: policy.adapter_hash(self.adapter[r.name])
+                      for r in active}  # fmt: skip
             t0 = time.monotonic()
-            groups = sampler.round([q for r in active for q in plans[r.name]])
+            groups = sampler.round([q for r in active for q in plans[r.name]], hashes)
             rollout_s = time.monotonic() - t0
             for r in active:
                 mine, groups = groups[: len(plans[r.name])], groups[len(plans[r.name]) :]
                 row, trajectories = self._evaluate(
-                    r, epoch, adapters[r.name], plans[r.name], mine, policy
+                    r, epoch, hashes[self.adapter[r.name]], plans[r.name], mine, policy
                 )
                 row.rollout_s = rollout_s
                 if epoch < epochs:

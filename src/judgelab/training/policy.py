@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import shutil
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,7 +150,6 @@ class Policy:
         for name, path in sources.items():
             if path is not None:
                 self.load_adapter_weights(path, name)
-        self.names = names
         self.use(names[0])
         self.stop_ids = self._stop_ids()
         self.pad_id = self.tokenizer.pad_token_id
@@ -217,11 +216,10 @@ class Policy:
         save_file(state, str(directory / ADAPTER_FILE), metadata={"format": "pt"})
         self.model.peft_config[name].save_pretrained(str(directory))
 
-    def load_adapter_weights(self, path: Path, name: str | None = None) -> None:
+    def load_adapter_weights(self, path: Path, name: str) -> None:
         from peft import set_peft_model_state_dict
         from safetensors.torch import load_file
 
-        name = name or getattr(self, "active", DEFAULT)
         file = path / ADAPTER_FILE
         if not file.exists():
             raise ModelError(f"{path}: no {ADAPTER_FILE} (not a saved adapter)")
@@ -276,8 +274,9 @@ class Policy:
         n = len(prompts)
         names = list(adapters) if adapters is not None else [self.active] * n
         for name in set(names):
-            if name not in self.names:
-                raise ModelError(f"sample: no adapter named {name!r} (have {self.names})")
+            if name not in self.model.peft_config:
+                have = list(self.model.peft_config)
+                raise ModelError(f"sample: no adapter named {name!r} (have {have})")
         keys = [(a, tuple(p)) for a, p in zip(names, prompts, strict=True)]
         distinct = list(dict.fromkeys(keys))
         source = torch.tensor([distinct.index(k) for k in keys])
@@ -349,7 +348,7 @@ class Policy:
         of a prompt here) is computed once per adapter and copied, not once per prompt."""
         torch = _torch()
         prompts = [p for _, p in distinct]
-        shared = min(_common_prefix(prompts), min(len(p) for p in prompts) - 1)
+        shared = min(len(os.path.commonprefix(prompts)), min(len(p) for p in prompts) - 1)
         cache = None
         if shared >= 16:  # below that, a second forward costs more than it saves
             heads = list(dict.fromkeys(a for a, _ in distinct))
@@ -394,18 +393,3 @@ class Policy:
         logp = torch.log_softmax(logits.float(), dim=-1)
         picked = logp.gather(-1, tokens[:, start + 1 :, None])[..., 0]
         return torch.nn.functional.pad(picked, (start, 1), value=0.0)
-
-
-def _common_prefix(seqs: Sequence[Sequence[int]]) -> int:
-    first = seqs[0]
-    n = min(len(x) for x in seqs)
-    for i in range(n):
-        if any(x[i] != first[i] for x in seqs):
-            return i
-    return n
-
-
-def copy_adapter(src: Path, dst: Path) -> None:
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_dir(dst) as tmp:
-        shutil.copytree(src, tmp, dirs_exist_ok=True)
