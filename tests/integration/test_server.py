@@ -69,3 +69,42 @@ def test_server_dies_with_a_killed_parent() -> None:
         time.sleep(0.1)
     os.kill(server_pid, signal.SIGKILL)
     pytest.fail("llama.cpp server outlived its killed parent")
+
+
+def test_grammar_checked_after_sampling_gives_the_full_vocabulary_grammar_reply(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The server checks the grammar on the sampled token only (as llama.cpp's server does):
+    greedy replies under the RULER schema are those of the grammar applied to the whole
+    vocabulary, the fallback to the whole vocabulary is taken, and sampled replies still
+    follow the schema."""
+    from art.rewards.ruler import Response
+    from llama_cpp import Llama
+
+    from judgelab.evaluators.transport import bound_schema, inline_refs
+    from judgelab.models import llama_server
+    from judgelab.models.zoo import ensure_model
+
+    llm = Llama(str(ensure_model("smollm2-135m-instruct")), n_ctx=1024, n_threads=2, verbose=False)
+    schema = bound_schema(inline_refs(Response.model_json_schema()), 40, 2)
+    messages = [
+        {"role": "system", "content": "Score each trajectory between 0 and 1."},
+        {"role": "user", "content": '<trajectory id="1">return a + b</trajectory>\n'
+                                    '<trajectory id="2">return a - b</trajectory>'},
+    ]  # fmt: skip
+
+    def reply(temperature: float, seed: int) -> str:
+        out = llm.create_chat_completion(
+            messages=messages, response_format={"type": "json_object", "schema": schema},
+            temperature=temperature, max_tokens=120, seed=seed,
+        )  # fmt: skip
+        return out["choices"][0]["message"]["content"]
+
+    whole_vocabulary = reply(0.0, 0)
+    monkeypatch.setattr(Llama, "_init_sampler", llama_server._init_sampler)
+    assert reply(0.0, 0) == whole_vocabulary
+    assert isinstance(llm._sampler, llama_server.GrammarCheckedSampler)
+    assert llm._sampler.rejections > 0  # the model's free choice was refused, then corrected
+    for seed in range(3):
+        parsed = Response.model_validate_json(reply(1.0, seed))
+        assert len(parsed.scores) == 2

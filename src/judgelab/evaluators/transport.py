@@ -79,7 +79,9 @@ PROVIDER = "judgelab"
 ID_MAX_CHARS = 8
 DEFAULT_STRING_MAX_CHARS = 300
 CACHE_NAMESPACE = "judge"
-_CACHE_VERSION = 1
+# 2: embedded servers check the grammar after sampling (judgelab.models.llama_server), so
+# replies drawn at a temperature above 0 differ from version 1's.
+_CACHE_VERSION = 2
 _NO_KEY = "sk-no-key-required"  # the openai client refuses an empty key; local servers ignore it
 _T = TypeVar("_T")
 

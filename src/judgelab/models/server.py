@@ -1,9 +1,10 @@
 """judgelab's own OpenAI-compatible server for the embedded zoo, on 127.0.0.1.
 
 One `llama_cpp.server` process serves every requested zoo model under its registry name
-and keeps one loaded at a time (it swaps on demand). Only one such process runs on the
-machine at once: two llama.cpp processes on two cores run ~300x slower, so the server holds
-an exclusive lock file for its whole life and a second server waits for it.
+and keeps one loaded at a time (it swaps on demand); `judgelab.models.llama_server` starts
+it with grammars checked after sampling, as llama.cpp's own server does. Only one such
+process runs on the machine at once: two llama.cpp processes on two cores run ~300x slower,
+so the server holds an exclusive lock file for its whole life and a second server waits.
 
 The server silently falls back to its default model for an unknown name, so `Endpoint`s are
 only ever built for the names this server was started with.
@@ -113,7 +114,7 @@ class EmbeddedServer:
         env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
         self._log = open(log_path, "wb")  # noqa: SIM115
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--config_file", str(cfg_path)],
+            [sys.executable, "-m", "judgelab.models.llama_server", "--config_file", str(cfg_path)],
             stdout=self._log,
             stderr=subprocess.STDOUT,
             env=env,
