@@ -96,6 +96,15 @@ def converted_dir(zoo_name: str) -> Path:
     return target
 
 
+def _contiguous_input(module: Any, args: tuple) -> tuple:
+    """Forward pre-hook for the vocabulary projection. With `logits_to_keep`, transformers
+    hands it a strided slice of the hidden states; torch's matmul then broadcasts the whole
+    [hidden, vocab] weight per row and copies it (272 MB per row for Qwen2.5-0.5B in
+    bfloat16): a 4-row prefill of 400 tokens took 9.7 s instead of 3.6 s. A contiguous
+    input takes the plain matrix product."""
+    return (args[0].contiguous(), *args[1:])
+
+
 class Policy:
     """Base weights frozen; one or more LoRA adapters (one per judge), each trainable.
 
@@ -131,6 +140,7 @@ class Policy:
         self.tokenizer = AutoTokenizer.from_pretrained(source)
         base = AutoModelForCausalLM.from_pretrained(source, dtype=getattr(torch, dtype))
         base.to(self.device)
+        base.get_output_embeddings().register_forward_pre_hook(_contiguous_input)
         config = LoraConfig(
             r=lora.r,
             lora_alpha=lora.alpha,
