@@ -195,8 +195,8 @@ class JudgeCallSettings(_Section):
         120,
         ge=16,
         le=4000,
-        description="Bound on each explanation the judge writes: output tokens under a JSON "
-        "grammar dominate judge time on CPU (llama.cpp checks the grammar over the whole vocabulary).",
+        description="Bound on each explanation the judge writes: a judge's output tokens under "
+        "a JSON grammar dominate its time on CPU.",
     )
     seed: int = 0
 
