@@ -16,6 +16,7 @@ import logging  # noqa: E402
 import re  # noqa: E402
 from collections.abc import Callable, Iterator  # noqa: E402
 from concurrent.futures import ThreadPoolExecutor  # noqa: E402
+from dataclasses import replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any, Literal  # noqa: E402
 
@@ -426,6 +427,11 @@ def test_second_identical_run_is_served_from_the_cache(
     other = endpoint(server, fingerprint="fp-2")
     RulerJudge(ruler_spec(), other, JsonCache(tmp_path, "judge")).score_group(TASK, candidates(4))
     assert len(server.requests) == 2
+    # ... and so is another grammar sampler on the same weights (the embedded server's)
+    server.add(score_by_candidate(lambda i: 0.5))
+    checked = replace(endpoint(server), grammar_sampler="checked-after-sampling")
+    RulerJudge(ruler_spec(), checked, JsonCache(tmp_path, "judge")).score_group(TASK, candidates(4))
+    assert len(server.requests) == 3
 
 
 def test_a_cached_bad_reply_is_not_replayed_on_retry(server: OpenAIServer, tmp_path: Path) -> None:

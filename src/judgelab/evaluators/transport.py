@@ -22,9 +22,9 @@ litellm hands the request to :class:`JudgelabProvider`, which
 
 * answers from the ``"judge"`` :class:`~judgelab.cache.JsonCache` when it can. The key is exactly
   what changes the reply: endpoint fingerprint and model, the messages and response_format *as
-  sent*, temperature, max_tokens, top_p and seed (never timeouts or retry counts). A hit makes
-  no HTTP request. The raw reply is cached, good or bad: a retry must change the seed to get a
-  new one;
+  sent*, temperature, max_tokens, top_p and seed, and the endpoint's grammar sampler where
+  judgelab knows it (never timeouts or retry counts). A hit makes no HTTP request. The raw
+  reply is cached, good or bad: a retry must change the seed to get a new one;
 * sends the request with ``openai.AsyncOpenAI(max_retries=0)``: retrying is the judge's job;
   each HTTP request first waits for the endpoint's limiter (:mod:`judgelab.models.ratelimit`:
   concurrency, requests and tokens per minute), and a 429's ``Retry-After`` pauses it;
@@ -79,9 +79,7 @@ PROVIDER = "judgelab"
 ID_MAX_CHARS = 8
 DEFAULT_STRING_MAX_CHARS = 300
 CACHE_NAMESPACE = "judge"
-# 2: embedded servers check the grammar after sampling (judgelab.models.llama_server), so
-# replies drawn at a temperature above 0 differ from version 1's.
-_CACHE_VERSION = 2
+_CACHE_VERSION = 1
 _NO_KEY = "sk-no-key-required"  # the openai client refuses an empty key; local servers ignore it
 _T = TypeVar("_T")
 
@@ -429,6 +427,8 @@ class JudgelabProvider(litellm.CustomLLM):
             "response_format": response_format,
             **{k: sampling.get(k) for k in ("temperature", "max_tokens", "top_p", "seed")},
         }
+        if endpoint.grammar_sampler is not None:  # absent from remote keys: those stay valid
+            key["grammar_sampler"] = endpoint.grammar_sampler
         start = time.perf_counter()
         hit = ctx.cache.get(key) if ctx.cache is not None else None
         if hit is not None:

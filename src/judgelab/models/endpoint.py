@@ -14,8 +14,10 @@ class Endpoint:
 
     `name` is the registry name (params.yaml), `model` the name the server knows.
     `fingerprint` identifies the weights (sha256 of an embedded GGUF, or base_url+model for a
-    remote endpoint) and goes into every cache key. `api_key` is read from the environment
-    at resolve time and must never be logged or stored.
+    remote endpoint) and goes into every cache key. `grammar_sampler` names how the server
+    applies a JSON grammar where judgelab runs the server (embedded models); it goes into
+    judge-call cache keys, since it changes replies drawn at a temperature above 0. `api_key`
+    is read from the environment at resolve time and must never be logged or stored.
     """
 
     name: str
@@ -27,6 +29,7 @@ class Endpoint:
     api_key: str | None = None
     timeout_s: float = 120.0
     system_role: bool = True  # False for chat templates that drop system messages (Gemma)
+    grammar_sampler: str | None = None  # None: the server's own, unknown to judgelab
     limits: Limits = Limits()  # client-side request limits; never part of a cache key
 
     @property

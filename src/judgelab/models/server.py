@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 
 PR_SET_PDEATHSIG = 1
 LOCK_PATH = Path(os.environ.get("JUDGELAB_LLAMA_LOCK", "/tmp/judgelab-llama.lock"))
+# How judgelab.models.llama_server applies a JSON grammar (Endpoint.grammar_sampler).
+GRAMMAR_SAMPLER = "checked-after-sampling"
 
 
 def _die_with_parent() -> None:
@@ -186,6 +188,7 @@ class EmbeddedServer:
             structured_output="json_object",
             system_role=zoo.system_role,
             timeout_s=600.0,
+            grammar_sampler=GRAMMAR_SAMPLER,
         )
 
 
