@@ -23,8 +23,12 @@ OFFLINE_DEFAULTS = {
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
     "TOKENIZERS_PARALLELISM": "false",
-    "OMP_WAIT_POLICY": "PASSIVE",
 }
+# No OMP_WAIT_POLICY here: PASSIVE puts torch's OpenMP workers to sleep after every
+# parallel region, and a decode step runs thousands of small ones; a lockstep training
+# decode step took 0.6-3.7 s with it and 0.35 s without (bench/omp_wait_policy.py).
+# The embedded llama.cpp server still gets PASSIVE (models/server.py), so two model
+# processes do not spin against each other.
 
 
 def configure_offline_env() -> None:
