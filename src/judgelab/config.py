@@ -183,7 +183,15 @@ class ExecutionEvaluator(_EvaluatorBase):
 
 class JudgeCallSettings(_Section):
     temperature: float = Field(0.0, ge=0, le=2)
-    max_tokens: int = Field(512, ge=16, le=8192)
+    max_tokens: int | None = Field(
+        None,
+        ge=16,
+        le=8192,
+        description="Output tokens per judge call. Unset: enough for the longest reply the "
+        "bounded schema allows, (explanation_max_chars + 128) per scored candidate + 32, "
+        "because a small model can spend a token per character and a cut-off reply is "
+        "wasted (1024 for RULER over 4 candidates at the default bound).",
+    )
     retries: int = Field(2, ge=0, le=10, description="Extra attempts after a failed call.")
     backoff_s: float = Field(1.0, ge=0, le=120)
     out_of_range: Literal["unscore", "clip"] = Field(
@@ -211,7 +219,7 @@ class RulerEvaluator(_EvaluatorBase):
 class RubricEvaluator(_EvaluatorBase):
     kind: Literal["rubric"] = "rubric"
     judge: str
-    call: JudgeCallSettings = JudgeCallSettings(max_tokens=160)
+    call: JudgeCallSettings = JudgeCallSettings()
 
 
 EvaluatorSpec = Annotated[

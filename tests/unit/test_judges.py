@@ -173,6 +173,31 @@ def test_without_shuffle_the_order_is_the_sample_order(server: OpenAIServer) -> 
     assert {v.permutation for v in verdicts} == {"0,1,2"}
 
 
+@pytest.mark.parametrize(("k", "chars"), [(1, 16), (4, 120), (8, 300)])
+def test_unset_max_tokens_fits_the_longest_reply_the_schema_allows(
+    server: OpenAIServer, k: int, chars: int
+) -> None:
+    """At one token per character (a small model can do that: Gemma-3 writes digits one
+    token each), the longest reply the bounded schema allows must fit in the budget sent."""
+    server.add(score_by_candidate(lambda i: 0.5))
+    RulerJudge(ruler_spec(explanation_max_chars=chars), endpoint(server)).score_group(
+        TASK, candidates(k)
+    )
+    budget = server.requests[0]["body"]["max_tokens"]
+    number = "-" + "9" * 16 + "." + "9" * 16 + "e+" + "9" * 16  # llama.cpp's longest number
+    item = {"trajectory_id": "9" * 8, "explanation": "0" * chars, "score": 0.0}
+    longest = json.dumps({"scores": [item] * k}, indent=1).replace("0.0", number)
+    assert len(longest) <= budget < 2 * len(longest)
+
+
+def test_rubric_unset_max_tokens_fits_its_reply(server: OpenAIServer) -> None:
+    server.add(rubric_reply(0.5))
+    RubricJudge(rubric_spec(explanation_max_chars=64), endpoint(server)).judge(
+        TASK, candidates(1)[0]
+    )
+    assert server.requests[0]["body"]["max_tokens"] >= 64 + 100
+
+
 def test_identical_trajectories_get_the_single_score(server: OpenAIServer) -> None:
     same = [
         Candidate("t-1", f"c{i}", i, "def f():\n    return 1", [{"role": "user", "content": "f"}])

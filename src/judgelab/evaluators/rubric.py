@@ -43,6 +43,7 @@ from judgelab.evaluators.transport import (
     call_metadata,
     judge_call,
     raw_tail,
+    reply_token_budget,
     run_sync,
 )
 
@@ -157,7 +158,9 @@ class RubricJudge(LLMJudge):
                     response_format=RubricReply,
                     caching=False,
                     temperature=call.temperature,
-                    max_tokens=call.max_tokens,
+                    max_tokens=call.max_tokens
+                    if call.max_tokens is not None
+                    else reply_token_budget(1, call.explanation_max_chars),
                     seed=request_seed(call.seed, repeat, attempt),
                     metadata=call_metadata(record),
                 )

@@ -68,6 +68,7 @@ from judgelab.evaluators.transport import (
     judge_call,
     raw_tail,
     register_endpoint,
+    reply_token_budget,
     run_sync,
 )
 from judgelab.models.endpoint import Endpoint
@@ -289,11 +290,15 @@ class RulerJudge(LLMJudge):
             log.info(
                 "ruler %s: all %d trajectories identical; ART scores one", self.name, len(shown)
             )
+        items = 1 if identical else len(shown)
+        max_tokens = call.max_tokens
+        if max_tokens is None:
+            max_tokens = reply_token_budget(items, call.explanation_max_chars)
         with judge_call(
             self.endpoint,
             self.cache,
             string_max_chars=call.explanation_max_chars,
-            array_items=1 if identical else len(shown),
+            array_items=items,
         ) as record:
             records.append(record)
             try:
@@ -302,7 +307,7 @@ class RulerJudge(LLMJudge):
                     judge_model=self.judge_model,
                     extra_litellm_params={
                         "temperature": call.temperature,
-                        "max_tokens": call.max_tokens,
+                        "max_tokens": max_tokens,
                         "seed": request_seed(call.seed, repeat, attempt),
                         "metadata": call_metadata(record),
                     },

@@ -224,6 +224,22 @@ def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
     return resolve(schema, ())
 
 
+# Characters one reply item can take besides its explanation under the bounded schema: keys,
+# quotes, separators and optional spaces, an id of ID_MAX_CHARS, and a number of up to 16
+# integer, 16 fraction and 16 exponent digits (llama.cpp's JSON-schema grammar).
+ITEM_OVERHEAD_CHARS = 128
+
+
+def reply_token_budget(items: int, string_max_chars: int) -> int:
+    """Output tokens for the longest reply a schema bounded by `bound_schema` allows (`items`
+    objects, each with one explanation of at most `string_max_chars`), at one token per
+    character: a small model can write every character as its own token (Gemma-3 writes
+    digits that way, and its zero-filled explanations ran past 512 tokens at k = 4, so the
+    reply was cut off and retried). A truncated reply is judgelab's budget failing, not the
+    judge."""
+    return max(1, items) * (string_max_chars + ITEM_OVERHEAD_CHARS) + 32
+
+
 def bound_schema(
     schema: dict[str, Any], string_max_chars: int, array_items: int | None = None
 ) -> dict[str, Any]:
