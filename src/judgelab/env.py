@@ -27,8 +27,10 @@ OFFLINE_DEFAULTS = {
 # No OMP_WAIT_POLICY here: PASSIVE puts torch's OpenMP workers to sleep after every
 # parallel region, and a decode step runs thousands of small ones; a lockstep training
 # decode step took 0.6-3.7 s with it and 0.35 s without (bench/omp_wait_policy.py).
-# The embedded llama.cpp server still gets PASSIVE (models/server.py), so two model
-# processes do not spin against each other.
+# Nor for the embedded llama.cpp server, which inherits this environment: its judge replies
+# took 0.45-0.73x the time without PASSIVE (bench/server_wait_policy.py). Only one model
+# process runs at a time (models/server.py holds a lock), and libgomp's default spins only
+# briefly before its threads sleep, so an idle server does not take the CPU from torch.
 
 
 def configure_offline_env() -> None:

@@ -113,13 +113,11 @@ class EmbeddedServer:
         cfg_path = Path(self._tmp.name) / "models.json"
         cfg_path.write_text(json.dumps(self._config(port)))
         log_path = Path(self._tmp.name) / "server.log"
-        env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
         self._log = open(log_path, "wb")  # noqa: SIM115
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "judgelab.models.llama_server", "--config_file", str(cfg_path)],
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            env=env,
             start_new_session=True,
             preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, before any thread runs there
         )
