@@ -108,3 +108,41 @@ def test_grammar_checked_after_sampling_gives_the_full_vocabulary_grammar_reply(
     for seed in range(3):
         parsed = Response.model_validate_json(reply(1.0, seed))
         assert len(parsed.scores) == 2
+
+
+def test_id_enum_keeps_smollm2_to_the_trajectory_ids(monkeypatch: pytest.MonkeyPatch) -> None:
+    """RULER's ids as an enum in the bounded schema: SmolLM2 sampling at temperature 1 names
+    only trajectories 1..4 under it, while without it the same seeds invent ids (',', '1,',
+    '') that cost the judge a retry each."""
+    import json
+
+    from art.rewards.ruler import Response
+    from llama_cpp import Llama
+
+    from judgelab.evaluators.transport import bound_schema, inline_refs
+    from judgelab.models import llama_server
+    from judgelab.models.zoo import ensure_model
+
+    monkeypatch.setattr(Llama, "_init_sampler", llama_server._init_sampler)
+    llm = Llama(str(ensure_model("smollm2-135m-instruct")), n_ctx=2048, n_threads=2, verbose=False)
+    code = "def add(a, b):\n    # add two numbers\n    return a + b{}\n"
+    messages = [
+        {"role": "system", "content": "Score each trajectory between 0 and 1 and explain briefly."},
+        {"role": "user", "content": "Trajectories:\n\n" + "\n\n".join(
+            f'<trajectory id="{i}">\n{code.format(" + 0" * i)}</trajectory>' for i in range(1, 5)
+        )},
+    ]  # fmt: skip
+    ids = ("1", "2", "3", "4")
+    schema = inline_refs(Response.model_json_schema())
+
+    def named_ids(enum: tuple[str, ...] | None, seed: int) -> list[str]:
+        rf = {"type": "json_object", "schema": bound_schema(schema, 60, 4, enum)}
+        out = llm.create_chat_completion(
+            messages=messages, response_format=rf, temperature=1.0, max_tokens=400, seed=seed
+        )
+        text = out["choices"][0]["message"]["content"]
+        return [s["trajectory_id"] for s in json.loads(text, strict=False)["scores"]]
+
+    seeds = range(8)
+    assert all(set(named_ids(ids, seed)) <= set(ids) for seed in seeds)
+    assert any(not set(named_ids(None, seed)) <= set(ids) for seed in seeds)

@@ -208,6 +208,7 @@ def test_identical_trajectories_get_the_single_score(server: OpenAIServer) -> No
     assert [v.score for v in verdicts] == [0.8, 0.8, 0.8]
     schema = server.requests[0]["body"]["response_format"]["json_schema"]["schema"]
     assert schema["properties"]["scores"]["maxItems"] == 1
+    assert _trajectory_score_schema(schema)["properties"]["trajectory_id"]["enum"] == ["1"]
 
 
 # --- out-of-range and non-finite scores -----------------------------------------------------
@@ -374,6 +375,7 @@ def test_json_schema_request_passes_the_schema_through_with_bounds(
     item = _trajectory_score_schema(schema)
     assert item["properties"]["explanation"]["maxLength"] == 123
     assert item["properties"]["trajectory_id"]["maxLength"] == 8
+    assert item["properties"]["trajectory_id"]["enum"] == ["1", "2", "3"]
     assert (
         "maxLength" not in item["properties"]["score"]
         and "maximum" not in item["properties"]["score"]
@@ -396,6 +398,7 @@ def test_json_object_request_inlines_the_schema(server: OpenAIServer) -> None:
     item = rf["schema"]["properties"]["scores"]["items"]
     assert item["properties"]["explanation"]["maxLength"] == 77
     assert item["properties"]["trajectory_id"]["maxLength"] == 8
+    assert item["properties"]["trajectory_id"]["enum"] == ["1", "2"]
     assert item["required"] == ["trajectory_id", "explanation", "score"]
 
 

@@ -299,6 +299,7 @@ class RulerJudge(LLMJudge):
             self.cache,
             string_max_chars=call.explanation_max_chars,
             array_items=items,
+            ids=tuple(str(i) for i in range(1, items + 1)),  # ART's trajectory ids
         ) as record:
             records.append(record)
             try:

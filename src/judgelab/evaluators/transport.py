@@ -18,7 +18,10 @@ litellm hands the request to :class:`JudgelabProvider`, which
   - every string field of the schema gets a ``maxLength`` (ids: :data:`ID_MAX_CHARS`, other
     strings: the judge's ``explanation_max_chars``) and, when the caller knows it, every array
     gets ``minItems``/``maxItems``: llama-cpp-python's grammar otherwise lets a string run on to
-    ``max_tokens``. Scores are deliberately *not* bounded, so out-of-range scores stay visible;
+    ``max_tokens``. When the caller knows the ids a reply may name (RULER: ``"1"`` … ``"k"``),
+    the id fields get an ``enum`` of them: SmolLM2 otherwise invents ids (``'5'``, ``'501dafb0'``)
+    and each one costs a retry. Scores are deliberately *not* bounded, so out-of-range scores
+    stay visible;
 
 * answers from the ``"judge"`` :class:`~judgelab.cache.JsonCache` when it can. The key is exactly
   what changes the reply: endpoint fingerprint and model, the messages and response_format *as
@@ -121,6 +124,7 @@ class _CallContext:
     cache: JsonCache | None
     string_max_chars: int
     array_items: int | None
+    ids: tuple[str, ...] | None
     record: CallRecord
 
 
@@ -162,6 +166,7 @@ def judge_call(
     *,
     string_max_chars: int = DEFAULT_STRING_MAX_CHARS,
     array_items: int | None = None,
+    ids: tuple[str, ...] | None = None,
 ) -> Iterator[CallRecord]:
     """Open a call context; pass ``call_metadata(record)`` as litellm's ``metadata``.
 
@@ -169,7 +174,7 @@ def judge_call(
     """
     register_endpoint(endpoint)
     record = CallRecord(call_id=uuid.uuid4().hex, endpoint=endpoint.name)
-    ctx = _CallContext(endpoint, cache, string_max_chars, array_items, record)
+    ctx = _CallContext(endpoint, cache, string_max_chars, array_items, ids, record)
     with _lock:
         _calls[record.call_id] = ctx
     try:
@@ -241,17 +246,23 @@ def reply_token_budget(items: int, string_max_chars: int) -> int:
 
 
 def bound_schema(
-    schema: dict[str, Any], string_max_chars: int, array_items: int | None = None
+    schema: dict[str, Any],
+    string_max_chars: int,
+    array_items: int | None = None,
+    ids: tuple[str, ...] | None = None,
 ) -> dict[str, Any]:
-    """A copy of ``schema`` whose strings have a maxLength (and arrays a length, if given)."""
+    """A copy of ``schema`` whose strings have a maxLength (and arrays a length, if given);
+    with ``ids``, every id string (a property ``id`` or ``*_id``) is one of them."""
     out = copy.deepcopy(schema)
 
     def visit(node: Any, prop: str | None) -> None:
         if not isinstance(node, dict):
             return
+        is_id = prop is not None and (prop == "id" or prop.endswith("_id"))
         if node.get("type") == "string" and "maxLength" not in node:
-            is_id = prop is not None and (prop == "id" or prop.endswith("_id"))
             node["maxLength"] = ID_MAX_CHARS if is_id else string_max_chars
+        if node.get("type") == "string" and is_id and ids and "enum" not in node:
+            node["enum"] = list(ids)
         if node.get("type") == "array" and array_items is not None:
             node.setdefault("minItems", array_items)
             node.setdefault("maxItems", array_items)
@@ -286,6 +297,7 @@ def adapt_request(
     endpoint: Endpoint,
     string_max_chars: int,
     array_items: int | None = None,
+    ids: tuple[str, ...] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """The messages and response_format to send to ``endpoint`` (see the module docstring)."""
     sent = [{k: v for k, v in m.items()} for m in messages]
@@ -300,11 +312,11 @@ def adapt_request(
     if mode == "json_schema":
         rf = copy.deepcopy(response_format)
         if rf.get("type") == "json_schema":
-            rf["json_schema"]["schema"] = bound_schema(schema, string_max_chars, array_items)
+            rf["json_schema"]["schema"] = bound_schema(schema, string_max_chars, array_items, ids)
         else:
-            rf["schema"] = bound_schema(schema, string_max_chars, array_items)
+            rf["schema"] = bound_schema(schema, string_max_chars, array_items, ids)
         return sent, rf
-    flat = bound_schema(inline_refs(schema), string_max_chars, array_items)
+    flat = bound_schema(inline_refs(schema), string_max_chars, array_items, ids)
     if mode == "json_object":
         return sent, {"type": "json_object", "schema": flat}
     instruction = (
@@ -429,6 +441,7 @@ class JudgelabProvider(litellm.CustomLLM):
             endpoint,
             ctx.string_max_chars,
             ctx.array_items,
+            ctx.ids,
         )
         sampling = {
             k: optional_params[k]
