@@ -64,7 +64,7 @@ def probe_flow(params: Path = Path("params.yaml"), out: Path = PROBES) -> Path:
     with serve(settings, models_needed(settings)) as endpoints:
         completions = JsonCache(cache_dir(), "completions")
         groups, views = plan(
-            settings, tasks, check, lambda t: policy_samples(settings, t, endpoints, completions)
+            settings, tasks, check, lambda ts: policy_samples(settings, ts, endpoints, completions)
         )
         run_id = run_id_for(settings, groups)
         n_views = sum(len(v) for v in views.values())

@@ -131,10 +131,11 @@ def test_views_of_a_calibration_group(check) -> None:  # type: ignore[no-untyped
     group = calibration_group(task, ["operator_flip", "dropped_return"], check, seed=0)
     views = views_for(group, 2, ["comments", "claims"], 2, check, seed=0)
     names = [(v.name, v.repeat) for v in views]
-    assert names == [("perm:0", 0), ("perm:1", 0), ("pert:comments", 0), ("pert:claims", 0),
-                     ("perm:0", 1), ("perm:0", 2)]  # fmt: skip
-    assert views[1].order == views[0].order[::-1]
-    for v in views[2:4]:
+    assert names == [("perm:0", 0), ("perm:0", 1), ("perm:0", 2), ("pert:comments", 0),
+                     ("pert:claims", 0), ("perm:1", 0)]  # fmt: skip
+    assert views[1].order == views[2].order == views[0].order
+    assert views[5].order == views[0].order[::-1]
+    for v in views[3:5]:
         assert v.replaced and all(i % 2 == 0 for i in v.replaced)
 
 

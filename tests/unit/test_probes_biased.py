@@ -119,7 +119,7 @@ def probed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                 settings,
                 tasks,
                 check,
-                lambda t: policy_samples(settings, t, endpoints, completions),
+                lambda ts: policy_samples(settings, ts, endpoints, completions),
             )
             rows: list[dict] = []
             for spec in specs:

@@ -188,15 +188,18 @@ def views_for(
     check: Check,
     seed: int,
 ) -> list[View]:
-    """Every view of a group: its permutations, perturbations (calibration groups) and
-    the extra repeats of the identity order."""
+    """Every view of a group: the identity order and its extra repeats, the perturbations
+    (calibration groups), then the other permutations. Consecutive calls share their longest
+    prompt prefix in this order, and llama.cpp re-evaluates only what follows it: a repeat
+    costs no prompt evaluation at all."""
     k = len(group.members)
     orders = permutations(k, n_permutations, seed)
-    views = [View(f"perm:{i}", order) for i, order in enumerate(orders)]
+    views = [View("perm:0", orders[0])]
     if group.probe == "calibration":
+        views += [View("perm:0", orders[0], repeat=r) for r in range(1, repeats + 1)]
         for name in perturbations:
             view = perturbed_view(group, name, check)
             if view is not None:
                 views.append(view)
-        views += [View("perm:0", orders[0], repeat=r) for r in range(1, repeats + 1)]
+    views += [View(f"perm:{i}", order) for i, order in enumerate(orders) if i > 0]
     return views

@@ -97,12 +97,17 @@ def models_needed(settings: Settings) -> list[str]:
 
 
 def policy_samples(
-    settings: Settings, task: Task, endpoints: dict[str, Endpoint], cache: JsonCache
-) -> list[tuple[str, str, str]]:
-    """(policy, family, completion) from every self-preference policy, through the rollout
-    code and its cache (the policy's sampling settings are those of `rollouts`)."""
-    out: list[tuple[str, str, str]] = []
-    for name in probe_policies(settings):
+    settings: Settings, tasks: list[Task], endpoints: dict[str, Endpoint], cache: JsonCache
+) -> dict[str, list[tuple[str, str, str]]]:
+    """task id -> (policy, family, completion) from every self-preference policy, through the
+    rollout code and its cache (the policy's sampling settings are those of `rollouts`).
+
+    Policy by policy, so the embedded server loads each model once; the first judge's model
+    goes last and stays loaded for the first judge calls."""
+    out: dict[str, list[tuple[str, str, str]]] = {t.task_id: [] for t in tasks}
+    policies = probe_policies(settings)
+    first_judge = models_needed(settings)[0]
+    for name in sorted(policies, key=lambda p: p == first_judge):
         rollout = RolloutSettings(
             **{
                 **settings.rollouts.model_dump(),
@@ -110,9 +115,12 @@ def policy_samples(
                 "k": settings.probes.samples_per_policy,
             }  # fmt: skip
         )
-        for row in generate_group(rollout, task, endpoints[name], cache):
-            out.append((name, settings.models[name].family, row["completion"]))
-    return out
+        for task in tasks:
+            for row in generate_group(rollout, task, endpoints[name], cache):
+                out[task.task_id].append((name, settings.models[name].family, row["completion"]))
+    # Members in registry order, whatever the order they were written in.
+    rank = {p: i for i, p in enumerate(policies)}
+    return {t: sorted(rows, key=lambda r: rank[r[0]]) for t, rows in out.items()}
 
 
 def score_view(
@@ -183,14 +191,15 @@ def plan(
     check: Any,
     samples: Any = None,
 ) -> tuple[list[ProbeGroup], dict[str, list[View]]]:
-    """Every probe group and its views. `samples(task) -> [(policy, family, completion)]`
-    writes the self-preference candidates (None: no self-preference groups)."""
+    """Every probe group and its views. `samples(tasks) -> {task id: [(policy, family,
+    completion)]}` writes the self-preference candidates (None: no self-preference groups)."""
     from judgelab.probes.design import calibration_group, self_preference_group, views_for
 
     p = settings.probes
     groups = [calibration_group(t, list(p.mutants), check, p.seed) for t in tasks]
     if p.self_preference and samples is not None:
-        groups += [self_preference_group(t, samples(t), check, p.seed) for t in tasks]
+        written = samples(tasks)
+        groups += [self_preference_group(t, written[t.task_id], check, p.seed) for t in tasks]
     views = {
         g.group_id: views_for(g, p.permutations, list(p.perturbations), p.repeats, check, p.seed)
         for g in groups
