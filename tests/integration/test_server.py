@@ -110,10 +110,10 @@ def test_grammar_checked_after_sampling_gives_the_full_vocabulary_grammar_reply(
         assert len(parsed.scores) == 2
 
 
-def test_id_enum_keeps_smollm2_to_the_trajectory_ids(monkeypatch: pytest.MonkeyPatch) -> None:
-    """RULER's ids as an enum in the bounded schema: SmolLM2 sampling at temperature 1 names
-    only trajectories 1..4 under it, while without it the same seeds invent ids (',', '1,',
-    '') that cost the judge a retry each."""
+def test_ordered_ids_keep_smollm2_to_the_trajectory_ids(monkeypatch: pytest.MonkeyPatch) -> None:
+    """RULER's ids as a tuple in the bounded schema (what json_object endpoints get): SmolLM2
+    sampling at temperature 1 names trajectories 1..4 once each, in order, under it, while
+    without it the same seeds invent ids (',', '1,', '') that cost the judge a retry each."""
     import json
 
     from art.rewards.ruler import Response
@@ -136,7 +136,7 @@ def test_id_enum_keeps_smollm2_to_the_trajectory_ids(monkeypatch: pytest.MonkeyP
     schema = inline_refs(Response.model_json_schema())
 
     def named_ids(enum: tuple[str, ...] | None, seed: int) -> list[str]:
-        rf = {"type": "json_object", "schema": bound_schema(schema, 60, 4, enum)}
+        rf = {"type": "json_object", "schema": bound_schema(schema, 60, 4, enum, ordered=True)}
         out = llm.create_chat_completion(
             messages=messages, response_format=rf, temperature=1.0, max_tokens=400, seed=seed
         )
@@ -144,5 +144,5 @@ def test_id_enum_keeps_smollm2_to_the_trajectory_ids(monkeypatch: pytest.MonkeyP
         return [s["trajectory_id"] for s in json.loads(text, strict=False)["scores"]]
 
     seeds = range(8)
-    assert all(set(named_ids(ids, seed)) <= set(ids) for seed in seeds)
+    assert all(named_ids(ids, seed) == list(ids) for seed in seeds)
     assert any(not set(named_ids(None, seed)) <= set(ids) for seed in seeds)

@@ -395,11 +395,16 @@ def test_json_object_request_inlines_the_schema(server: OpenAIServer) -> None:
     rf = server.requests[0]["body"]["response_format"]
     assert rf["type"] == "json_object" and set(rf) == {"type", "schema"}
     assert "$defs" not in json.dumps(rf["schema"]) and "$ref" not in json.dumps(rf["schema"])
-    item = rf["schema"]["properties"]["scores"]["items"]
-    assert item["properties"]["explanation"]["maxLength"] == 77
-    assert item["properties"]["trajectory_id"]["maxLength"] == 8
-    assert item["properties"]["trajectory_id"]["enum"] == ["1", "2"]
-    assert item["required"] == ["trajectory_id", "explanation", "score"]
+    scores = rf["schema"]["properties"]["scores"]
+    assert "items" not in scores, "a tuple of items, one per trajectory id, in order"
+    assert [i["properties"]["trajectory_id"]["enum"] for i in scores["prefixItems"]] == [
+        ["1"],
+        ["2"],
+    ]
+    for item in scores["prefixItems"]:
+        assert item["properties"]["explanation"]["maxLength"] == 77
+        assert item["properties"]["trajectory_id"]["maxLength"] == 8
+        assert item["required"] == ["trajectory_id", "explanation", "score"]
 
 
 def test_prompt_only_request_asks_for_json_and_extracts_it(server: OpenAIServer) -> None:
@@ -415,7 +420,7 @@ def test_prompt_only_request_asks_for_json_and_extracts_it(server: OpenAIServer)
     last_user = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
     assert "Reply with one JSON object and nothing else" in last_user
     schema = json.loads(last_user.rsplit("JSON schema:\n", 1)[1])
-    explanation = schema["properties"]["scores"]["items"]["properties"]["explanation"]
+    explanation = schema["properties"]["scores"]["prefixItems"][0]["properties"]["explanation"]
     assert explanation["maxLength"] == JudgeCallSettings().explanation_max_chars
     assert result.calls[0].raw.startswith("Sure!"), "the raw reply is kept as written"
 

@@ -19,9 +19,10 @@ litellm hands the request to :class:`JudgelabProvider`, which
     strings: the judge's ``explanation_max_chars``) and, when the caller knows it, every array
     gets ``minItems``/``maxItems``: llama-cpp-python's grammar otherwise lets a string run on to
     ``max_tokens``. When the caller knows the ids a reply may name (RULER: ``"1"`` … ``"k"``),
-    the id fields get an ``enum`` of them: SmolLM2 otherwise invents ids (``'5'``, ``'501dafb0'``)
-    and each one costs a retry. Scores are deliberately *not* bounded, so out-of-range scores
-    stay visible;
+    the id fields get an ``enum`` of them, and for ``json_object`` and prompt-only endpoints
+    the array becomes a tuple naming them in order: SmolLM2 otherwise invents ids (``'5'``,
+    ``'501dafb0'``) or names one twice, and each such reply costs a retry. Scores are
+    deliberately *not* bounded, so out-of-range scores stay visible;
 
 * answers from the ``"judge"`` :class:`~judgelab.cache.JsonCache` when it can. The key is exactly
   what changes the reply: endpoint fingerprint and model, the messages and response_format *as
@@ -250,10 +251,30 @@ def bound_schema(
     string_max_chars: int,
     array_items: int | None = None,
     ids: tuple[str, ...] | None = None,
+    ordered: bool = False,
 ) -> dict[str, Any]:
     """A copy of ``schema`` whose strings have a maxLength (and arrays a length, if given);
-    with ``ids``, every id string (a property ``id`` or ``*_id``) is one of them."""
+    with ``ids``, every id string (a property ``id`` or ``*_id``) is one of them. With
+    ``ordered`` too, an array of ``len(ids)`` objects that carry an id becomes a tuple
+    (``prefixItems``) whose i-th object names the i-th id: no id twice, none left out."""
     out = copy.deepcopy(schema)
+
+    def id_key(node: dict[str, Any]) -> str | None:
+        props = node.get("properties") or {}
+        return next((p for p in props if p == "id" or p.endswith("_id")), None)
+
+    def as_tuple(node: dict[str, Any]) -> None:
+        item = node.get("items")
+        key = id_key(item) if isinstance(item, dict) else None
+        if not ids or key is None or array_items != len(ids):
+            return
+        assert isinstance(item, dict)
+        node["prefixItems"] = []
+        for i in ids:
+            one = copy.deepcopy(item)
+            one["properties"][key]["enum"] = [i]
+            node["prefixItems"].append(one)
+        del node["items"]  # llama.cpp's converter reads `items` before `prefixItems`
 
     def visit(node: Any, prop: str | None) -> None:
         if not isinstance(node, dict):
@@ -275,6 +296,8 @@ def bound_schema(
         for key in ("anyOf", "oneOf", "allOf"):
             for child in node.get(key) or []:
                 visit(child, prop)
+        if ordered and node.get("type") == "array":
+            as_tuple(node)
 
     visit(out, None)
     return out
@@ -316,7 +339,8 @@ def adapt_request(
         else:
             rf["schema"] = bound_schema(schema, string_max_chars, array_items, ids)
         return sent, rf
-    flat = bound_schema(inline_refs(schema), string_max_chars, array_items, ids)
+    # The local grammar takes a tuple of ids in order; hosted json_schema modes may not.
+    flat = bound_schema(inline_refs(schema), string_max_chars, array_items, ids, ordered=True)
     if mode == "json_object":
         return sent, {"type": "json_object", "schema": flat}
     instruction = (
