@@ -246,6 +246,11 @@ def reply_token_budget(items: int, string_max_chars: int) -> int:
     return max(1, items) * (string_max_chars + ITEM_OVERHEAD_CHARS) + 32
 
 
+def _is_id(prop: str | None) -> bool:
+    """Whether a property holds an id (``id`` or ``*_id``): bounded to ID_MAX_CHARS."""
+    return prop is not None and (prop == "id" or prop.endswith("_id"))
+
+
 def bound_schema(
     schema: dict[str, Any],
     string_max_chars: int,
@@ -259,16 +264,13 @@ def bound_schema(
     (``prefixItems``) whose i-th object names the i-th id: no id twice, none left out."""
     out = copy.deepcopy(schema)
 
-    def id_key(node: dict[str, Any]) -> str | None:
-        props = node.get("properties") or {}
-        return next((p for p in props if p == "id" or p.endswith("_id")), None)
-
     def as_tuple(node: dict[str, Any]) -> None:
         item = node.get("items")
-        key = id_key(item) if isinstance(item, dict) else None
-        if not ids or key is None or array_items != len(ids):
+        if not ids or array_items != len(ids) or not isinstance(item, dict):
             return
-        assert isinstance(item, dict)
+        key = next((p for p in item.get("properties") or {} if _is_id(p)), None)
+        if key is None:
+            return
         node["prefixItems"] = []
         for i in ids:
             one = copy.deepcopy(item)
@@ -279,7 +281,7 @@ def bound_schema(
     def visit(node: Any, prop: str | None) -> None:
         if not isinstance(node, dict):
             return
-        is_id = prop is not None and (prop == "id" or prop.endswith("_id"))
+        is_id = _is_id(prop)
         if node.get("type") == "string" and "maxLength" not in node:
             node["maxLength"] = ID_MAX_CHARS if is_id else string_max_chars
         if node.get("type") == "string" and is_id and ids and "enum" not in node:
@@ -334,10 +336,11 @@ def adapt_request(
     mode = endpoint.structured_output
     if mode == "json_schema":
         rf = copy.deepcopy(response_format)
+        bounded = bound_schema(schema, string_max_chars, array_items, ids)
         if rf.get("type") == "json_schema":
-            rf["json_schema"]["schema"] = bound_schema(schema, string_max_chars, array_items, ids)
+            rf["json_schema"]["schema"] = bounded
         else:
-            rf["schema"] = bound_schema(schema, string_max_chars, array_items, ids)
+            rf["schema"] = bounded
         return sent, rf
     # The local grammar takes a tuple of ids in order; hosted json_schema modes may not.
     flat = bound_schema(inline_refs(schema), string_max_chars, array_items, ids, ordered=True)
