@@ -9,11 +9,13 @@ LLAMA_VER   := 0.3.36
 UV_VER      := 0.13.9
 # pip's find-links folder holds the local CPU torch wheel; uv only sees it when told.
 FIND_LINKS  := $(shell pip config get global.find-links 2>/dev/null || true)
-# llama.cpp's native build dies with "Illegal instruction" here (AMX path): build portable,
-# adding AVX-512 only where the CPU has it. One cached wheel per variant, outside the repo.
-LLAMA_VARIANT := $(shell grep -q avx512_vnni /proc/cpuinfo 2>/dev/null && echo avx512 || echo generic)
-LLAMA_CMAKE_generic := -DGGML_NATIVE=OFF
-LLAMA_CMAKE_avx512  := -DGGML_NATIVE=OFF -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON
+# llama.cpp's native build dies with "Illegal instruction" on some hosts (AMX path): build
+# portable, with each instruction set on only where this CPU has it (AVX2/FMA/F16C on an
+# AVX2-only EPYC, AVX-512 where present, AMX never). src/judgelab/hardware.py is stdlib-only
+# and decides; `judgelab doctor` reports the same. One cached wheel per variant, outside the repo.
+HW            := python3 src/judgelab/hardware.py
+LLAMA_VARIANT := $(shell $(HW) llama-variant)
+LLAMA_CMAKE   := $(shell $(HW) llama-cmake)
 WHEELHOUSE  := $(HOME)/.cache/judgelab/wheels/llama-$(LLAMA_VER)-$(LLAMA_VARIANT)
 
 export DO_NOT_TRACK := true
@@ -32,7 +34,7 @@ help:
 $(WHEELHOUSE)/.built:
 	mkdir -p $(WHEELHOUSE)
 	python3 -m pip --version >/dev/null
-	CMAKE_ARGS="$(LLAMA_CMAKE_$(LLAMA_VARIANT))" python3 -m pip wheel --no-deps --no-cache-dir \
+	CMAKE_ARGS="$(LLAMA_CMAKE)" python3 -m pip wheel --no-deps --no-cache-dir \
 		--disable-pip-version-check -w $(WHEELHOUSE) llama-cpp-python==$(LLAMA_VER)
 	touch $@
 

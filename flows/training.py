@@ -22,15 +22,15 @@ from judgelab.training.run import train_judges
 
 @task(name="train-judges", retries=1, retry_delay_seconds=5)
 def train_judges_task(settings: Settings, tasks: list, out: Path) -> dict[str, Path]:
+    """Progress counts units of work: each epoch's sampling round, and per judge its scoring
+    and its GRPO step (lines with elapsed time and ETA when stderr is not a terminal)."""
     judges = settings.train.judges
-    rows = len(judges) * (settings.train.epochs + 1)  # rows 0..E per judge: base measured too
-    with progress(f"train {', '.join(judges)}", rows, unit="epoch") as advance:
+    with progress(f"train {', '.join(judges)}", None, unit="step") as advance:
 
-        def on_epoch(judge: str, row: dict) -> None:
-            held = row["heldout_pass_rate"]
-            advance(description=f"train {judge}: epoch {row['epoch']}, held-out {held:.2f}")
+        def on_progress(what: str, total: int) -> None:
+            advance(description=f"train: {what}", total=total)
 
-        return train_judges(settings, tasks, out, on_epoch)
+        return train_judges(settings, tasks, out, on_progress=on_progress)
 
 
 @flow(name="judgelab-training")

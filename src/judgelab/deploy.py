@@ -10,19 +10,31 @@
   state file inside the project (PREFECT_HOME under .cache/, mlflow.db at the root) and
   every phone-home switch off (see judgelab.env).
 - `api_url(port)` and `check_api(url)`: where the Prefect API is, and whether it answers.
+- `temporary_prefect_server()`: the API server a stage command runs its flow against when
+  PREFECT_API_URL is unset. It is the server Prefect would start by itself (uvicorn on
+  Prefect's app factory, UI off), but started by judgelab with `die_with_parent`: Prefect's
+  own temporary server outlived a `kill -9` of the stage, re-parented to init.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
+import socket
+import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import httpx
 
 from judgelab.errors import JudgelabError
+from judgelab.lifetime import die_with_parent
 from judgelab.paths import cache_dir, project_root
 
 if TYPE_CHECKING:
@@ -49,6 +61,81 @@ def check_api(url: str, timeout_s: float = 5.0) -> None:
             f"no Prefect server at {url} ({err.__class__.__name__}: {err}); start one with "
             "`judgelab ui prefect` (or set PREFECT_API_URL)"
         ) from None
+
+
+@contextmanager
+def temporary_prefect_server(timeout_s: float | None = None) -> Iterator[str]:
+    """Start Prefect's API server for this process, yield its URL (set as PREFECT_API_URL
+    here and for children), stop it on exit. It dies with this process, even by kill -9."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    if timeout_s is None:
+        timeout_s = float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", 120))
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        port = int(sock.getsockname()[1])
+    url = api_url(port)
+    log_path = cache_dir() / "prefect" / "temporary-server.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    env = {
+        **os.environ,
+        "PREFECT_UI_ENABLED": "0",
+        "PREFECT__SERVER_EPHEMERAL": "1",
+        "PREFECT__SERVER_FINAL": "1",
+    }
+    env.pop("PREFECT_API_URL", None)
+    import prefect
+
+    args = [
+        sys.executable, "-m", "uvicorn", "--app-dir", str(Path(prefect.__file__).parent.parent),
+        "--factory", "prefect.server.api.server:create_app", "--host", HOST,
+        "--port", str(port), "--log-level", "error", "--lifespan", "on",
+    ]  # fmt: skip
+    with log_path.open("ab") as log_file:
+        proc = subprocess.Popen(
+            args, env=env, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,  # Ctrl-C reaches the stage, which stops the server
+            preexec_fn=die_with_parent,  # noqa: PLW1509 - only prctl, before any thread runs
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if proc.poll() is not None:
+                tail = log_path.read_text(errors="replace")[-600:]
+                raise JudgelabError(
+                    f"the temporary Prefect server exited with {proc.returncode}: {tail}"
+                )
+            try:
+                if httpx.get(f"{url}/health", timeout=2.0).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise JudgelabError(
+                    f"the temporary Prefect server did not answer {url}/health within "
+                    f"{timeout_s:.0f} s (PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS); "
+                    f"its log: {log_path}"
+                )
+            time.sleep(0.2)
+        previous = os.environ.get("PREFECT_API_URL")
+        os.environ["PREFECT_API_URL"] = url
+        try:
+            with temporary_settings(updates={PREFECT_API_URL: url}):
+                yield url
+        finally:
+            if previous is None:
+                os.environ.pop("PREFECT_API_URL", None)
+            else:
+                os.environ["PREFECT_API_URL"] = previous
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
 
 def _bin(name: str) -> str:

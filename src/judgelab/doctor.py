@@ -6,8 +6,13 @@ something is worth knowing) or "fail" (a run would fail). Checks, in order:
 - config: params.yaml loads and validates;
 - model:<name>: every embedded model of the registry is assembled and matches its pinned
   sha256 (by its verification stamp; `rehash=True` re-hashes the files);
+- cpu: the CPU model and the instruction sets that matter (AVX2, AVX-512, AMX, native bf16);
 - llama.cpp: llama-cpp-python and its server import in a child process (a build with the
-  wrong CPU flags dies there with SIGILL, not in the doctor), with its system info;
+  wrong CPU flags dies there with SIGILL, not in the doctor); the instruction sets the build
+  compiled in, against the variant this CPU calls for (`hardware.llama_build`): one the CPU
+  lacks fails, one it has but the build left out warns (slower);
+- training: the dtype `train.dtype` resolves to here (`auto`: bfloat16 only with native
+  support), warning when an explicit bfloat16 would run emulated on this CPU;
 - endpoint:<name>: every endpoint model answers HTTP at `<base_url>/models` within the
   timeout (any HTTP status counts as reachable; 401/403 warn that the key was refused), and
   its `api_key_env` variable is set;
@@ -29,6 +34,7 @@ import httpx
 
 from judgelab.config import EmbeddedModel, EndpointModel, Settings, load_settings
 from judgelab.errors import JudgelabError
+from judgelab.hardware import CpuInfo, cpu_info, cpu_supports, llama_build, training_dtype
 from judgelab.paths import models_dir, project_root
 
 Status = Literal["ok", "warn", "fail"]
@@ -88,7 +94,85 @@ def check_llama_cpp(timeout_s: float = 120.0) -> Check:
         )
         return Check("llama.cpp", "fail", f"import failed: {why}{hint}")
     version, _, info = proc.stdout.partition("\n")
-    return Check("llama.cpp", "ok", f"llama-cpp-python {version}; {info.strip()[:160]}")
+    return compare_build(info, version)
+
+
+def check_cpu() -> Check:
+    cpu = cpu_info()
+    bf16 = "native bfloat16" if cpu.native_bf16 else "no native bfloat16"
+    return Check("cpu", "ok", f"{cpu.summary()}; {bf16}; {os.cpu_count()} cores")
+
+
+# llama_print_system_info's names -> ggml's CMake options (hardware._GGML_ISA's keys). It
+# does not report SSE 4.2, so that option is not compared.
+_SYSTEM_INFO_ISA = {
+    "AVX": "GGML_AVX", "AVX2": "GGML_AVX2", "FMA": "GGML_FMA",
+    "F16C": "GGML_F16C", "BMI2": "GGML_BMI2", "AVX_VNNI": "GGML_AVX_VNNI",
+    "AVX512": "GGML_AVX512", "AVX512_VBMI": "GGML_AVX512_VBMI",
+    "AVX512_VNNI": "GGML_AVX512_VNNI", "AVX512_BF16": "GGML_AVX512_BF16",
+    "AMX_INT8": "GGML_AMX_INT8",
+}  # fmt: skip
+
+
+def compiled_isa(system_info: str) -> set[str]:
+    """The ggml options a build compiled in, from `llama_print_system_info()`'s
+    `CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | ...`."""
+    on = set()
+    for field in system_info.replace("\n", "|").split("|"):
+        name, _, value = field.rpartition("=")
+        name = name.split(":")[-1].strip()
+        if value.strip() == "1" and name in _SYSTEM_INFO_ISA:
+            on.add(_SYSTEM_INFO_ISA[name])
+    return on
+
+
+def compare_build(system_info: str, version: str, cpu: CpuInfo | None = None) -> Check:
+    """The build's instruction sets against what this CPU (default: the host's) calls for."""
+    cpu = cpu or cpu_info()
+    wanted = llama_build(cpu)
+    want = {k for k, v in wanted.options.items() if v} & set(_SYSTEM_INFO_ISA.values())
+    have = compiled_isa(system_info)
+    names = lambda opts: " ".join(sorted(o.removeprefix("GGML_") for o in opts)) or "none"  # noqa: E731
+    detail = f"llama-cpp-python {version}; build: {names(have)}; CPU variant {wanted.variant}"
+    lacking = {o for o in have - want if not cpu_supports(cpu, o)}
+    if lacking:
+        return Check(
+            "llama.cpp", "fail",
+            f"{detail}; compiled with {names(lacking)}, which this CPU lacks (Illegal "
+            "instruction ahead): rebuild with `make install` (it builds per CPU variant)",
+        )  # fmt: skip
+    if have - want:
+        return Check(
+            "llama.cpp", "warn",
+            f"{detail}; compiled with {names(have - want)}, which judgelab's build leaves out "
+            "(ggml's AMX path crashed on some hosts): `make install` builds the portable variant",
+        )  # fmt: skip
+    if want - have:
+        return Check(
+            "llama.cpp", "warn",
+            f"{detail}; this CPU also has {names(want - have)}, which the build leaves out "
+            "(slower): `make install` builds the variant for this CPU",
+        )  # fmt: skip
+    return Check("llama.cpp", "ok", detail)
+
+
+def check_training(settings: Settings) -> Check:
+    train = settings.train
+    cpu = cpu_info()
+    device = train.device
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype = training_dtype(train.dtype, device, cpu)
+    detail = f"train.dtype {train.dtype} -> {dtype} on {device}"
+    if device == "cpu" and dtype == "bfloat16" and not cpu.native_bf16:
+        return Check(
+            "training", "warn",
+            f"{detail}: this CPU has no native bfloat16, so training runs emulated (a LoRA "
+            "backward took > 8x the float32 time on an AVX2-only CPU); use train.dtype: auto",
+        )  # fmt: skip
+    return Check("training", "ok", detail)
 
 
 def check_endpoint(name: str, spec: EndpointModel, timeout_s: float = ENDPOINT_TIMEOUT_S) -> Check:
@@ -138,12 +222,14 @@ def check_disk(paths: list[Path], min_free_gb: float = MIN_FREE_GB) -> list[Chec
 
 def run_checks(params: Path, *, rehash: bool = False, sandbox: bool = True) -> list[Check]:
     config, settings = check_config(params)
-    checks = [config]
+    checks = [config, check_cpu()]
     if settings is not None:
         checks += check_models(settings, rehash=rehash)
         if any(isinstance(s, EmbeddedModel) for s in settings.models.values()):
             checks.append(check_llama_cpp())
         checks += check_endpoints(settings)
+        if settings.train.judges:
+            checks.append(check_training(settings))
     if sandbox:
         checks.append(check_sandbox())
     checks += check_disk([project_root(), models_dir()])

@@ -1,20 +1,22 @@
-"""Progress bars for long loops (rollouts, scoring, training): rate and ETA on stderr.
+"""Progress for long loops (rollouts, scoring, training): count, rate, elapsed and ETA on stderr.
 
     with progress("rollouts", total=len(tasks), unit="group") as advance:
         for t in tasks:
             ...
             advance()                      # one more done
-            advance(0, description="...")  # only relabel the bar
+            advance(0, description="...")  # only relabel
+            advance(0, total=12)           # the amount of work became known
 
-The bar is a rich `Progress` on stderr. On a terminal it redraws in place; elsewhere (CI
-logs, `dvc repro` output piped to a file) rich prints it once, finished, when the block
-ends, so logs are not flooded. `JUDGELAB_PROGRESS=0` turns bars off entirely. Library code
-keeps using `logging`; only flows and the CLI open bars.
+On a terminal this is a rich bar redrawn in place. Elsewhere (CI logs, `dvc repro` piped to
+a file) it is one plain line per step or relabel — `[judgelab] scores: 3/8 group, 45 s/group,
+elapsed 2:15, ETA 3:45` — so a long stage is never silent. `JUDGELAB_PROGRESS=0` turns both
+off. Library code keeps using `logging`; only flows and the CLI open progress.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Protocol
@@ -34,7 +36,9 @@ from rich.text import Text
 
 
 class Advance(Protocol):
-    def __call__(self, n: int = 1, *, description: str | None = None) -> None: ...
+    def __call__(
+        self, n: int = 1, *, description: str | None = None, total: int | None = None
+    ) -> None: ...
 
 
 def format_rate(speed: float | None, unit: str) -> str:
@@ -61,6 +65,48 @@ def enabled() -> bool:
     return os.environ.get("JUDGELAB_PROGRESS", "1").lower() not in ("0", "false", "no", "off")
 
 
+def format_clock(seconds: float | None) -> str:
+    """`1:05:09`, `4:07`, `0:03`; `-` when unknown."""
+    if seconds is None:
+        return "-"
+    total = int(round(seconds))
+    h, rest = divmod(total, 3600)
+    m, sec = divmod(rest, 60)
+    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
+
+
+class _Lines:
+    """The non-terminal form: one line per step, with elapsed time and a linear ETA."""
+
+    def __init__(self, description: str, total: int | None, unit: str, console: Console) -> None:
+        self.description, self.total, self.unit, self.console = description, total, unit, console
+        self.done = 0
+        self.start = time.monotonic()
+
+    def __call__(
+        self, n: int = 1, *, description: str | None = None, total: int | None = None
+    ) -> None:
+        changed = description is not None and description != self.description
+        if description is not None:
+            self.description = description
+        if total is not None:
+            self.total = total
+        self.done += n
+        if n or changed:
+            self.console.print(
+                self.line(time.monotonic() - self.start), highlight=False, markup=False
+            )
+
+    def line(self, elapsed: float) -> str:
+        speed = self.done / elapsed if self.done and elapsed > 0 else None
+        count = f"{self.done}/{self.total}" if self.total is not None else f"{self.done}"
+        eta = (self.total - self.done) / speed if speed and self.total is not None else None
+        return (
+            f"[judgelab] {self.description}: {count} {self.unit}, {format_rate(speed, self.unit)}, "
+            f"elapsed {format_clock(elapsed)}, ETA {format_clock(eta)}"
+        )
+
+
 @contextmanager
 def progress(
     description: str,
@@ -69,13 +115,17 @@ def progress(
     unit: str = "item",
     console: Console | None = None,
 ) -> Iterator[Advance]:
-    """A progress bar for `total` items; yields `advance(n=1, description=None)`."""
+    """Progress for `total` items; yields `advance(n=1, description=None, total=None)`."""
     if not enabled():
 
-        def silent(n: int = 1, *, description: str | None = None) -> None:
+        def silent(n: int = 1, *, description: str | None = None, total: int | None = None) -> None:
             return None
 
         yield silent
+        return
+    console = console or Console(stderr=True)
+    if not console.is_terminal:
+        yield _Lines(description, total, unit, console)
         return
     bar = Progress(
         TextColumn("[progress.description]{task.description}"),
@@ -86,14 +136,16 @@ def progress(
         TimeElapsedColumn(),
         TextColumn("ETA"),
         TimeRemainingColumn(),
-        console=console or Console(stderr=True),
+        console=console,
         # judge calls take tens of seconds: average the speed over the whole run
         speed_estimate_period=3600,
     )
     with bar:
         task_id = bar.add_task(description, total=total)
 
-        def advance(n: int = 1, *, description: str | None = None) -> None:
-            bar.update(task_id, advance=n, description=description)
+        def advance(
+            n: int = 1, *, description: str | None = None, total: int | None = None
+        ) -> None:
+            bar.update(task_id, advance=n, description=description, total=total)
 
         yield advance

@@ -136,6 +136,9 @@ class HistorySchema(pa.DataFrameModel):
     score_s: float = pa.Field(ge=0.0)
     step_s: float = pa.Field(ge=0.0)
     heldout_s: float = pa.Field(ge=0.0)
+    # null only in rows resumed from checkpoints written before judgelab recorded them
+    dtype: str = pa.Field(nullable=True, isin=["bfloat16", "float32"])
+    device: str = pa.Field(nullable=True)
     reward_hacking: bool
 
     @pa.dataframe_check(error="duplicate (judge, epoch)")

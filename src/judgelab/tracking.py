@@ -218,6 +218,8 @@ def _log_training_run(
     from mlflow.entities import Metric
 
     spec = settings.evaluator(judge)
+    history = pl.read_parquet(run_dir / "history.parquet")
+    last = history.row(history.height - 1, named=True) if history.height else {}
     child = client.create_run(
         exp_id,
         run_name=f"train-{judge}",
@@ -229,13 +231,15 @@ def _log_training_run(
             "judge": getattr(spec, "judge", "") or "",
             "policy": settings.train.policy,
             "backend": settings.train.backend,
+            # train.dtype as resolved on the machine that trained (auto differs per CPU)
+            "dtype": last.get("dtype") or "",
+            "device": last.get("device") or "",
             "data_version": data_version,
         },
     )
     cid = child.info.run_id
     train = flatten_params(settings.train.model_dump(mode="json"))
     _log_params(client, cid, {f"train.{k}": v for k, v in train.items()})
-    history = pl.read_parquet(run_dir / "history.parquet")
     now = int(time.time() * 1000)
     items = [
         Metric(key=name, value=float(row[name]), timestamp=now, step=int(row["epoch"]))

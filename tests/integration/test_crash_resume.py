@@ -11,6 +11,7 @@ pipeline is killed (with its whole process group: Prefect's server included).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -193,3 +194,65 @@ def test_kill_9_mid_rollouts_and_mid_scores_then_resume(tmp_path: Path) -> None:
     assert set(scores["status"]) <= {"scored", "unscored"}
     execution = scores.filter(pl.col("evaluator") == "execution")
     assert execution.height == 9 and (execution["status"] == "scored").all()
+
+
+def _descendants(pid: int) -> dict[int, str]:
+    """Live descendants of `pid`: {pid: command line}."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(entry.name))
+    found: dict[int, str] = {}
+    todo = list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        try:
+            cmdline = (Path("/proc") / str(p) / "cmdline").read_bytes()
+            found[p] = cmdline.replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        todo += children.get(p, [])
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_kill_9_of_a_stage_leaves_no_process_behind(tmp_path: Path) -> None:
+    """Only the stage process is killed (not its group, as a crash or the OOM killer would):
+    its temporary Prefect server must end with it, as the model server does."""
+    project = tmp_path / "project"
+    project.mkdir()
+    gate = Gate()
+    with OpenAIServer(gate) as server:
+        (project / "params.yaml").write_text(yaml.safe_dump(params(server.base_url)))
+        gate.kind, gate.allowed = "policy", 1  # the rollouts hang at the 2nd sample
+        proc = pipeline(project)
+        try:
+            deadline = time.monotonic() + 300
+            while gate.seen["policy"] <= 1 and proc.poll() is None:
+                assert time.monotonic() < deadline, "the pipeline never reached the rollouts"
+                time.sleep(0.05)
+            assert proc.poll() is None, (project / "stderr.log").read_text()[-3000:]
+            left = _descendants(proc.pid)
+            assert any("prefect.server.api.server:create_app" in c for c in left.values()), left
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+            deadline = time.monotonic() + 15
+            while any(_alive(p) for p in left) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert not [c for p, c in left.items() if _alive(p)]
+        finally:
+            gate.opened.set()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)

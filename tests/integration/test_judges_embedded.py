@@ -37,7 +37,9 @@ COMPLETIONS = [
     "    return a - b\n</code>",
     "I cannot help with that.",
 ]
-CALL = JudgeCallSettings(max_tokens=200, retries=1, backoff_s=0.0, explanation_max_chars=60)
+# max_tokens unset: the longest reply the bounded schema allows (reply_token_budget), so a
+# sampled reply is never cut off on a CPU where the model happens to write longer.
+CALL = JudgeCallSettings(retries=1, backoff_s=0.0, explanation_max_chars=60)
 
 
 def candidates() -> list[Candidate]:

@@ -81,7 +81,7 @@ def test_grammar_checked_after_sampling_gives_the_full_vocabulary_grammar_reply(
     from art.rewards.ruler import Response
     from llama_cpp import Llama
 
-    from judgelab.evaluators.transport import bound_schema, inline_refs
+    from judgelab.evaluators.transport import bound_schema, inline_refs, reply_token_budget
     from judgelab.models import llama_server
     from judgelab.models.zoo import ensure_model
 
@@ -96,7 +96,8 @@ def test_grammar_checked_after_sampling_gives_the_full_vocabulary_grammar_reply(
     def reply(temperature: float, seed: int) -> str:
         out = llm.create_chat_completion(
             messages=messages, response_format={"type": "json_object", "schema": schema},
-            temperature=temperature, max_tokens=120, seed=seed,
+            # the longest reply the bounded schema allows: at T = 1 a reply can run to it
+            temperature=temperature, max_tokens=reply_token_budget(2, 40), seed=seed,
         )  # fmt: skip
         return out["choices"][0]["message"]["content"]
 
@@ -119,7 +120,7 @@ def test_ordered_ids_keep_smollm2_to_the_trajectory_ids(monkeypatch: pytest.Monk
     from art.rewards.ruler import Response
     from llama_cpp import Llama
 
-    from judgelab.evaluators.transport import bound_schema, inline_refs
+    from judgelab.evaluators.transport import bound_schema, inline_refs, reply_token_budget
     from judgelab.models import llama_server
     from judgelab.models.zoo import ensure_model
 
@@ -138,7 +139,11 @@ def test_ordered_ids_keep_smollm2_to_the_trajectory_ids(monkeypatch: pytest.Monk
     def named_ids(enum: tuple[str, ...] | None, seed: int) -> list[str]:
         rf = {"type": "json_object", "schema": bound_schema(schema, 60, 4, enum, ordered=True)}
         out = llm.create_chat_completion(
-            messages=messages, response_format=rf, temperature=1.0, max_tokens=400, seed=seed
+            messages=messages,
+            response_format=rf,
+            temperature=1.0,
+            seed=seed,
+            max_tokens=reply_token_budget(len(ids), 60),  # the longest reply the schema allows
         )
         text = out["choices"][0]["message"]["content"]
         return [s["trajectory_id"] for s in json.loads(text, strict=False)["scores"]]

@@ -140,9 +140,7 @@ def _trainer(out: Path, cache: Path, judges: dict[str, VarietyJudge]) -> Trainer
         heldout=load_humaneval(HumanEvalSettings(offset=100, limit=1)),
         cache=JsonCache(cache, "samples"),
         executor=ExecutionJudge(ExecutionEvaluator(name="execution")),
-        policy_factory=lambda adapters: Policy(
-            ZOO, LORA, "cpu", dtype="bfloat16", adapters=adapters
-        ),
+        policy_factory=lambda adapters: Policy(ZOO, LORA, "cpu", dtype="auto", adapters=adapters),
     )
 
 
@@ -154,7 +152,14 @@ def test_interrupted_training_resumes_without_losing_or_repeating_an_epoch(
     judges restart at different epochs, and both must end as if never interrupted."""
     names = ("variety", "variety.long")
     ref_judges = {"variety": VarietyJudge(), "variety.long": VarietyJudge(invert=True)}
-    reference = _trainer(tmp_path / "ref", tmp_path / "cache-ref", ref_judges).run()
+    reported: list[tuple[str, int]] = []
+    reference = _trainer(tmp_path / "ref", tmp_path / "cache-ref", ref_judges).run(
+        on_progress=lambda what, total: reported.append((what, total))
+    )
+    # 4 rounds + 2 judges x (4 scorings + 3 steps): each unit reported once, total known
+    assert [t for _, t in reported] == [18] * 18
+    assert sum("sampled" in w for w, _ in reported) == 4
+    assert sum("GRPO step" in w or "no step" in w for w, _ in reported) == 6
     for name in names:
         assert [r["epoch"] for r in reference[name]] == [0, 1, 2, 3]
         assert sum(r["loss"] is not None for r in reference[name]) >= 1  # it did train
@@ -175,7 +180,12 @@ def test_interrupted_training_resumes_without_losing_or_repeating_an_epoch(
     assert [r["epoch"] for r in second.history] == [0, 1]
 
     again = {"variety": VarietyJudge(), "variety.long": VarietyJudge(invert=True)}
-    resumed = _trainer(tmp_path / "run", tmp_path / "cache-run", again).run()
+    resumed_units: list[int] = []
+    resumed = _trainer(tmp_path / "run", tmp_path / "cache-run", again).run(
+        on_progress=lambda what, total: resumed_units.append(total)
+    )
+    # what was left: epoch 2 (round, variety.long scored + step), epoch 3 (round, 2 scorings)
+    assert resumed_units == [6] * 6
     assert again["variety"].calls == 2  # epoch 3 only
     assert again["variety.long"].calls == 2 * 2  # epochs 2 and 3
     for name in names:

@@ -43,7 +43,7 @@ def write_training_histories(training_dir: Path, judges: tuple[str, ...]) -> Non
                 heldout_pass_rate=sum(held) / 2, heldout_n=2, completion_tokens_mean=50.0,
                 loss=None if e == 4 else 1.0 / (e + 1 + i), grad_norm=None if e == 4 else 0.5,
                 clip_fraction=None if e == 4 else 0.0, ratio_mean=None if e == 4 else 1.0,
-                records=records,
+                dtype="float32", device="cpu", records=records,
             )  # fmt: skip
             history.append(asdict(row))
         write_parquet(training_dir / judge / "history.parquet", history_frame(history))

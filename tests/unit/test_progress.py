@@ -18,7 +18,8 @@ def test_format_rate_fast_and_slow() -> None:
 
 def test_bar_counts_relabels_and_shows_rate_and_eta() -> None:
     buf = io.StringIO()
-    with progress("scores", 3, unit="group", console=Console(file=buf, width=140)) as advance:
+    console = Console(file=buf, width=140, force_terminal=True)
+    with progress("scores", 3, unit="group", console=console) as advance:
         advance(0, description="scores: ruler")
         advance()
         advance(2)
@@ -34,3 +35,23 @@ def test_off_switch(monkeypatch: pytest.MonkeyPatch) -> None:
         advance()
         advance(description="x")
     assert buf.getvalue() == ""
+
+
+def test_not_a_terminal_prints_a_line_per_step_with_elapsed_and_eta(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CI logs and `dvc repro > file`: a line per step, so a long stage is never silent."""
+    clock = iter([100.0, 110.0, 130.0, 160.0])
+    monkeypatch.setattr("judgelab.progress.time.monotonic", lambda: next(clock))
+    buf = io.StringIO()
+    with progress("train", None, unit="step", console=Console(file=buf, width=300)) as advance:
+        advance(0, total=4)  # nothing done, no new label: no line
+        advance(description="train: epoch 0 sampled")  # 1 of 4 after 10 s
+        advance(0, description="train: scoring")  # relabel only
+        advance()  # 2 of 4 after 60 s
+    lines = buf.getvalue().splitlines()
+    assert lines == [
+        "[judgelab] train: epoch 0 sampled: 1/4 step, 10 s/step, elapsed 0:10, ETA 0:30",
+        "[judgelab] train: scoring: 1/4 step, 30 s/step, elapsed 0:30, ETA 1:30",
+        "[judgelab] train: scoring: 2/4 step, 30 s/step, elapsed 1:00, ETA 1:00",
+    ]

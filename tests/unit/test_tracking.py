@@ -80,6 +80,7 @@ def test_pipeline_evaluator_and_training_runs(
     assert trained.data.tags["evaluator"] == "ruler-qwen-1.5b"
     assert trained.data.tags["judge"] == "qwen-1.5b"
     assert trained.data.tags["protocol"] == "ruler"
+    assert (trained.data.tags["dtype"], trained.data.tags["device"]) == ("float32", "cpu")
     curve = sorted(
         client.get_metric_history(trained.info.run_id, "reward_mean"), key=lambda m: m.step
     )

@@ -20,7 +20,13 @@ def _run(fn_name: str, module: str, **kwargs: object) -> None:
     try:
         preflight(fn_name.removesuffix("_flow"), Path(str(kwargs["params"])))
         flow = getattr(importlib.import_module(module), fn_name)
-        flow(**kwargs)
+        if os.environ.get("PREFECT_API_URL"):  # the user's server
+            flow(**kwargs)
+        else:
+            from judgelab.deploy import temporary_prefect_server
+
+            with temporary_prefect_server():  # ends with this process, even by kill -9
+                flow(**kwargs)
     except JudgelabError as err:
         typer.secho(f"error: {err}", fg="red", err=True)
         raise typer.Exit(2) from None

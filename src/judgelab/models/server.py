@@ -13,8 +13,6 @@ only ever built for the names this server was started with.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import fcntl
 import json
 import logging
@@ -32,26 +30,16 @@ import httpx
 
 from judgelab.config import EmbeddedModel, EndpointModel, ServerSettings, Settings
 from judgelab.errors import ConfigError, ModelError
+from judgelab.lifetime import die_with_parent
 from judgelab.models.endpoint import Endpoint
 from judgelab.models.ratelimit import Limits
 from judgelab.models.zoo import ZOO, ensure_model
 
 log = logging.getLogger(__name__)
 
-PR_SET_PDEATHSIG = 1
 LOCK_PATH = Path(os.environ.get("JUDGELAB_LLAMA_LOCK", "/tmp/judgelab-llama.lock"))
 # How judgelab.models.llama_server applies a JSON grammar (Endpoint.grammar_sampler).
 GRAMMAR_SAMPLER = "checked-after-sampling"
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec: get SIGKILL when the judgelab process dies, even by kill -9.
-
-    Otherwise an orphaned server keeps a model loaded and, beside the next run's server,
-    makes both ~300x slower.
-    """
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _free_port(host: str) -> int:
@@ -119,7 +107,7 @@ class EmbeddedServer:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, before any thread runs there
+            preexec_fn=die_with_parent,  # noqa: PLW1509 - only prctl, before any thread runs there
         )
         self.base_url = f"http://{host}:{port}/v1"
         deadline = time.monotonic() + self.settings.startup_timeout_s

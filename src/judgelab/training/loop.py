@@ -42,7 +42,7 @@ HISTORY_COLUMNS = (
     "unscored_rate", "out_of_range_rate", "train_pass_rate",
     "heldout_pass_rate", "heldout_n", "completion_tokens_mean",
     "loss", "grad_norm", "clip_fraction", "ratio_mean",
-    "rollout_s", "score_s", "step_s", "heldout_s",
+    "rollout_s", "score_s", "step_s", "heldout_s", "dtype", "device",
 )  # fmt: skip
 
 
@@ -72,6 +72,8 @@ class EpochRow:
     score_s: float = 0.0
     step_s: float = 0.0
     heldout_s: float = 0.0
+    dtype: str | None = None  # the policy's base-weight dtype (train.dtype, resolved)
+    device: str | None = None
     records: list[dict] = field(default_factory=list)  # per-sample rows (samples.parquet)
 
 
@@ -168,6 +170,9 @@ class Sampler:
                     "policy": self.policy.zoo_name,
                     "sampler": self.VERSION,
                     "adapter": hashes[r.adapter],
+                    # bfloat16 and float32 (and CPU and CUDA) draw different tokens
+                    "dtype": self.policy.dtype,
+                    "device": self.policy.device,
                     "prompt": prompt,
                     "temperature": r.temperature,
                     "max_tokens": r.max_tokens,
@@ -308,9 +313,14 @@ class Trainer:
             for t in self.heldout
         ]
 
-    def run(self, on_epoch: Callable[[str, dict], None] | None = None) -> dict[str, list[dict]]:
+    def run(
+        self,
+        on_progress: Callable[[str, int], None] | None = None,
+    ) -> dict[str, list[dict]]:
         """Train every judge to `settings.epochs` (resuming from checkpoints); returns each
-        judge's history. `on_epoch(judge, row)` runs after each checkpoint is written."""
+        judge's history. `on_progress(what_was_done, total)` runs after each unit of work (a
+        sampling round, a judge's scoring, a GRPO step); `total` is this run's units."""
+        report = on_progress or (lambda what, total: None)
         import torch
 
         epochs = self.settings.epochs
@@ -343,6 +353,10 @@ class Trainer:
                 optimizers[r.name].load_state_dict(state)
                 log.info("%s: resuming at epoch %d", r.name, ckpt.steps)
         sampler = Sampler(policy, self.cache)
+        total = sum(
+            1 + sum(1 + (e < epochs) for r in pending if next_epoch[r.name] <= e)
+            for e in range(min(next_epoch.values()), epochs + 1)
+        )
         for epoch in range(min(next_epoch.values()), epochs + 1):
             active = [r for r in pending if next_epoch[r.name] == epoch]
             if not active:
@@ -353,12 +367,20 @@ class Trainer:
             t0 = time.monotonic()
             groups = sampler.round([q for r in active for q in plans[r.name]], hashes)
             rollout_s = time.monotonic() - t0
+            rows = sum(len(q.seeds) for r in active for q in plans[r.name])
+            report(f"epoch {epoch}/{epochs}: sampled {rows} rows in {rollout_s:.0f} s", total)
             for r in active:
                 mine, groups = groups[: len(plans[r.name])], groups[len(plans[r.name]) :]
                 row, trajectories = self._evaluate(
                     r, epoch, hashes[self.adapter[r.name]], plans[r.name], mine, policy
                 )
                 row.rollout_s = rollout_s
+                report(
+                    f"epoch {epoch}/{epochs}: {r.name} scored, reward "
+                    + ("n/a" if row.reward_mean is None else f"{row.reward_mean:.3f}")
+                    + f", held-out pass {row.heldout_pass_rate:.2f}",
+                    total,
+                )
                 if epoch < epochs:
                     t0 = time.monotonic()
                     policy.use(self.adapter[r.name])
@@ -373,11 +395,15 @@ class Trainer:
                     row.step_s = time.monotonic() - t0
                     if stats is not None:
                         self._record_step(row, stats)
+                    step = "no step (no advantage)" if stats is None else "GRPO step"
+                    loss = "" if stats is None else f", loss {stats.loss:.4f}"
+                    report(
+                        f"epoch {epoch}/{epochs}: {r.name} {step}{loss} in {row.step_s:.0f} s",
+                        total,
+                    )
                 histories[r.name].append(asdict(row))
                 self._save(r, epoch, policy, optimizers[r.name], histories[r.name])
                 next_epoch[r.name] = epoch + 1
-                if on_epoch is not None:
-                    on_epoch(r.name, histories[r.name][-1])
                 log.info(
                     "%s epoch %d/%d: reward %s, held-out pass %.2f, %s",
                     r.name, epoch, epochs,
@@ -463,6 +489,8 @@ class Trainer:
             completion_tokens_mean=tokens / max(n_samples, 1),
             score_s=score_s,
             heldout_s=heldout_s,
+            dtype=policy.dtype,
+            device=policy.device,
             records=records,
         )
         return row, trajectories
@@ -512,8 +540,8 @@ def history_frame(history: Sequence[dict]) -> Any:
         row["reward_hacking"] = flag
     schema = {c: pl.Float64 for c in HISTORY_COLUMNS}
     schema.update(
-        judge=pl.Utf8, adapter=pl.Utf8, epoch=pl.Int64, groups=pl.Int64,
-        groups_skipped=pl.Int64, samples=pl.Int64, heldout_n=pl.Int64,
+        judge=pl.Utf8, adapter=pl.Utf8, dtype=pl.Utf8, device=pl.Utf8, epoch=pl.Int64,
+        groups=pl.Int64, groups_skipped=pl.Int64, samples=pl.Int64, heldout_n=pl.Int64,
     )  # fmt: skip
     schema["reward_hacking"] = pl.Boolean
     frame = pl.DataFrame(rows, schema=schema).sort(["judge", "epoch"])

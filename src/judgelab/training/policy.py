@@ -65,6 +65,17 @@ def resolve_device(device: str) -> str:
     return device
 
 
+def resolve_dtype(dtype: str, device: str) -> str:
+    """`train.dtype` made concrete for this device; `auto`'s choice is logged with its reason."""
+    from judgelab.hardware import cpu_info, training_dtype
+
+    chosen = training_dtype(dtype, device)
+    if dtype == "auto":
+        where = "CUDA" if device.startswith("cuda") else cpu_info().summary()
+        log.info("train.dtype auto -> %s on %s", chosen, where)
+    return chosen
+
+
 def converted_dir(zoo_name: str) -> Path:
     """The safetensors copy of a zoo model's GGUF (made on first use)."""
     from judgelab.models.zoo import ZOO
@@ -133,12 +144,13 @@ class Policy:
         torch = _torch()
         self.zoo_name = zoo_name
         self.device = resolve_device(device)
+        self.dtype = resolve_dtype(dtype, self.device)
         sources = dict(adapters) if adapters is not None else {DEFAULT: adapter}
         if not sources:
             raise ModelError("Policy needs at least one adapter name")
         source = converted_dir(zoo_name)
         self.tokenizer = AutoTokenizer.from_pretrained(source)
-        base = AutoModelForCausalLM.from_pretrained(source, dtype=getattr(torch, dtype))
+        base = AutoModelForCausalLM.from_pretrained(source, dtype=getattr(torch, self.dtype))
         base.to(self.device)
         base.get_output_embeddings().register_forward_pre_hook(_contiguous_input)
         config = LoraConfig(

@@ -65,7 +65,7 @@ def train_judges(
     settings: Settings,
     tasks: list[Task],
     out_root: Path,
-    on_epoch: Callable[[str, dict], None] | None = None,
+    on_progress: Callable[[str, int], None] | None = None,
 ) -> dict[str, Path]:
     """Train (or resume) one policy per judge in `train.judges`, in lockstep; returns each
     judge's history file (`out_root/<judge>/history.parquet`)."""
@@ -96,7 +96,7 @@ def train_judges(
                 policy_model.zoo, train.lora, train.device, dtype=train.dtype, adapters=adapters
             ),
         )
-        histories = trainer.run(on_epoch)
+        histories = trainer.run(on_progress)
     paths = {}
     for run in runs:
         history = histories[run.name]
