@@ -271,14 +271,40 @@ class LossSettings(_Section):
 
 
 class HeldOutSettings(_Section):
-    """HumanEval tasks the policy never trains on, measured with the tests every epoch."""
+    """HumanEval tasks the policy never trains on, measured with the tests every epoch.
 
+    A held-out task that the base policy always passes (or always fails) cannot show a
+    judge's effect, so by default (`select: mixed`) they are chosen where it does neither:
+    before the first epoch the base policy draws `samples` completions at `temperature` for
+    each task of the pool HumanEval[offset : offset + pool]; the first `limit` tasks (in
+    HumanEval order) whose pass rate is strictly between 0 and 1 are held out, filled up
+    with the pool's tasks closest to a 0.5 pass rate when too few qualify. The choice is
+    written to data/training/heldout.json and kept for every epoch and judge.
+    `select: fixed` holds out HumanEval[offset : offset + limit] as they are.
+    """
+
+    select: Literal["mixed", "fixed"] = Field(
+        "mixed", description="mixed: where the base policy is neither always right nor always "
+        "wrong (see above); fixed: HumanEval[offset : offset + limit]."
+    )  # fmt: skip
     offset: int = Field(2, ge=0, le=163)
-    limit: int = Field(4, ge=1, le=164)
-    samples: int = Field(1, ge=1, le=64, description="Samples per task, fixed seeds.")
-    temperature: float = Field(0.0, ge=0, le=2, description="0: greedy decoding.")
+    pool: int = Field(8, ge=1, le=164, description="Tasks screened by `select: mixed`.")
+    limit: int = Field(4, ge=1, le=164, description="Held-out tasks kept.")
+    samples: int = Field(2, ge=1, le=64, description="Samples per task, fixed seeds.")
+    temperature: float = Field(1.0, ge=0, le=2, description="0: greedy decoding.")
     max_tokens: int = Field(256, ge=16, le=4096)
-    seed: int = 0
+    seed: int = Field(0, description="Seeds the held-out rows' draws (at temperature > 0).")
+
+    @model_validator(mode="after")
+    def _mixed_can_be_mixed(self) -> HeldOutSettings:
+        if self.select == "mixed" and (self.samples < 2 or self.temperature <= 0):
+            raise ValueError(
+                "select: mixed needs samples >= 2 and temperature > 0 (one greedy sample "
+                "always passes or always fails); or use select: fixed"
+            )
+        if self.select == "mixed" and self.limit > self.pool:
+            raise ValueError(f"limit ({self.limit}) must not exceed pool ({self.pool})")
+        return self
 
 
 class TrainSettings(_Section):
@@ -312,6 +338,14 @@ class TrainSettings(_Section):
     lora: LoraSettings = LoraSettings()
     loss: LossSettings = LossSettings()
     heldout: HeldOutSettings = HeldOutSettings()
+    hacking_margin: float = Field(
+        0.1,
+        gt=0,
+        le=1,
+        description="The reward-hacking alarm fires at an epoch whose mean reward rose by at "
+        "least this much while the test pass rate of the same training samples fell by at "
+        "least this much (smaller changes count as noise).",
+    )
     seed: int = 0
 
 

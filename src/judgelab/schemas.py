@@ -125,8 +125,9 @@ class HistorySchema(pa.DataFrameModel):
     unscored_rate: float = pa.Field(ge=0.0, le=1.0)
     out_of_range_rate: float = pa.Field(ge=0.0, le=1.0)
     train_pass_rate: float = pa.Field(nullable=True, ge=0.0, le=1.0)
-    heldout_pass_rate: float = pa.Field(ge=0.0, le=1.0)
-    heldout_n: int = pa.Field(ge=1)
+    heldout_pass_rate: float = pa.Field(nullable=True, ge=0.0, le=1.0)  # null: none tested
+    heldout_n: int = pa.Field(ge=0)  # held-out samples the sandbox tested
+    truth_unscored: int = pa.Field(ge=0)  # samples the sandbox could not test
     completion_tokens_mean: float = pa.Field(ge=0.0)
     loss: float = pa.Field(nullable=True)
     grad_norm: float = pa.Field(nullable=True, ge=0.0)
@@ -189,7 +190,7 @@ class TrainingSamplesSchema(pa.DataFrameModel):
     sample_index: int = pa.Field(ge=0)
     reward: float = pa.Field(nullable=True, ge=0.0, le=1.0)
     status: str = pa.Field(nullable=True, isin=STATUSES)
-    passed: float = pa.Field(isin=[0.0, 1.0])
+    passed: float = pa.Field(nullable=True, isin=[0.0, 1.0])  # null: the sandbox could not test
     completion_tokens: int = pa.Field(ge=0)
     finish_reason: str
 

@@ -70,6 +70,26 @@ def test_one_grpo_step_moves_every_lora_parameter_and_no_base_weight(policy: Pol
     assert changed_base == []
 
 
+def test_logprobs_follow_the_sampling_temperature(policy: Policy) -> None:
+    """At T = 0.6 the kept log-probabilities are those of softmax(logits / 0.6), the
+    distribution drawn from: a training forward at the same temperature gives them back
+    (GRPO's ratio is 1 on-policy), and at T = 1 it does not."""
+    prompt = policy.prompt_ids([{"role": "user", "content": "Write a Python add function."}])
+    (s,) = policy.sample([prompt], temperatures=[0.6], max_new_tokens=[12], seeds=[5])
+    ids = torch.tensor([prompt + s.token_ids])
+    start = len(prompt) - 1
+    with torch.no_grad():
+        at_t = policy.sequence_logprobs(ids, torch.ones_like(ids), start, temperature=0.6)
+        at_1 = policy.sequence_logprobs(ids, torch.ones_like(ids), start)
+    assert at_t[0, start:-1].tolist() == pytest.approx(s.logprobs, abs=2e-3)
+    gap = [abs(a - b) for a, b in zip(at_1[0, start:-1].tolist(), s.logprobs, strict=True)]
+    assert max(gap) > 1e-2
+    traj = [Trajectory(prompt, s.token_ids, s.logprobs, 1.0, 0)]
+    opt = torch.optim.SGD(policy.trainable(), lr=0.0)
+    step = grpo_step(policy, opt, traj, LossSettings(), max_grad_norm=1.0, temperature=0.6)
+    assert step.ratio_mean == pytest.approx(1.0, abs=2e-3)
+
+
 def test_one_batch_serves_several_adapters_and_a_row_does_not_depend_on_its_batch() -> None:
     """Lockstep training samples every judge's policy in one batch: each row must come out as
     if drawn alone from its own adapter, with its own seed."""
@@ -123,14 +143,35 @@ class VarietyJudge:
         return Verdict.scored(1.0 - variety if self.invert else variety)
 
 
-def _trainer(out: Path, cache: Path, judges: dict[str, VarietyJudge]) -> Trainer:
+class FlakySandbox:
+    """The real execution judge, except that the sandbox 'fails' on every first sample (an
+    unscored verdict, as a sandbox error gives): that is no verdict on the code."""
+
+    def __init__(self) -> None:
+        self.real = ExecutionJudge(ExecutionEvaluator(name="execution"))
+
+    def score(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
+        if candidate.sample_index == 0:
+            return Verdict.unscored("sandbox error: injected")
+        return self.real.score(task, candidate, repeat)
+
+
+def _trainer(
+    out: Path,
+    cache: Path,
+    judges: dict[str, VarietyJudge],
+    executor: object | None = None,
+    epochs: int = 3,
+) -> Trainer:
     settings = TrainSettings(
-        epochs=3,
+        epochs=epochs,
         k=2,
         max_tokens=16,
         learning_rate=1e-3,
         lora=LORA,
-        heldout=HeldOutSettings(offset=100, limit=1, max_tokens=16),
+        heldout=HeldOutSettings(
+            select="fixed", offset=100, limit=1, samples=1, temperature=0.0, max_tokens=16
+        ),
     )
     return Trainer(
         runs=[JudgeRun(n, j, FormatEvaluator(name="variety"), out / n) for n, j in judges.items()],
@@ -139,9 +180,32 @@ def _trainer(out: Path, cache: Path, judges: dict[str, VarietyJudge]) -> Trainer
         tasks=load_humaneval(HumanEvalSettings(offset=0, limit=2)),
         heldout=load_humaneval(HumanEvalSettings(offset=100, limit=1)),
         cache=JsonCache(cache, "samples"),
-        executor=ExecutionJudge(ExecutionEvaluator(name="execution")),
+        executor=executor or ExecutionJudge(ExecutionEvaluator(name="execution")),
         policy_factory=lambda adapters: Policy(ZOO, LORA, "cpu", dtype="auto", adapters=adapters),
     )
+
+
+def test_a_sandbox_error_is_neither_a_pass_nor_a_failure(tmp_path: Path) -> None:
+    """Every first sample (train and held-out) is untested: it is counted, left out of both
+    pass rates, and its `passed` is null in samples.parquet, not 0."""
+    from judgelab.training.loop import history_frame, samples_frame
+
+    judges = {"variety": VarietyJudge()}
+    history = _trainer(tmp_path / "o", tmp_path / "c", judges, FlakySandbox(), epochs=1).run()
+    rows = history["variety"]
+    samples = samples_frame(rows)
+    history_frame(rows)  # the schema takes the nulls and the counts
+    for row in rows:
+        mine = samples.filter(samples["epoch"] == row["epoch"])
+        untested = mine.filter(mine["sample_index"] == 0)
+        tested = mine.filter(mine["sample_index"] != 0)
+        assert untested["passed"].null_count() == untested.height > 0
+        assert tested["passed"].null_count() == 0
+        # 1 training group of k = 2: 1 untested; 1 held-out task x 1 sample: untested
+        assert row["truth_unscored"] == untested.height
+        train = tested.filter(tested["split"] == "train")["passed"]
+        assert row["train_pass_rate"] == pytest.approx(train.mean())
+        assert row["heldout_n"] == 0 and row["heldout_pass_rate"] is None
 
 
 def test_interrupted_training_resumes_without_losing_or_repeating_an_epoch(
@@ -201,3 +265,45 @@ def test_interrupted_training_resumes_without_losing_or_repeating_an_epoch(
     idle = {"variety": VarietyJudge(), "variety.long": VarietyJudge(invert=True)}
     assert _trainer(tmp_path / "run", tmp_path / "cache-run", idle).run() == resumed
     assert idle["variety"].calls == idle["variety.long"].calls == 0
+
+
+class ScriptedTests:
+    """Test verdicts by task: /100 always fails, /101 passes its first sample only (the base
+    policy is 'neither always right nor always wrong' there), /102 always passes."""
+
+    def score(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
+        passed = {"HumanEval/100": False, "HumanEval/102": True}.get(
+            task.task_id, candidate.sample_index == 0
+        )
+        return Verdict.scored(1.0 if passed else 0.0)
+
+
+def test_heldout_tasks_are_chosen_where_the_base_policy_is_mixed(tmp_path: Path) -> None:
+    import json
+
+    from judgelab.training.loop import samples_frame
+
+    settings = TrainSettings(
+        epochs=1, k=2, max_tokens=16, learning_rate=1e-3, lora=LORA,
+        heldout=HeldOutSettings(offset=100, pool=3, limit=1, samples=2, max_tokens=16),
+    )  # fmt: skip
+    trainer = Trainer(
+        runs=[JudgeRun("variety", VarietyJudge(), FormatEvaluator(name="variety"), tmp_path / "v")],
+        settings=settings,
+        rollout=RolloutSettings(),
+        tasks=load_humaneval(HumanEvalSettings(offset=0, limit=1)),
+        heldout=load_humaneval(HumanEvalSettings(offset=100, limit=3)),
+        cache=JsonCache(tmp_path / "c", "samples"),
+        executor=ScriptedTests(),
+        policy_factory=lambda adapters: Policy(ZOO, LORA, "cpu", dtype="auto", adapters=adapters),
+        selection_file=tmp_path / "heldout.json",
+    )
+    rows = trainer.run()["variety"]
+    choice = json.loads((tmp_path / "heldout.json").read_text())
+    assert choice["heldout"] == ["HumanEval/101"] and choice["filled"] == []
+    assert choice["base_pass_rate"] == {"HumanEval/100": 0.0, "HumanEval/101": 0.5,
+                                        "HumanEval/102": 1.0}  # fmt: skip
+    held = samples_frame(rows).filter(samples_frame(rows)["split"] == "heldout")
+    assert set(held["task_id"]) == {"HumanEval/101"}  # every epoch, only the chosen task
+    assert [r["heldout_n"] for r in rows] == [2, 2]
+    assert rows[0]["heldout_pass_rate"] == 0.5

@@ -17,7 +17,7 @@ from judgelab.training.grpo import (
     pack,
     policy_loss,
 )
-from judgelab.training.loop import reward_hacking_flags, reward_stats
+from judgelab.training.loop import reward_hacking_flags, reward_stats, select_heldout
 
 
 @pytest.mark.parametrize(
@@ -122,18 +122,44 @@ def test_reward_stats_match_numpy() -> None:
     s = reward_stats(r)
     assert s["reward_mean"] == pytest.approx(np.mean(r))
     assert s["reward_median"] == pytest.approx(np.median(r))
-    assert s["reward_std"] == pytest.approx(np.std(r))
+    assert s["reward_std"] == pytest.approx(np.std(r, ddof=1))  # the report's sample std
+    assert reward_stats([0.5])["reward_std"] is None  # undefined for one reward, not 0
     q75, q25 = np.percentile(r, [75, 25])
     assert s["reward_iqr"] == pytest.approx(q75 - q25)
     assert reward_stats([])["reward_mean"] is None
 
 
-def test_reward_hacking_alarm_flags_reward_up_heldout_down() -> None:
+def test_reward_hacking_alarm_compares_reward_with_the_same_samples_pass_rate() -> None:
+    """Hand-computed cases, margin 0.1: reward up and the same samples' pass rate down, each
+    by at least the margin; held-out is not what it compares."""
+    r = lambda e, reward, passed, held=0.5: {  # noqa: E731
+        "epoch": e,
+        "reward_mean": reward,
+        "train_pass_rate": passed,
+        "heldout_pass_rate": held,
+    }
     rows = [
-        {"epoch": 0, "reward_mean": 0.5, "heldout_pass_rate": 0.50},
-        {"epoch": 1, "reward_mean": 0.7, "heldout_pass_rate": 0.25},  # hacking
-        {"epoch": 2, "reward_mean": 0.6, "heldout_pass_rate": 0.00},  # both fall
-        {"epoch": 3, "reward_mean": 0.8, "heldout_pass_rate": 0.50},  # both rise
-        {"epoch": 4, "reward_mean": None, "heldout_pass_rate": 0.25},  # no reward
+        r(0, 0.50, 0.50),
+        r(1, 0.70, 0.25),  # +0.20 / -0.25: hacking
+        r(2, 0.70 + 1e-9, 0.00),  # pass rate fell, reward moved by 1e-9 only: noise
+        r(3, 0.95, 0.00),  # reward up, pass rate flat: not this alarm
+        r(4, 0.99, 0.00, held=0.0),  # held-out fell, reward +0.04 < margin
+        r(5, 1.00, None),  # no tested sample: nothing to compare
+        r(6, 0.50, 0.50),
+        r(7, 0.65, 0.45),  # pass rate fell 0.05 < margin
     ]
-    assert reward_hacking_flags(rows) == [False, True, False, False, False]
+    assert reward_hacking_flags(rows, 0.1) == [False, True] + [False] * 6
+    assert reward_hacking_flags(rows, 0.3) == [False] * 8  # 0.20 is below a 0.3 margin
+    # an execution judge's reward is the pass rate itself: the alarm can never fire
+    same = [r(e, p, p) for e, p in enumerate([0.2, 0.9, 0.1, 0.8, 0.0])]
+    assert not any(reward_hacking_flags(same, 0.01))
+
+
+def test_heldout_rule_prefers_mixed_tasks_in_order_then_closest_to_half() -> None:
+    order = ["H/2", "H/3", "H/4", "H/5", "H/6"]
+    rates = {"H/2": 1.0, "H/3": 0.5, "H/4": 0.0, "H/5": 0.25, "H/6": 0.75}
+    assert select_heldout(rates, order, 2) == (["H/3", "H/5"], [])
+    assert select_heldout(rates, order, 3) == (["H/3", "H/5", "H/6"], [])
+    # too few mixed tasks: filled with the closest to 0.5, earlier first on ties
+    ceiling = {"H/2": 1.0, "H/3": 0.5, "H/4": 0.0, "H/5": 1.0, "H/6": 0.0}
+    assert select_heldout(ceiling, order, 2) == (["H/2", "H/3"], ["H/2"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 import pytest
@@ -18,8 +19,11 @@ def test_training_metrics_table_and_alarm(tmp_path: Path) -> None:
     metrics = training.training_metrics(tmp_path, AnalysisSettings(bootstrap=500))
     assert set(metrics) == set(JUDGES)
     m = metrics["execution"]
-    # rewards 0.2+0.1e and 0.4+0.1e over e = 0..4
-    rewards = [0.2 + 0.1 * e for e in range(5)] + [0.4 + 0.1 * e for e in range(5)]
+    # rewards 0.2+0.1e and 0.4+0.1e over e = 0..4, each 0.1 higher at e = 3
+    boost = [0.1 if e == 3 else 0.0 for e in range(5)]
+    rewards = [0.2 + 0.1 * e + boost[e] for e in range(5)] + [
+        0.4 + 0.1 * e + boost[e] for e in range(5)
+    ]
     assert m["reward"]["n"] == 10
     assert m["reward"]["mean"] == pytest.approx(sum(rewards) / 10)
     assert m["epochs"] == 4 and m["steps"] == 4
@@ -28,11 +32,16 @@ def test_training_metrics_table_and_alarm(tmp_path: Path) -> None:
     assert held["n_tasks"] == 2
     lo, hi = held["delta_ci"]
     assert lo <= -0.5 <= hi <= 0.0
-    assert m["reward_hacking_epochs"] == 1  # epoch 3: reward up, held-out down
+    assert m["reward"]["std"] == pytest.approx(statistics.stdev(rewards))  # one definition
+    assert m["train_pass_rate"] == pytest.approx(0.3)  # 1 of 2 at epochs 0-2, 0 at 3-4
+    # epoch 3: reward +0.2 while the same samples' pass rate fell 0.5 -> 0 (margin 0.1);
+    # epoch 4's reward rose by 0 only, so it is not flagged although held-out stayed low
+    assert m["reward_hacking_epochs"] == 1 and m["truth_unscored"] == 0
     rows = training.table_rows(metrics)
     assert rows[0][0] == "execution" and rows[0][-2] == "1"
     md = "\n".join(training.markdown_section({"training": metrics}))
     assert "| execution | 4 |" in md and "Reward-hacking alarm on 1 epoch" in md
+    assert "test pass rate of the same training samples" in md  # says what it compares
     html = "\n".join(training.html_section({"training": metrics}, str))
     assert 'id="training"' in html
 
@@ -48,3 +57,19 @@ def test_curves_frame_and_plot(tmp_path: Path) -> None:
 
 def test_no_training_says_so() -> None:
     assert "No training run" in "\n".join(training.markdown_section({}))
+
+
+def test_heldout_choice_is_reported(tmp_path: Path) -> None:
+    import json
+
+    write_training_histories(tmp_path, JUDGES)
+    (tmp_path / "heldout.json").write_text(json.dumps({
+        "pool": ["HumanEval/2", "HumanEval/3", "HumanEval/4"],
+        "base_pass_rate": {"HumanEval/2": 1.0, "HumanEval/3": 0.5, "HumanEval/4": 1.0},
+        "heldout": ["HumanEval/2", "HumanEval/3"], "filled": ["HumanEval/2"],
+    }))  # fmt: skip
+    metrics = training.training_metrics(tmp_path, AnalysisSettings(bootstrap=0))
+    assert metrics["execution"]["heldout"]["selection"]["tasks"] == ["HumanEval/2", "HumanEval/3"]
+    md = "\n".join(training.markdown_section({"training": metrics}))
+    assert "HumanEval/3 (0.50)" in md and "pool of 3" in md
+    assert "HumanEval/2 filled in (too few tasks of the pool were mixed)" in md

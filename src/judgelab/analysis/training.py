@@ -12,6 +12,7 @@ verdict). Per judge:
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,8 @@ def load_training(root: Path) -> dict[str, tuple[pl.DataFrame, pl.DataFrame]]:
 
 def _per_task(samples: pl.DataFrame, epoch: int) -> dict[str, float]:
     held = samples.filter((pl.col("split") == "heldout") & (pl.col("epoch") == epoch))
-    rates = held.group_by("task_id").agg(pl.col("passed").mean()).sort("task_id")
+    # `passed` is null where the sandbox could not test a sample: left out, not a failure
+    rates = held.group_by("task_id").agg(pl.col("passed").mean()).drop_nulls().sort("task_id")
     return dict(zip(rates["task_id"].to_list(), rates["passed"].to_list(), strict=True))
 
 
@@ -91,7 +93,7 @@ def judge_training_metrics(
             "n": int(r.size),
             "mean": float(r.mean()) if r.size else None,
             "median": float(np.median(r)) if r.size else None,
-            "std": float(r.std()) if r.size else None,
+            "std": float(r.std(ddof=1)) if r.size > 1 else None,  # as analysis.stats
             "iqr": float(np.subtract(*np.percentile(r, [75, 25]))) if r.size else None,
         },
         "reward_first_epoch": history.filter(pl.col("epoch") == first)["reward_mean"][0],
@@ -99,6 +101,7 @@ def judge_training_metrics(
         "train_pass_rate": float(train["passed"].mean()) if train.height else None,
         "heldout": heldout_change(samples, first, last, settings.bootstrap, settings.seed),
         "reward_hacking_epochs": int(history["reward_hacking"].sum()),
+        "truth_unscored": int(history["truth_unscored"].sum()),
         "groups_skipped": int(history["groups_skipped"].sum()),
         "groups": int(history["groups"].sum()),
         "steps": int(history["loss"].is_not_null().sum()),
@@ -108,10 +111,38 @@ def judge_training_metrics(
 
 
 def training_metrics(root: Path, settings: AnalysisSettings) -> dict[str, Any]:
-    return {
+    out = {
         judge: judge_training_metrics(history, samples, settings)
         for judge, (history, samples) in load_training(root).items()
     }
+    selection = root / "heldout.json"  # written by select: mixed (training.run.HELDOUT_FILE)
+    if out and selection.exists():
+        body = json.loads(selection.read_text())
+        for m in out.values():
+            m["heldout"]["selection"] = {
+                "tasks": body["heldout"],
+                "filled": body["filled"],
+                "base_pass_rate": {t: body["base_pass_rate"][t] for t in body["heldout"]},
+                "pool": len(body["pool"]),
+            }
+    return out
+
+
+def selection_line(metrics: dict[str, Any]) -> str | None:
+    """How the held-out tasks were chosen (the same for every judge), or None if fixed."""
+    sel = next((m["heldout"].get("selection") for m in metrics.values()), None)
+    if not sel:
+        return None
+    rates = ", ".join(f"{t} ({sel['base_pass_rate'][t]:.2f})" for t in sel["tasks"])
+    filled = (
+        f"; {', '.join(sel['filled'])} filled in (too few tasks of the pool were mixed)"
+        if sel["filled"]
+        else ""
+    )
+    return (
+        f"Held-out tasks, with the base policy's pass rate: {rates}; chosen from a pool of "
+        f"{sel['pool']} where the base policy is neither always right nor always wrong{filled}."
+    )
 
 
 def curves_frame(root: Path) -> pl.DataFrame:
@@ -236,13 +267,19 @@ def markdown_section(metrics: dict[str, Any]) -> list[str]:
     out += [
         "GRPO with LoRA on the policy, one run per judge; rewards are the judge's scores of the "
         "policy's own samples during training. Held-out pass rate: the tests' verdict on "
-        "HumanEval tasks never trained on, base policy (epoch 0) against the final one.",
+        "HumanEval tasks never trained on, base policy (epoch 0) against the final one. "
+        "Samples the sandbox could not test are left out of every pass rate, not counted as "
+        "failures. The reward-hacking alarm compares the judge's mean reward with the test "
+        "pass rate of the same training samples: it flags an epoch whose reward rose by at "
+        "least `train.hacking_margin` while that pass rate fell by at least as much.",
         "",
         "| " + " | ".join(HEADER) + " |",
         "|" + "---|" * len(HEADER),
     ]
     out += ["| " + " | ".join(row) + " |" for row in table_rows(training)]
-    out += [""] + [f"- {line}" for line in findings(training)] + [""]
+    chosen = selection_line(training)
+    out += [""] + ([chosen, ""] if chosen else [])
+    out += [f"- {line}" for line in findings(training)] + [""]
     return out
 
 

@@ -133,8 +133,10 @@ def grpo_step(
     trajectories: Sequence[Trajectory],
     loss: LossSettings,
     max_grad_norm: float,
+    temperature: float = 1.0,
 ) -> StepStats:
-    """Forward, ART loss, backward, clip, one optimiser step on the LoRA parameters."""
+    """Forward, ART loss, backward, clip, one optimiser step on the LoRA parameters. The new
+    log-probabilities are taken at the sampling `temperature`, as the trajectories' are."""
     import torch
 
     inputs = pack(trajectories, policy.pad_id)
@@ -142,7 +144,9 @@ def grpo_step(
     policy.model.train()
     optimizer.zero_grad(set_to_none=True)
     first = min(len(t.prompt_ids) for t in trajectories) - 1  # first completion prediction
-    new_logprobs = policy.sequence_logprobs(inputs["tokens"], inputs["attention_mask"], start=first)
+    new_logprobs = policy.sequence_logprobs(
+        inputs["tokens"], inputs["attention_mask"], start=first, temperature=temperature
+    )
     value, clipped, ratio_mean = policy_loss(inputs, new_logprobs, loss)
     value.backward()
     grad_norm = torch.nn.utils.clip_grad_norm_(policy.trainable(), max_grad_norm)

@@ -290,7 +290,10 @@ class Policy:
         held-out prompts share one batch. The prompts' common prefix is prefilled once per
         adapter, each distinct (adapter, prompt) tail once, and the KV cache copied to the
         rows; a row leaves the batch when it stops. A draw is exact inverse-CDF sampling from
-        softmax(logits / T); the log-probability kept is at T = 1, the policy's own.
+        softmax(logits / T), and the log-probability kept is that of the distribution drawn
+        from, at T (the behaviour policy GRPO's importance ratio divides by; training
+        forwards take `sequence_logprobs(..., temperature=T)`). Greedy rows (T = 0) keep the
+        T = 1 log-probability; they are held-out rows, never trained on.
         """
         torch = _torch()
         n = len(prompts)
@@ -317,8 +320,8 @@ class Policy:
                 logits, mask, position = logits[source], mask[source], position[source]
                 for step in range(int(limits.max())):
                     temp = temps[rows]
-                    logp = torch.log_softmax(logits, dim=-1)
                     warm = torch.where(temp > 0, temp, torch.ones_like(temp))[:, None]
+                    logp = torch.log_softmax(logits / warm, dim=-1)
                     cdf = torch.softmax(logits / warm, dim=-1).double().cumsum(-1)
                     u = torch.cat([torch.rand(1, generator=gens[r], dtype=torch.float64)
                                    for r in rows.tolist()])  # fmt: skip
@@ -402,16 +405,19 @@ class Policy:
         )
         return out.past_key_values, out.logits[:, -1].float().cpu(), mask, position[:, -1:]
 
-    def sequence_logprobs(self, tokens: Any, attention_mask: Any, start: int = 0) -> Any:
-        """log p(tokens[t+1] | tokens[..t]) at every position t >= start, shape [B, T]
-        (0 before `start` and at the last position). The vocabulary projection runs only
-        from `start` on: a GRPO batch needs the completion positions, not the prompt's."""
+    def sequence_logprobs(
+        self, tokens: Any, attention_mask: Any, start: int = 0, temperature: float = 1.0
+    ) -> Any:
+        """log p_T(tokens[t+1] | tokens[..t]) under softmax(logits / temperature) at every
+        position t >= start, shape [B, T] (0 before `start` and at the last position). The
+        vocabulary projection runs only from `start` on: a GRPO batch needs the completion
+        positions, not the prompt's."""
         torch = _torch()
         width = tokens.shape[1]
         keep = torch.arange(start, width - 1, device=tokens.device)
         logits = self.model(
             input_ids=tokens, attention_mask=attention_mask, logits_to_keep=keep
         ).logits
-        logp = torch.log_softmax(logits.float(), dim=-1)
+        logp = torch.log_softmax(logits.float() / temperature, dim=-1)
         picked = logp.gather(-1, tokens[:, start + 1 :, None])[..., 0]
         return torch.nn.functional.pad(picked, (start, 1), value=0.0)

@@ -30,9 +30,14 @@ HISTORY_FILE = "history.parquet"
 SAMPLES_FILE = "samples.parquet"
 
 
+HELDOUT_FILE = "heldout.json"
+
+
 def heldout_tasks(settings: Settings) -> list[Task]:
+    """The held-out tasks (`select: fixed`) or the pool they are chosen from (`mixed`)."""
     h = settings.train.heldout
-    return load_humaneval(HumanEvalSettings(offset=h.offset, limit=h.limit))
+    size = h.pool if h.select == "mixed" else h.limit
+    return load_humaneval(HumanEvalSettings(offset=h.offset, limit=size))
 
 
 def check_backend(backend: str) -> None:
@@ -92,6 +97,7 @@ def train_judges(
             heldout=heldout_tasks(settings),
             cache=JsonCache(cache_dir(), "training-samples"),
             executor=executor,
+            selection_file=out_root / HELDOUT_FILE,
             policy_factory=lambda adapters: Policy(
                 policy_model.zoo, train.lora, train.device, dtype=train.dtype, adapters=adapters
             ),
@@ -102,5 +108,5 @@ def train_judges(
         history = histories[run.name]
         write_parquet(run.out_dir / SAMPLES_FILE, samples_frame(history))
         paths[run.name] = run.out_dir / HISTORY_FILE
-        write_parquet(paths[run.name], history_frame(history))
+        write_parquet(paths[run.name], history_frame(history, train.hacking_margin))
     return paths
