@@ -94,7 +94,10 @@ class _Lines:
         self.done += n
         if n or changed:
             self.console.print(
-                self.line(time.monotonic() - self.start), highlight=False, markup=False
+                self.line(time.monotonic() - self.start),
+                highlight=False,
+                markup=False,
+                soft_wrap=True,  # one line in a log, whatever the console's width
             )
 
     def line(self, elapsed: float) -> str:

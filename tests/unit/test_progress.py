@@ -44,7 +44,7 @@ def test_not_a_terminal_prints_a_line_per_step_with_elapsed_and_eta(
     clock = iter([100.0, 110.0, 130.0, 160.0])
     monkeypatch.setattr("judgelab.progress.time.monotonic", lambda: next(clock))
     buf = io.StringIO()
-    with progress("train", None, unit="step", console=Console(file=buf, width=300)) as advance:
+    with progress("train", None, unit="step", console=Console(file=buf, width=40)) as advance:
         advance(0, total=4)  # nothing done, no new label: no line
         advance(description="train: epoch 0 sampled")  # 1 of 4 after 10 s
         advance(0, description="train: scoring")  # relabel only
