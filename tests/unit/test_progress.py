@@ -55,3 +55,18 @@ def test_not_a_terminal_prints_a_line_per_step_with_elapsed_and_eta(
         "[judgelab] train: scoring: 1/4 step, 30 s/step, elapsed 0:30, ETA 1:30",
         "[judgelab] train: scoring: 2/4 step, 30 s/step, elapsed 1:00, ETA 1:00",
     ]
+
+
+def test_library_chatter_is_quiet_unless_verbose() -> None:
+    """A run's log had one line per HTTP request; they show only with `judgelab -v`."""
+    import logging
+
+    from judgelab.cli.stages import QuietLibraries
+
+    quiet = QuietLibraries()
+    record = lambda name, level: logging.LogRecord(name, level, "", 0, "m", None, None)  # noqa: E731
+    assert not quiet.filter(record("httpx", logging.INFO))
+    assert not quiet.filter(record("LiteLLM", logging.INFO))
+    assert quiet.filter(record("httpx", logging.WARNING))
+    assert quiet.filter(record("judgelab.training.loop", logging.INFO))
+    assert quiet.filter(record("judgelab.models.server", logging.DEBUG))

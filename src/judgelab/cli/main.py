@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import typer
 
 from judgelab.env import configure_offline_env
@@ -27,6 +29,17 @@ def _register() -> None:
     app.add_typer(models.app, name="models")
     app.add_typer(sandbox.app, name="sandbox")
     app.add_typer(checkpoint.app, name="checkpoint")
+
+
+@app.callback()
+def main(
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="Show library chatter too (HTTP requests, LiteLLM)."
+    ),
+) -> None:
+    """Audit the evaluators (LLM judges, rubrics, tests) used as rewards for code RL."""
+    if verbose:
+        os.environ["JUDGELAB_VERBOSE"] = "1"
 
 
 _register()

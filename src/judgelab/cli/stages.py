@@ -13,8 +13,29 @@ from judgelab.errors import JudgelabError
 PARAMS = typer.Option(Path("params.yaml"), "--params", "-p", help="Parameters file.")
 
 
-def _run(fn_name: str, module: str, **kwargs: object) -> None:
+# One line per HTTP request (httpx) and LiteLLM's banners drowned a run's log (about 600 of
+# its 630 lines); they show with `judgelab -v`.
+CHATTY_LOGGERS = ("httpx", "httpcore", "LiteLLM", "litellm")
+
+
+class QuietLibraries(logging.Filter):
+    """Drops the chatty libraries' records below WARNING. A handler filter, not a logger
+    level: litellm sets its loggers' levels itself when it is imported."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or not record.name.startswith(CHATTY_LOGGERS)
+
+
+def configure_logging() -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if os.environ.get("JUDGELAB_VERBOSE") != "1":
+        for handler in logging.getLogger().handlers:
+            if not any(isinstance(f, QuietLibraries) for f in handler.filters):
+                handler.addFilter(QuietLibraries())
+
+
+def _run(fn_name: str, module: str, **kwargs: object) -> None:
+    configure_logging()
     import importlib
 
     try:
