@@ -676,3 +676,13 @@ def test_report_headlines_group_judges_within_task(tmp_path: Path) -> None:
     rubric = findings("rub", metrics["evaluators"]["rub"])
     assert not any("absolute scale" in line for line in rubric)  # pointwise: absolute is fine
 
+
+def test_scores_schema_rejects_a_candidate_id_under_two_tasks() -> None:
+    """Issue 17.15: truth is joined to judge scores on candidate_id alone, so the schema makes
+    that join safe: one candidate_id, one task."""
+    from judgelab.errors import TableError
+
+    rows = [row("A", "x1", "tests", "execution", 1.0), row("B", "x1", "tests", "execution", 0.0)]
+    with pytest.raises(TableError, match="candidate_id under more than one task_id"):
+        validate(pl.DataFrame(rows, schema=SCORE_SCHEMA), ScoresSchema, "scores")
+    validate(fixture_scores(), ScoresSchema, "scores")  # distinct ids pass
