@@ -52,9 +52,6 @@ from judgelab.analysis.stats import CI_LEVEL, MIN_CI_GROUPS, no_interval, percen
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CI_LEVEL", "HEADLINE", "Truth", "candidate_scores", "execution_truth",
-           "resample_weights", "truth_metrics"]  # fmt: skip
-
 # Judges that score a task's candidates together, relative to one another (evaluators/ruler.py).
 GROUP_PROTOCOLS = ("ruler",)
 WITHIN_GROUP = ("pairwise_accuracy", "top1_accuracy", "tied_pair_share")
