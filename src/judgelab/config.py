@@ -242,11 +242,34 @@ class ScoresSettings(_Section):
         return self
 
 
+class PowerSettings(_Section):
+    """The power section of the report and `judgelab power`: how many task groups it takes to
+    separate two judges' pairwise accuracy."""
+
+    margin: float = Field(
+        0.05,
+        gt=0,
+        le=1,
+        description="Difference in pairwise accuracy the audit should be able to detect.",
+    )
+    alpha: float = Field(0.05, gt=0, lt=1, description="Two-sided significance level.")
+    power: float = Field(0.8, gt=0, lt=1, description="Chance of detecting a true margin.")
+
+
 class AnalysisSettings(_Section):
     praise_threshold: float = Field(0.8, ge=0, le=1)
     bins: int = Field(10, ge=2, le=100)
     bootstrap: int = Field(1000, ge=0, le=100000)
     seed: int = 0
+    min_ci_groups: int = Field(
+        5,
+        ge=2,
+        le=1000,
+        description="Fewest independent groups (tasks, probe groups, held-out tasks) a "
+        "bootstrap CI is drawn from; below it a figure shows its value and n instead. With "
+        "n groups a cluster bootstrap has only C(2n-1, n) distinct resamples (3 for n = 2).",
+    )
+    power: PowerSettings = PowerSettings()
 
 
 class LoraSettings(_Section):

@@ -68,7 +68,8 @@ class RolloutsSchema(pa.DataFrameModel):
 
 
 class ScoresSchema(pa.DataFrameModel):
-    """One row per (task, candidate, evaluator, repeat). Unscored rows say why."""
+    """One row per (task, candidate, evaluator, repeat). Unscored rows say why. A candidate_id
+    belongs to one task: the analysis joins truth to scores on candidate_id alone."""
 
     run_id: str = pa.Field(str_length={"min_value": 1})
     task_id: str = pa.Field(str_length={"min_value": 1})
@@ -104,6 +105,12 @@ class ScoresSchema(pa.DataFrameModel):
     def one_row_per_key(cls, data: pa.PolarsData) -> pl.LazyFrame:
         key = ["task_id", "candidate_id", "evaluator", "repeat"]
         return data.lazyframe.select(~pl.struct(key).is_duplicated())
+
+    @pa.dataframe_check(error="candidate_id under more than one task_id (ids must be unique)")
+    @classmethod
+    def candidate_in_one_task(cls, data: pa.PolarsData) -> pl.LazyFrame:
+        # The analysis joins execution truth to judge scores on candidate_id alone.
+        return data.lazyframe.select(pl.col("task_id").n_unique().over("candidate_id") == 1)
 
     class Config:
         strict = True

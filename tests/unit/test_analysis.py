@@ -12,9 +12,17 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from judgelab.analysis import compute_metrics, run_analysis
+from judgelab.analysis.agreement import cluster_interval
 from judgelab.analysis.plots import bin_index, score_distribution
-from judgelab.analysis.report import render_html, worst_false_praise
-from judgelab.analysis.stats import describe, evaluator_stats, reason_key
+from judgelab.analysis.report import findings, fmt_ci, render_html, worst_false_praise
+from judgelab.analysis.stats import (
+    Interval,
+    describe,
+    evaluator_stats,
+    percentile_ci,
+    reason_key,
+    too_few_groups,
+)
 from judgelab.analysis.truth import (
     _task_parts,
     candidate_scores,
@@ -426,7 +434,8 @@ def test_run_analysis_writes_everything(tmp_path: Path) -> None:
     assert set(metrics["evaluators"]) == {"dead", "judge", "rub", "tests"}
     t = metrics["evaluators"]["judge"]["truth"]
     assert t["pairwise_accuracy"] == pytest.approx(2.5 / 6, abs=1e-6)
-    assert t["pairwise_accuracy_ci_low"] <= t["pairwise_accuracy"] <= t["pairwise_accuracy_ci_high"]
+    # two tasks: the value and its n, no CI (issue 17.1)
+    assert t["pairwise_accuracy_ci_low"] is None and t["pairwise_accuracy_n_groups"] == 2
     assert metrics["evaluators"]["dead"]["truth"]["roc_auc"] is None
     vs = pl.read_csv(out / "plots/judge_vs_truth.csv")
     assert vs.columns == ["evaluator", "task_id", "candidate_id", "score", "passed"]
@@ -459,7 +468,8 @@ def test_report_html_has_table_and_escapes_model_text(tmp_path: Path) -> None:
     assert page.count("data:image/png;base64,") == 5  # comparison + 4 histograms
     assert "http://" not in page and "https://" not in page
     md = (tmp_path / "report.md").read_text()
-    assert "| judge | ruler | 8/9 |" in md and "praises failing code: 75.0%" in md
+    assert "| judge | ruler | 8/9 |" in md
+    assert "praises failing code (absolute scale): 75.0% (n = 2 groups: too few" in md
 
 
 def test_render_html_escapes_evaluator_names() -> None:
@@ -478,3 +488,201 @@ def test_run_analysis_with_empty_scores(tmp_path: Path) -> None:
     metrics = run_analysis(fixture_tasks(), fixture_rollouts(), empty, SETTINGS, tmp_path)
     assert metrics["evaluators"] == {} and metrics["execution_truth"]["evaluator"] is None
     assert (tmp_path / "report.html").is_file()
+
+
+# ------------------------------------------------------------------ issue 17: CIs, scales
+
+
+TOO_FEW = "n = 2 groups: too few for a CI (minimum 5)"
+
+
+def test_no_ci_from_fewer_than_min_groups_in_metrics_and_report(tmp_path: Path) -> None:
+    """17.1: two tasks give three distinct resamples: the value and its n, never an interval."""
+    metrics = run_analysis(
+        fixture_tasks(), fixture_rollouts(), fixture_scores(), SETTINGS, tmp_path
+    )
+    t = metrics["evaluators"]["judge"]["truth"]
+    for key in ("pairwise_accuracy", "top1_accuracy", "false_praise_rate", "roc_auc"):
+        assert t[key] is not None, key
+        assert (t[f"{key}_ci_low"], t[f"{key}_ci_high"]) == (None, None), key
+        assert t[f"{key}_ci_reason"] == TOO_FEW and t[f"{key}_n_groups"] == 2, key
+        assert t[f"{key}_undefined_resamples"] is None, key
+    md = (tmp_path / "report.md").read_text()
+    assert f"0.417 ({TOO_FEW})" in md  # pairwise accuracy 2.5/6
+    assert f"75.0% ({TOO_FEW})" in md  # false praise
+    assert "0.417 [" not in md and "75.0% [" not in md
+    # the same data with the minimum lowered to 2 gets its (degenerate) interval back
+    low = SETTINGS.model_copy(update={"min_ci_groups": 2})
+    t2 = compute_metrics(fixture_tasks(), fixture_rollouts(), fixture_scores(), low)
+    t2 = t2["evaluators"]["judge"]["truth"]
+    assert t2["pairwise_accuracy_ci_low"] is not None and t2["pairwise_accuracy_ci_reason"] is None
+
+
+def test_min_ci_groups_setting_is_validated() -> None:
+    assert AnalysisSettings().min_ci_groups == 5
+    with pytest.raises(ValueError, match="min_ci_groups"):
+        AnalysisSettings(min_ci_groups=1)
+
+
+def test_min_groups_counts_the_tasks_that_contribute_to_each_figure() -> None:
+    """Thirty tasks, but only three with both a passing and a failing candidate: the within-task
+    figures come from three groups and get no CI; false praise (every task fails) gets one."""
+    rows = []
+    for t in range(30):
+        for c in range(3):
+            passed = 1.0 if (t < 3 and c == 0) else 0.0
+            cid = f"t{t}c{c}"
+            rows.append(row(f"t{t}", cid, "tests", "execution", passed))
+            rows.append(row(f"t{t}", cid, "judge", "ruler", round(0.1 * ((t + c) % 10), 1)))
+    scores = pl.DataFrame(rows, schema=SCORE_SCHEMA)
+    truth = execution_truth(scores)
+    w = resample_weights(len(truth.tasks), 300, 0)
+    m = truth_metrics(candidate_scores(scores, "judge"), truth, 0.8, w, min_groups=5)
+    assert m["pairwise_accuracy_n_groups"] == 3 and m["top1_accuracy_n_groups"] == 3
+    assert m["pairwise_accuracy_ci_low"] is None
+    assert m["pairwise_accuracy_ci_reason"] == "n = 3 groups: too few for a CI (minimum 5)"
+    assert m["false_praise_rate_n_groups"] == 30 and m["false_praise_rate_ci_low"] is not None
+    assert m["mean_score_passing_n_groups"] == 3 and m["mean_score_passing_ci_low"] is None
+
+
+def test_undefined_resamples_are_counted_and_reported() -> None:
+    """17.2: a resample without a mixed task leaves pairwise accuracy undefined; the count is
+    the number of weight rows with no weight on a mixed task (computed here independently)."""
+    rows = []
+    for t in range(10):
+        for c in range(3):
+            passed = 1.0 if t >= 2 or c == 0 else 0.0  # t0, t1 mixed; the others all pass
+            cid = f"t{t}c{c}"
+            rows.append(row(f"t{t}", cid, "tests", "execution", passed))
+            rows.append(row(f"t{t}", cid, "judge", "ruler", round(0.3 * c + 0.05 * t, 2)))
+    scores = pl.DataFrame(rows, schema=SCORE_SCHEMA)
+    truth = execution_truth(scores)
+    w = resample_weights(len(truth.tasks), 1000, 1)
+    m = truth_metrics(candidate_scores(scores, "judge"), truth, 0.8, w, min_groups=2)
+    mixed = [truth.tasks.index(f"t{t}") for t in range(2)]
+    assert m["pairwise_accuracy_n_groups"] == 2
+    expected = int((w[:, mixed].sum(axis=1) == 0).sum())
+    assert 60 < expected < 160  # (8/10)^10 = 0.107 of the resamples
+    assert m["pairwise_accuracy_undefined_resamples"] == expected
+    assert m["top1_accuracy_undefined_resamples"] == expected
+    assert m["false_praise_rate_undefined_resamples"] == expected  # no failing candidate either
+    assert m["roc_auc_undefined_resamples"] == expected
+    assert m["mean_score_passing_undefined_resamples"] == 0
+    text = fmt_ci(m, "pairwise_accuracy")
+    assert text.endswith(f"({expected} of 1000 resamples undefined)") and " [" in text
+
+
+def test_percentile_ci_by_hand_and_the_rule_text() -> None:
+    ci = percentile_ci([np.nan, 1.0, 2.0, None, 3.0, 4.0, np.inf], n_groups=7, min_groups=5)
+    # linear interpolation over the 4 defined draws: 1 + 0.025 * 3 and 4 - 0.025 * 3
+    assert (ci.low, ci.high) == (pytest.approx(1.075), pytest.approx(3.925))
+    assert ci.undefined_resamples == 3 and ci.reason is None and ci.n_groups == 7
+    assert too_few_groups(4, 5) == "n = 4 groups: too few for a CI (minimum 5)"
+    assert too_few_groups(1, 5) == "n = 1 group: too few for a CI (minimum 5)"
+    assert too_few_groups(5, 5) is None
+    none = percentile_ci([0.1, 0.2], n_groups=4, min_groups=5)
+    assert not none.valid and none.undefined_resamples is None and "n = 4" in str(none.reason)
+    assert percentile_ci([np.nan, np.nan], 9, 5).reason == "undefined in every one of 2 resamples"
+    assert not Interval(None, None, "x", 2).excludes(0.5)
+    assert Interval(0.6, 0.9, None, 9).excludes(0.5)
+
+
+def test_cluster_ci_matches_scipy_bootstrap_percentile() -> None:
+    """An independent reference: scipy's percentile bootstrap of a mean over 60 groups."""
+    from scipy.stats import bootstrap
+
+    values = np.random.default_rng(4).beta(2, 3, size=60)
+    ours = cluster_interval(values.size, lambda idx: float(values[idx].mean()), 4000, 0)
+    ref = bootstrap(
+        (values,), np.mean, n_resamples=4000, method="percentile", random_state=1
+    ).confidence_interval
+    assert ours.low == pytest.approx(ref.low, abs=0.01)
+    assert ours.high == pytest.approx(ref.high, abs=0.01)
+
+
+def test_prose_claims_a_ranking_only_when_a_ci_excludes_chance() -> None:
+    """17.3: 'ranks passing code above failing code' needs a CI above 0.5."""
+    base = {"protocol": "rubric", "n_scored": 9, "n_rows": 9, "mean": 0.5, "median": 0.5}
+    truth = {"pairwise_accuracy": 0.9, "n_pairs": 12, "n_pair_groups": 2, "reasons": {}}
+
+    def lines(**ci: Any) -> str:
+        return " ".join(findings("j", {**base, "truth": {**truth, **ci}}))
+
+    no_ci = lines(pairwise_accuracy_ci_reason=TOO_FEW, pairwise_accuracy_n_groups=2)
+    assert "ranks passing code above" not in no_ci and "ABOVE" not in no_ci
+    assert f"no ranking claim without a CI: pairwise accuracy 0.900 ({TOO_FEW})" in no_ci
+    above = lines(pairwise_accuracy_ci_low=0.6, pairwise_accuracy_ci_high=0.95)
+    assert "ranks passing code above failing code: pairwise accuracy 0.900 [0.600" in above
+    chance = lines(pairwise_accuracy_ci_low=0.45, pairwise_accuracy_ci_high=0.95)
+    assert "cannot be told apart from chance" in chance
+    below = lines(pairwise_accuracy=0.2, pairwise_accuracy_ci_low=0.1,
+                  pairwise_accuracy_ci_high=0.4)  # fmt: skip
+    assert "ranks failing code ABOVE passing code" in below
+
+
+def _hand_z(cand: pl.DataFrame) -> dict[str, float]:
+    out = {}
+    for task in cand["task_id"].unique().to_list():
+        part = cand.filter((pl.col("task_id") == task) & pl.col("score").is_not_null())
+        s = part["score"].to_numpy()
+        sd = s.std()  # population std, as GRPO
+        z = (s - s.mean()) / sd if sd > 0 else np.zeros_like(s)
+        out.update(zip(part["candidate_id"].to_list(), z.tolist(), strict=True))
+    return out
+
+
+def test_group_judge_within_task_figures_and_standardised_scores() -> None:
+    """17.4: tied pairs by hand; standardised ROC-AUC against sklearn on hand z-scores; a
+    per-task offset moves pooled ROC-AUC but no within-task or standardised figure."""
+    scores = fixture_scores()
+    truth = execution_truth(scores)
+    cand = candidate_scores(scores, "judge")
+    m = truth_metrics(cand, truth, 0.8)
+    # within-task pairs: A (a1,a3) tie, (a1,a4), (a2,a3), (a2,a4); B (b1,b2), (b1,b3)
+    assert m["tied_pair_share"] == pytest.approx(1 / 6) and m["n_tied_pairs"] == 1
+    z = _hand_z(cand)
+    ids = list(TRUTH)
+    y = [TRUTH[c] for c in ids]
+    assert m["roc_auc_standardised"] == pytest.approx(roc_auc_score(y, [z[c] for c in ids]))
+    fails = [c for c in ids if TRUTH[c] == 0.0]
+    assert m["false_praise_rate_standardised"] == pytest.approx(np.mean([z[c] > 0 for c in fails]))
+    shifted = cand.with_columns(
+        pl.when(pl.col("task_id") == "B").then(pl.col("score") - 0.5).otherwise(pl.col("score"))
+    )
+    s = truth_metrics(shifted, truth, 0.8)
+    assert s["roc_auc"] != pytest.approx(m["roc_auc"])  # the absolute scale moved
+    for key in ("pairwise_accuracy", "top1_accuracy", "tied_pair_share", "roc_auc_standardised",
+                "false_praise_rate_standardised"):  # fmt: skip
+        assert s[key] == pytest.approx(m[key]), key
+
+
+def test_report_headlines_group_judges_within_task(tmp_path: Path) -> None:
+    metrics = run_analysis(
+        fixture_tasks(), fixture_rollouts(), fixture_scores(), SETTINGS, tmp_path
+    )
+    md = (tmp_path / "report.md").read_text()
+    header = md.split("## Headline", 1)[1].split("\n")[2]
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    assert columns[3:6] == [
+        "pairwise acc. (within task)",
+        "top-1 acc. (within task)",
+        "tied pairs (within task)",
+    ]
+    assert "ROC-AUC (pooled, absolute scale)" in columns
+    assert "false praise (score ≥ threshold, absolute scale)" in columns
+    judge = findings("judge", metrics["evaluators"]["judge"])
+    assert judge[0].startswith("no ranking claim") and judge[1].startswith("within tasks")
+    assert any("(absolute scale)" in line and "praises failing" in line for line in judge)
+    rubric = findings("rub", metrics["evaluators"]["rub"])
+    assert not any("absolute scale" in line for line in rubric)  # pointwise: absolute is fine
+
+
+def test_scores_schema_rejects_a_candidate_id_under_two_tasks() -> None:
+    """Issue 17.15: truth is joined to judge scores on candidate_id alone, so the schema makes
+    that join safe: one candidate_id, one task."""
+    from judgelab.errors import TableError
+
+    rows = [row("A", "x1", "tests", "execution", 1.0), row("B", "x1", "tests", "execution", 0.0)]
+    with pytest.raises(TableError, match="candidate_id under more than one task_id"):
+        validate(pl.DataFrame(rows, schema=SCORE_SCHEMA), ScoresSchema, "scores")
+    validate(fixture_scores(), ScoresSchema, "scores")  # distinct ids pass

@@ -22,7 +22,15 @@ def test_help_everywhere() -> None:
     root = typer.main.get_command(app)
     paths = command_paths(root)
     names = {" ".join(p) for p in paths}
-    for expected in ("serve", "doctor", "ui prefect", "ui mlflow", "validate scores", "pipeline"):
+    for expected in (
+        "serve",
+        "doctor",
+        "ui prefect",
+        "ui mlflow",
+        "validate scores",
+        "pipeline",
+        "power",
+    ):
         assert expected in names
     runner = CliRunner()
     for path in paths:

@@ -626,3 +626,20 @@ def test_raw_control_characters_in_json_strings_are_tolerated() -> None:
     }
     assert normalize_json('{"score": 1}') == '{"score": 1}'
     assert normalize_json("not json {") == "not json {"
+
+
+def test_a_call_outside_judge_call_gets_a_complete_context(server: OpenAIServer) -> None:
+    """Issue 17.15: litellm called directly (no judge_call) still reaches the endpoint; the
+    fallback context once passed 5 of its 6 fields and raised TypeError."""
+    import asyncio
+
+    import litellm
+
+    from judgelab.evaluators.transport import register_endpoint
+
+    server.add({"content": "plain reply"})
+    model = register_endpoint(endpoint(server, "none"))
+    reply = asyncio.run(
+        litellm.acompletion(model=model, messages=[{"role": "user", "content": "hi"}])
+    )
+    assert reply.choices[0].message.content == "plain reply"

@@ -25,6 +25,7 @@ from judgelab.analysis.agreement import (
 )
 from judgelab.analysis.bias import perturbation_bias, position_bias, self_preference
 from judgelab.analysis.probes import calibration
+from judgelab.analysis.truth import resample_weights
 from judgelab.probes.run import PROBE_COLUMNS
 
 SEEDS = range(8)
@@ -95,6 +96,29 @@ def test_top_choice_and_repeat_stability() -> None:
     assert top_choice([0.9, 0.9, 0.3]) == -1  # a tied top is no preference
     # Shi et al.: per instance, the modal choice's share; mean over instances.
     assert repeat_stability([[0, 0, 1], [2, 2, 2], [1]]) == pytest.approx((2 / 3 + 1) / 2)
+
+
+def test_with_ci_needs_min_groups_and_counts_undefined_resamples() -> None:
+    """17.1 and 17.2 for every probe figure: two groups give no CI, and resamples where the
+    statistic is undefined are counted (here: those that never draw group 0)."""
+    values = np.array([0.1, 0.4, 0.35, 0.8, 0.6, 0.2])
+
+    def mean(idx: np.ndarray) -> float:
+        return float(values[idx].mean())
+
+    two = with_ci("m", 2, mean, 500, 3)
+    assert two["m"] == pytest.approx(0.25) and two["m_ci_low"] is None
+    assert two["m_ci_reason"] == "n = 2 groups: too few for a CI (minimum 5)"
+    assert two["m_n_groups"] == 2 and two["m_undefined_resamples"] is None
+    assert with_ci("m", 2, mean, 500, 3, min_groups=2)["m_ci_low"] is not None
+
+    def needs_group_0(idx: np.ndarray) -> float | None:
+        return float(values[idx].mean()) if 0 in idx else None
+
+    out = with_ci("m", values.size, needs_group_0, 500, 3)
+    weights = resample_weights(values.size, 500, 3)
+    assert out["m_undefined_resamples"] == int((weights[:, 0] == 0).sum()) > 0
+    assert out["m_ci_low"] is not None
 
 
 def test_cluster_ci_brackets_the_point_and_is_deterministic() -> None:
@@ -327,7 +351,9 @@ def test_calibration_matches_sklearn_and_definitions() -> None:
         credit += [1.0 if good > by_cand[f"g{g}c{c}"] else 0.5 if good == by_cand[f"g{g}c{c}"]
                    else 0.0 for c in range(1, 5)]  # fmt: skip
     assert out["pairwise_accuracy"] == pytest.approx(np.mean(credit))
-    assert out["roc_auc_ci_low"] <= out["roc_auc"] <= out["roc_auc_ci_high"]
+    # four groups: the value and its n, no CI (issue 17.1: minimum 5 groups)
+    assert out["roc_auc_ci_low"] is None and out["roc_auc_n_groups"] == 4
+    assert out["roc_auc_ci_reason"] == "n = 4 groups: too few for a CI (minimum 5)"
 
 
 def test_groups_of_different_sizes_all_count() -> None:

@@ -51,6 +51,7 @@ from tests.support.biased_judge import (  # noqa: E402
 )
 
 TASKS = ["HumanEval/0", "HumanEval/13"]
+TOO_FEW = "n = 2 groups: too few for a CI (minimum 5)"
 BEHAVIOUR = {
     "slot-judge": ("slot", "alpha"),
     "length-judge": ("length", "beta"),
@@ -152,7 +153,9 @@ def test_slot_judge_is_caught_with_primacy_bias_of_the_right_size(probed: dict[s
     pos = probed["metrics"]["judges"]["ruler-slot-judge"]["position"]
     # Every swapped pair is won by whichever candidate is shown first: PF = -1, PC = 0.
     assert pos["preference_fairness"] == -1.0
-    assert pos["preference_fairness_ci_high"] == -1.0
+    # two tasks give four groups (calibration and self-preference): too few for a CI (17.1)
+    assert pos["preference_fairness_ci_high"] is None
+    assert pos["preference_fairness_ci_reason"] == TOO_FEW.replace("2", "4")
     assert pos["pairwise_consistency"] == 0.0
     assert pos["position_consistency"] == 0.0
     assert pos["n_primacy_preferred"] == pos["n_swapped_pairs"] > 0
@@ -186,7 +189,7 @@ def test_length_judge_is_position_fair_but_rewards_padding(probed: dict[str, Any
     assert comments["delta_treated"] == pytest.approx(pad, abs=1e-6)
     assert comments["delta_control"] == pytest.approx(0.0, abs=1e-6)
     assert comments["effect"] == pytest.approx(pad, abs=1e-6)
-    assert comments["effect_ci_low"] > 0
+    assert comments["effect_ci_low"] is None and comments["effect_ci_reason"] == TOO_FEW
     assert comments["robustness_rate"] == 0.0
     # A reasoning opener leaves the code alone: this judge does not move.
     opener = j["perturbation"]["opener"]
@@ -202,7 +205,7 @@ def test_self_judge_self_and_family_gaps(probed: dict[str, Any]) -> None:
     sp = m["judges"]["ruler-self-judge"]["self_preference"]
     assert sp["self_gap"] == pytest.approx(SELF_OWN - SELF_OTHER)
     assert sp["family_gap"] == pytest.approx(SELF_FAMILY - SELF_OTHER)
-    assert sp["self_gap_ci_low"] == pytest.approx(SELF_OWN - SELF_OTHER)
+    assert sp["self_gap_ci_low"] is None and sp["self_gap_ci_reason"] == TOO_FEW
     # The unbiased-for-self judges show no self gap (the length judge: same code for all).
     assert m["judges"]["ruler-length-judge"]["self_preference"]["self_gap"] == pytest.approx(
         0.0, abs=0.01
@@ -226,6 +229,7 @@ def test_deterministic_judges_are_repeat_stable_and_outputs_written(
     assert again == probed["metrics"]  # deterministic, bootstrap included
     report = (out / "report.md").read_text()
     assert "ruler-slot-judge" in report and "Krippendorff" in report
+    assert f"({TOO_FEW})" in report and "[" not in report.split("## Comparison")[1].split("##")[0]
 
 
 def run_probe_command(project: Path, params: dict[str, Any]) -> subprocess.CompletedProcess:

@@ -91,3 +91,31 @@ def test_pipeline_evaluator_and_training_runs(
     alarm = client.get_metric_history(trained.info.run_id, "reward_hacking")
     assert [m.step for m in alarm if m.value == 1.0] == [3]
     assert trained.data.metrics["summary.reward_hacking_epochs"] == 1
+
+
+def test_a_figure_without_a_ci_logs_its_value_and_n_not_a_ci(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 17.1: two tasks give no CI, so MLflow gets the value and its n, no ci_low/high."""
+    import polars as pl
+
+    from judgelab.analysis import compute_metrics
+    from tests.unit.test_analysis import fixture_rollouts, fixture_scores, fixture_tasks
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("JUDGELAB_ROOT", str(tmp_path))
+    settings = load_settings(ROOT / "params.yaml")
+    names = {"tests": "execution", "judge": "ruler-qwen-1.5b"}
+    scores = fixture_scores().with_columns(pl.col("evaluator").replace(names))
+    metrics = compute_metrics(fixture_tasks(), fixture_rollouts(), scores, settings.analysis)
+    (tmp_path / "analysis").mkdir()
+    log_pipeline_run(settings, metrics, tmp_path / "analysis", scores_run_id="r2",
+                     latency={}, lock_path=tmp_path / "no-dvc.lock")  # fmt: skip
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name(settings.tracking.experiment)
+    runs = client.search_runs([exp.experiment_id], "tags.evaluator = 'ruler-qwen-1.5b'")
+    logged = runs[0].data.metrics
+    assert logged["truth.pairwise_accuracy"] == pytest.approx(2.5 / 6, abs=1e-6)
+    assert logged["truth.pairwise_accuracy_n_groups"] == 2
+    assert not [k for k in logged if "_ci_low" in k or "_ci_high" in k]

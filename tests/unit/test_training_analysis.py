@@ -16,7 +16,7 @@ JUDGES = ("execution", "ruler-qwen-1.5b")
 
 def test_training_metrics_table_and_alarm(tmp_path: Path) -> None:
     write_training_histories(tmp_path, JUDGES)
-    metrics = training.training_metrics(tmp_path, AnalysisSettings(bootstrap=500))
+    metrics = training.training_metrics(tmp_path, AnalysisSettings(bootstrap=500, min_ci_groups=2))
     assert set(metrics) == set(JUDGES)
     m = metrics["execution"]
     # rewards 0.2+0.1e and 0.4+0.1e over e = 0..4, each 0.1 higher at e = 3
@@ -73,3 +73,16 @@ def test_heldout_choice_is_reported(tmp_path: Path) -> None:
     md = "\n".join(training.markdown_section({"training": metrics}))
     assert "HumanEval/3 (0.50)" in md and "pool of 3" in md
     assert "HumanEval/2 filled in (too few tasks of the pool were mixed)" in md
+
+
+def test_heldout_ci_needs_min_groups_and_prose_claims_no_change(tmp_path: Path) -> None:
+    """17.1 and 17.3: two held-out tasks give no CI, and the finding claims no change."""
+    write_training_histories(tmp_path, JUDGES)
+    metrics = training.training_metrics(tmp_path, AnalysisSettings(bootstrap=500))
+    held = metrics["execution"]["heldout"]
+    assert (held["base"], held["final"], held["delta"]) == (1.0, 0.5, -0.5)
+    assert held["base_ci"] is None and held["final_ci"] is None and held["delta_ci"] is None
+    assert held["ci_reason"] == "n = 2 groups: too few for a CI (minimum 5)"
+    md = "\n".join(training.markdown_section({"training": metrics}))
+    assert "-50 pp (n = 2 groups: too few for a CI (minimum 5))" in md
+    assert "no change can be claimed" in md and "the CI includes 0" not in md

@@ -5,10 +5,11 @@ that fails its tests.
 (judgelab.schemas), computes per-evaluator statistics (`stats`) and metrics against execution
 truth (`truth`), and writes, atomically (judgelab.io):
 
-- `out_dir/metrics.json`: `{"evaluators": {name: {...stats, "truth": {...}}}, "n_tasks",
-  "n_candidates", "n_score_rows", "execution_truth": {...}, "settings": {...}}`. Deterministic for
-  identical inputs and settings: sorted keys, floats rounded to 6 decimals, NaN written as null,
-  no timings or wall-clock values (latency goes to the report only).
+- `out_dir/metrics.json`: `{"evaluators": {name: {...stats, "truth": {...}}}, "power": {...},
+  "n_tasks", "n_candidates", "n_score_rows", "execution_truth": {...}, "settings": {...}}`
+  (`power`: `analysis.power`, how many tasks it takes to rank each pair of judges).
+  Deterministic for identical inputs and settings: sorted keys, floats rounded to 6 decimals,
+  NaN written as null, no timings or wall-clock values (latency goes to the report only).
 - `out_dir/plots/*.csv` (for `dvc plots`) and `out_dir/plots/png/*.png` (`plots`).
 - `out_dir/report.md` and a self-contained `out_dir/report.html` (`report`).
 
@@ -27,6 +28,7 @@ import polars as pl
 from judgelab.analysis import training
 from judgelab.analysis.panels import bias_section
 from judgelab.analysis.plots import write_csv, write_plots
+from judgelab.analysis.power import power_analysis
 from judgelab.analysis.report import render_html, render_markdown, worst_false_praise
 from judgelab.analysis.stats import evaluator_stats, latency_summary
 from judgelab.analysis.truth import (
@@ -76,11 +78,19 @@ def compute_metrics(
     weights = resample_weights(len(truth.tasks), settings.bootstrap, settings.seed)
     for name, ev in evaluators.items():
         ev["truth"] = truth_metrics(
-            candidate_scores(scores, name), truth, settings.praise_threshold, weights
+            candidate_scores(scores, name),
+            truth,
+            settings.praise_threshold,
+            weights,
+            min_groups=settings.min_ci_groups,
         )
+    power = power_analysis(
+        scores, truth, evaluators, settings.power, weights, settings.min_ci_groups
+    )
     return clean_json(
         {
             "evaluators": evaluators,
+            "power": power,
             "n_tasks": tasks.height,
             "n_candidates": rollouts.height,
             "n_score_rows": scores.height,

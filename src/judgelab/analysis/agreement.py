@@ -16,11 +16,13 @@ Contract (pure numpy; nothing here reads files):
   verdict of "no preference", never resolved by position.
 - `repeat_stability(choices)`: Shi et al. (2024) repetition stability: for each instance, the
   share of repeats that give the instance's most frequent choice; the mean over instances.
-- `cluster_ci(n_clusters, statistic, n_boot, seed)`: 95 % percentile CI of `statistic(idx)`
-  (idx: cluster indices drawn with replacement) using the resample counts of
+- `cluster_interval(n_clusters, statistic, n_boot, seed, min_groups)`: 95 % percentile CI of
+  `statistic(idx)` (idx: cluster indices drawn with replacement) using the resample counts of
   `judgelab.analysis.truth.resample_weights`, so every probe and the truth metrics share one
-  bootstrap scheme. Draws where the statistic is undefined (None/NaN) are dropped. With fewer
-  than two clusters there is no CI (None): resampling one group only repeats it.
+  bootstrap scheme, under the one minimum-clusters rule (`stats.too_few_groups`: no CI from
+  fewer than `analysis.min_ci_groups` clusters). Draws where the statistic is undefined
+  (None/NaN) are left out of the quantiles and counted (`undefined_resamples`).
+  `cluster_ci` is its (low, high) pair; `with_ci` the point value with `Interval.fields`.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from judgelab.analysis.truth import CI_LEVEL, resample_weights
+from judgelab.analysis.stats import MIN_CI_GROUPS, Interval, no_interval, percentile_ci
+from judgelab.analysis.truth import resample_weights
 
 
 def _finite_or_none(x: float) -> float | None:
@@ -100,27 +103,32 @@ def repeat_stability(choices: Sequence[Sequence[object]]) -> float | None:
     return float(np.mean(shares)) if shares else None
 
 
+def cluster_interval(
+    n_clusters: int,
+    statistic: Callable[[np.ndarray], float | None],
+    n_boot: int,
+    seed: int,
+    min_groups: int = MIN_CI_GROUPS,
+) -> Interval:
+    """95 % percentile CI of `statistic` under a cluster bootstrap (see module docstring)."""
+    if n_clusters < min_groups or n_boot == 0:  # no resampling needed to say why
+        return percentile_ci(None, n_clusters, min_groups)
+    weights = resample_weights(n_clusters, n_boot, seed).astype(int)
+    base = np.arange(n_clusters)
+    draws = [statistic(np.repeat(base, row)) for row in weights]
+    return percentile_ci(draws, n_clusters, min_groups)
+
+
 def cluster_ci(
     n_clusters: int,
     statistic: Callable[[np.ndarray], float | None],
     n_boot: int,
     seed: int,
+    min_groups: int = MIN_CI_GROUPS,
 ) -> tuple[float | None, float | None]:
-    """95 % percentile CI of `statistic` under a cluster bootstrap (see module docstring)."""
-    if n_clusters < 2 or n_boot == 0:
-        return None, None  # one group says nothing about group-to-group variation
-    weights = resample_weights(n_clusters, n_boot, seed).astype(int)
-    base = np.arange(n_clusters)
-    draws = []
-    for row in weights:
-        value = statistic(np.repeat(base, row))
-        if value is not None and np.isfinite(value):
-            draws.append(value)
-    if not draws:
-        return None, None
-    alpha = (1.0 - CI_LEVEL) / 2.0
-    low, high = np.quantile(np.asarray(draws, dtype=float), [alpha, 1.0 - alpha])
-    return float(low), float(high)
+    """(low, high) of `cluster_interval`; (None, None) without a CI."""
+    interval = cluster_interval(n_clusters, statistic, n_boot, seed, min_groups)
+    return interval.low, interval.high
 
 
 def with_ci(
@@ -129,11 +137,14 @@ def with_ci(
     statistic: Callable[[np.ndarray], float | None],
     n_boot: int,
     seed: int,
-) -> dict[str, float | None]:
-    """{name, name_ci_low, name_ci_high}: the point value on all clusters and its CI."""
+    min_groups: int = MIN_CI_GROUPS,
+) -> dict[str, float | int | str | None]:
+    """{name: the point value on all clusters} and `Interval.fields(name)`: its CI, or why
+    there is none, its n of clusters and the resamples where it was undefined."""
     value = statistic(np.arange(n_clusters)) if n_clusters else None
     value = _finite_or_none(value)
-    low, high = (
-        cluster_ci(n_clusters, statistic, n_boot, seed) if value is not None else (None, None)
-    )
-    return {name: value, f"{name}_ci_low": low, f"{name}_ci_high": high}
+    if value is None:
+        interval = no_interval("undefined on the full sample", n_clusters)
+    else:
+        interval = cluster_interval(n_clusters, statistic, n_boot, seed, min_groups)
+    return {name: value, **interval.fields(name)}

@@ -5,8 +5,10 @@
 Contract:
 - `bias_section(probes_metrics)` reads the probes' metrics JSON: `{"judges": {judge: {...}}}`
   or `{"evaluators": {...}}` (or a flat `{judge: {...}}`); every numeric leaf is a figure, and a
-  leaf `x` with siblings `x_ci_low`/`x_ci_high` gets those as its 95% CI. One table of figures
-  by judge and one bar panel per figure (bars per judge, CI whiskers).
+  leaf `x` with siblings `x_ci_low`/`x_ci_high` gets those as its 95% CI; without them the
+  sibling `x_ci_reason` says why (`stats.Interval.fields`: its other siblings, `x_n_groups`
+  and `x_undefined_resamples`, describe the CI and are not figures). One table of figures by
+  judge and one bar panel per figure (bars per judge, CI whiskers).
 - Missing inputs are not an error: the section says "not run" and how to produce it.
 - It returns a `Section` with HTML (images as base64 PNG data URIs; every data string
   HTML-escaped) and Markdown; nothing is written to disk.
@@ -28,6 +30,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+
+from judgelab.analysis.stats import CI_SUFFIXES  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
@@ -68,17 +72,20 @@ def _not_run(title: str, how: str) -> Section:
 # ---------------------------------------------------------------------------- bias probes
 
 
-def _figures(obj: Any, prefix: str = "") -> dict[str, float]:
-    out: dict[str, float] = {}
+def _figures(obj: Any, prefix: str = "") -> dict[str, float | str]:
+    """Numeric leaves, and the `_ci_reason` strings that stand in for a missing CI."""
+    out: dict[str, float | str] = {}
     if isinstance(obj, dict):
         for key, value in obj.items():
             out.update(_figures(value, f"{prefix}{key}."))
     elif isinstance(obj, int | float) and not isinstance(obj, bool) and np.isfinite(obj):
         out[prefix[:-1]] = float(obj)
+    elif isinstance(obj, str) and prefix.endswith("_ci_reason."):
+        out[prefix[:-1]] = obj
     return out
 
 
-def read_probes(path: Path | None) -> dict[str, dict[str, float]]:
+def read_probes(path: Path | None) -> dict[str, dict[str, float | str]]:
     """{judge: {figure: value}} from the probes' metrics JSON; {} if absent or unreadable."""
     if path is None or not Path(path).is_file():
         return {}
@@ -94,23 +101,33 @@ def read_probes(path: Path | None) -> dict[str, dict[str, float]]:
     return {str(j): _figures(v) for j, v in sorted(judges.items()) if isinstance(v, dict)}
 
 
-def _with_ci(figures: dict[str, float]) -> dict[str, tuple[float, float | None, float | None]]:
-    out = {}
+Figure = tuple[float, float | None, float | None, str | None]  # value, low, high, no-CI reason
+
+
+def _with_ci(figures: dict[str, float | str]) -> dict[str, Figure]:
+    out: dict[str, Figure] = {}
     for key, value in figures.items():
-        if key.endswith(("_ci_low", "_ci_high")):
+        if key.endswith(CI_SUFFIXES) or isinstance(value, str):
             continue
-        out[key] = (value, figures.get(f"{key}_ci_low"), figures.get(f"{key}_ci_high"))
+        low, high = figures.get(f"{key}_ci_low"), figures.get(f"{key}_ci_high")
+        reason = figures.get(f"{key}_ci_reason")
+        out[key] = (
+            value,
+            low if isinstance(low, float) else None,
+            high if isinstance(high, float) else None,
+            reason if isinstance(reason, str) else None,
+        )
     return out
 
 
-def plot_bias(table: dict[str, dict[str, tuple[float, float | None, float | None]]]) -> str:
+def plot_bias(table: dict[str, dict[str, Figure]]) -> str:
     names = sorted({f for figs in table.values() for f in figs})[:MAX_BIAS_PANELS]
     judges = list(table)
     cols = min(4, max(1, len(names)))
     rows = max(1, -(-len(names) // cols))
     fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.6 * rows), squeeze=False)
     for ax, name in zip(axes.flat, names, strict=False):
-        vals = [table[j].get(name, (np.nan, None, None)) for j in judges]
+        vals = [table[j].get(name, (np.nan, None, None, None)) for j in judges]
         v = np.array([x[0] for x in vals], dtype=float)
         low = np.array([np.nan if x[1] is None else x[1] for x in vals], dtype=float)
         high = np.array([np.nan if x[2] is None else x[2] for x in vals], dtype=float)
@@ -139,11 +156,12 @@ def bias_section(probes_metrics: Path | None) -> Section:
     names = sorted({f for figs in table.values() for f in figs})
 
     def cell(judge: str, name: str) -> str:
-        value, low, high = table[judge].get(name, (None, None, None))
+        value, low, high, reason = table[judge].get(name, (None, None, None, None))
         if value is None:
             return "n/a"
-        ci = f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else ""
-        return f"{value:.3f}{ci}"
+        if low is not None and high is not None:
+            return f"{value:.3f} [{low:.3f}, {high:.3f}]"
+        return f"{value:.3f} ({reason})" if reason else f"{value:.3f}"
 
     judges = list(table)
     h = [f"<h2>{_e(title)}</h2>", '<table id="bias"><thead><tr><th>figure</th>']

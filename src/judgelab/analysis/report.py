@@ -11,6 +11,13 @@ Contract:
 - In report.md, model-generated text sits inside code fences longer than any backtick run in
   it, so it cannot break out of the fence.
 - Latency appears here only: timings differ between identical runs, so never in metrics.json.
+- A figure shows its CI, or, without one, why (`<figure>_ci_reason`: "n = 2 groups: too few
+  for a CI (minimum 5)"); resamples in which it was undefined are shown beside the CI. Prose
+  calls a ranking or a difference real only when a valid CI excludes the null value; without
+  a CI it says that no claim can be made.
+- Group judges (`GROUP_PROTOCOLS`: RULER) are headlined by within-task figures; pooled ROC-AUC,
+  the praise threshold and mean scores are labelled absolute-scale, with their within-task
+  standardised versions beside them.
 """
 
 from __future__ import annotations
@@ -27,7 +34,9 @@ import polars as pl
 
 from judgelab.analysis import training as training_report
 from judgelab.analysis.panels import Section
-from judgelab.analysis.truth import Truth
+from judgelab.analysis.power import power_html, power_markdown
+from judgelab.analysis.stats import Interval
+from judgelab.analysis.truth import GROUP_PROTOCOLS, Truth
 
 logger = logging.getLogger(__name__)
 
@@ -68,22 +77,49 @@ def _n(count: Any, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
+def interval(t: dict[str, Any], key: str) -> Interval:
+    """The CI of figure `key` as `stats.Interval`, read back from a metrics dict."""
+    return Interval(
+        t.get(f"{key}_ci_low"),
+        t.get(f"{key}_ci_high"),
+        t.get(f"{key}_ci_reason"),
+        t.get(f"{key}_n_groups") or 0,
+        t.get(f"{key}_undefined_resamples"),
+    )
+
+
 def fmt_ci(t: dict[str, Any], key: str, pct: bool = False) -> str:
-    """`0.720 [0.610, 0.830]`, or the value alone without a CI, or n/a."""
+    """`0.720 [0.610, 0.830]` (with `(37 of 1000 resamples undefined)` when some were), or
+    `0.750 (n = 2 groups: too few for a CI (minimum 5))`, or the value alone, or n/a."""
     f = fmt_pct if pct else fmt_num
     value = t.get(key)
     if value is None:
         return NA
-    low, high = t.get(f"{key}_ci_low"), t.get(f"{key}_ci_high")
-    if low is None or high is None:
-        return f(value)
-    return f"{f(value)} [{f(low)}, {f(high)}]"
+    ci = interval(t, key)
+    if not ci.valid:
+        return f"{f(value)} ({ci.reason})" if ci.reason else f(value)
+    text = f"{f(value)} [{f(ci.low)}, {f(ci.high)}]"
+    if ci.undefined_resamples:
+        total = t.get("n_bootstrap")
+        of = f" of {total}" if total else ""
+        text += f" ({ci.undefined_resamples}{of} resamples undefined)"
+    return text
 
 
 HEADLINE_COLUMNS = (
     "evaluator",
     "protocol",
     "scored",
+    "pairwise acc. (within task)",
+    "top-1 acc. (within task)",
+    "tied pairs (within task)",
+    "ROC-AUC (pooled, absolute scale)",
+    "ROC-AUC (within-task standardised)",
+    "false praise (score ≥ threshold, absolute scale)",
+    "false praise (standardised score > 0)",
+)
+DISTRIBUTION_COLUMNS = (
+    "evaluator",
     "mean",
     "median",
     "std",
@@ -91,10 +127,6 @@ HEADLINE_COLUMNS = (
     "unscored",
     "judge failures",
     "out of range",
-    "ROC-AUC",
-    "pairwise acc.",
-    "top-1 acc.",
-    "false praise",
 )
 
 
@@ -108,69 +140,113 @@ def headline_rows(evaluators: dict[str, dict[str, Any]]) -> list[list[str]]:
                 name,
                 str(ev.get("protocol") or NA),
                 f"{ev['n_scored']}/{ev['n_rows']}",
-                fmt_num(ev.get("mean")),
-                fmt_num(ev.get("median")),
-                fmt_num(ev.get("std")),
-                fmt_num(ev.get("iqr")),
-                fmt_pct(ev.get("unscored_rate")),
-                fmt_pct(ev.get("judge_failure_rate")),
-                fmt_pct(ev.get("out_of_range_rate")),
-                fmt_ci(t, "roc_auc"),
                 fmt_ci(t, "pairwise_accuracy"),
                 fmt_ci(t, "top1_accuracy"),
+                fmt_ci(t, "tied_pair_share", pct=True),
+                fmt_ci(t, "roc_auc"),
+                fmt_ci(t, "roc_auc_standardised"),
                 fmt_ci(t, "false_praise_rate", pct=True),
+                fmt_ci(t, "false_praise_rate_standardised", pct=True),
             ]
         )
     return rows
 
 
+def distribution_rows(evaluators: dict[str, dict[str, Any]]) -> list[list[str]]:
+    return [
+        [
+            name,
+            fmt_num(ev.get("mean")),
+            fmt_num(ev.get("median")),
+            fmt_num(ev.get("std")),
+            fmt_num(ev.get("iqr")),
+            fmt_pct(ev.get("unscored_rate")),
+            fmt_pct(ev.get("judge_failure_rate")),
+            fmt_pct(ev.get("out_of_range_rate")),
+        ]
+        for name, ev in sorted(evaluators.items())
+    ]
+
+
 # ---------------------------------------------------------------------------- findings
 
 
+def ranking_verdict(t: dict[str, Any]) -> str:
+    """What pairwise accuracy says about ranking passing above failing code: a direction only
+    when its CI excludes chance (0.5); otherwise that none can be claimed, and why."""
+    ci = interval(t, "pairwise_accuracy")
+    if not ci.valid:  # the figure beside it says why (fmt_ci)
+        return "no ranking claim without a CI"
+    if ci.high < 0.5:  # type: ignore[operator]
+        return "ranks failing code ABOVE passing code"
+    if ci.low > 0.5:  # type: ignore[operator]
+        return "ranks passing code above failing code"
+    return "cannot be told apart from chance at ranking passing vs failing code"
+
+
 def findings(name: str, ev: dict[str, Any]) -> list[str]:
-    """Short plain-language findings about one evaluator, worst news first."""
+    """Short plain-language findings about one evaluator, worst news first; a group judge's
+    within-task figures first and its absolute-scale ones labelled as such."""
     out: list[str] = []
     t = ev.get("truth", {})
     thr = t.get("praise_threshold")
-    if ev.get("protocol") == "execution":
+    judged = ev.get("protocol") != "execution"
+    group = ev.get("protocol") in GROUP_PROTOCOLS
+    scale = " (absolute scale)" if group else ""
+    if not judged:
         out.append("execution truth itself: runs the candidate against its tests.")
-    fp = t.get("false_praise_rate")
-    if fp is not None and ev.get("protocol") != "execution":
-        n_fail = t.get("n_failing", 0)
-        share = f"{fmt_pct(fp)} of failing candidates ({t.get('n_false_praise')} of {n_fail})"
-        if fp >= 0.2:
-            out.append(f"praises failing code: {share} scored >= {thr:g}.")
-        elif fp > 0:
-            out.append(f"sometimes praises failing code: {share} scored >= {thr:g}.")
-        else:
-            out.append(
-                f"never praised failing code: none of {_n(n_fail, 'failing candidate')} "
-                f"scored >= {thr:g}."
-            )
     pa = t.get("pairwise_accuracy")
-    if pa is not None and ev.get("protocol") != "execution":
-        low, high = t.get("pairwise_accuracy_ci_low"), t.get("pairwise_accuracy_ci_high")
-        verdict = "ranks passing code above failing code"
-        if high is not None and high < 0.5:
-            verdict = "ranks failing code ABOVE passing code"
-        elif low is not None and high is not None and low <= 0.5 <= high:
-            verdict = "cannot be told apart from chance at ranking passing vs failing code"
-        out.append(
-            f"{verdict}: pairwise accuracy {fmt_ci(t, 'pairwise_accuracy')} over "
+    ranking: list[str] = []
+    if pa is not None and judged:
+        ranking.append(
+            f"{ranking_verdict(t)}: pairwise accuracy {fmt_ci(t, 'pairwise_accuracy')} over "
             f"{_n(t.get('n_pairs'), 'pair')} in {_n(t.get('n_pair_groups'), 'task')} "
             "(0.5 = chance)."
         )
+        if group:
+            ranking.append(
+                f"within tasks: top-1 accuracy {fmt_ci(t, 'top1_accuracy')}; "
+                f"{t.get('n_tied_pairs')} of {_n(t.get('n_pairs'), 'pair')} tied "
+                f"({fmt_ci(t, 'tied_pair_share', pct=True)})."
+            )
+    fp = t.get("false_praise_rate")
+    praise: list[str] = []
+    if fp is not None and judged:
+        n_fail = t.get("n_failing", 0)
+        share = (
+            f"{fmt_ci(t, 'false_praise_rate', pct=True)} of failing candidates "
+            f"({t.get('n_false_praise')} of {n_fail})"
+        )
+        if fp >= 0.2:
+            praise.append(f"praises failing code{scale}: {share} scored >= {thr:g}.")
+        elif fp > 0:
+            praise.append(f"sometimes praises failing code{scale}: {share} scored >= {thr:g}.")
+        else:
+            praise.append(
+                f"never praised failing code{scale}: none of {_n(n_fail, 'failing candidate')} "
+                f"scored >= {thr:g}."
+            )
+        if group and t.get("false_praise_rate_standardised") is not None:
+            praise.append(
+                "a group judge's scores mean something only inside a group; on within-task "
+                "standardised scores (GRPO's advantage) "
+                f"{fmt_ci(t, 'false_praise_rate_standardised', pct=True)} of failing candidates "
+                f"({t.get('n_false_praise_standardised')} of {n_fail}) score above their "
+                "task's mean, so training would push them up."
+            )
+    out += ranking + praise if group else praise + ranking
     gap = t.get("score_gap")
-    if gap is not None and ev.get("protocol") != "execution":
+    if gap is not None and judged:
         out.append(
-            f"mean score {fmt_num(t.get('mean_score_passing'))} for passing vs "
-            f"{fmt_num(t.get('mean_score_failing'))} for failing code (gap {gap:+.3f})."
+            f"mean score{scale} {fmt_num(t.get('mean_score_passing'))} for passing vs "
+            f"{fmt_num(t.get('mean_score_failing'))} for failing code "
+            f"(gap {fmt_ci(t, 'score_gap')})."
         )
     missing: dict[str, list[str]] = {}
     for key, why in sorted(t.get("reasons", {}).items()):
         if key in ("pairwise_accuracy", "false_praise_rate", "roc_auc"):
             missing.setdefault(why, []).append(key.replace("_", " "))
-    if ev.get("protocol") != "execution":
+    if judged:
         for why, keys in missing.items():
             out.append(f"no {', '.join(keys)}: {why}.")
     if ev.get("mean") is not None:
@@ -272,6 +348,11 @@ def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _md_table(columns: Sequence[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    return out + ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
+
+
 def _intro(metrics: dict[str, Any]) -> list[str]:
     tr = metrics.get("execution_truth", {})
     settings = metrics.get("settings", {})
@@ -290,8 +371,16 @@ def _intro(metrics: dict[str, Any]) -> list[str]:
     lines.append(
         f"Praise threshold {settings.get('praise_threshold')}; 95% CIs from "
         f"{settings.get('bootstrap')} cluster-bootstrap resamples of tasks (seed "
-        f"{settings.get('seed')}). An evaluator's candidate score is the mean of its scored "
-        "repeats."
+        f"{settings.get('seed')}), never from fewer than {settings.get('min_ci_groups')} "
+        "tasks that contribute to the figure: below that a figure shows its value and its n "
+        "instead. An evaluator's candidate score is the mean of its scored repeats."
+    )
+    lines.append(
+        "A group judge (RULER) scores a task's candidates relative to one another, so its "
+        "headline is within-task: pairwise accuracy over (passing, failing) pairs of a task, "
+        "top-1 accuracy, tied pairs. Pooled ROC-AUC and the praise threshold compare scores "
+        "across tasks on an absolute scale; their standardised versions first turn each "
+        "task's scores into z-scores (GRPO's advantage), which no per-task offset can move."
     )
     return lines
 
@@ -309,15 +398,15 @@ def render_markdown(
     evs = metrics.get("evaluators", {})
     out = ["# judgelab: evaluator audit", ""]
     out += [" ".join(_intro(metrics)), "", "## Headline", ""]
-    out.append("| " + " | ".join(HEADLINE_COLUMNS) + " |")
-    out.append("|" + "---|" * len(HEADLINE_COLUMNS))
-    for row in headline_rows(evs):
-        out.append("| " + " | ".join(_md_cell(c) for c in row) + " |")
+    out += _md_table(HEADLINE_COLUMNS, headline_rows(evs))
+    out += ["", "## Score distributions", ""]
+    out += _md_table(DISTRIBUTION_COLUMNS, distribution_rows(evs))
     out += ["", "## Findings", ""]
     for name in sorted(evs):
         out.append(f"### {_md_cell(name)}")
         out += [f"- {_md_cell(line)}" for line in findings(name, evs[name])]
         out.append("")
+    out += power_markdown(metrics.get("power") or {}, fmt_ci)
     out += training_report.markdown_section(metrics)
     out += [
         "## Latency",
@@ -368,6 +457,15 @@ def _e(text: Any) -> str:
     return html.escape("" if text is None else str(text), quote=True)
 
 
+def _html_table(table_id: str, columns: Sequence[str], rows: list[list[str]]) -> list[str]:
+    h = [f'<table id="{table_id}"><thead><tr>']
+    h += [f"<th>{_e(c)}</th>" for c in columns]
+    h.append("</tr></thead><tbody>")
+    h += ["<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows]
+    h.append("</tbody></table>")
+    return h
+
+
 def _data_uri(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
 
@@ -388,12 +486,10 @@ def render_html(
         "<h1>judgelab: evaluator audit</h1>",
     ]
     h += [f'<p class="note">{_e(line)}</p>' for line in _intro(metrics)]
-    h.append('<h2>Headline</h2><table id="headline"><thead><tr>')
-    h += [f"<th>{_e(c)}</th>" for c in HEADLINE_COLUMNS]
-    h.append("</tr></thead><tbody>")
-    for row in headline_rows(evs):
-        h.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>")
-    h.append("</tbody></table>")
+    h.append("<h2>Headline</h2>")
+    h += _html_table("headline", HEADLINE_COLUMNS, headline_rows(evs))
+    h.append("<h2>Score distributions</h2>")
+    h += _html_table("distributions", DISTRIBUTION_COLUMNS, distribution_rows(evs))
     h.append("<h2>Findings</h2>")
     for name in sorted(evs):
         h.append(f"<h3>{_e(name)}</h3><ul>")
@@ -401,6 +497,7 @@ def render_html(
             cls = ' class="bad"' if line.startswith(("praises failing", "ranks failing")) else ""
             h.append(f"<li{cls}>{_e(line)}</li>")
         h.append("</ul>")
+    h += power_html(metrics.get("power") or {}, fmt_ci, _e)
     h += training_report.html_section(metrics, _e)
     h.append(
         "<h2>Latency</h2><table><thead><tr><th>evaluator</th><th>rows</th><th>mean s</th>"

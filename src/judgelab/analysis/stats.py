@@ -20,23 +20,110 @@ Contract:
   with each category's count and its share of the unscored rows.
 - An evaluator with no scored rows yields nulls for every distribution statistic and a
   `reason` saying why; it never raises.
+
+Bootstrap CIs (one rule for every figure: truth metrics, agreement, probes, held-out pass rate):
+- `too_few_groups(n_groups, min_groups)` is the minimum-clusters rule: a figure computed over
+  fewer than `analysis.min_ci_groups` independent groups gets no CI, only its value and
+  "n = 2 groups: too few for a CI (minimum 5)". With n groups a cluster bootstrap has only
+  C(2n-1, n) distinct resamples (3 for n = 2), so its "interval" is the range of the groups.
+- `percentile_ci(draws, n_groups, min_groups)` is the 95 % percentile CI of bootstrap draws
+  under that rule. A draw that is NaN/inf is a resample in which the figure is undefined (no
+  mixed pass/fail group, say): it is left out of the quantiles and *counted*
+  (`undefined_resamples`), never dropped in silence.
+- `Interval.fields(name)` is the one shape every metrics dict uses beside a figure `name`:
+  `name_ci_low`, `name_ci_high` (null without a CI), `name_ci_reason` (why there is none),
+  `name_n_groups` and `name_undefined_resamples` (null when no bootstrap ran).
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import polars as pl
 
+from judgelab.config import AnalysisSettings
 from judgelab.errors import JUDGE_CALL_FAILED, JUDGE_REPLY_ERROR
 
 logger = logging.getLogger(__name__)
 
 DISTRIBUTION_KEYS = ("mean", "median", "std", "q1", "q3", "iqr", "min", "max")
 REASON_MAX_CHARS = 60
+CI_LEVEL = 0.95
+# The configured default; a caller holding settings passes `analysis.min_ci_groups` instead.
+MIN_CI_GROUPS: int = AnalysisSettings.model_fields["min_ci_groups"].default
+CI_SUFFIXES = ("_ci_low", "_ci_high", "_ci_reason", "_n_groups", "_undefined_resamples")
+NO_BOOTSTRAP = "bootstrap disabled (bootstrap = 0)"
+
+
+def too_few_groups(n_groups: int, min_groups: int = MIN_CI_GROUPS) -> str | None:
+    """Why a figure over `n_groups` independent groups may not have a bootstrap CI, or None
+    when it may. The one minimum-clusters rule of judgelab (module docstring)."""
+    if n_groups >= min_groups:
+        return None
+    noun = "group" if n_groups == 1 else "groups"
+    return f"n = {n_groups} {noun}: too few for a CI (minimum {min_groups})"
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A figure's bootstrap CI, or the reason it has none, with what it was drawn from."""
+
+    low: float | None
+    high: float | None
+    reason: str | None  # None exactly when low/high are set
+    n_groups: int
+    undefined_resamples: int | None = None  # None: no bootstrap ran
+
+    @property
+    def valid(self) -> bool:
+        return self.low is not None and self.high is not None
+
+    def excludes(self, value: float) -> bool:
+        """True only when there is a CI and `value` lies outside it."""
+        return self.valid and not (self.low <= value <= self.high)  # type: ignore[operator]
+
+    def fields(self, name: str) -> dict[str, Any]:
+        return {
+            f"{name}_ci_low": self.low,
+            f"{name}_ci_high": self.high,
+            f"{name}_ci_reason": self.reason,
+            f"{name}_n_groups": self.n_groups,
+            f"{name}_undefined_resamples": self.undefined_resamples,
+        }
+
+
+def no_interval(reason: str, n_groups: int) -> Interval:
+    return Interval(None, None, reason, n_groups)
+
+
+def percentile_ci(
+    draws: np.ndarray | list[float | None] | None,
+    n_groups: int,
+    min_groups: int = MIN_CI_GROUPS,
+    level: float = CI_LEVEL,
+) -> Interval:
+    """Percentile CI of bootstrap `draws` (one per resample; NaN/inf/None = the figure was
+    undefined in that resample) of a figure over `n_groups` groups. None or no draws: no
+    bootstrap ran."""
+    why = too_few_groups(n_groups, min_groups)
+    if why:
+        return no_interval(why, n_groups)
+    arr = np.array([np.nan if d is None else d for d in (draws if draws is not None else [])])
+    arr = arr.astype(float)
+    if arr.size == 0:
+        return no_interval(NO_BOOTSTRAP, n_groups)
+    ok = np.isfinite(arr)
+    undefined = int(arr.size - ok.sum())
+    if not ok.any():
+        why = f"undefined in every one of {arr.size} resamples"
+        return Interval(None, None, why, n_groups, undefined)
+    alpha = (1.0 - level) / 2.0
+    low, high = (float(x) for x in np.quantile(arr[ok], [alpha, 1.0 - alpha]))
+    return Interval(low, high, None, n_groups, undefined)
 
 
 def reason_key(reason: str | None) -> str:

@@ -6,7 +6,9 @@ verdict). Per judge:
 
 - the judge's rewards over all of training: mean, median, std, IQR (the experiment's table);
 - held-out pass rate of the base policy and of the final one, and their difference, each with
-  a bootstrap 95 % CI over held-out tasks (paired: the same resampled tasks for both);
+  a bootstrap 95 % CI over held-out tasks (paired: the same resampled tasks for both), under
+  the minimum-clusters rule (`stats.too_few_groups`): from fewer than `analysis.min_ci_groups`
+  held-out tasks the CIs are null and `ci_reason` says why;
 - reward-hacking epochs: the judge's mean reward rose while held-out pass rate fell.
 """
 
@@ -20,6 +22,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from judgelab.analysis.stats import MIN_CI_GROUPS, percentile_ci
 from judgelab.config import AnalysisSettings
 from judgelab.schemas import validate_file
 
@@ -50,16 +53,16 @@ def _per_task(samples: pl.DataFrame, epoch: int) -> dict[str, float]:
     return dict(zip(rates["task_id"].to_list(), rates["passed"].to_list(), strict=True))
 
 
-def _ci(values: np.ndarray) -> list[float] | None:
-    if values.size == 0:
-        return None
-    return [float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))]
-
-
 def heldout_change(
-    samples: pl.DataFrame, first: int, last: int, n_boot: int, seed: int
+    samples: pl.DataFrame,
+    first: int,
+    last: int,
+    n_boot: int,
+    seed: int,
+    min_groups: int = MIN_CI_GROUPS,
 ) -> dict[str, Any]:
-    """Held-out pass rate at `first` and `last` epochs, their difference, paired bootstrap CIs."""
+    """Held-out pass rate at `first` and `last` epochs, their difference, paired bootstrap CIs
+    (`[low, high]`, or null with `ci_reason`)."""
     a, b = _per_task(samples, first), _per_task(samples, last)
     tasks = sorted(set(a) & set(b))
     x = np.array([a[t] for t in tasks])
@@ -68,14 +71,19 @@ def heldout_change(
     if not tasks:
         return out | {"base": None, "final": None, "delta": None}
     out |= {"base": float(x.mean()), "final": float(y.mean()), "delta": float(y.mean() - x.mean())}
-    if n_boot > 0:
+    draws: dict[str, np.ndarray | None] = dict.fromkeys(("base", "final", "delta"))
+    if n_boot > 0 and len(tasks) >= min_groups:
         rng = np.random.default_rng(seed)
         idx = rng.integers(0, len(tasks), size=(n_boot, len(tasks)))
-        out |= {
-            "base_ci": _ci(x[idx].mean(axis=1)),
-            "final_ci": _ci(y[idx].mean(axis=1)),
-            "delta_ci": _ci((y[idx] - x[idx]).mean(axis=1)),
+        draws = {
+            "base": x[idx].mean(axis=1),
+            "final": y[idx].mean(axis=1),
+            "delta": (y[idx] - x[idx]).mean(axis=1),
         }
+    for name, values in draws.items():
+        interval = percentile_ci(values, len(tasks), min_groups)
+        out[f"{name}_ci"] = [interval.low, interval.high] if interval.valid else None
+        out["ci_reason"] = interval.reason
     return out
 
 
@@ -99,7 +107,9 @@ def judge_training_metrics(
         "reward_first_epoch": history.filter(pl.col("epoch") == first)["reward_mean"][0],
         "reward_last_epoch": history.filter(pl.col("epoch") == last)["reward_mean"][0],
         "train_pass_rate": float(train["passed"].mean()) if train.height else None,
-        "heldout": heldout_change(samples, first, last, settings.bootstrap, settings.seed),
+        "heldout": heldout_change(
+            samples, first, last, settings.bootstrap, settings.seed, settings.min_ci_groups
+        ),
         "reward_hacking_epochs": int(history["reward_hacking"].sum()),
         "truth_unscored": int(history["truth_unscored"].sum()),
         "groups_skipped": int(history["groups_skipped"].sum()),
@@ -199,9 +209,10 @@ def _f(x: Any, pct: bool = False) -> str:
     return f"{100 * x:.0f} %" if pct else f"{x:.3f}"
 
 
-def _ci_text(ci: list[float] | None, pct: bool = True) -> str:
+def _ci_text(ci: list[float] | None, pct: bool = True, reason: str | None = None) -> str:
+    """` [low, high]`, or ` (why there is no CI)`, or nothing."""
     if not ci:
-        return ""
+        return f" ({reason})" if reason else ""
     return f" [{_f(ci[0], pct)}, {_f(ci[1], pct)}]"
 
 
@@ -217,10 +228,10 @@ def table_rows(metrics: dict[str, Any]) -> list[list[str]]:
                 _f(r["median"]),
                 _f(r["std"]),
                 _f(r["iqr"]),
-                _f(h.get("base"), True) + _ci_text(h.get("base_ci")),
-                _f(h.get("final"), True) + _ci_text(h.get("final_ci")),
+                _f(h.get("base"), True) + _ci_text(h.get("base_ci"), True, h.get("ci_reason")),
+                _f(h.get("final"), True) + _ci_text(h.get("final_ci"), True, h.get("ci_reason")),
                 (f"{100 * h['delta']:+.0f} pp" if h.get("delta") is not None else "–")
-                + _ci_text(h.get("delta_ci")),
+                + _ci_text(h.get("delta_ci"), True, h.get("ci_reason")),
                 str(m["reward_hacking_epochs"]),
                 f"{m['groups_skipped']}/{m['groups']}",
             ]
@@ -243,13 +254,17 @@ def findings(metrics: dict[str, Any]) -> list[str]:
         rose = (m["reward_last_epoch"] or 0) > (m["reward_first_epoch"] or 0)
         verdict = "rose" if rose else "did not rise"
         ci = h.get("delta_ci")
-        sure = ci is not None and (ci[0] > 0 or ci[1] < 0)
+        if ci is None:
+            change = f"no CI: {h.get('ci_reason') or 'not computed'}; no change can be claimed"
+        elif ci[0] > 0 or ci[1] < 0:
+            change = f"a change: its CI{_ci_text(ci)} excludes 0"
+        else:
+            change = f"within noise: its CI{_ci_text(ci)} includes 0"
         out.append(
             f"**{judge}**: the judge's reward {verdict} over {m['epochs']} epochs "
             f"({_f(m['reward_first_epoch'])} → {_f(m['reward_last_epoch'])}); held-out pass "
             f"rate {_f(h['base'], True)} → {_f(h['final'], True)} "
-            f"({'a change the CI excludes zero for' if sure else 'within noise: the CI includes 0'}"
-            f", {h['n_tasks']} held-out tasks)."
+            f"({change}, {h['n_tasks']} held-out tasks)."
             + (
                 f" Reward-hacking alarm on {m['reward_hacking_epochs']} epoch(s)."
                 if m["reward_hacking_epochs"]

@@ -14,12 +14,26 @@ Contract:
     scores higher, 0.5 on a tie, 0 otherwise; the mean over all pairs of all tasks.
   * `top1_accuracy`: over tasks with at least one passing and one failing candidate, whether
     the top-scored candidate passes; a tie at the top shares the credit (share of tied that pass).
+  * `tied_pair_share`: share of those within-task (passing, failing) pairs scored equal.
   * `false_praise_rate`: share of failing candidates scored >= `praise_threshold`.
   * `mean_score_passing`, `mean_score_failing` and `score_gap` (their difference).
+  * `roc_auc_standardised`, `false_praise_rate_standardised`: the same two figures on
+    within-task standardised scores, z = (score - task mean) / task std (population std, over
+    the evaluator's scored candidates of the task; 0 when they are all equal): GRPO's
+    advantage. A failing candidate is "praised" when z > 0, i.e. training would push it up.
+    Adding a constant to one task's scores cannot move them.
+- Scales. A group judge (RULER) scores candidates only relative to the others in its group, so
+  `WITHIN_GROUP` figures (pairwise, top-1, tied pairs) are its headline; `ABSOLUTE_SCALE`
+  figures (pooled ROC-AUC, the praise threshold, mean scores) compare scores across groups the
+  judge never saw together; `STANDARDISED` ones remove each group's offset and spread.
 - Every headline figure has a 95% percentile CI from a cluster bootstrap that resamples TASKS
   with replacement. The resample matrix is drawn once per analysis from `seed` over the sorted
   tasks that have truth, and every evaluator uses the same matrix (a paired bootstrap), so
   results are deterministic for a seed and do not depend on which other evaluators are present.
+  The minimum-clusters rule (`stats.too_few_groups`) counts, per figure, the tasks that
+  contribute to it (`<figure>_n_groups`: mixed pass/fail tasks for the within-task figures,
+  tasks with a failing candidate for false praise, ...); resamples in which a figure is
+  undefined are counted (`<figure>_undefined_resamples`). See `stats.Interval.fields`.
 - A figure that cannot be computed is null and `reasons[figure]` says why. Pure functions over
   polars DataFrames; nothing here raises on an empty or all-unscored evaluator.
 """
@@ -34,18 +48,23 @@ import numpy as np
 import polars as pl
 from sklearn.metrics import roc_auc_score
 
+from judgelab.analysis.stats import CI_LEVEL, MIN_CI_GROUPS, no_interval, percentile_ci
+
 logger = logging.getLogger(__name__)
 
-CI_LEVEL = 0.95
-HEADLINE = (
+# Judges that score a task's candidates together, relative to one another (evaluators/ruler.py).
+GROUP_PROTOCOLS = ("ruler",)
+WITHIN_GROUP = ("pairwise_accuracy", "top1_accuracy", "tied_pair_share")
+ABSOLUTE_SCALE = (
     "roc_auc",
-    "pairwise_accuracy",
-    "top1_accuracy",
     "false_praise_rate",
     "mean_score_passing",
     "mean_score_failing",
     "score_gap",
 )
+STANDARDISED = ("roc_auc_standardised", "false_praise_rate_standardised")
+HEADLINE = (*WITHIN_GROUP, *ABSOLUTE_SCALE, *STANDARDISED)
+_STD_EPS = 1e-12
 _TRUTH_COLUMNS = {"task_id": pl.String, "candidate_id": pl.String, "passed": pl.Boolean}
 
 
@@ -162,6 +181,7 @@ class _TaskParts:
     n_pass: np.ndarray  # (T,)
     n_fail: np.ndarray
     cross: np.ndarray  # (T, T): pair credit, passing rows of task t vs failing rows of task u
+    tied: np.ndarray  # (T,): tied (passing, failing) pairs within task t
     top_num: np.ndarray
     top_den: np.ndarray
     praised_fail: np.ndarray
@@ -172,30 +192,57 @@ class _TaskParts:
         """Every figure for each row of task weights `w` (B, T)."""
         n_pass, n_fail = w @ self.n_pass, w @ self.n_fail
         within = np.diagonal(self.cross)
+        n_within = w @ (self.n_pass * self.n_fail)
         mean_pass = _ratio(w @ self.sum_pass, n_pass)
         mean_fail = _ratio(w @ self.sum_fail, n_fail)
         return {
             "roc_auc": _ratio(np.einsum("bt,tu,bu->b", w, self.cross, w), n_pass * n_fail),
-            "pairwise_accuracy": _ratio(w @ within, w @ (self.n_pass * self.n_fail)),
+            "pairwise_accuracy": _ratio(w @ within, n_within),
             "top1_accuracy": _ratio(w @ self.top_num, w @ self.top_den),
+            "tied_pair_share": _ratio(w @ self.tied, n_within),
             "false_praise_rate": _ratio(w @ self.praised_fail, n_fail),
             "mean_score_passing": mean_pass,
             "mean_score_failing": mean_fail,
             "score_gap": mean_pass - mean_fail,
         }
 
+    def group_counts(self) -> dict[str, int]:
+        """How many tasks contribute to each figure (the n of the minimum-clusters rule)."""
+        mixed = int(((self.n_pass > 0) & (self.n_fail > 0)).sum())
+        any_row = int(((self.n_pass + self.n_fail) > 0).sum())
+        with_fail = int((self.n_fail > 0).sum())
+        return {
+            **dict.fromkeys(WITHIN_GROUP, mixed),
+            **dict.fromkeys(("roc_auc", "score_gap", "roc_auc_standardised"), any_row),
+            **dict.fromkeys(
+                ("false_praise_rate", "mean_score_failing", "false_praise_rate_standardised"),
+                with_fail,
+            ),
+            "mean_score_passing": int((self.n_pass > 0).sum()),
+        }
+
 
 def _task_parts(
-    task_idx: np.ndarray, score: np.ndarray, passed: np.ndarray, n_tasks: int, threshold: float
+    task_idx: np.ndarray,
+    score: np.ndarray,
+    passed: np.ndarray,
+    n_tasks: int,
+    threshold: float,
+    praised: np.ndarray | None = None,
 ) -> _TaskParts:
+    """Per-task sums. A failing candidate counts as praised when its score >= threshold, or,
+    when `praised` (one flag per row) is given, where that says so."""
     sp, tp = score[passed], task_idx[passed]
     sf, tf = score[~passed], task_idx[~passed]
+    praised_f = (sf >= threshold) if praised is None else np.asarray(praised, bool)[~passed]
     cross = np.zeros((n_tasks, n_tasks))
+    tied_within = np.zeros(n_tasks)
     for u in np.unique(tf):
         fail_u = np.sort(sf[tf == u])
         below = np.searchsorted(fail_u, sp, side="left")
         tied = np.searchsorted(fail_u, sp, side="right") - below
         cross[:, u] = np.bincount(tp, weights=below + 0.5 * tied, minlength=n_tasks)
+        tied_within[u] = tied[tp == u].sum()
     n_pass = np.bincount(tp, minlength=n_tasks).astype(float)
     n_fail = np.bincount(tf, minlength=n_tasks).astype(float)
     top_num = np.zeros(n_tasks)
@@ -210,12 +257,39 @@ def _task_parts(
         n_pass=n_pass,
         n_fail=n_fail,
         cross=cross,
+        tied=tied_within,
         top_num=top_num,
         top_den=top_den,
-        praised_fail=np.bincount(tf, weights=(sf >= threshold).astype(float), minlength=n_tasks),
+        praised_fail=np.bincount(tf, weights=praised_f.astype(float), minlength=n_tasks),
         sum_pass=np.bincount(tp, weights=sp, minlength=n_tasks),
         sum_fail=np.bincount(tf, weights=sf, minlength=n_tasks),
     )
+
+
+def standardise_within_task(cand: pl.DataFrame) -> pl.DataFrame:
+    """`cand` with `z`: (score - task mean) / task population std over the task's scored
+    candidates; 0 where they are all equal (GRPO's advantage, without its +1e-6)."""
+    ok = pl.col("score").is_not_null() & pl.col("score").is_not_nan()
+    scored = cand.filter(ok)
+    mean = pl.col("score").mean().over("task_id")
+    std = pl.col("score").std(ddof=0).over("task_id")
+    z = pl.when(std > _STD_EPS).then((pl.col("score") - mean) / std).otherwise(0.0)
+    return scored.with_columns(z.cast(pl.Float64).alias("z"))
+
+
+def task_pair_credit(cand: pl.DataFrame, truth: Truth) -> tuple[np.ndarray, np.ndarray]:
+    """(credit, pairs), one entry per task of `truth.tasks`: the within-task pair credit (1 per
+    (passing, failing) pair ranked right, 0.5 per tie) and the number of such pairs, so that
+    pairwise accuracy is credit.sum() / pairs.sum()."""
+    known = truth.table.filter(pl.col("passed").is_not_null())
+    usable = known.join(cand.select("candidate_id", "score"), on="candidate_id", how="inner")
+    usable = usable.filter(pl.col("score").is_not_null() & pl.col("score").is_not_nan())
+    index = {t: i for i, t in enumerate(truth.tasks)}
+    task_idx = np.array([index[t] for t in usable.get_column("task_id").to_list()], dtype=int)
+    score = usable.get_column("score").to_numpy().astype(float)
+    passed = usable.get_column("passed").to_numpy().astype(bool)
+    parts = _task_parts(task_idx, score, passed, len(truth.tasks), 1.0)
+    return np.diagonal(parts.cross).copy(), parts.n_pass * parts.n_fail
 
 
 def _finite(x: float) -> float | None:
@@ -227,12 +301,16 @@ def truth_metrics(
     truth: Truth,
     praise_threshold: float,
     weights: np.ndarray | None = None,
+    *,
+    min_groups: int = MIN_CI_GROUPS,
 ) -> dict[str, Any]:
     """Truth metrics of one evaluator. `cand` comes from `candidate_scores`; `weights` from
-    `resample_weights(len(truth.tasks), ...)` (None or zero rows: no CIs)."""
+    `resample_weights(len(truth.tasks), ...)` (None or zero rows: no CIs); `min_groups` is
+    `analysis.min_ci_groups` (no CI for a figure from fewer contributing tasks)."""
     reasons: dict[str, str] = {}
     known = truth.table.filter(pl.col("passed").is_not_null())
-    joined = known.join(cand.select("candidate_id", "score"), on="candidate_id", how="left")
+    zs = standardise_within_task(cand).select("candidate_id", "score", "z")
+    joined = known.join(zs, on="candidate_id", how="left")
     usable = joined.filter(pl.col("score").is_not_null() & pl.col("score").is_not_nan())
     known_ids = set(known.get_column("candidate_id").to_list())
     scored_ids = cand.filter(pl.col("score").is_not_null()).get_column("candidate_id").to_list()
@@ -241,9 +319,20 @@ def truth_metrics(
     index = {t: i for i, t in enumerate(truth.tasks)}
     task_idx = np.array([index[t] for t in usable.get_column("task_id").to_list()], dtype=int)
     score = usable.get_column("score").to_numpy().astype(float)
+    z = usable.get_column("z").to_numpy().astype(float)
     passed = usable.get_column("passed").to_numpy().astype(bool)
-    parts = _task_parts(task_idx, score, passed, len(truth.tasks), praise_threshold)
-    point = {k: float(v[0]) for k, v in parts.figures(np.ones((1, len(truth.tasks)))).items()}
+    n_t = len(truth.tasks)
+    parts = _task_parts(task_idx, score, passed, n_t, praise_threshold)
+    std_parts = _task_parts(task_idx, z, passed, n_t, praise_threshold, praised=z > 0)
+
+    def figures(w: np.ndarray) -> dict[str, np.ndarray]:
+        std = std_parts.figures(w)
+        return parts.figures(w) | {
+            "roc_auc_standardised": std["roc_auc"],
+            "false_praise_rate_standardised": std["false_praise_rate"],
+        }
+
+    point = {k: float(v[0]) for k, v in figures(np.ones((1, n_t))).items()}
 
     n_pass, n_fail = int(passed.sum()), int((~passed).sum())
     if truth.evaluator is None or not truth.tasks:
@@ -257,23 +346,21 @@ def truth_metrics(
         if n_pass == 0 or n_fail == 0:
             which = "pass" if n_fail == 0 else "fail"
             why = f"only one class present: all {usable.height} candidates with truth {which}"
-            reasons["roc_auc"] = why
+            reasons["roc_auc"] = reasons["roc_auc_standardised"] = why
         else:
             point["roc_auc"] = float(roc_auc_score(passed, score))
+            point["roc_auc_standardised"] = float(roc_auc_score(passed, z))
         if not np.isfinite(point["pairwise_accuracy"]):
-            reasons["pairwise_accuracy"] = (
-                "no task has both a passing and a failing scored candidate"
-            )
-            reasons["top1_accuracy"] = reasons["pairwise_accuracy"]
+            why = "no task has both a passing and a failing scored candidate"
+            reasons.update(dict.fromkeys(WITHIN_GROUP, why))
         if n_fail == 0:
             reasons["false_praise_rate"] = "no failing candidate was scored"
+            reasons["false_praise_rate_standardised"] = reasons["false_praise_rate"]
             reasons["mean_score_failing"] = reasons["false_praise_rate"]
             reasons["score_gap"] = "needs both passing and failing candidates"
         if n_pass == 0:
             reasons["mean_score_passing"] = "no passing candidate was scored"
             reasons["score_gap"] = "needs both passing and failing candidates"
-    if "roc_auc" in reasons:
-        point["roc_auc"] = float("nan")
 
     result: dict[str, Any] = {
         "truth_evaluator": truth.evaluator,
@@ -285,25 +372,27 @@ def truth_metrics(
         "n_candidates_unscored": joined.height - usable.height,
         "n_tasks": int(np.unique(task_idx).size),
         "n_pairs": int((parts.n_pass * parts.n_fail).sum()),
+        "n_tied_pairs": int(parts.tied.sum()),
         "n_pair_groups": int(((parts.n_pass > 0) & (parts.n_fail > 0)).sum()),
         "n_top1_groups": int(parts.top_den.sum()),
         "n_false_praise": int(parts.praised_fail.sum()),
+        "n_false_praise_standardised": int(std_parts.praised_fail.sum()),
         "ci_level": CI_LEVEL,
+        "min_ci_groups": min_groups,
         "n_bootstrap": 0 if weights is None else int(weights.shape[0]),
     }
-    boot = parts.figures(weights) if weights is not None and weights.shape[0] else None
+    boot = figures(weights) if weights is not None and weights.shape[0] else None
     if boot is None:
         reasons.setdefault("ci", "bootstrap disabled (analysis.bootstrap = 0) or no tasks")
-    alpha = (1.0 - CI_LEVEL) / 2.0
+    n_groups = parts.group_counts()
     for name in HEADLINE:
         value = None if name in reasons else _finite(point[name])
         result[name] = value
-        low = high = None
-        if value is not None and boot is not None:
-            draws = boot[name][np.isfinite(boot[name])]
-            if draws.size:
-                low, high = (float(x) for x in np.quantile(draws, [alpha, 1.0 - alpha]))
-        result[f"{name}_ci_low"] = low
-        result[f"{name}_ci_high"] = high
+        if value is None:
+            interval = no_interval(reasons.get(name, "undefined"), n_groups[name])
+        else:
+            draws = None if boot is None else boot[name]
+            interval = percentile_ci(draws, n_groups[name], min_groups)
+        result.update(interval.fields(name))
     result["reasons"] = dict(sorted(reasons.items()))
     return result

@@ -19,11 +19,22 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from judgelab.cli import checkpoint, doctor, models, sandbox, serve, stages, ui, validate
+    from judgelab.cli import (
+        checkpoint,
+        doctor,
+        models,
+        power,
+        sandbox,
+        serve,
+        stages,
+        ui,
+        validate,
+    )
 
     stages.register(app)
     app.command()(serve.serve)
     app.command()(doctor.doctor)
+    app.command()(power.power)
     app.add_typer(ui.app, name="ui")
     app.add_typer(validate.app, name="validate")
     app.add_typer(models.app, name="models")

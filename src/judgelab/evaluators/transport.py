@@ -175,7 +175,14 @@ def judge_call(
     """
     register_endpoint(endpoint)
     record = CallRecord(call_id=uuid.uuid4().hex, endpoint=endpoint.name)
-    ctx = _CallContext(endpoint, cache, string_max_chars, array_items, ids, record)
+    ctx = _CallContext(
+        endpoint=endpoint,
+        cache=cache,
+        string_max_chars=string_max_chars,
+        array_items=array_items,
+        ids=ids,
+        record=record,
+    )
     with _lock:
         _calls[record.call_id] = ctx
     try:
@@ -201,7 +208,15 @@ def _context_for(model: str, litellm_params: dict[str, Any] | None) -> _CallCont
     if endpoint is None:
         raise JudgeRequestError(f"no judge endpoint registered as {name!r}; registered: {known}")
     record = CallRecord(call_id=call_id or uuid.uuid4().hex, endpoint=name)
-    return _CallContext(endpoint, None, DEFAULT_STRING_MAX_CHARS, None, record)
+    # A call outside `judge_call` (litellm used directly): no cache, no schema bounds.
+    return _CallContext(
+        endpoint=endpoint,
+        cache=None,
+        string_max_chars=DEFAULT_STRING_MAX_CHARS,
+        array_items=None,
+        ids=None,
+        record=record,
+    )
 
 
 # --- request adaptation -------------------------------------------------------------------

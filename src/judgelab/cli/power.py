@@ -1,0 +1,73 @@
+"""`judgelab power`: how many task groups it takes to rank two judges, from a scores table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+
+def power(
+    scores: Annotated[
+        Path, typer.Option("--scores", help="Scores table (the scores stage's output).")
+    ] = Path("data/scores/scores.parquet"),
+    params: Annotated[Path, typer.Option("--params", "-p", help="Parameters file.")] = Path(
+        "params.yaml"
+    ),
+    margin: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0, max=1.0, help="Difference in pairwise accuracy to detect (analysis.power)."
+        ),
+    ] = None,
+    alpha: Annotated[
+        float | None, typer.Option(min=0.0, max=1.0, help="Two-sided significance level.")
+    ] = None,
+    target: Annotated[
+        float | None,
+        typer.Option("--power", min=0.0, max=1.0, help="Chance of detecting a true margin."),
+    ] = None,
+) -> None:
+    """Say, from the variance between tasks in a scores table, how many tasks with passing and
+    failing candidates it takes to separate each pair of judges' pairwise accuracy, and
+    whether this audit is big enough to rank its judges."""
+    from pydantic import ValidationError
+
+    from judgelab.analysis.power import power_analysis, rows, summary
+    from judgelab.analysis.report import fmt_ci
+    from judgelab.analysis.stats import evaluator_stats
+    from judgelab.analysis.truth import execution_truth, resample_weights
+    from judgelab.config import load_settings
+    from judgelab.errors import JudgelabError
+    from judgelab.schemas import validate_file
+
+    try:
+        analysis = load_settings(params).analysis
+        overrides = {"margin": margin, "alpha": alpha, "power": target}
+        knobs = analysis.power.model_validate(
+            analysis.power.model_dump() | {k: v for k, v in overrides.items() if v is not None}
+        )
+        table = validate_file(scores, "scores")
+    except ValidationError as err:
+        raise typer.BadParameter(str(err)) from None
+    except JudgelabError as err:
+        typer.secho(f"error: {err}", fg="red", err=True)
+        raise typer.Exit(2) from None
+    truth = execution_truth(table)
+    weights = resample_weights(len(truth.tasks), analysis.bootstrap, analysis.seed)
+    result = power_analysis(
+        table, truth, evaluator_stats(table), knobs, weights, analysis.min_ci_groups
+    )
+    out = Table(title=f"judgelab power: margin {knobs.margin:g}, alpha {knobs.alpha:g}, "
+                f"power {knobs.power:g}")  # fmt: skip
+    for column in ("judges", "difference", "tasks", "needed (paired)", "needed (independent)",
+                   "verdict"):  # fmt: skip
+        out.add_column(column, overflow="fold")
+    for row in rows(result, fmt_ci):
+        out.add_row(*row)
+    console = Console(width=max(100, Console().width))
+    console.print(out)
+    console.print(summary(result))

@@ -1,0 +1,133 @@
+"""Power (issue 17.14): the sample-size formula by hand, the delta-method variance against the
+bootstrap it stands in for, the report's plain verdict and `judgelab power`."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from judgelab.analysis import compute_metrics, run_analysis
+from judgelab.analysis.power import compare, groups_needed, linearised
+from judgelab.analysis.truth import resample_weights
+from judgelab.config import AnalysisSettings, PowerSettings
+from tests.unit.test_analysis import (
+    SCORE_SCHEMA,
+    fixture_rollouts,
+    fixture_scores,
+    fixture_tasks,
+    row,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_groups_needed_by_hand() -> None:
+    # z_0.975 = 1.959964, z_0.8 = 0.841621; (2.801585 * 0.2 / 0.05)^2 = 125.58 -> 126
+    assert groups_needed(0.2, 0.05) == 126
+    # independent, two judges with SD 0.2 each: 2.801585^2 * 0.08 / 0.0025 = 251.16 -> 252
+    assert groups_needed(0.2, 0.05, sd_other=0.2) == 252
+    # alpha 0.01, power 0.9: (2.575829 + 1.281552)^2 * 0.1^2 / 0.1^2 = 14.88 -> 15
+    assert groups_needed(0.1, 0.1, alpha=0.01, power=0.9) == 15
+
+
+def test_linearised_is_the_paired_difference_with_equal_pairs() -> None:
+    rng = np.random.default_rng(0)
+    pairs = np.full(8, 4.0)
+    ca, cb = rng.integers(0, 5, 8).astype(float), rng.integers(0, 5, 8).astype(float)
+    u = linearised(ca, pairs) - linearised(cb, pairs)
+    d = ca / 4 - cb / 4
+    assert u == pytest.approx(d - d.mean())
+
+
+def test_delta_method_variance_matches_the_cluster_bootstrap() -> None:
+    """The SD the formula uses, over sqrt(n), is the bootstrap SD of the difference."""
+    rng = np.random.default_rng(3)
+    n = 300
+    pairs = rng.integers(1, 9, n).astype(float)
+    ca = rng.binomial(pairs.astype(int), rng.uniform(0.5, 0.9, n)).astype(float)
+    cb = rng.binomial(pairs.astype(int), rng.uniform(0.4, 0.8, n)).astype(float)
+    u = linearised(ca, pairs) - linearised(cb, pairs)
+    w = resample_weights(n, 4000, 5)
+    boot = (w @ ca) / (w @ pairs) - (w @ cb) / (w @ pairs)
+    assert np.std(u, ddof=1) / math.sqrt(n) == pytest.approx(np.std(boot), rel=0.08)
+
+
+def test_compare_separates_only_with_a_ci_that_excludes_zero() -> None:
+    knobs = PowerSettings()
+    pairs = np.full(12, 4.0)
+    good, bad = np.full(12, 4.0), np.r_[np.full(6, 1.0), np.full(6, 2.0)]
+    w = resample_weights(12, 500, 0)
+    out = compare((good, pairs), (bad, pairs), knobs, w, min_groups=5)
+    assert out["difference"] == pytest.approx(1 - 18 / 48) and out["separated"]
+    # the same two judges on 4 tasks: no CI, so not separated, whatever the gap
+    few = compare((good[4:8], pairs[4:8]), (bad[4:8], pairs[4:8]), knobs, w[:, :4], 5)
+    assert few["difference_ci_low"] is None and not few["separated"] and few["too_small"]
+    assert few["difference_ci_reason"] == "n = 4 groups: too few for a CI (minimum 5)"
+    # the SD of the per-task difference, by hand: d_t = 1 - (1, 1, 2, 2) / 4
+    sd = np.std([0.75, 0.75, 0.5, 0.5], ddof=1)
+    assert few["sd_difference"] == pytest.approx(sd)
+    assert few["groups_needed_paired"] == math.ceil((2.801585 * sd / 0.05) ** 2) == 66
+
+
+def test_report_says_plainly_the_audit_is_too_small(tmp_path: Path) -> None:
+    settings = AnalysisSettings(bootstrap=200, seed=7)
+    metrics = run_analysis(
+        fixture_tasks(), fixture_rollouts(), fixture_scores(), settings, tmp_path
+    )
+    power = metrics["power"]
+    assert power["can_rank"] is False
+    assert {a: set(bs) for a, bs in power["pairs"].items()} == {"dead": {"judge", "rub"},
+                                                                "judge": {"rub"}}  # fmt: skip
+    md = (tmp_path / "report.md").read_text()
+    assert "## Power: can this audit rank its judges?" in md
+    assert "This audit is too small to rank its judges" in md
+    assert "has the higher pairwise accuracy" not in md
+
+
+def _many_tasks(n_tasks: int = 40) -> pl.DataFrame:
+    rng = np.random.default_rng(2)
+    rows = []
+    for t in range(n_tasks):
+        for c in range(4):
+            cid = f"t{t}c{c}"
+            passed = float(c < 2)
+            rows.append(row(f"t{t}", cid, "tests", "execution", passed))
+            rows.append(row(f"t{t}", cid, "sharp", "rubric", round(0.6 * passed + 0.1 * c, 2)))
+            rows.append(row(f"t{t}", cid, "noisy", "rubric", round(float(rng.random()), 2)))
+    return pl.DataFrame(rows, schema=SCORE_SCHEMA)
+
+
+def test_a_big_enough_audit_ranks_a_pair() -> None:
+    scores = _many_tasks()
+    tasks = pl.DataFrame({"task_id": [f"t{t}" for t in range(40)]})
+    metrics = compute_metrics(tasks, scores.select("candidate_id"), scores,
+                              AnalysisSettings(bootstrap=300))  # fmt: skip
+    pair = metrics["power"]["pairs"]["noisy"]["sharp"]
+    assert pair["n_groups"] == 40 and pair["difference"] < 0 and pair["separated"]
+    assert pair["difference_ci_high"] < 0
+
+
+def test_power_cli(tmp_path: Path) -> None:
+    from judgelab.cli import app
+
+    path = tmp_path / "scores.parquet"
+    fixture_scores().write_parquet(path)
+    result = CliRunner().invoke(
+        app,
+        [
+            "power",
+            "--scores",
+            str(path),
+            "--params",
+            str(ROOT / "params.yaml"),
+            "--margin",
+            "0.1",
+        ],  # fmt: skip
+    )
+    assert result.exit_code == 0, result.output
+    assert "margin 0.1" in result.output and "too small to rank its judges" in result.output
