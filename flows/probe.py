@@ -23,6 +23,7 @@ from judgelab.models.server import serve
 from judgelab.paths import cache_dir
 from judgelab.probes.design import ProbeGroup, View, execution_check
 from judgelab.probes.run import (
+    ProbeJudge,
     candidates_frame,
     judge_models,
     models_needed,
@@ -69,11 +70,14 @@ def probe_flow(params: Path = Path("params.yaml"), out: Path = PROBES) -> Path:
         run_id = run_id_for(settings, groups)
         n_views = sum(len(v) for v in views.values())
         for spec in specs:
-            evaluator = build_evaluator(spec, endpoints, judge_cache)
+            judge = ProbeJudge(
+                spec, settings.probes, lambda s: build_evaluator(s, endpoints, judge_cache)
+            )
             start = time.monotonic()
             todo = [(g, v) for g in groups for v in views[g.group_id]]
             for i, (g, v) in enumerate(todo, start=1):
-                rows += probe_view_task(run_id, evaluator, spec, families[spec.name][1], g, v)
+                evaluator, view_spec = judge.for_view(v)
+                rows += probe_view_task(run_id, evaluator, view_spec, families[spec.name][1], g, v)
                 log.info(
                     "%s: view %d/%d (%s %s, repeat %d) done, %.0fs so far",
                     spec.name,
@@ -89,6 +93,9 @@ def probe_flow(params: Path = Path("params.yaml"), out: Path = PROBES) -> Path:
     scores = probe_scores_frame(rows)
     write_parquet(out / "candidates.parquet", candidates)
     write_parquet(out / "probe_scores.parquet", scores)
-    run_probe_analysis(candidates, scores, settings.probes, families, out)
+    min_ci_groups = settings.analysis.min_ci_groups  # the one minimum-clusters rule for CIs
+    run_probe_analysis(
+        candidates, scores, settings.probes, families, out, min_ci_groups=min_ci_groups
+    )
     logger.info("probes: %d rows (run %s) -> %s", scores.height, run_id, out)
     return out

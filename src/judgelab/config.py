@@ -396,13 +396,26 @@ class ProbesSettings(_Section):
         description="Surface perturbations applied to half of each known-truth group.",
     )
     repeats: int = Field(
-        1, ge=0, le=10, description="Extra repeats of the identity view (repeat stability)."
+        2,
+        ge=0,
+        le=10,
+        description="Extra calls of the identity view at repeat_temperature: the noise floor "
+        "shown beside every order and perturbation figure, and repeat stability. Two or more "
+        "give a floor (one when repeat_temperature equals temperature).",
     )
     temperature: float = Field(
+        0.0,
+        ge=0,
+        le=2,
+        description="Judge temperature for the order (perm:*) and perturbation (pert:*) views. "
+        "0: a position or perturbation figure is the judge's response, not its sampling noise.",
+    )
+    repeat_temperature: float = Field(
         0.5,
         ge=0,
         le=2,
-        description="Judge temperature for every probe call (> 0 so repeats measure stability).",
+        description="Judge temperature for the repeats of the identity view: the temperature "
+        "whose noise the floor measures (set it to the one the judge rewards at).",
     )
     policies: list[str] = Field(
         default_factory=list,

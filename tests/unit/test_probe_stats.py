@@ -23,7 +23,12 @@ from judgelab.analysis.agreement import (
     top_choice,
     with_ci,
 )
-from judgelab.analysis.bias import perturbation_bias, position_bias, self_preference
+from judgelab.analysis.bias import (
+    noise_floor,
+    perturbation_bias,
+    position_bias,
+    self_preference,
+)
 from judgelab.analysis.probes import calibration
 from judgelab.analysis.truth import resample_weights
 from judgelab.probes.run import PROBE_COLUMNS
@@ -192,10 +197,13 @@ def views_fixture(seed: int, k: int = 4, n_groups: int = 5) -> pl.DataFrame:
     return probe_rows(entries)
 
 
-def shi_by_hand(rows: pl.DataFrame) -> tuple[float, float]:
+def shi_by_hand(rows: pl.DataFrame) -> tuple[float, float, float]:
     """Position consistency and preference fairness straight from Shi et al.'s definitions,
-    over every candidate pair, identity vs reversal (which swaps every pair)."""
+    over every candidate pair, identity vs reversal (which swaps every pair); and the
+    tie-aware fairness, a pair tied in one order and ranked in the other counting half
+    towards the slot that won."""
     n = consistent = rc = pc = 0
+    half = 0.0
     for _g, part in rows.group_by("group_id"):
         v0 = {r["candidate_id"]: (r["score"], r["slot"]) for r in part.filter(
             pl.col("view") == "perm:0").iter_rows(named=True)}  # fmt: skip
@@ -213,29 +221,35 @@ def shi_by_hand(rows: pl.DataFrame) -> tuple[float, float]:
                 pc += 1
             elif win0 is not None and win1 is not None:
                 rc += 1
+            else:  # tied in one order: +1/2 when the earlier-shown one won the other
+                won = win0 if win0 is not None else win1
+                first = first0 if win0 is not None else first1
+                half += 0.5 if won == first else -0.5
     inconsistent = n - consistent
     irr = rc / inconsistent if inconsistent else 0.0
     ipr = pc / inconsistent if inconsistent else 0.0
     pf_raw = rc * irr - pc * ipr
     s_min, s_max = -n, n  # all pairs primacy-preferred / all recency-preferred
     pf = (pf_raw - s_min) / (s_max - s_min) * 2 - 1
-    return consistent / n, pf
+    return consistent / n, pf, (rc - pc - half) / n
 
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_position_consistency_and_fairness_match_shi(seed: int) -> None:
     rows = views_fixture(seed)
-    out = position_bias(rows, 100, 0)
-    pc, pf = shi_by_hand(rows)
-    assert out["pairwise_consistency"] == pytest.approx(pc)
-    assert out["preference_fairness"] == pytest.approx(pf)
+    out = position_bias(rows, 100, 0, min_groups=5)
+    pc, pf, pf_ties = shi_by_hand(rows)
+    assert out["position_consistency"] == pytest.approx(pc)
+    assert out["preference_fairness_shi"] == pytest.approx(pf)
+    assert out["preference_fairness"] == pytest.approx(pf_ties)
     if out["n_swapped_pairs"] == out["n_primacy_preferred"] + out["n_recency_preferred"] + round(
-        out["pairwise_consistency"] * out["n_swapped_pairs"]
+        out["position_consistency"] * out["n_swapped_pairs"]
     ):  # no tie-inconsistencies: PF reduces to (rc - pc) / n
         assert pf == pytest.approx(
             (out["n_recency_preferred"] - out["n_primacy_preferred"]) / out["n_swapped_pairs"]
         )
-    for key in ("position_consistency", "pairwise_consistency", "preference_fairness"):
+        assert pf_ties == pytest.approx(pf)
+    for key in ("position_consistency", "top_choice_agreement", "preference_fairness"):
         assert out[f"{key}_ci_low"] <= out[key] <= out[f"{key}_ci_high"]
 
 
@@ -249,13 +263,13 @@ def test_position_slot_means_and_deltas_by_hand() -> None:
             {"group_id": "g", "view": "perm:1", "candidate_id": "a", "slot": 1, "score": 0.6},
         ]
     )
-    out = position_bias(rows, 0, 0)
+    out = position_bias(rows, 0, 0, min_groups=5)
     assert out["slots"]["0"]["mean"] == pytest.approx(0.6)
     assert out["slots"]["1"]["mean"] == pytest.approx(0.4)
     assert out["slots"]["0"]["bias"] == pytest.approx(0.1)
     assert out["mean_abs_delta"] == pytest.approx(0.2)
-    assert out["pairwise_consistency"] == 1.0  # a wins in both orders
-    assert out["position_consistency"] == 1.0
+    assert out["position_consistency"] == 1.0  # a wins in both orders
+    assert out["top_choice_agreement"] == 1.0
     assert out["preference_fairness"] == 0.0
 
 
@@ -267,7 +281,7 @@ def test_unscored_rows_never_count_as_zero() -> None:
         pl.when(pl.col("candidate_id") == "g0c0").then(pl.lit("unscored"))
         .otherwise(pl.col("status")).alias("status"),
     )  # fmt: skip
-    out = position_bias(broken, 0, 0)
+    out = position_bias(broken, 0, 0, min_groups=5)
     # g0 loses its pairs with c0 (2 pairs), keeps c1-c2; g1 keeps its 3.
     assert out["n_swapped_pairs"] == 4
     assert out["slots"]["0"]["mean"] is not None
@@ -284,7 +298,7 @@ def test_perturbation_effect_by_hand() -> None:
              "score": 0.4},
         ]
     )  # fmt: skip
-    out = perturbation_bias(rows, 0.05, 0, 0)["comments"]
+    out = perturbation_bias(rows, 0.05, 0, 0, min_groups=5)["comments"]
     assert out["delta_treated"] == pytest.approx(0.4)
     assert out["delta_control"] == pytest.approx(-0.1)
     assert out["effect"] == pytest.approx(0.5)
@@ -316,7 +330,7 @@ def test_self_preference_gap_is_controlled_for_pass_status() -> None:
                     "passed": passed,
                 }  # fmt: skip
             )
-    out = self_preference(probe_rows(entries), "me", "fam", 100, 0)
+    out = self_preference(probe_rows(entries), "me", "fam", 100, 0, min_groups=2)
     assert out["self_gap"] == pytest.approx(0.0)
     assert out["matrix"]["me"]["mean"] == pytest.approx(0.7)
     assert out["matrix"]["other"]["mean"] == pytest.approx(0.3)
@@ -337,7 +351,7 @@ def test_calibration_matches_sklearn_and_definitions() -> None:
                      "score": float(np.round(rng.random() * 10) / 10), "passed": passed}
                 )  # fmt: skip
     rows = probe_rows(entries)
-    out = calibration(rows, 0.8, 200, 0)
+    out = calibration(rows, 0.8, 200, 0, min_groups=4)
     means = rows.group_by("candidate_id").agg(pl.col("score").mean(), pl.col("passed").first())
     y = means["passed"].to_list()
     s = means["score"].to_list()
@@ -351,15 +365,18 @@ def test_calibration_matches_sklearn_and_definitions() -> None:
         credit += [1.0 if good > by_cand[f"g{g}c{c}"] else 0.5 if good == by_cand[f"g{g}c{c}"]
                    else 0.0 for c in range(1, 5)]  # fmt: skip
     assert out["pairwise_accuracy"] == pytest.approx(np.mean(credit))
-    # four groups: the value and its n, no CI (issue 17.1: minimum 5 groups)
-    assert out["roc_auc_ci_low"] is None and out["roc_auc_n_groups"] == 4
-    assert out["roc_auc_ci_reason"] == "n = 4 groups: too few for a CI (minimum 5)"
+    # four groups and a minimum of 4: a CI; under the default minimum of 5, the value, its
+    # n and the reason instead (issue 17.1)
+    assert out["roc_auc_ci_low"] is not None and out["roc_auc_n_groups"] == 4
+    five = calibration(rows, 0.8, 200, 0, min_groups=5)
+    assert five["roc_auc"] == out["roc_auc"] and five["roc_auc_ci_low"] is None
+    assert five["roc_auc_ci_reason"] == "n = 4 groups: too few for a CI (minimum 5)"
 
 
 def test_groups_of_different_sizes_all_count() -> None:
     small = views_fixture(1, k=3, n_groups=1)
     big = views_fixture(2, k=5, n_groups=1).with_columns(pl.lit("h0").alias("group_id"))
-    out = position_bias(pl.concat([small, big]), 0, 0)
+    out = position_bias(pl.concat([small, big]), 0, 0, min_groups=5)
     assert out["n_groups"] == 2 and out["k"] == 5
     assert out["n_view_pairs"] == 2  # one identity/reversal pair per group
     assert out["n_swapped_pairs"] == 3 + 10
@@ -397,7 +414,7 @@ def test_an_all_unscored_judge_gives_reasons_not_errors(tmp_path) -> None:  # ty
         pl.lit("judge reply error after 3 attempts: bad ids").alias("reason"),
     )
     cands = pl.DataFrame(schema=CANDIDATE_COLUMNS)
-    m = run_probe_analysis(cands, rows, ProbesSettings(bootstrap=10), {}, tmp_path)
+    m = run_probe_analysis(cands, rows, ProbesSettings(bootstrap=10), {}, tmp_path, min_ci_groups=5)
     j = m["judges"]["j"]
     assert j["rows"]["unscored_rate"] == 1.0
     assert j["position"]["reason"]
@@ -418,8 +435,235 @@ def test_null_position_figures_say_why() -> None:
              "status": "unscored", "reason": "out of range: raw score 7"},
         ]
     )  # fmt: skip
-    out = position_bias(rows, 0, 0)
+    out = position_bias(rows, 0, 0, min_groups=5)
     assert out["preference_fairness"] is None
     assert "swap" in out["reasons"]["preference_fairness"]
     assert out["mean_abs_delta"] == pytest.approx(0.2)
     assert "mean_abs_delta" not in out["reasons"]
+
+
+# ------------------------------------------------------------- issue 17, items 5-9
+
+
+def two_views(group: str, first: list[float], second: list[float]) -> list[dict]:
+    """Candidates c0..c{k-1} of `group` at slots 0..k-1 in ``perm:0`` (scores `first`, by slot)
+    and reversed in ``perm:1`` (scores `second`, by slot)."""
+    k = len(first)
+    rows = [{"group_id": group, "view": "perm:0", "candidate_id": f"{group}c{i}", "slot": i,
+             "score": first[i]} for i in range(k)]  # fmt: skip
+    rows += [{"group_id": group, "view": "perm:1", "candidate_id": f"{group}c{k - 1 - s}",
+              "slot": s, "score": second[s]} for s in range(k)]  # fmt: skip
+    return rows
+
+
+RULER_CASE = ([1.0, 0.85, 0.7, 0.0], [0.0, 0.0, 0.0, 0.0])  # issue 17 item 8, by slot
+
+
+def test_the_quoted_ruler_case_reads_as_position_driven() -> None:
+    # ruler-qwen-1.5b in the default probe run: one view scored 1.0 / 0.85 / 0.7 / 0.0 in slot
+    # order, the mirrored view all 0.0. Every pair is ranked by slot in the first view and tied
+    # in the second: 6 pairs, each won by the earlier-shown candidate.
+    out = position_bias(probe_rows(two_views("g", *RULER_CASE)), 1000, 0, min_groups=5)
+    assert out["n_swapped_pairs"] == 6
+    assert out["position_consistency"] == 0.0
+    assert (out["n_primacy_preferred"], out["n_recency_preferred"]) == (0, 0)
+    assert (out["n_primacy_tied"], out["n_recency_tied"]) == (6, 0)
+    # Winning slots (0-based): c0 beats c1, c2, c3 from slot 0; c1 beats c2, c3 from slot 1;
+    # c2 beats c3 from slot 2.
+    assert out["tied_pair_winner_slots"] == {"0": 3, "1": 2, "2": 1}
+    # Each pair leans +1/2 towards the earlier slot: PF = -(6 * 1/2) / 6.
+    assert out["preference_fairness"] == pytest.approx(-0.5)
+    assert out["preference_fairness_shi"] == 0.0  # as published: ties count as neither
+    # Same candidate first vs last: c0 1.0 (slot 0) - 0.0 (slot 3); c3 0.0 - 0.0 -> mean 0.5.
+    assert out["slot_effect"] == pytest.approx(0.5)
+    assert out["slots"]["0"]["effect"] == pytest.approx(0.5)
+    # Slot 1 vs 2: c1 0.85 - 0.0, c2 0.0 - 0.7 -> 0.075; the mirrors are the negatives.
+    assert out["slots"]["1"]["effect"] == pytest.approx(0.075)
+    assert out["slots"]["2"]["effect"] == pytest.approx(-0.075)
+    assert out["slots"]["3"]["effect"] == pytest.approx(-0.5)
+    assert out["n_slot_effect_pairs"] == 2
+    # One group: values, no CI, and the reason.
+    for key in ("slot_effect", "preference_fairness", "position_consistency"):
+        assert out[f"{key}_ci_low"] is None and out[f"{key}_ci_high"] is None
+        assert out[f"{key}_ci_reason"] == "n = 1 group: too few for a CI (minimum 5)"
+
+
+def test_slot_effect_ci_over_groups_against_a_hand_bootstrap() -> None:
+    from judgelab.analysis.truth import resample_weights
+
+    # Five groups: the RULER case with the first view scaled, so groups differ.
+    scales = [1.0, 0.5, 0.8, 0.2, 0.6]
+    entries: list[dict] = []
+    for g, a in enumerate(scales):
+        entries += two_views(f"g{g}", [a * x for x in RULER_CASE[0]], RULER_CASE[1])
+    rows = probe_rows(entries)
+    out = position_bias(rows, 400, 7, min_groups=5)
+    # Per group: effect pairs sum a * 1.0 (c0) + 0.0 (c3) over 2 pairs; pooled ratio.
+    num = np.array([a * 1.0 for a in scales])
+    den = np.full(len(scales), 2.0)
+    assert out["slot_effect"] == pytest.approx(num.sum() / den.sum())
+    w = resample_weights(len(scales), 400, 7)
+    draws = (w @ num) / (w @ den)
+    low, high = np.quantile(draws, [0.025, 0.975])
+    assert out["slot_effect_ci_low"] == pytest.approx(low)
+    assert out["slot_effect_ci_high"] == pytest.approx(high)
+    assert out["slot_effect_ci_reason"] is None
+    # PF by hand: every pair of every group leans +1/2 (ties in the mirrored view).
+    assert out["preference_fairness"] == pytest.approx(-0.5)
+    # Two of the groups: value, no CI, the reason.
+    two = position_bias(rows.filter(pl.col("group_id").is_in(["g0", "g1"])), 400, 7,
+                        min_groups=5)  # fmt: skip
+    assert two["slot_effect"] == pytest.approx((1.0 + 0.5) / 4)
+    assert two["slot_effect_ci_low"] is None and two["slot_effect_ci_high"] is None
+    assert two["slot_effect_ci_reason"] == "n = 2 groups: too few for a CI (minimum 5)"
+
+
+def test_a_tied_top_is_not_agreement() -> None:
+    # perm:0 ties a and b at the top; perm:1 (reversed) ties b and c: different tops, so the
+    # two views disagree (today's top_choice gives -1 == -1, "agreement").
+    rows = probe_rows(two_views("g", [0.9, 0.9, 0.1], [0.9, 0.9, 0.2]))
+    out = position_bias(rows, 0, 0, min_groups=5)
+    assert out["top_choice_agreement"] == 0.0
+    assert (out["n_view_pairs"], out["n_tied_view_pairs"]) == (1, 1)
+    # top_slot_rate counts only views with a unique top.
+    rows = probe_rows(two_views("g", [0.9, 0.9, 0.1], [0.1, 0.2, 0.9]))
+    out = position_bias(rows, 0, 0, min_groups=5)
+    assert (out["n_top_views"], out["n_tied_top_views"]) == (1, 1)
+    assert [out["slots"][j]["top_rate"] for j in "012"] == [0.0, 0.0, 1.0]
+    # Repeat stability: two calls whose tops tie among different candidates are not stable.
+    calls = [{"group_id": "g", "view": "perm:0", "candidate_id": c, "slot": i, "repeat": r,
+              "score": s} for r, scores in ((1, (0.9, 0.9, 0.1)), (2, (0.1, 0.9, 0.9)))
+             for i, (c, s) in enumerate(zip("abc", scores, strict=True))]  # fmt: skip
+    floor = noise_floor(probe_rows(calls), [1, 2], 0.05, 0, 0, min_groups=5)
+    assert floor["stability"] == 0.0
+    assert floor["top_choice_agreement"] == 0.0
+
+
+def noisy_judge_rows(seed: int, n_groups: int = 6, k: int = 4) -> tuple[pl.DataFrame, dict]:
+    """A judge with no position bias but noise: each candidate has a true score, every call
+    adds noise of +-0.2; identity, reversal and two repeats of the identity."""
+    rng = np.random.default_rng(seed)
+    entries = []
+    calls: dict[tuple[str, int], dict[str, float]] = {}
+    for g in range(n_groups):
+        true = rng.choice([0.2, 0.4, 0.6, 0.8], size=k)
+        for view, repeat, order in (("perm:0", 0, range(k)), ("perm:1", 0, range(k)[::-1]),
+                                    ("perm:0", 1, range(k)), ("perm:0", 2, range(k))):  # fmt: skip
+            for slot, c in enumerate(order):
+                score = float(np.clip(true[c] + rng.choice([-0.2, 0.0, 0.2]), 0, 1))
+                cid = f"g{g}c{c}"
+                entries.append({"group_id": f"g{g}", "view": view, "repeat": repeat,
+                                "candidate_id": cid, "slot": slot, "score": score})  # fmt: skip
+                if view == "perm:0" and repeat:
+                    calls.setdefault((f"g{g}", repeat), {})[f"g{g}c{c}"] = score
+    return probe_rows(entries), calls
+
+
+def test_noise_floor_by_hand_and_beside_every_order_and_perturbation_figure(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from judgelab.analysis.probes import run_probe_analysis
+    from judgelab.config import ProbesSettings
+    from judgelab.probes.run import CANDIDATE_COLUMNS
+
+    rows, calls = noisy_judge_rows(3)
+    floor = noise_floor(rows, [1, 2], 0.05, 200, 0, min_groups=5)
+    # By hand, repeat 1 against repeat 2 in every group (identity order: slot = index).
+    same = pairs = inst = 0.0
+    deltas, robust = [], []
+    top_same = 0
+    for g in range(6):
+        a, b = calls[(f"g{g}", 1)], calls[(f"g{g}", 2)]
+        ids = [f"g{g}c{c}" for c in range(4)]
+        for x, y in itertools.combinations(ids, 2):  # x is shown before y
+            pa = 1.0 if a[x] > a[y] else 0.5 if a[x] == a[y] else 0.0
+            pb = 1.0 if b[x] > b[y] else 0.5 if b[x] == b[y] else 0.0
+            pairs += 1
+            same += pa == pb
+            inst += abs(pa - pb)
+        deltas += [abs(a[c] - b[c]) for c in ids]
+        robust += [abs(a[c] - b[c]) <= 0.05 for c in ids]
+        ta = [c for c in ids if a[c] == max(a.values())]
+        tb = [c for c in ids if b[c] == max(b.values())]
+        top_same += len(ta) == 1 and ta == tb
+    assert floor["n_groups"] == 6 and floor["n_call_pairs"] == 6
+    assert floor["position_consistency"] == pytest.approx(same / pairs)
+    assert floor["pair_instability"] == pytest.approx(inst / pairs)
+    assert floor["mean_abs_delta"] == pytest.approx(np.mean(deltas))
+    assert floor["robustness_rate"] == pytest.approx(np.mean(robust))
+    assert floor["top_choice_agreement"] == pytest.approx(top_same / 6)
+    assert floor["position_consistency_ci_low"] <= floor["position_consistency"]
+
+    # Through the whole analysis: order views at temperature 0, repeats at 0.7; the floor
+    # sits beside each order and perturbation figure, in metrics and in the report.
+    pert = [{"group_id": f"g{g}", "view": "pert:comments", "candidate_id": f"g{g}c{c}",
+             "slot": c, "treated": c % 2 == 0, "score": 0.5} for g in range(6)
+            for c in range(4)]  # fmt: skip
+    rows = pl.concat([rows, probe_rows(pert)])
+    settings = ProbesSettings(temperature=0.0, repeat_temperature=0.7, repeats=2, bootstrap=50)
+    cands = pl.DataFrame(schema=CANDIDATE_COLUMNS)
+    m = run_probe_analysis(cands, rows, settings, {}, tmp_path, min_ci_groups=5)
+    j = m["judges"]["j"]
+    assert j["noise_floor"]["temperature"] == 0.7
+    assert j["noise_floor"]["repeats"] == [1, 2]  # repeat 0 ran at another temperature
+    assert j["noise_floor"]["position_consistency"] == pytest.approx(same / pairs, abs=1e-6)
+    pos = j["position"]
+    assert pos["position_consistency_noise_floor"] == j["noise_floor"]["position_consistency"]
+    assert pos["top_choice_agreement_noise_floor"] == j["noise_floor"]["top_choice_agreement"]
+    assert pos["preference_fairness_noise_floor"] == j["noise_floor"]["pair_instability"]
+    assert pos["slot_effect_noise_floor"] == j["noise_floor"]["mean_abs_delta"]
+    comments = j["perturbation"]["comments"]
+    assert comments["effect_noise_floor"] == j["noise_floor"]["mean_abs_delta"]
+    assert comments["robustness_rate_noise_floor"] == j["noise_floor"]["robustness_rate"]
+    report = (tmp_path / "report.md").read_text()
+    floor_pc = f"(floor {j['noise_floor']['position_consistency']:.3f})"
+    assert floor_pc in report
+    assert "temperature 0.0" in report and "temperature 0.7" in report
+    # Same temperature for both: the identity view's repeat 0 is one more call of the floor.
+    same_t = ProbesSettings(temperature=0.5, repeat_temperature=0.5, repeats=2)
+    m = run_probe_analysis(cands, rows, same_t, {}, tmp_path / "same", min_ci_groups=5)
+    assert m["judges"]["j"]["noise_floor"]["repeats"] == [0, 1, 2]
+    assert m["judges"]["j"]["noise_floor"]["n_call_pairs"] == 6 * 3
+
+
+def test_report_names_position_consistency_as_shi_et_al(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from judgelab.analysis.probes import run_probe_analysis
+    from judgelab.config import ProbesSettings
+    from judgelab.probes.run import CANDIDATE_COLUMNS
+
+    rows = views_fixture(4)
+    pc, _pf, _ = shi_by_hand(rows)
+    cands = pl.DataFrame(schema=CANDIDATE_COLUMNS)
+    m = run_probe_analysis(cands, rows, ProbesSettings(bootstrap=50), {}, tmp_path,
+                           min_ci_groups=5)  # fmt: skip
+    pos = m["judges"]["j"]["position"]
+    assert pos["position_consistency"] == pytest.approx(pc, abs=1e-6)  # the pairwise figure
+    assert "pairwise_consistency" not in pos
+    assert "top_choice_agreement" in pos
+    lines = (tmp_path / "report.md").read_text().splitlines()
+    header = next(line for line in lines if line.startswith("| judge | groups |"))
+    row = next(line for line in lines if line.startswith("| j |"))
+    cols = [c.strip() for c in header.strip("|").split("|")]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    cell = cells[cols.index("position consistency (Shi et al.)")]
+    assert cell.startswith(f"{pos['position_consistency']:.3f} [")
+    assert cells[cols.index("top-choice agreement")].startswith(
+        f"{pos['top_choice_agreement']:.3f}"
+    )
+
+
+def test_perturbation_effect_needs_controls() -> None:
+    # Every member perturbed: no control, so no controlled effect (today: delta_treated).
+    rows = probe_rows(
+        [
+            {"group_id": "g", "view": "perm:0", "candidate_id": "a", "slot": 0, "score": 0.5},
+            {"group_id": "g", "view": "perm:0", "candidate_id": "b", "slot": 1, "score": 0.5},
+            {"group_id": "g", "view": "pert:comments", "candidate_id": "a2", "base_id": "a",
+             "treated": True, "slot": 0, "score": 0.9},
+            {"group_id": "g", "view": "pert:comments", "candidate_id": "b2", "base_id": "b",
+             "treated": True, "slot": 1, "score": 0.7},
+        ]
+    )  # fmt: skip
+    out = perturbation_bias(rows, 0.05, 0, 0, min_groups=5)["comments"]
+    assert out["delta_treated"] == pytest.approx(0.3)
+    assert out["effect"] is None and out["effect_ci_low"] is None
+    assert "no unperturbed control" in out["reasons"]["effect"]
+    assert out["n_control"] == 0

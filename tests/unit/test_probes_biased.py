@@ -26,9 +26,14 @@ from judgelab.analysis.probes import compute_probe_metrics, run_probe_analysis  
 from judgelab.cache import JsonCache  # noqa: E402
 from judgelab.config import HumanEvalSettings, parse_settings  # noqa: E402
 from judgelab.models.server import serve  # noqa: E402
-from judgelab.probes.design import execution_check  # noqa: E402
+from judgelab.probes.design import (  # noqa: E402
+    ProbeGroup,
+    View,
+    execution_check,
+)
 from judgelab.probes.perturb import COMMENT_PAD  # noqa: E402
 from judgelab.probes.run import (  # noqa: E402
+    ProbeJudge,
     candidates_frame,
     judge_models,
     plan,
@@ -95,7 +100,7 @@ def settings_for(base_url: str) -> Any:
                 "mutants": ["operator_flip", "dropped_return", "swapped_arguments"],
                 "permutations": 2,
                 "perturbations": ["comments", "opener"],
-                "repeats": 1,
+                "repeats": 2,
                 "bootstrap": 200,
             },
         }
@@ -124,15 +129,25 @@ def probed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             )
             rows: list[dict] = []
             for spec in specs:
-                ev = build_evaluator(spec, endpoints, JsonCache(tmp, "judge"))
+                judge = ProbeJudge(
+                    spec,
+                    settings.probes,
+                    lambda s: build_evaluator(s, endpoints, JsonCache(tmp, "judge")),
+                )
                 for g in groups:
                     for v in views[g.group_id]:
-                        rows += score_view("run", ev, spec, families[spec.name][1], g, v)
+                        ev, view_spec = judge.for_view(v)
+                        rows += score_view("run", ev, view_spec, families[spec.name][1], g, v)
     candidates = candidates_frame(groups, views)
     scores = probe_scores_frame(rows)
-    metrics = run_probe_analysis(candidates, scores, settings.probes, families, tmp / "out")
+    # The rigged judges are deterministic: their CIs are checked on 2 tasks' groups here; the
+    # default minimum (5) is test_the_default_minimum_leaves_two_tasks_without_cis's.
+    metrics = run_probe_analysis(
+        candidates, scores, settings.probes, families, tmp / "out", min_ci_groups=2
+    )
     return {"metrics": metrics, "scores": scores, "candidates": candidates, "out": tmp / "out",
-            "settings": settings, "families": families}  # fmt: skip
+            "settings": settings, "families": families,
+            "requests": list(server.requests)}  # fmt: skip
 
 
 def test_every_probe_row_is_scored_through_ruler(probed: dict[str, Any]) -> None:
@@ -153,11 +168,9 @@ def test_slot_judge_is_caught_with_primacy_bias_of_the_right_size(probed: dict[s
     pos = probed["metrics"]["judges"]["ruler-slot-judge"]["position"]
     # Every swapped pair is won by whichever candidate is shown first: PF = -1, PC = 0.
     assert pos["preference_fairness"] == -1.0
-    # two tasks give four groups (calibration and self-preference): too few for a CI (17.1)
-    assert pos["preference_fairness_ci_high"] is None
-    assert pos["preference_fairness_ci_reason"] == TOO_FEW.replace("2", "4")
-    assert pos["pairwise_consistency"] == 0.0
+    assert pos["preference_fairness_ci_high"] == -1.0
     assert pos["position_consistency"] == 0.0
+    assert pos["top_choice_agreement"] == 0.0
     assert pos["n_primacy_preferred"] == pos["n_swapped_pairs"] > 0
     slots = pos["slots"]
     k = len(slots)
@@ -169,6 +182,12 @@ def test_slot_judge_is_caught_with_primacy_bias_of_the_right_size(probed: dict[s
         assert slots[str(j)]["bias"] == pytest.approx(0.9 - SLOT_STEP * j - mean_over_slots)
     assert slots["0"]["top_rate"] == 1.0
     assert slots["0"]["bias"] > 0 > slots[str(k - 1)]["bias"]
+    # Same candidate first vs last: SLOT_STEP * (k_g - 1) in a group of k_g, two candidates
+    # (one first in each order) per group.
+    sizes = members.group_by("group_id").len()["len"].to_list()
+    expected = sum(2 * SLOT_STEP * (kg - 1) for kg in sizes) / (2 * len(sizes))
+    assert pos["slot_effect"] == pytest.approx(expected)
+    assert pos["slot_effect_ci_low"] > 0
 
 
 def test_averaging_over_orders_removes_a_pure_position_bias(probed: dict[str, Any]) -> None:
@@ -182,14 +201,14 @@ def test_averaging_over_orders_removes_a_pure_position_bias(probed: dict[str, An
 def test_length_judge_is_position_fair_but_rewards_padding(probed: dict[str, Any]) -> None:
     j = probed["metrics"]["judges"]["ruler-length-judge"]
     assert j["position"]["preference_fairness"] == 0.0
-    assert j["position"]["pairwise_consistency"] == 1.0
     assert j["position"]["position_consistency"] == 1.0
+    assert j["position"]["slot_effect"] == pytest.approx(0.0, abs=1e-6)
     pad = (len("\n".join(COMMENT_PAD)) + 1) / LENGTH_SCALE
     comments = j["perturbation"]["comments"]
     assert comments["delta_treated"] == pytest.approx(pad, abs=1e-6)
     assert comments["delta_control"] == pytest.approx(0.0, abs=1e-6)
     assert comments["effect"] == pytest.approx(pad, abs=1e-6)
-    assert comments["effect_ci_low"] is None and comments["effect_ci_reason"] == TOO_FEW
+    assert comments["effect_ci_low"] == pytest.approx(pad, abs=1e-6)  # deterministic judge
     assert comments["robustness_rate"] == 0.0
     # A reasoning opener leaves the code alone: this judge does not move.
     opener = j["perturbation"]["opener"]
@@ -205,7 +224,7 @@ def test_self_judge_self_and_family_gaps(probed: dict[str, Any]) -> None:
     sp = m["judges"]["ruler-self-judge"]["self_preference"]
     assert sp["self_gap"] == pytest.approx(SELF_OWN - SELF_OTHER)
     assert sp["family_gap"] == pytest.approx(SELF_FAMILY - SELF_OTHER)
-    assert sp["self_gap_ci_low"] is None and sp["self_gap_ci_reason"] == TOO_FEW
+    assert sp["self_gap_ci_low"] is not None and sp["self_gap_ci_reason"] is None
     # The unbiased-for-self judges show no self gap (the length judge: same code for all).
     assert m["judges"]["ruler-length-judge"]["self_preference"]["self_gap"] == pytest.approx(
         0.0, abs=0.01
@@ -218,18 +237,106 @@ def test_deterministic_judges_are_repeat_stable_and_outputs_written(
     probed: dict[str, Any],
 ) -> None:
     for j in probed["metrics"]["judges"].values():
-        assert j["repeat"]["stability"] == 1.0
-        assert j["repeat"]["mean_abs_delta"] == 0.0
+        assert j["noise_floor"]["mean_abs_delta"] == 0.0
+        assert j["noise_floor"]["position_consistency"] == 1.0
+    slot = probed["metrics"]["judges"]["ruler-slot-judge"]["noise_floor"]
+    assert slot["stability"] == 1.0 and slot["top_choice_agreement"] == 1.0
     out: Path = probed["out"]
     for name in ("metrics.json", "report.md", "plots/self_preference.png", "plots/slot_bias.png"):
         assert (out / name).stat().st_size > 0
     again = compute_probe_metrics(
-        probed["candidates"], probed["scores"], probed["settings"].probes, probed["families"]
-    )
+        probed["candidates"], probed["scores"], probed["settings"].probes, probed["families"],
+        min_ci_groups=2,
+    )  # fmt: skip
     assert again == probed["metrics"]  # deterministic, bootstrap included
     report = (out / "report.md").read_text()
     assert "ruler-slot-judge" in report and "Krippendorff" in report
-    assert f"({TOO_FEW})" in report and "[" not in report.split("## Comparison")[1].split("##")[0]
+
+
+def test_order_views_at_temperature_0_and_repeats_at_repeat_temperature(
+    probed: dict[str, Any],
+) -> None:
+    probes = probed["settings"].probes
+    assert (probes.temperature, probes.repeat_temperature) == (0.0, 0.5)  # the defaults
+    judged = [r for r in probed["requests"] if "<trajectory" in json.dumps(r["messages"])]
+    # The request seed is call.seed + 1000 * repeat + attempt: repeats are seeds >= 1000.
+    repeats = [r for r in judged if r["seed"] >= 1000]
+    views = [r for r in judged if r["seed"] < 1000]
+    assert repeats and views
+    assert {r["temperature"] for r in views} == {0.0}
+    assert {r["temperature"] for r in repeats} == {0.5}
+    # Two repeats per known-truth group and judge, all at the repeat temperature.
+    n_cal = probed["candidates"].filter(pl.col("probe") == "calibration")["group_id"].n_unique()
+    assert len(repeats) == 3 * n_cal * probes.repeats
+    floor = probed["metrics"]["judges"]["ruler-slot-judge"]["noise_floor"]
+    assert floor["repeats"] == [1, 2] and floor["temperature"] == 0.5
+
+
+def test_probe_temperature_keys_the_judge_cache(tmp_path: Path) -> None:
+    """The same view at another temperature is a new judge call, never a cached reply."""
+    tasks = load_humaneval(HumanEvalSettings(ids=["HumanEval/13"]))
+    canonical = {
+        f"`{t.entry_point}`": canonical_code(t.prompt, t.canonical_solution) for t in tasks
+    }
+    with BiasedJudgeServer(BEHAVIOUR, canonical) as server:
+        settings = settings_for(server.base_url)
+        verdicts = iter([True])  # the canonical solution passes, every mutant fails
+
+        def check(task: Any, code: str) -> bool:
+            return next(verdicts, False)
+
+        groups, _views = plan(settings, tasks, check, None)
+        group: ProbeGroup = groups[0]
+        spec = settings.evaluator("ruler-length-judge")
+        cache = JsonCache(tmp_path, "judge")
+        with serve(settings, ["length-judge"]) as endpoints:
+
+            def build(s: Any) -> Any:
+                return build_evaluator(s, endpoints, cache)
+
+            def calls() -> int:
+                return sum("<trajectory" in json.dumps(r["messages"]) for r in server.requests)
+
+            identity = View("perm:0", list(range(len(group.members))))
+            for probes in (settings.probes, settings.probes, settings.probes.model_copy(
+                    update={"temperature": 0.7})):  # fmt: skip
+                judge = ProbeJudge(spec, probes, build)
+                ev, view_spec = judge.for_view(identity)
+                assert view_spec.call.temperature == probes.temperature
+                score_view("run", ev, view_spec, "beta", group, identity)
+            assert calls() == 2  # 0.0, 0.0 again (cached), then 0.7
+            repeat = View("perm:0", identity.order, repeat=1)
+            ev, view_spec = ProbeJudge(spec, settings.probes, build).for_view(repeat)
+            assert view_spec.call.temperature == settings.probes.repeat_temperature
+
+
+def test_the_default_minimum_leaves_two_tasks_without_cis(probed: dict[str, Any]) -> None:
+    """analysis.min_ci_groups (5): the 2-task profile's figures keep their values and n, and
+    no figure has a CI; the report says why."""
+    metrics = compute_probe_metrics(
+        probed["candidates"], probed["scores"], probed["settings"].probes, probed["families"],
+        min_ci_groups=5,
+    )  # fmt: skip
+
+    def ci_bounds(obj: Any) -> list[Any]:
+        if isinstance(obj, dict):
+            return [v for k, v in obj.items() if k.endswith(("_ci_low", "_ci_high"))] + [
+                x for v in obj.values() for x in ci_bounds(v)
+            ]
+        return []
+
+    bounds = ci_bounds(metrics)
+    assert bounds and all(b is None for b in bounds)
+    pos = metrics["judges"]["ruler-slot-judge"]["position"]
+    assert pos["n_groups"] == 4 and pos["preference_fairness"] == -1.0
+    assert pos["preference_fairness_ci_reason"] == ("n = 4 groups: too few for a CI (minimum 5)")
+    cal = metrics["judges"]["ruler-slot-judge"]["calibration"]
+    assert cal["roc_auc"] == 0.5 and cal["roc_auc_ci_reason"] == TOO_FEW
+    from judgelab.analysis.probes import render_probe_report
+
+    report = render_probe_report(metrics, {})
+    assert "n = 4 groups: too few for a CI (minimum 5)" in report
+    assert "-1.000 [" not in report and "-1.000 †" in report
 
 
 def run_probe_command(project: Path, params: dict[str, Any]) -> subprocess.CompletedProcess:

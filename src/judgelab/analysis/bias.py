@@ -1,37 +1,67 @@
-"""Bias probes, figures per judge: position, perturbation (verbosity and superficial cues) and
-self-preference, each with a 95 % cluster-bootstrap CI over probe groups.
+"""Bias probes, figures per judge: position, perturbation (verbosity and superficial cues),
+self-preference and the noise floor, each with a 95 % cluster-bootstrap CI over probe groups
+when there are at least `min_groups` groups (below that: the value, null CI bounds and the
+reason in ``<figure>_ci_reason``, as every figure of judgelab: `analysis.stats.Interval`).
 
 Input is the probe scores table (`judgelab.schemas.ProbeScoresSchema`) filtered to one judge's
 evaluator. A *group* is the set of candidates judged together; a *view* is one judge call's
 arrangement of it: ``perm:<i>`` (permutation i of the group, ``perm:0`` the identity order and
 ``perm:1`` the reversal), ``pert:<name>`` (identity order, the candidates with ``treated`` True
-replaced by their perturbed copy) and ``repeat`` (identity order, repeated at temperature > 0).
-Unscored rows never count as 0: a comparison that needs a missing score is left out.
+replaced by their perturbed copy); repeats r >= 1 of ``perm:0`` are the identity view again at
+the repeat temperature (the noise floor). Unscored rows never count as 0: a comparison that
+needs a missing score is left out.
 
-Position (views ``perm:*``; Shi et al. 2024, "Judging the Judges", generalised from pairs to
-groups of k):
-- `position_consistency`: over every pair of views of a group, whether the top candidate is
-  the same (a tied top is "no preference" and must also be tied in the other view).
-- `pairwise_consistency` (PC) and `preference_fairness` (PF): every candidate pair (a, b) in
-  every pair of views in which their order is swapped. The judge's preference in a view is the
-  higher-scored one (or "tie"). Consistent: the same preference in both views. Primacy-preferred:
-  the earlier-shown candidate preferred in both; recency-preferred: the later-shown one in both.
-  PC = consistent / n. PF as Shi et al. define it: PF_raw = rc * irr - pc * ipr (rc, pc:
-  recency- and primacy-preferred counts; irr, ipr: their shares of the inconsistent pairs),
-  min-max normalised to [-1, 1] over [-n, n], the values PF_raw takes when every pair is
-  primacy- (resp. recency-) preferred; so PF = PF_raw / n, which is (rc - pc) / n when every
-  inconsistent pair is primacy- or recency-preferred (ties make the rest). 0 is fair, < 0 favours
+A view's *top* is its unique highest-scored candidate; a view whose highest score is shared
+has no top. A tie at the top is never agreement: two views agree on their top only when both
+have one and it is the same candidate.
+
+Position (views ``perm:*``, repeat 0; Shi et al. 2024, "Judging the Judges"):
+- `position_consistency` (PC, Shi et al.): every candidate pair (a, b) in every pair of views
+  in which their order is swapped. The judge's preference in a view is the higher-scored one
+  (or "tie"); the pair is consistent when the preference is the same in both views.
+  PC = consistent / n.
+- Position-driven pairs, each with its lean towards the earlier-shown candidate: primacy-
+  preferred (the earlier-shown one preferred in both views: +1), recency-preferred (the later-
+  shown one in both: -1), and a pair tied in one view and ordered in the other (+1/2 when the
+  earlier-shown one won in the ordered view, -1/2 when the later-shown one did). Shi et al.
+  count a tied-in-one-view pair as neither, so a judge that ranks by slot in one order and
+  scores everything 0 in the other reads as fair there; here it does not. The slots that won
+  those tied-in-one-view pairs are counted in `tied_pair_winner_slots`.
+- `preference_fairness` (PF) = -(mean lean over the n swapped pairs) = (rc - pc) / n with
+  rc, pc the recency- and primacy-preferred counts, a tied-in-one-view pair counting 1/2. It is
+  Shi et al.'s PF (PF_raw = rc * irr - pc * ipr, min-max normalised over [-n, n]) whenever
+  every inconsistent pair is primacy- or recency-preferred; `preference_fairness_shi` keeps
+  their formula as published (tied-in-one-view pairs count as neither). 0 is fair, < 0 favours
   earlier slots (primacy), > 0 later slots (recency).
+- `slot_effect`: candidate-controlled position effect. Over every pair of views (v, w) of a
+  group and every candidate shown first in v and last in w (its group's mirrored slot), the
+  mean of score_v - score_w: how much the same candidate gains by being shown first rather
+  than last (> 0: primacy). `slots[j].effect`: the same for slot j against its mirror
+  k_g - 1 - j (k_g the group's size; none for the middle slot of an odd group).
+- `top_choice_agreement`: over every pair of views of a group that both scored every member,
+  the share that agree on their top (see above); `n_tied_view_pairs` of them had a tied top.
 - `mean_abs_delta`: per candidate, the mean |score difference| over pairs of its views; the
   mean over candidates.
 - `slot_mean[j]` and `slot_bias[j]` = slot_mean[j] - mean over all slots: the score a candidate
-  gets for being shown at slot j; `top_slot_rate[j]`: share of views whose unique top candidate
-  sits at slot j (1/k for an unbiased judge).
+  gets for being shown at slot j (not candidate-controlled when orders are random);
+  `top_rate[j]`: share of the views with a top whose top sits at slot j (1/k for an unbiased
+  judge); `n_top_views` views had a top, `n_tied_top_views` had a tied top and do not count.
+
+Noise floor (`noise_floor`; repeats of ``perm:0`` at the repeat temperature): the same
+figures computed between every two calls of the identity view, i.e. what a judge with no
+position or perturbation bias but this much sampling noise would show. `position_consistency`
+(same preference for a pair in both calls), `top_choice_agreement`, `mean_abs_delta`,
+`robustness_rate` (share of candidates whose score moved by at most `tolerance` between two
+calls), `pair_instability` (mean |p_r - p_s| over pairs, p = 1, 1/2, 0 for earlier-shown
+wins, tie, later-shown wins: the largest |preference_fairness| noise alone can produce) and
+`stability` (Shi et al.'s repetition stability: per group, the share of calls whose top is the
+group's most frequent top, a call without a top never counting; mean over groups).
 
 Perturbation (per perturbation name; CALM, Ye et al. 2024): candidates whose verdict the tests
 still give unchanged are perturbed in view ``pert:<name>``, the others stay as controls.
 - `delta_treated`/`delta_control`: mean score change from ``perm:0`` to ``pert:<name>``;
-  `effect` = delta_treated - delta_control (the controls absorb call-to-call noise).
+  `effect` = delta_treated - delta_control (the controls absorb call-to-call noise); without a
+  scored control there is no controlled effect (null, with the reason), never delta_treated.
 - `robustness_rate`: CALM's RR = share of treated candidates whose judgement is unchanged,
   here |delta| <= `tolerance`.
 
@@ -47,25 +77,28 @@ Self-preference (groups whose candidates come from several policies; score = mea
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Collection
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from judgelab.analysis.agreement import top_choice, with_ci
+from judgelab.analysis.agreement import with_ci
 
 PERM = "perm:"
 PERT = "pert:"
+
+Scores = dict[str, tuple[float, int | None]]  # candidate_id -> (score, slot)
 
 
 def _scored(rows: pl.DataFrame) -> pl.DataFrame:
     return rows.filter((pl.col("status") == "scored") & pl.col("score").is_not_null())
 
 
-def view_scores(rows: pl.DataFrame, prefix: str) -> dict[str, dict[str, dict[str, tuple]]]:
+def view_scores(rows: pl.DataFrame, prefix: str) -> dict[str, dict[str, Scores]]:
     """group -> view -> candidate_id -> (score, slot), views starting with `prefix`, repeat 0."""
-    out: dict[str, dict[str, dict[str, tuple]]] = {}
+    out: dict[str, dict[str, Scores]] = {}
     sel = _scored(rows).filter(pl.col("view").str.starts_with(prefix) & (pl.col("repeat") == 0))
     for r in sel.iter_rows(named=True):
         out.setdefault(r["group_id"], {}).setdefault(r["view"], {})[r["candidate_id"]] = (
@@ -75,78 +108,36 @@ def view_scores(rows: pl.DataFrame, prefix: str) -> dict[str, dict[str, dict[str
     return out
 
 
-def _pref(sa: float, sb: float) -> int:
-    return 0 if sa > sb else (1 if sb > sa else -1)
+def group_sizes(rows: pl.DataFrame) -> dict[str, int]:
+    """group -> members shown per ``perm:*`` call, scored or not."""
+    perm = rows.filter(pl.col("view").str.starts_with(PERM) & (pl.col("repeat") == 0))
+    counts = perm.group_by("group_id", "view").len().group_by("group_id").agg(pl.col("len").max())
+    return dict(counts.iter_rows())
 
 
-def _position_parts(views: dict[str, dict[str, tuple]], k: int) -> dict[str, Any]:
-    """Per-group sums from which every position figure is a ratio (k: slots over all
-    groups; a view counts for the top-choice figures only when it scored every member)."""
-    parts = {
-        "top_same": 0.0,
-        "top_pairs": 0.0,
-        "pairs": 0.0,
-        "consistent": 0.0,
-        "primacy": 0.0,
-        "recency": 0.0,
-        "delta_sum": 0.0,
-        "delta_n": 0.0,
-        "slot_sum": np.zeros(k),
-        "slot_n": np.zeros(k),
-        "top_slot": np.zeros(k),
-        "top_views": 0.0,
-    }
-    names = sorted(views)
-    size = max((len(c) for c in views.values()), default=0)  # this group's members
-    for v in names:
-        cands = views[v]
-        for score, slot in cands.values():
-            if slot is not None and slot < k:
-                parts["slot_sum"][slot] += score
-                parts["slot_n"][slot] += 1
-        if len(cands) == size:
-            ids = sorted(cands)
-            top = top_choice([cands[c][0] for c in ids])
-            if top >= 0 and cands[ids[top]][1] is not None:
-                parts["top_slot"][cands[ids[top]][1]] += 1
-            parts["top_views"] += 1
-    for v, w in itertools.combinations(names, 2):
-        a, b = views[v], views[w]
-        common = sorted(set(a) & set(b))
-        if len(common) == size and size > 0:
-            ta = top_choice([a[c][0] for c in common])
-            tb = top_choice([b[c][0] for c in common])
-            parts["top_pairs"] += 1
-            parts["top_same"] += float(ta == tb)
-        for x, y in itertools.combinations(common, 2):
-            (sxa, slxa), (sya, slya) = a[x], a[y]
-            (sxb, slxb), (syb, slyb) = b[x], b[y]
-            if None in (slxa, slya, slxb, slyb) or (slxa < slya) == (slxb < slyb):
-                continue  # order not swapped between these views
-            pa, pb = _pref(sxa, sya), _pref(sxb, syb)
-            parts["pairs"] += 1
-            if pa == pb:
-                parts["consistent"] += 1
-                continue
-            # In view v the earlier-shown one is x iff slxa < slya.
-            first_a = 0 if slxa < slya else 1
-            first_b = 0 if slxb < slyb else 1
-            if pa == first_a and pb == first_b:
-                parts["primacy"] += 1
-            elif pa == 1 - first_a and pb == 1 - first_b and pa >= 0 and pb >= 0:
-                parts["recency"] += 1
-    cand_ids = set().union(*[set(c) for c in views.values()]) if views else set()
-    for c in cand_ids:
-        s = [views[v][c][0] for v in names if c in views[v]]
-        if len(s) >= 2:
-            d = [abs(p - q) for p, q in itertools.combinations(s, 2)]
-            parts["delta_sum"] += float(np.mean(d))
-            parts["delta_n"] += 1
-    return parts
+def figure_with_ci(
+    name: str,
+    n: int,
+    stat: Callable[[np.ndarray], float | None],
+    n_boot: int,
+    seed: int,
+    min_groups: int,
+) -> dict[str, Any]:
+    """`agreement.with_ci`'s fields: {name, name_ci_low, name_ci_high, name_ci_reason, ...},
+    the CI only from `min_groups` groups or more (one group never gives one)."""
+    return with_ci(name, n, stat, n_boot, seed, max(min_groups, 2))
 
 
-def _sum(parts: list[dict[str, Any]], idx: np.ndarray, key: str) -> Any:
-    return sum((parts[i][key] for i in idx), start=0.0 * parts[0][key])
+def _figure(
+    out: dict[str, Any],
+    name: str,
+    n: int,
+    stat: Callable[[np.ndarray], float | None],
+    boot: int,
+    seed: int,
+    min_groups: int,
+) -> None:
+    out.update(figure_with_ci(name, n, stat, boot, seed, min_groups))
 
 
 def _explain(out: dict[str, Any], why: dict[str, str]) -> None:
@@ -160,34 +151,128 @@ def _ratio(num: float, den: float) -> float | None:
     return float(num / den) if den else None
 
 
-def _figure(
-    out: dict[str, Any],
-    name: str,
-    n: int,
-    stat: Callable[[np.ndarray], float | None],
-    boot: int,
-    seed: int,
-) -> None:
-    out.update(with_ci(name, n, stat, boot, seed))
+def _sum(parts: list[dict[str, Any]], idx: np.ndarray, key: str) -> Any:
+    return sum((parts[i][key] for i in idx), start=0.0 * parts[0][key])
 
 
-def position_bias(rows: pl.DataFrame, n_boot: int, seed: int) -> dict[str, Any]:
+def top_of(cands: Scores) -> str | None:
+    """The view's unique highest-scored candidate; None when the top score is shared."""
+    if not cands:
+        return None
+    best = max(s for s, _ in cands.values())
+    tops = [c for c, (s, _) in cands.items() if s == best]
+    return tops[0] if len(tops) == 1 else None
+
+
+def _pref(sa: float, sb: float) -> int:
+    return 0 if sa > sb else (1 if sb > sa else -1)
+
+
+def _earlier_wins(s_first: float, s_second: float) -> float:
+    """1 when the earlier-shown candidate scores higher, 1/2 for a tie, 0 otherwise."""
+    return 1.0 if s_first > s_second else (0.5 if s_first == s_second else 0.0)
+
+
+def _position_parts(views: dict[str, Scores], size: int, k: int) -> dict[str, Any]:
+    """Per-group sums from which every position figure is a ratio (size: the group's members,
+    scored or not; k: slots over all groups; a view counts for the top-choice figures only
+    when it scored every member)."""
+    parts: dict[str, Any] = {
+        key: 0.0
+        for key in (
+            "top_same", "top_pairs", "top_tied_pairs", "pairs", "consistent", "primacy",
+            "recency", "primacy_tied", "recency_tied", "lean", "delta_sum", "delta_n",
+            "top_views", "tied_views",
+        )
+    }  # fmt: skip
+    for key in ("slot_sum", "slot_n", "top_slot", "tie_winner", "effect_sum", "effect_n"):
+        parts[key] = np.zeros(k)
+    names = sorted(views)
+    for v in names:
+        cands = views[v]
+        for score, slot in cands.values():
+            if slot is not None and slot < k:
+                parts["slot_sum"][slot] += score
+                parts["slot_n"][slot] += 1
+        if len(cands) == size:
+            top = top_of(cands)
+            if top is None:
+                parts["tied_views"] += 1
+            elif cands[top][1] is not None:
+                parts["top_slot"][cands[top][1]] += 1
+                parts["top_views"] += 1
+    for v, w in itertools.permutations(names, 2):  # candidate-controlled slot effect
+        a, b = views[v], views[w]
+        for c in set(a) & set(b):
+            (sa, sla), (sb, slb) = a[c], b[c]
+            if sla is not None and slb is not None and sla != slb and sla + slb == size - 1:
+                parts["effect_sum"][sla] += sa - sb
+                parts["effect_n"][sla] += 1
+    for v, w in itertools.combinations(names, 2):
+        a, b = views[v], views[w]
+        common = sorted(set(a) & set(b))
+        if len(common) == size and size > 0:
+            ta, tb = top_of(a), top_of(b)
+            parts["top_pairs"] += 1
+            parts["top_same"] += float(ta is not None and ta == tb)
+            parts["top_tied_pairs"] += float(ta is None or tb is None)
+        for x, y in itertools.combinations(common, 2):
+            (sxa, slxa), (sya, slya) = a[x], a[y]
+            (sxb, slxb), (syb, slyb) = b[x], b[y]
+            if None in (slxa, slya, slxb, slyb) or (slxa < slya) == (slxb < slyb):
+                continue  # order not swapped between these views
+            parts["pairs"] += 1
+            if _pref(sxa, sya) == _pref(sxb, syb):
+                parts["consistent"] += 1
+                continue
+            # p: 1 when the earlier-shown one wins, 1/2 tie, 0 the later-shown one.
+            pa = _earlier_wins(sxa, sya) if slxa < slya else _earlier_wins(sya, sxa)
+            pb = _earlier_wins(sxb, syb) if slxb < slyb else _earlier_wins(syb, sxb)
+            lean = pa + pb - 1.0  # +1 primacy both, -1 recency both, +-1/2 tied in one
+            parts["lean"] += lean
+            if lean == 1.0:
+                parts["primacy"] += 1
+            elif lean == -1.0:
+                parts["recency"] += 1
+            else:  # tied in one view, ordered in the other: position-driven all the same
+                parts["primacy_tied" if lean > 0 else "recency_tied"] += 1
+                ordered = a if pb == 0.5 else b
+                winner = x if ordered[x][0] > ordered[y][0] else y
+                slot = ordered[winner][1]
+                if slot is not None and slot < k:
+                    parts["tie_winner"][slot] += 1
+    cand_ids = set().union(*[set(c) for c in views.values()]) if views else set()
+    for c in cand_ids:
+        s = [views[v][c][0] for v in names if c in views[v]]
+        if len(s) >= 2:
+            d = [abs(p - q) for p, q in itertools.combinations(s, 2)]
+            parts["delta_sum"] += float(np.mean(d))
+            parts["delta_n"] += 1
+    return parts
+
+
+def position_bias(rows: pl.DataFrame, n_boot: int, seed: int, *, min_groups: int) -> dict[str, Any]:
     """Position figures of one judge (module docstring), CIs over groups."""
     groups = view_scores(rows, PERM)
     multi = {g: v for g, v in groups.items() if len(v) >= 2}
-    sizes = [max((len(c) for c in v.values()), default=0) for v in multi.values()]
-    k = max(sizes, default=0)
+    sizes = group_sizes(rows)
+    k = max((sizes[g] for g in multi), default=0)
     out: dict[str, Any] = {"n_groups": len(multi), "k": k}
     if not multi:
         out["reason"] = "no group was scored under two or more permutations"
         return out
-    parts = [_position_parts(v, k) for v in multi.values()]
+    parts = [_position_parts(v, sizes[g], k) for g, v in multi.items()]
     n = len(parts)
+    every = np.arange(n)
 
     def ratio(num: str, den: str) -> Callable[[np.ndarray], float | None]:
         return lambda idx: _ratio(_sum(parts, idx, num), _sum(parts, idx, den))
 
     def fairness(idx: np.ndarray) -> float | None:
+        n_pairs = _sum(parts, idx, "pairs")
+        return -float(_sum(parts, idx, "lean") / n_pairs) if n_pairs else None
+
+    def fairness_shi(idx: np.ndarray) -> float | None:
         n_pairs = _sum(parts, idx, "pairs")
         rc, pc = _sum(parts, idx, "recency"), _sum(parts, idx, "primacy")
         inconsistent = n_pairs - _sum(parts, idx, "consistent")
@@ -197,23 +282,40 @@ def position_bias(rows: pl.DataFrame, n_boot: int, seed: int) -> dict[str, Any]:
             return 0.0
         return (rc * rc / inconsistent - pc * pc / inconsistent) / n_pairs
 
-    _figure(out, "position_consistency", n, ratio("top_same", "top_pairs"), n_boot, seed)
-    _figure(out, "pairwise_consistency", n, ratio("consistent", "pairs"), n_boot, seed)
-    _figure(out, "preference_fairness", n, fairness, n_boot, seed)
-    _figure(out, "mean_abs_delta", n, ratio("delta_sum", "delta_n"), n_boot, seed)
+    def slot_effect(idx: np.ndarray, j: int = 0) -> float | None:
+        return _ratio(_sum(parts, idx, "effect_sum")[j], _sum(parts, idx, "effect_n")[j])
+
+    fig = {"boot": n_boot, "seed": seed, "min_groups": min_groups}
+    _figure(out, "position_consistency", n, ratio("consistent", "pairs"), **fig)
+    _figure(out, "preference_fairness", n, fairness, **fig)
+    _figure(out, "preference_fairness_shi", n, fairness_shi, **fig)
+    _figure(out, "slot_effect", n, slot_effect, **fig)
+    _figure(out, "top_choice_agreement", n, ratio("top_same", "top_pairs"), **fig)
+    _figure(out, "mean_abs_delta", n, ratio("delta_sum", "delta_n"), **fig)
+    swap = "no candidate pair was scored in two views that swap it"
     _explain(
         out,
         {
-            "position_consistency": "no two views of a group scored every member",
-            "pairwise_consistency": "no candidate pair was scored in two views that swap it",
-            "preference_fairness": "no candidate pair was scored in two views that swap it",
+            "position_consistency": swap,
+            "preference_fairness": swap,
+            "preference_fairness_shi": swap,
+            "slot_effect": "no candidate was scored both first and last (mirrored orders)",
+            "top_choice_agreement": "no two views of a group scored every member",
             "mean_abs_delta": "no candidate was scored in two views",
         },
     )
-    out["n_view_pairs"] = int(_sum(parts, np.arange(n), "top_pairs"))
-    out["n_swapped_pairs"] = int(_sum(parts, np.arange(n), "pairs"))
-    out["n_primacy_preferred"] = int(_sum(parts, np.arange(n), "primacy"))
-    out["n_recency_preferred"] = int(_sum(parts, np.arange(n), "recency"))
+    out["n_view_pairs"] = int(_sum(parts, every, "top_pairs"))
+    out["n_tied_view_pairs"] = int(_sum(parts, every, "top_tied_pairs"))
+    out["n_swapped_pairs"] = int(_sum(parts, every, "pairs"))
+    out["n_primacy_preferred"] = int(_sum(parts, every, "primacy"))
+    out["n_recency_preferred"] = int(_sum(parts, every, "recency"))
+    out["n_primacy_tied"] = int(_sum(parts, every, "primacy_tied"))
+    out["n_recency_tied"] = int(_sum(parts, every, "recency_tied"))
+    winners = _sum(parts, every, "tie_winner")
+    out["tied_pair_winner_slots"] = {str(j): int(c) for j, c in enumerate(winners) if c}
+    out["n_slot_effect_pairs"] = int(_sum(parts, every, "effect_n")[0])
+    out["n_top_views"] = int(_sum(parts, every, "top_views"))
+    out["n_tied_top_views"] = int(_sum(parts, every, "tied_views"))
     slots: dict[str, Any] = {}
     for j in range(k):
 
@@ -231,16 +333,123 @@ def position_bias(rows: pl.DataFrame, n_boot: int, seed: int) -> dict[str, Any]:
             return _ratio(_sum(parts, idx, "top_slot")[j], _sum(parts, idx, "top_views"))
 
         slot: dict[str, Any] = {}
-        _figure(slot, "mean", n, slot_mean, n_boot, seed)
-        _figure(slot, "bias", n, slot_bias, n_boot, seed)
-        _figure(slot, "top_rate", n, top_rate, n_boot, seed)
+        _figure(slot, "mean", n, slot_mean, **fig)
+        _figure(slot, "bias", n, slot_bias, **fig)
+        _figure(slot, "effect", n, lambda idx, j=j: slot_effect(idx, j), **fig)
+        _figure(slot, "top_rate", n, top_rate, **fig)
+        slot["n_effect_pairs"] = int(_sum(parts, every, "effect_n")[j])
         slots[str(j)] = slot
     out["slots"] = slots
     return out
 
 
+def noise_floor(
+    rows: pl.DataFrame,
+    repeats: Collection[int],
+    tolerance: float,
+    n_boot: int,
+    seed: int,
+    *,
+    min_groups: int,
+) -> dict[str, Any]:
+    """Figures between every two calls of the identity view ``perm:0`` among `repeats` (the
+    calls at the repeat temperature), CIs over groups (module docstring)."""
+    shown = rows.filter((pl.col("view") == f"{PERM}0") & pl.col("repeat").is_in(list(repeats)))
+    sizes = dict(
+        shown.group_by("group_id", "repeat").len().group_by("group_id")
+        .agg(pl.col("len").max()).iter_rows()
+    )  # fmt: skip
+    ident = _scored(shown)
+    calls: dict[str, dict[int, Scores]] = {}
+    for r in ident.iter_rows(named=True):
+        calls.setdefault(r["group_id"], {}).setdefault(r["repeat"], {})[r["candidate_id"]] = (
+            float(r["score"]),
+            int(r["slot"]) if r["slot"] is not None else None,
+        )
+    parts: list[dict[str, float]] = []
+    for g in sorted(calls):
+        by_call = calls[g]
+        if len(by_call) < 2:
+            continue
+        size = sizes[g]
+        p = dict.fromkeys(
+            ("top_same", "top_pairs", "pairs", "consistent", "instability", "delta_sum",
+             "delta_n", "robust", "robust_n", "stability"), 0.0,
+        )  # fmt: skip
+        full = [c for c in by_call.values() if len(c) == size]
+        tops = [top_of(c) for c in full]
+        named = Counter(t for t in tops if t is not None)
+        p["stability"] = max(named.values(), default=0) / len(full) if full else float("nan")
+        for a, b in itertools.combinations([by_call[r] for r in sorted(by_call)], 2):
+            common = sorted(set(a) & set(b))
+            if len(common) == size:
+                ta, tb = top_of(a), top_of(b)
+                p["top_pairs"] += 1
+                p["top_same"] += float(ta is not None and ta == tb)
+            for c in common:
+                d = abs(a[c][0] - b[c][0])
+                p["robust"] += float(d <= tolerance)
+                p["robust_n"] += 1
+            for x, y in itertools.combinations(common, 2):
+                if a[x][1] is None or a[y][1] is None:
+                    continue
+                first, second = (x, y) if a[x][1] < a[y][1] else (y, x)
+                p["pairs"] += 1
+                p["consistent"] += float(_pref(a[x][0], a[y][0]) == _pref(b[x][0], b[y][0]))
+                p["instability"] += abs(
+                    _earlier_wins(a[first][0], a[second][0])
+                    - _earlier_wins(b[first][0], b[second][0])
+                )
+        for c in set().union(*by_call.values()):
+            s = [by_call[r][c][0] for r in sorted(by_call) if c in by_call[r]]
+            if len(s) >= 2:
+                p["delta_sum"] += float(np.mean([abs(u - v) for u, v in
+                                                 itertools.combinations(s, 2)]))  # fmt: skip
+                p["delta_n"] += 1
+        parts.append(p)
+    out: dict[str, Any] = {"repeats": sorted(repeats), "n_groups": len(parts),
+                           "tolerance": tolerance}  # fmt: skip
+    if not parts:
+        out["reason"] = (
+            f"no group has two or more scored calls of the identity view among repeats "
+            f"{sorted(repeats)} (probes.repeats too low?)"
+        )
+        return out
+    n = len(parts)
+
+    def r(num: str, den: str) -> Callable[[np.ndarray], float | None]:
+        return lambda idx: _ratio(sum(parts[i][num] for i in idx),
+                                  sum(parts[i][den] for i in idx))  # fmt: skip
+
+    def stability(idx: np.ndarray) -> float | None:
+        vals = [parts[i]["stability"] for i in idx if np.isfinite(parts[i]["stability"])]
+        return float(np.mean(vals)) if vals else None
+
+    fig = {"boot": n_boot, "seed": seed, "min_groups": min_groups}
+    _figure(out, "position_consistency", n, r("consistent", "pairs"), **fig)
+    _figure(out, "pair_instability", n, r("instability", "pairs"), **fig)
+    _figure(out, "top_choice_agreement", n, r("top_same", "top_pairs"), **fig)
+    _figure(out, "stability", n, stability, **fig)
+    _figure(out, "mean_abs_delta", n, r("delta_sum", "delta_n"), **fig)
+    _figure(out, "robustness_rate", n, r("robust", "robust_n"), **fig)
+    _explain(
+        out,
+        {
+            "position_consistency": "no candidate pair was scored in two calls",
+            "pair_instability": "no candidate pair was scored in two calls",
+            "top_choice_agreement": "no two calls of a group scored every member",
+            "stability": "no call of a group scored every member",
+            "mean_abs_delta": "no candidate was scored in two calls",
+            "robustness_rate": "no candidate was scored in two calls",
+        },
+    )
+    out["n_call_pairs"] = int(sum(p["top_pairs"] for p in parts))
+    out["n_pairs"] = int(sum(p["pairs"] for p in parts))
+    return out
+
+
 def perturbation_bias(
-    rows: pl.DataFrame, tolerance: float, n_boot: int, seed: int
+    rows: pl.DataFrame, tolerance: float, n_boot: int, seed: int, *, min_groups: int
 ) -> dict[str, Any]:
     """Per perturbation name: delta_treated, delta_control, effect, robustness_rate (+ CIs)."""
     base = view_scores(rows, f"{PERM}0")
@@ -289,13 +498,22 @@ def perturbation_bias(
         def effect(idx: np.ndarray, pg: list = per_group) -> float | None:
             t = _ratio(sum(pg[i]["t_sum"] for i in idx), sum(pg[i]["t_n"] for i in idx))
             c = _ratio(sum(pg[i]["c_sum"] for i in idx), sum(pg[i]["c_n"] for i in idx))
-            return None if t is None else t - (c or 0.0)
+            return None if t is None or c is None else t - c  # no controls: no controlled effect
 
-        _figure(fig, "delta_treated", n, r("t_sum", "t_n"), n_boot, seed)
-        _figure(fig, "delta_control", n, r("c_sum", "c_n"), n_boot, seed)
-        _figure(fig, "effect", n, effect, n_boot, seed)
-        _figure(fig, "robustness_rate", n, r("robust", "t_n"), n_boot, seed)
-        _explain(fig, {"delta_control": "no unperturbed control was scored in both views"})
+        kw = {"boot": n_boot, "seed": seed, "min_groups": min_groups}
+        _figure(fig, "delta_treated", n, r("t_sum", "t_n"), **kw)
+        _figure(fig, "delta_control", n, r("c_sum", "c_n"), **kw)
+        _figure(fig, "effect", n, effect, **kw)
+        _figure(fig, "robustness_rate", n, r("robust", "t_n"), **kw)
+        no_control = "no unperturbed control was scored in both views"
+        _explain(
+            fig,
+            {
+                "delta_control": no_control,
+                "effect": f"{no_control}: no controlled effect (delta_treated alone mixes "
+                "the perturbation with call-to-call noise)",
+            },
+        )
         fig["n_treated"] = int(sum(p["t_n"] for p in per_group))
         fig["n_control"] = int(sum(p["c_n"] for p in per_group))
         out[view.removeprefix(PERT)] = fig
@@ -315,7 +533,13 @@ def _stratified_gap(own: pl.DataFrame, other: pl.DataFrame) -> float | None:
 
 
 def self_preference(
-    rows: pl.DataFrame, judge_model: str, judge_family: str, n_boot: int, seed: int
+    rows: pl.DataFrame,
+    judge_model: str,
+    judge_family: str,
+    n_boot: int,
+    seed: int,
+    *,
+    min_groups: int,
 ) -> dict[str, Any]:
     """Policy-by-judge row of the matrix and the controlled self/family gaps (+ CIs)."""
     sel = _scored(rows).filter(
@@ -333,6 +557,7 @@ def self_preference(
         out["reason"] = "no self-preference group was scored"
         return out
     by_group = [cand.filter(pl.col("group_id") == g) for g in groups]
+    kw = {"boot": n_boot, "seed": seed, "min_groups": min_groups}
 
     def pick(idx: np.ndarray) -> pl.DataFrame:
         return pl.concat([by_group[i] for i in idx])
@@ -344,7 +569,9 @@ def self_preference(
             s = pick(idx).filter(pl.col("policy") == p)["score"]
             return float(s.mean()) if s.len() else None
 
-        matrix[policy] = with_ci("mean", n, mean_for, n_boot, seed)
+        cell: dict[str, Any] = {}
+        _figure(cell, "mean", n, mean_for, **kw)
+        matrix[policy] = cell
     out["matrix"] = matrix
 
     def gap(kind: str) -> Callable[[np.ndarray], float | None]:
@@ -361,8 +588,8 @@ def self_preference(
 
         return stat
 
-    _figure(out, "self_gap", n, gap("self"), n_boot, seed)
-    _figure(out, "family_gap", n, gap("family"), n_boot, seed)
+    _figure(out, "self_gap", n, gap("self"), **kw)
+    _figure(out, "family_gap", n, gap("family"), **kw)
     _explain(
         out,
         {

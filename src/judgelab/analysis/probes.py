@@ -8,18 +8,26 @@
   * ``calibration``: `truth.truth_metrics` on the known-truth groups (top-1 accuracy, pairwise
     accuracy, ROC-AUC, false-praise rate...), each candidate's score being the mean of its
     permutation views (slot effects average out), clustered by group for the CIs;
-  * ``position``: `bias.position_bias` over every group's permutation views;
+  * ``position``: `bias.position_bias` over every group's permutation views (views at
+    ``probes.temperature``, 0 by default);
   * ``perturbation``: `bias.perturbation_bias` per perturbation;
   * ``self_preference``: `bias.self_preference` (the judge's row of the policy x judge matrix
     and its controlled self/family gaps);
-  * ``repeat``: repeat stability of the identity view (Shi et al.: share of repeats giving the
-    modal top choice) and the mean |score difference| between repeats of a candidate.
+  * ``noise_floor``: `bias.noise_floor` between the calls of the identity view at
+    ``probes.repeat_temperature`` (repeats 1.., and repeat 0 too when the two temperatures
+    are equal), with repeat stability. Beside each order and perturbation figure sits
+    ``<figure>_noise_floor``, the value a judge with no position or perturbation bias but this
+    much noise shows: position consistency, top-choice agreement and mean |delta| beside their
+    namesakes, pair instability beside preference fairness, score noise (mean |delta|) beside
+    the slot effect and the perturbation effect, the robustness rate beside its namesake.
 - ``agreement``: over candidates every judge scored (mean of permutation views, repeat 0):
   Krippendorff's alpha (interval) across all judges; per judge pair Kendall's tau-b inside each
   group (mean over groups) and Cohen's kappa of scores binarised at ``praise_threshold``.
 - ``matrix``: policy -> judge -> mean score (the self-preference heatmap).
 Every figure carries ``_ci_low``/``_ci_high``: 95 % percentile CIs of a cluster bootstrap over
-groups (`agreement.cluster_ci`, same resampling as the truth metrics).
+groups (`agreement.cluster_ci`, same resampling as the truth metrics), only when the figure
+rests on at least ``min_ci_groups`` groups; below that both are null and ``<figure>_ci_reason`` says
+why ("n = 2 groups: too few for a CI (minimum 5)").
 """
 
 from __future__ import annotations
@@ -41,18 +49,17 @@ from judgelab.analysis.agreement import (  # noqa: E402
     cohen_kappa,
     kendall_tau_b,
     krippendorff_alpha_interval,
-    repeat_stability,
-    top_choice,
-    with_ci,
 )
 from judgelab.analysis.bias import (  # noqa: E402
     PERM,
+    figure_with_ci,
+    noise_floor,
     perturbation_bias,
     position_bias,
     self_preference,
 )
 from judgelab.analysis.plots import save_figure  # noqa: E402
-from judgelab.analysis.report import fmt_ci  # noqa: E402
+from judgelab.analysis.report import fmt_ci, fmt_num  # noqa: E402
 from judgelab.analysis.stats import stats_for_evaluator  # noqa: E402
 from judgelab.analysis.truth import Truth, resample_weights, truth_metrics  # noqa: E402
 from judgelab.config import ProbesSettings  # noqa: E402
@@ -77,7 +84,9 @@ def candidate_means(scores: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def calibration(rows: pl.DataFrame, threshold: float, n_boot: int, seed: int) -> dict[str, Any]:
+def calibration(
+    rows: pl.DataFrame, threshold: float, n_boot: int, seed: int, *, min_groups: int
+) -> dict[str, Any]:
     """truth_metrics on the calibration groups, a group standing for a task."""
     cal = rows.filter(pl.col("probe") == "calibration")
     table = (
@@ -94,51 +103,41 @@ def calibration(rows: pl.DataFrame, threshold: float, n_boot: int, seed: int) ->
         "score",
         pl.lit(1, dtype=pl.UInt32).alias("n_scored_repeats"),
     )
-    # One group gives no CI (see agreement.cluster_ci), as for every other probe figure.
-    weights = resample_weights(len(tasks), n_boot, seed) if len(tasks) > 1 else None
-    return truth_metrics(means, truth, threshold, weights)
+    weights = resample_weights(len(tasks), n_boot, seed) if n_boot else None
+    return truth_metrics(means, truth, threshold, weights, min_groups=max(min_groups, 2))
 
 
-def repeats(rows: pl.DataFrame, n_boot: int, seed: int) -> dict[str, Any]:
-    ident = rows.filter((pl.col("view") == f"{PERM}0") & (pl.col("status") == "scored"))
-    groups = sorted(ident["group_id"].unique().to_list())
-    choices: list[list[int]] = []
-    diffs: list[list[float]] = []
-    for g in groups:
-        part = ident.filter(pl.col("group_id") == g)
-        reps = sorted(part["repeat"].unique().to_list())
-        if len(reps) < 2:
-            continue
-        ids = sorted(part["candidate_id"].unique().to_list())
-        by_rep = {
-            r: dict(part.filter(pl.col("repeat") == r).select("candidate_id", "score").iter_rows())
-            for r in reps
-        }
-        full = [r for r in reps if len(by_rep[r]) == len(ids)]
-        choices.append([top_choice([by_rep[r][c] for c in ids]) for r in full])
-        d = []
-        for c in ids:
-            s = [by_rep[r][c] for r in reps if c in by_rep[r]]
-            d += [abs(a - b) for a, b in itertools.combinations(s, 2)]
-        diffs.append(d)
-    out: dict[str, Any] = {"n_groups": len(choices)}
-    if not choices:
-        out["reason"] = "no group has two or more scored repeats (probes.repeats = 0?)"
-        return out
-    n = len(choices)
-    out.update(with_ci("stability", n, lambda idx: repeat_stability(
-        [choices[i] for i in idx if len(choices[i]) >= 2]), n_boot, seed))  # fmt: skip
+def noise_repeats(settings: ProbesSettings) -> list[int]:
+    """The calls of the identity view at the repeat temperature: repeats 1.., and repeat 0
+    too when the order views run at that same temperature."""
+    same = settings.temperature == settings.repeat_temperature
+    return ([0] if same else []) + list(range(1, settings.repeats + 1))
 
-    def mad(idx: np.ndarray) -> float | None:
-        vals = [x for i in idx for x in diffs[i]]
-        return float(np.mean(vals)) if vals else None
 
-    out.update(with_ci("mean_abs_delta", n, mad, n_boot, seed))
-    return out
+# order/perturbation figure -> the noise-floor figure shown beside it
+FLOOR_OF = {
+    "position_consistency": "position_consistency",
+    "top_choice_agreement": "top_choice_agreement",
+    "preference_fairness": "pair_instability",
+    "slot_effect": "mean_abs_delta",
+    "mean_abs_delta": "mean_abs_delta",
+}
+PERTURBATION_FLOOR_OF = {"effect": "mean_abs_delta", "robustness_rate": "robustness_rate"}
+
+
+def with_floor(block: dict[str, Any], floor: dict[str, Any], pairs: dict[str, str]) -> None:
+    """block[f"{figure}_noise_floor"] = floor[its noise-floor figure] (None when unknown)."""
+    for fig, floor_fig in pairs.items():
+        if fig in block:
+            block[f"{fig}_noise_floor"] = floor.get(floor_fig)
+
+
+def _add(out: dict[str, Any], fig: dict[str, Any]) -> None:
+    out.update(fig)
 
 
 def agreement(scores: pl.DataFrame, judges: list[str], threshold: float, n_boot: int,
-              seed: int) -> dict[str, Any]:  # fmt: skip
+              seed: int, *, min_groups: int) -> dict[str, Any]:  # fmt: skip
     means = candidate_means(scores.filter(pl.col("evaluator").is_in(judges)))
     wide = means.pivot(on="evaluator", index=["group_id", "candidate_id"], values="score")
     present = [j for j in judges if j in wide.columns]
@@ -155,7 +154,7 @@ def agreement(scores: pl.DataFrame, judges: list[str], threshold: float, n_boot:
         data = frame.select(present).to_numpy().astype(float).T
         return krippendorff_alpha_interval(data)
 
-    out.update(with_ci("krippendorff_alpha", n, alpha, n_boot, seed))
+    _add(out, figure_with_ci("krippendorff_alpha", n, alpha, n_boot, seed, min_groups))
     pairs: dict[str, Any] = {}
     for a, b in itertools.combinations(present, 2):
 
@@ -175,8 +174,8 @@ def agreement(scores: pl.DataFrame, judges: list[str], threshold: float, n_boot:
             return cohen_kappa((f[a] >= threshold).to_list(), (f[b] >= threshold).to_list())
 
         pair: dict[str, Any] = {}
-        pair.update(with_ci("kendall_tau", n, tau, n_boot, seed))
-        pair.update(with_ci("cohen_kappa", n, kappa, n_boot, seed))
+        _add(pair, figure_with_ci("kendall_tau", n, tau, n_boot, seed, min_groups))
+        _add(pair, figure_with_ci("cohen_kappa", n, kappa, n_boot, seed, min_groups))
         pairs[f"{a}|{b}"] = pair
     out["pairs"] = pairs
     return out
@@ -187,9 +186,13 @@ def compute_probe_metrics(
     scores: pl.DataFrame,
     settings: ProbesSettings,
     judge_models: dict[str, tuple[str, str]],
+    *,
+    min_ci_groups: int,
 ) -> dict[str, Any]:
-    """Every probe figure (module docstring). `judge_models`: evaluator -> (model, family)."""
+    """Every probe figure (module docstring). `judge_models`: evaluator -> (model, family);
+    `min_ci_groups`: the fewest groups a CI may rest on."""
     boot, seed = settings.bootstrap, settings.seed
+    kw = {"min_groups": min_ci_groups}
     judges = sorted(scores["evaluator"].unique().to_list()) if scores.height else []
     result: dict[str, Any] = {}
     matrix: dict[str, dict[str, Any]] = {}
@@ -198,32 +201,41 @@ def compute_probe_metrics(
         model, family = judge_models.get(name, (name, "unknown"))
         base = stats_for_evaluator(rows.select(list(SCORE_COLUMNS)))
         selfp = self_preference(
-            rows.filter(pl.col("probe") == "self_preference"), model, family, boot, seed
+            rows.filter(pl.col("probe") == "self_preference"), model, family, boot, seed, **kw
         )
         for policy, cell in selfp.get("matrix", {}).items():
             matrix.setdefault(policy, {})[name] = cell
+        floor = noise_floor(rows, noise_repeats(settings), settings.tolerance, boot, seed, **kw)
+        floor["temperature"] = settings.repeat_temperature
+        position = position_bias(rows, boot, seed, **kw)
+        with_floor(position, floor, FLOOR_OF)
+        perturbation = perturbation_bias(
+            rows.filter(pl.col("probe") == "calibration"), settings.tolerance, boot, seed, **kw
+        )
+        for fig in perturbation.values():
+            with_floor(fig, floor, PERTURBATION_FLOOR_OF)
         result[name] = {
             "judge_model": model,
             "judge_family": family,
             "rows": {
                 k: base[k] for k in ("n_rows", "n_scored", "unscored_rate", "out_of_range_rate")
             },  # fmt: skip
-            "calibration": calibration(rows, settings.praise_threshold, boot, seed),
-            "position": position_bias(rows, boot, seed),
-            "perturbation": perturbation_bias(
-                rows.filter(pl.col("probe") == "calibration"), settings.tolerance, boot, seed
-            ),
+            "calibration": calibration(rows, settings.praise_threshold, boot, seed, **kw),
+            "position": position,
+            "perturbation": perturbation,
             "self_preference": selfp,
-            "repeat": repeats(rows, boot, seed),
+            "noise_floor": floor,
         }
     return clean_json(
         {
             "judges": result,
-            "agreement": agreement(scores, judges, settings.praise_threshold, boot, seed),
+            "agreement": agreement(scores, judges, settings.praise_threshold, boot, seed, **kw),
             "matrix": matrix,
             "n_groups": candidates["group_id"].n_unique() if candidates.height else 0,
             "n_candidates": candidates.height,
             "n_score_rows": scores.height,
+            "min_ci_groups": min_ci_groups,
+            "temperature": settings.temperature,
             "settings": settings.model_dump(mode="json"),
         }
     )
@@ -296,61 +308,149 @@ COLUMNS = (
     ("pairwise acc.", "calibration", "pairwise_accuracy"),
     ("ROC-AUC", "calibration", "roc_auc"),
     ("false praise", "calibration", "false_praise_rate"),
-    ("position consistency", "position", "position_consistency"),
+    ("position consistency (Shi et al.)", "position", "position_consistency"),
     ("pref. fairness", "position", "preference_fairness"),
+    ("slot effect (first - last)", "position", "slot_effect"),
+    ("top-choice agreement", "position", "top_choice_agreement"),
     ("mean abs Δscore", "position", "mean_abs_delta"),
     ("self gap", "self_preference", "self_gap"),
     ("family gap", "self_preference", "family_gap"),
-    ("repeat stability", "repeat", "stability"),
+    ("repeat stability", "noise_floor", "stability"),
 )
+
+
+class _Notes:
+    """Numbered footnotes for figures shown without a CI, one per distinct reason."""
+
+    def __init__(self) -> None:
+        self.reasons: list[str] = []
+
+    def mark(self, block: dict[str, Any], key: str) -> str:
+        if block.get(key) is None or block.get(f"{key}_ci_low") is not None:
+            return ""
+        why = block.get(f"{key}_ci_reason") or (block.get("reasons") or {}).get("ci")
+        if not why:
+            return ""
+        if why not in self.reasons:
+            self.reasons.append(why)
+        return f" †{self.reasons.index(why) + 1}"
+
+    def lines(self) -> list[str]:
+        return ["", *(f"†{i}: no CI: {why}." for i, why in enumerate(self.reasons, 1))]
+
+
+def _fig(block: dict[str, Any], key: str, notes: _Notes) -> str:
+    """value [CI] (or value †n: why there is no CI), then the noise floor beside it."""
+    mark = notes.mark(block, key)  # without a CI: the value and a footnote with the reason
+    text = (fmt_num(block.get(key)) if mark else fmt_ci(block, key)) + mark
+    if f"{key}_noise_floor" in block:
+        text += f" (floor {fmt_num(block[f'{key}_noise_floor'])})"
+    return text
+
+
+def _position_lines(pos: dict[str, Any], notes: _Notes) -> list[str]:
+    if pos.get("reason"):
+        return [f"- position: {pos['reason']}"]
+    winners = ", ".join(
+        f"slot {int(s) + 1} ×{c}" for s, c in sorted(pos.get("tied_pair_winner_slots", {}).items())
+    )
+    driven = (
+        pos["n_primacy_preferred"] + pos["n_recency_preferred"] + pos["n_primacy_tied"]
+        + pos["n_recency_tied"]
+    )  # fmt: skip
+    slots = pos.get("slots", {})
+    return [
+        f"- position ({pos['n_groups']} groups, {pos['n_swapped_pairs']} swapped candidate "
+        f"pairs): position consistency {_fig(pos, 'position_consistency', notes)}, preference "
+        f"fairness {_fig(pos, 'preference_fairness', notes)}",
+        f"- position-driven pairs: {driven} of {pos['n_swapped_pairs']}: "
+        f"{pos['n_primacy_preferred']} primacy-preferred, {pos['n_recency_preferred']} "
+        f"recency-preferred, {pos['n_primacy_tied']} tied in one order while the earlier-shown "
+        f"one won in the other, {pos['n_recency_tied']} while the later-shown one won"
+        + (f" (winning slots: {winners})" if winners else ""),
+        f"- slot effect, the same candidate shown first minus shown last "
+        f"({pos['n_slot_effect_pairs']} candidate view pairs): "
+        f"{_fig(pos, 'slot_effect', notes)}; by slot against its mirror: "
+        + ", ".join(f"slot {int(j) + 1}: {_fig(v, 'effect', notes)}" for j, v in slots.items()),
+        f"- top-choice agreement ({pos['n_view_pairs']} view pairs, {pos['n_tied_view_pairs']} "
+        f"with a tied top, which never agrees): {_fig(pos, 'top_choice_agreement', notes)}",
+        "- slot bias: "
+        + ", ".join(f"slot {int(j) + 1}: {_fig(v, 'bias', notes)}" for j, v in slots.items()),
+        f"- top rate by slot ({pos['n_top_views']} views with a unique top; "
+        f"{pos['n_tied_top_views']} with a tied top left out): "
+        + ", ".join(f"slot {int(j) + 1}: {_fig(v, 'top_rate', notes)}" for j, v in slots.items()),
+    ]
 
 
 def render_probe_report(metrics: dict[str, Any], images: dict[str, str]) -> str:
     judges = metrics["judges"]
+    notes = _Notes()
+    st = metrics["settings"]
     lines = [
         "# judgelab bias probes",
         "",
         f"{metrics['n_groups']} probe groups, {metrics['n_candidates']} candidates, "
-        f"{metrics['n_score_rows']} judge rows. Every figure: value [95 % CI, cluster "
-        "bootstrap over groups]. Preference fairness < 0 favours early slots, > 0 late ones.",
+        f"{metrics['n_score_rows']} judge rows. Every figure: value [95 % CI, cluster bootstrap "
+        f"over groups], the CI only when the figure rests on at least {metrics['min_ci_groups']} "
+        "groups (†: no CI, the reason under the table).",
+        "",
+        f"Order and perturbation views ran at judge temperature {st['temperature']}. Beside "
+        "each of their figures, (floor x) is the noise floor: the same figure between two calls "
+        f"of the identity view at temperature {st['repeat_temperature']}, what a judge with no "
+        "position or perturbation bias but that much noise shows (for preference fairness: the "
+        "pair instability, the largest |fairness| noise alone gives; for the slot and "
+        "perturbation effects: the mean |Δscore| between two calls).",
+        "",
+        "Position consistency is Shi et al.'s: the share of candidate pairs preferred the same "
+        "way in two orders that swap them. Preference fairness < 0 favours early slots, > 0 late "
+        "ones; a pair tied in one order and ranked in the other counts half towards the slot "
+        "that won. Slot effect > 0: the same candidate scores higher shown first than last. "
+        "Top-choice agreement: two orders pick the same unique best candidate.",
         "",
         "## Comparison",
         "",
-        "| judge | " + " | ".join(c[0] for c in COLUMNS) + " |",
-        "|---" * (len(COLUMNS) + 1) + "|",
+        "| judge | groups | " + " | ".join(c[0] for c in COLUMNS) + " |",
+        "|---" * (len(COLUMNS) + 2) + "|",
     ]
     for name in sorted(judges):
-        cells = [fmt_ci(judges[name].get(sec, {}), key) for _, sec, key in COLUMNS]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        cells = [_fig(judges[name].get(sec, {}), key, notes) for _, sec, key in COLUMNS]
+        n = judges[name]["position"].get("n_groups", 0)
+        lines.append(f"| {name} | {n} | " + " | ".join(cells) + " |")
     lines += [
         "",
         "## Verbosity and superficial cues",
         "",
         "Effect: mean Δscore of perturbed candidates minus that of unperturbed controls (the "
-        "tests' verdict is unchanged). Robustness rate (CALM): share of perturbed candidates "
-        f"whose score moved by at most {metrics['settings']['tolerance']}.",
+        "tests' verdict is unchanged); without a scored control there is no effect. Robustness "
+        "rate (CALM): share of perturbed candidates whose score moved by at most "
+        f"{st['tolerance']}.",
         "",
-        "| judge | perturbation | effect | robustness rate | slot-1 bias |",
-        "|---|---|---|---|---|",
+        "| judge | perturbation | groups | treated / controls | effect | robustness rate |",
+        "|---|---|---|---|---|---|",
     ]
     for name in sorted(judges):
-        slot1 = judges[name]["position"].get("slots", {}).get("0", {})
         for pert, v in sorted(judges[name]["perturbation"].items()):
+            effect = _fig(v, "effect", notes)
+            if v.get("effect") is None:
+                effect += f" ({(v.get('reasons') or {}).get('effect') or v.get('reason', '')})"
             lines.append(
-                f"| {name} | {pert} | {fmt_ci(v, 'effect')} | {fmt_ci(v, 'robustness_rate')} "
-                f"| {fmt_ci(slot1, 'bias')} |"
+                f"| {name} | {pert} | {v.get('n_groups', 0)} | {v.get('n_treated', 0)} / "
+                f"{v.get('n_control', 0)} | {effect} | {_fig(v, 'robustness_rate', notes)} |"
             )
     ag = metrics.get("agreement", {})
     lines += ["", "## Agreement between judges", ""]
     if ag.get("reason"):
         lines.append(ag["reason"])
     else:
-        lines.append(f"Krippendorff's α (interval): {fmt_ci(ag, 'krippendorff_alpha')}")
+        lines.append(
+            f"Krippendorff's α (interval, {ag['n_candidates']} candidates): "
+            f"{_fig(ag, 'krippendorff_alpha', notes)}"
+        )
         lines += ["", "| pair | Kendall's τ | Cohen's κ |", "|---|---|---|"]
         for pair, v in sorted(ag.get("pairs", {}).items()):
             lines.append(
-                f"| {pair.replace('|', ' vs ')} | {fmt_ci(v, 'kendall_tau')} | "
-                f"{fmt_ci(v, 'cohen_kappa')} |"
+                f"| {pair.replace('|', ' vs ')} | {_fig(v, 'kendall_tau', notes)} | "
+                f"{_fig(v, 'cohen_kappa', notes)} |"
             )
     for label, path in images.items():
         lines += ["", f"![{label}]({path})"]
@@ -358,19 +458,29 @@ def render_probe_report(metrics: dict[str, Any], images: dict[str, str]) -> str:
         j = judges[name]
         lines += ["", f"## {name} ({j['judge_model']}, family {j['judge_family']})", ""]
         lines.append(f"- rows: {j['rows']['n_rows']}, unscored rate {j['rows']['unscored_rate']}")
-        pos = j["position"]
-        slots = pos.get("slots", {})
-        slot_txt = ", ".join(f"slot {int(s) + 1}: {fmt_ci(v, 'bias')}" for s, v in slots.items())
-        lines.append(f"- slot bias: {slot_txt or pos.get('reason', 'n/a')}")
+        lines += _position_lines(j["position"], notes)
         for pert, v in sorted(j["perturbation"].items()):
             lines.append(
-                f"- {pert}: effect {fmt_ci(v, 'effect')}, robustness rate "
-                f"{fmt_ci(v, 'robustness_rate')} ({v.get('n_treated', 0)} treated)"
+                f"- {pert} ({v.get('n_groups', 0)} groups, {v.get('n_treated', 0)} treated, "
+                f"{v.get('n_control', 0)} controls): effect {_fig(v, 'effect', notes)}, "
+                f"robustness rate {_fig(v, 'robustness_rate', notes)}"
             )
-        lines.append(
-            f"- repeat: stability {fmt_ci(j['repeat'], 'stability')}, mean |Δ| "
-            f"{fmt_ci(j['repeat'], 'mean_abs_delta')}"
-        )
+        fl = j["noise_floor"]
+        if fl.get("reason"):
+            lines.append(f"- noise floor: {fl['reason']}")
+        else:
+            lines.append(
+                f"- noise floor (temperature {fl['temperature']}, {fl['n_groups']} groups, "
+                f"{fl['n_call_pairs']} call pairs): position consistency "
+                f"{_fig(fl, 'position_consistency', notes)}, pair instability "
+                f"{_fig(fl, 'pair_instability', notes)}, top-choice agreement "
+                f"{_fig(fl, 'top_choice_agreement', notes)}, mean |Δ| "
+                f"{_fig(fl, 'mean_abs_delta', notes)}, robustness rate "
+                f"{_fig(fl, 'robustness_rate', notes)}, repeat stability "
+                f"{_fig(fl, 'stability', notes)}"
+            )
+    if notes.reasons:
+        lines += ["", "## Figures without a CI", *notes.lines()[1:]]
     return "\n".join(lines) + "\n"
 
 
@@ -380,9 +490,13 @@ def run_probe_analysis(
     settings: ProbesSettings,
     judge_models: dict[str, tuple[str, str]],
     out_dir: Path,
+    *,
+    min_ci_groups: int,
 ) -> dict[str, Any]:
     """metrics.json, plots/*.png and report.md under out_dir; returns the metrics."""
-    metrics = compute_probe_metrics(candidates, scores, settings, judge_models)
+    metrics = compute_probe_metrics(
+        candidates, scores, settings, judge_models, min_ci_groups=min_ci_groups
+    )
     png = Path(out_dir) / "plots"
     judges = sorted(metrics["judges"])
     plot_heatmap(metrics["matrix"], judges, png / "self_preference.png")

@@ -3,18 +3,22 @@
 Every judge call goes through `judgelab.scoring.build_evaluator` / `score_group`, exactly as in
 the scores stage. Two settings of the judge are changed, and only for the probes: the
 evaluator does not shuffle (the view fixes the order, so ``slot`` is the position in the view)
-and the judge temperature is ``probes.temperature``. Rows keep the evaluator's name, so probe
-figures line up with the audit's.
+and the judge temperature is ``probes.temperature`` (0 by default) for the order and
+perturbation views, ``probes.repeat_temperature`` for the repeats of the identity view that
+measure the noise floor (`ProbeJudge`). The temperature is part of every judge-call cache key,
+so a view at one temperature never replays a reply sampled at another. Rows keep the
+evaluator's name, so probe figures line up with the audit's.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import polars as pl
 
 from judgelab.cache import JsonCache, digest
-from judgelab.config import RolloutSettings, RulerEvaluator, Settings
+from judgelab.config import ProbesSettings, RolloutSettings, RulerEvaluator, Settings
 from judgelab.errors import ConfigError
 from judgelab.evaluators.base import Task
 from judgelab.models.endpoint import Endpoint
@@ -70,10 +74,38 @@ def probe_spec(spec: Any, temperature: float) -> Any:
 
 
 def probe_specs(settings: Settings) -> list[Any]:
+    """Every probed judge's settings for the order and perturbation views."""
     return [
         probe_spec(settings.evaluator(name), settings.probes.temperature)
         for name in settings.probes.judges
     ]
+
+
+def view_temperature(probes: ProbesSettings, view: View) -> float:
+    """Order and perturbation views at probes.temperature; the repeats of the identity view
+    (repeat >= 1) at probes.repeat_temperature."""
+    return probes.repeat_temperature if view.repeat else probes.temperature
+
+
+class ProbeJudge:
+    """One probed judge as the views call it: an evaluator per temperature its views run at,
+    built on first use by `build(spec)` (e.g. `scoring.build_evaluator` with the endpoints and
+    the judge cache)."""
+
+    def __init__(self, spec: Any, probes: ProbesSettings, build: Callable[[Any], Any]) -> None:
+        self.name: str = spec.name
+        self.probes = probes
+        self._spec = spec
+        self._build = build
+        self._built: dict[float, tuple[Any, Any]] = {}
+
+    def for_view(self, view: View) -> tuple[Any, Any]:
+        """(evaluator, its settings) for this view."""
+        t = view_temperature(self.probes, view)
+        if t not in self._built:
+            spec = probe_spec(self._spec, t)
+            self._built[t] = (self._build(spec), spec)
+        return self._built[t]
 
 
 def run_id_for(settings: Settings, groups: list[ProbeGroup]) -> str:
