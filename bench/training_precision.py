@@ -12,9 +12,12 @@ two LoRA adapters that differ, as in a lockstep run of two judges):
   wall time: 2.0 means both cores of this machine worked the whole time).
 
 Prints the CPU and its flags, torch's thread count, the median of each measure per dtype and
-the ratio bfloat16 / float32 (below 1: bfloat16 faster).
+the ratio bfloat16 / float32 (below 1: bfloat16 faster). A child still running after
+`--limit` seconds is stopped; the measures it had not finished show as "> limit" (on an
+AVX2-only CPU bfloat16 takes many minutes).
 
     .venv/bin/python bench/training_precision.py [--tokens 32] [--rows 8] [--seqs 4] [--pairs 1]
+                                                 [--limit 1200]
 
 Results are recorded in docs/BENCHMARKS.md.
 """
@@ -32,7 +35,13 @@ ZOO = "qwen2.5-coder-0.5b-instruct"
 DTYPES = ("float32", "bfloat16")
 
 
-def child(dtype: str, tokens: int, rows: int, seqs: int) -> dict[str, float]:
+def _emit(key: str, value: float) -> None:
+    """One measure per line, as soon as it is known: a child stopped at the limit keeps the
+    measures it finished."""
+    print(json.dumps({key: value}), flush=True)
+
+
+def child(dtype: str, tokens: int, rows: int, seqs: int) -> None:
     from judgelab.env import configure_offline_env
 
     configure_offline_env()
@@ -61,7 +70,8 @@ def child(dtype: str, tokens: int, rows: int, seqs: int) -> dict[str, float]:
     policy.sample([prompt] * rows, max_new_tokens=[2] * rows, **kwargs)  # warm-up
     start = time.perf_counter()
     samples = policy.sample([prompt] * rows, max_new_tokens=[tokens] * rows, **kwargs)
-    round_s = time.perf_counter() - start
+    _emit(f"round: {rows} rows, prefill + {tokens} tokens (s)", time.perf_counter() - start)
+    _emit("torch threads", float(torch.get_num_threads()))
 
     policy.use("a")
     policy.model.train()
@@ -75,13 +85,23 @@ def child(dtype: str, tokens: int, rows: int, seqs: int) -> dict[str, float]:
     wall, cpu = time.perf_counter(), time.process_time()
     policy.sequence_logprobs(ids, mask, start=len(prompt) - 1).sum().backward()
     step_s = time.perf_counter() - wall
-    busy = (time.process_time() - cpu) / step_s
-    return {
-        f"round: {rows} rows, prefill + {tokens} tokens (s)": round_s,
-        f"GRPO forward+backward, {len(batch)} x {width} tokens (s)": step_s,
-        "cores busy in forward+backward": busy,
-        "torch threads": float(torch.get_num_threads()),
-    }
+    _emit(f"GRPO forward+backward, {len(batch)} x {width} tokens (s)", step_s)
+    _emit("cores busy in forward+backward", (time.process_time() - cpu) / step_s)
+
+
+def run_child(dtype: str, args: argparse.Namespace) -> dict[str, float]:
+    cmd = [sys.executable, __file__, "--child", dtype, "--tokens", str(args.tokens),
+           "--rows", str(args.rows), "--seqs", str(args.seqs)]  # fmt: skip
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.limit).stdout
+    except subprocess.TimeoutExpired as err:
+        raw = err.stdout or b""
+        out = raw.decode() if isinstance(raw, bytes) else raw
+    measures: dict[str, float] = {}
+    for line in out.splitlines():
+        if line.startswith("{"):
+            measures.update(json.loads(line))
+    return measures
 
 
 def main() -> None:
@@ -90,10 +110,11 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=8)
     ap.add_argument("--seqs", type=int, default=4)
     ap.add_argument("--pairs", type=int, default=1)
+    ap.add_argument("--limit", type=float, default=1200, help="seconds per child process")
     ap.add_argument("--child", choices=DTYPES, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.tokens, args.rows, args.seqs)))
+        child(args.child, args.tokens, args.rows, args.seqs)
         return
     from judgelab.hardware import cpu_info, training_dtype
 
@@ -101,21 +122,23 @@ def main() -> None:
     results: dict[str, list[dict[str, float]]] = {d: [] for d in DTYPES}
     for _ in range(args.pairs):
         for dtype in DTYPES:
-            out = subprocess.run(
-                [sys.executable, __file__, "--child", dtype, "--tokens", str(args.tokens),
-                 "--rows", str(args.rows), "--seqs", str(args.seqs)],
-                capture_output=True, text=True, check=True,
-            )  # fmt: skip
-            results[dtype].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            results[dtype].append(run_child(dtype, args))
             print(f"{dtype}: {results[dtype][-1]}", file=sys.stderr)
     print(f"CPU: {cpu.summary()}; native bfloat16: {'yes' if cpu.native_bf16 else 'no'}")
     print(f"train.dtype auto picks {training_dtype('auto', 'cpu', cpu)} here")
     print(f"{args.pairs} run(s) per dtype, medians")
     print(f"{'measure':52} {'float32':>9} {'bfloat16':>9} {'bf16/fp32':>10}")
-    for key in results["float32"][0]:
-        a = statistics.median(r[key] for r in results["float32"])
-        b = statistics.median(r[key] for r in results["bfloat16"])
-        print(f"{key:52} {a:9.2f} {b:9.2f} {b / a:9.2f}x")
+    keys = list(dict.fromkeys(k for rs in results.values() for r in rs for k in r))
+
+    def median(dtype: str, key: str) -> float | None:
+        values = [r[key] for r in results[dtype] if key in r]
+        return statistics.median(values) if len(values) == len(results[dtype]) else None
+
+    for key in keys:
+        a, b = median("float32", key), median("bfloat16", key)
+        cell = lambda v: f"{v:9.2f}" if v is not None else f"{'> ' + str(int(args.limit)):>9}"  # noqa: E731
+        ratio = f"{b / a:9.2f}x" if a and b is not None else f"{'-':>10}"
+        print(f"{key:52} {cell(a)} {cell(b)} {ratio}")
 
 
 if __name__ == "__main__":
