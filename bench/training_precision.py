@@ -136,9 +136,10 @@ def main() -> None:
 
     for key in keys:
         a, b = median("float32", key), median("bfloat16", key)
-        cell = lambda v: f"{v:9.2f}" if v is not None else f"{'> ' + str(int(args.limit)):>9}"  # noqa: E731
+        unfinished = f"> {int(args.limit)}" if key.endswith("(s)") else "-"  # a time, or not
+        cells = [f"{v:9.2f}" if v is not None else f"{unfinished:>9}" for v in (a, b)]
         ratio = f"{b / a:9.2f}x" if a and b is not None else f"{'-':>10}"
-        print(f"{key:52} {cell(a)} {cell(b)} {ratio}")
+        print(f"{key:52} {cells[0]} {cells[1]} {ratio}")
 
 
 if __name__ == "__main__":
