@@ -33,6 +33,7 @@ def analysis_flow(
         out,
         training_dir=training,
         probes_metrics=PROBES_METRICS,
+        train_judges=settings.train.judges,
     )
     if settings.tracking.enabled:
         latency = {

@@ -416,6 +416,24 @@ def test_worst_false_praise_orders_and_joins_code() -> None:
     assert "return 'b3'" in ex[0]["code"] and ex[1]["explanation"] == XSS
 
 
+def test_worst_false_praise_is_praise_only_and_says_why_the_tests_failed() -> None:
+    """Only scores at or above the threshold are false praise (a 0.2 or a 0.5 is not), each
+    with the execution verdict's reason."""
+    scores = fixture_scores().with_columns(
+        pl.when(pl.col("evaluator") == "tests")
+        .then(pl.format("AssertionError in {}", pl.col("candidate_id")))
+        .otherwise(pl.col("reason"))
+        .alias("reason")
+    )
+    truth = execution_truth(scores)
+    ex = worst_false_praise(scores, fixture_rollouts(), truth, 10, threshold=0.85)
+    assert [(e["candidate_id"], e["score"]) for e in ex] == [("b3", 1.0), ("a3", 0.9)]
+    assert ex[0]["test_reason"] == "AssertionError in b3"
+    failing_scores = worst_false_praise(scores, fixture_rollouts(), truth, 10, threshold=0.0)
+    assert min(e["score"] for e in failing_scores) < 0.8  # the fixture has low scores too
+    assert worst_false_praise(scores, fixture_rollouts(), truth, 10, threshold=1.01) == []
+
+
 def test_run_analysis_writes_everything(tmp_path: Path) -> None:
     out = tmp_path / "a"
     metrics = run_analysis(fixture_tasks(), fixture_rollouts(), fixture_scores(), SETTINGS, out)

@@ -41,3 +41,14 @@ def test_help_everywhere() -> None:
         for part in path:
             command = command.commands[part]  # type: ignore[attr-defined]
         assert (command.help or "").strip(), f"{' '.join(path)} has no description"
+
+
+def test_version() -> None:
+    from importlib.metadata import version
+
+    from typer.testing import CliRunner
+
+    from judgelab.cli import app
+
+    out = CliRunner().invoke(app, ["--version"])
+    assert out.exit_code == 0 and out.output.strip() == f"judgelab {version('judgelab')}"

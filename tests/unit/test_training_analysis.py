@@ -59,6 +59,22 @@ def test_no_training_says_so() -> None:
     assert "No training run" in "\n".join(training.markdown_section({}))
 
 
+def test_configured_training_without_output_is_not_called_unconfigured(tmp_path: Path) -> None:
+    """Missing output is not "not configured" (issue 18): it says which judges lack it."""
+    md = "\n".join(training.markdown_section({"train_judges": ["execution", "ruler"]}))
+    assert "No training run" not in md
+    assert "train.judges names execution, ruler, but the training stage's output" in md
+    write_training_histories(tmp_path, ("execution",))
+    partial = {
+        "train_judges": ["execution", "ruler"],
+        "training": training.training_metrics(tmp_path, AnalysisSettings(bootstrap=0)),
+    }
+    md = "\n".join(training.markdown_section(partial))
+    assert "| execution |" in md and "train.judges names ruler, but" in md
+    html = "\n".join(training.html_section(partial, str))
+    assert "train.judges names ruler" in html
+
+
 def test_heldout_choice_is_reported(tmp_path: Path) -> None:
     import json
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -109,11 +110,12 @@ def run_analysis(
     *,
     training_dir: Path | None = None,
     probes_metrics: Path | None = None,
+    train_judges: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Validate the inputs; write metrics.json, plots and the report under out_dir; return
     the metrics dict as written. `training_dir` holds the training stage's per-judge
-    histories; the report shows bias panels from `probes_metrics` when it exists, "not run"
-    otherwise."""
+    histories (`train_judges`: the judges configured to have one); the report shows bias
+    panels from `probes_metrics` when it exists, "not run" otherwise."""
     out_dir = Path(out_dir)
     tasks = validate(tasks, TasksSchema, "tasks table")
     rollouts = validate(rollouts, RolloutsSchema, "rollouts table")
@@ -122,6 +124,8 @@ def run_analysis(
     metrics = compute_metrics(tasks, rollouts, scores, settings)
     if training_dir is not None:
         metrics["training"] = clean_json(training.training_metrics(training_dir, settings))
+    if train_judges:
+        metrics["train_judges"] = list(train_judges)
     truth = execution_truth(scores)
     written = write_plots(
         scores,
@@ -138,7 +142,7 @@ def run_analysis(
         if training.plot_curves(training_dir, curves):
             images["training curves"] = curves
     latency = latency_summary(scores)
-    examples = worst_false_praise(scores, rollouts, truth, N_EXAMPLES)
+    examples = worst_false_praise(scores, rollouts, truth, N_EXAMPLES, settings.praise_threshold)
     sections = [bias_section(probes_metrics)]
     write_text(
         out_dir / "report.md",

@@ -294,16 +294,32 @@ def excerpt(text: str | None) -> str:
 
 
 def worst_false_praise(
-    scores: pl.DataFrame, rollouts: pl.DataFrame, truth: Truth, n: int = 5
+    scores: pl.DataFrame,
+    rollouts: pl.DataFrame,
+    truth: Truth,
+    n: int = 5,
+    threshold: float = 0.8,
 ) -> list[dict[str, Any]]:
-    """The n highest-scored (row-level) failing candidates from evaluators other than the
-    execution truth, with the judge's explanation and the completion joined from rollouts."""
+    """The n highest-scored (row-level) failing candidates scored at or above the praise
+    `threshold` by evaluators other than the execution truth — false praise, nothing less —
+    with the judge's explanation, why the tests failed, and the completion from rollouts."""
     failing = truth.table.filter(pl.col("passed") == False).select("candidate_id")  # noqa: E712
     if not failing.height or not scores.height:
         return []
+    why = (
+        scores.filter(pl.col("evaluator") == truth.evaluator)
+        .sort("repeat")
+        .unique("candidate_id", keep="first")
+        .select("candidate_id", pl.col("reason").alias("test_reason"))
+    )
     rows = (
-        scores.filter((pl.col("status") == "scored") & (pl.col("protocol") != "execution"))
+        scores.filter(
+            (pl.col("status") == "scored")
+            & (pl.col("protocol") != "execution")
+            & (pl.col("score") >= threshold)
+        )
         .join(failing, on="candidate_id", how="inner")
+        .join(why, on="candidate_id", how="left")
         .sort(
             ["score", "evaluator", "candidate_id", "repeat"], descending=[True, False, False, False]
         )
@@ -329,6 +345,7 @@ def worst_false_praise(
                 "score": row["score"],
                 "raw_score": row.get("raw_score"),
                 "explanation": explanation,
+                "test_reason": row.get("test_reason") or "",
                 "code": excerpt(completion),
             }
         )
@@ -426,9 +443,12 @@ def render_markdown(
         out.append(f"![{_md_cell(label)}]({link})")
     for section in sections:
         out += ["", section.markdown.rstrip()]
+    threshold = (metrics.get("settings") or {}).get("praise_threshold", 0.8)
     out += ["", "## Worst false praise", ""]
+    out.append(f"Failing code that a judge scored at or above the praise threshold ({threshold}).")
+    out.append("")
     if not examples:
-        out.append("No failing candidate was scored by a judge.")
+        out.append("No failing candidate was scored at or above it.")
     for i, ex in enumerate(examples, 1):
         out.append(f"### {i}. {_md_cell(ex['evaluator'])} gave {ex['score']:.3f} to failing code")
         out.append("")
@@ -437,6 +457,10 @@ def render_markdown(
             f"`{ex['judge'] or NA}`, repeat {ex['repeat']}"
         )
         out += [
+            "",
+            "Why the tests failed:",
+            "",
+            _fence(ex.get("test_reason") or "(no reason recorded)"),
             "",
             "Explanation:",
             "",
@@ -517,9 +541,14 @@ def render_html(
             f"<figcaption>{_e(label)}</figcaption></figure>"
         )
     h += [section.html for section in sections]
+    threshold = (metrics.get("settings") or {}).get("praise_threshold", 0.8)
     h.append("<h2>Worst false praise</h2>")
+    h.append(
+        f"<p>Failing code that a judge scored at or above the praise threshold "
+        f"({_e(str(threshold))}).</p>"
+    )
     if not examples:
-        h.append("<p>No failing candidate was scored by a judge.</p>")
+        h.append("<p>No failing candidate was scored at or above it.</p>")
     for i, ex in enumerate(examples, 1):
         h.append(f"<h3>{i}. {_e(ex['evaluator'])} gave {ex['score']:.3f} to failing code</h3>")
         h.append(
@@ -527,6 +556,8 @@ def render_html(
             f"<code>{_e(ex['candidate_id'])}</code>, judge <code>{_e(ex['judge'] or NA)}</code>, "
             f"repeat {ex['repeat']}</p>"
         )
+        reason = ex.get("test_reason") or "(no reason recorded)"
+        h.append(f"<p><b>Why the tests failed:</b></p><pre>{_e(reason)}</pre>")
         h.append(f"<p><b>Explanation:</b></p><pre>{_e(ex['explanation'] or '(none)')}</pre>")
         h.append(f"<p><b>Code:</b></p><pre>{_e(ex['code'] or '(no completion found)')}</pre>")
     h.append("</body></html>")

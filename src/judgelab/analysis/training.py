@@ -274,11 +274,32 @@ def findings(metrics: dict[str, Any]) -> list[str]:
     return out
 
 
+def absent_line(metrics: dict[str, Any]) -> str | None:
+    """What to say about configured judges without training output (never that training was
+    not configured when it was), or None when every configured judge has its output."""
+    configured = metrics.get("train_judges") or []
+    found = set(metrics.get("training") or {})
+    missing = [j for j in configured if j not in found]
+    if not configured and not found:
+        return "No training run (train.judges is empty)."
+    if not missing:
+        return None
+    return (
+        f"train.judges names {', '.join(missing)}, but the training stage's output has no "
+        "history for "
+        + ("it" if len(missing) == 1 else "them")
+        + " (the stage has not run, or its output was removed): no figures."
+    )
+
+
 def markdown_section(metrics: dict[str, Any]) -> list[str]:
     training = metrics.get("training") or {}
     out = ["## Training on each judge", ""]
+    absent = absent_line(metrics)
     if not training:
-        return out + ["No training run (train.judges is empty).", ""]
+        return out + [absent or "", ""]
+    if absent:
+        out += [absent, ""]
     out += [
         "GRPO with LoRA on the policy, one run per judge; rewards are the judge's scores of the "
         "policy's own samples during training. Held-out pass rate: the tests' verdict on "
@@ -301,8 +322,11 @@ def markdown_section(metrics: dict[str, Any]) -> list[str]:
 def html_section(metrics: dict[str, Any], escape: Any) -> list[str]:
     training = metrics.get("training") or {}
     out = ["<h2>Training on each judge</h2>"]
+    absent = absent_line(metrics)
+    if absent:
+        out.append(f"<p>{escape(absent)}</p>")
     if not training:
-        return out + ["<p>No training run (train.judges is empty).</p>"]
+        return out
     out.append('<table id="training"><thead><tr>')
     out += [f"<th>{escape(c)}</th>" for c in HEADER]
     out.append("</tr></thead><tbody>")

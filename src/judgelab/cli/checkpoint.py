@@ -54,7 +54,12 @@ def list_checkpoints(root: Path = ROOT) -> None:
             rows = {r["epoch"]: r for r in state["history"]}
             # step-N holds policy_N, whose row (if measured yet) is epoch N.
             row = rows.get(state["steps"])
-            held = f"held-out {row['heldout_pass_rate']:.2f}" if row else "not evaluated yet"
+            if row is None:
+                held = "not evaluated yet"
+            elif row["heldout_pass_rate"] is None:  # every held-out sample a sandbox error
+                held = "held-out untested"
+            else:
+                held = f"held-out {row['heldout_pass_rate']:.2f} (n={row['heldout_n']})"
             typer.echo(f"{judge_dir.name:24s} {ckpt.name}  {held}  {ckpt}")
 
 

@@ -42,10 +42,21 @@ def _register() -> None:
     app.add_typer(checkpoint.app, name="checkpoint")
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"judgelab {version('judgelab')}")
+        raise typer.Exit()
+
+
 @app.callback()
 def main(
     verbose: bool = typer.Option(
         False, "--verbose", "-v", help="Show library chatter too (HTTP requests, LiteLLM)."
+    ),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
     """Audit the evaluators (LLM judges, rubrics, tests) used as rewards for code RL."""
