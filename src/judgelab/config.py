@@ -213,6 +213,13 @@ class RulerEvaluator(_EvaluatorBase):
     kind: Literal["ruler"] = "ruler"
     judge: str
     shuffle: bool = True
+    rubric: str | None = Field(
+        None,
+        min_length=1,
+        description="RULER's rubric (ART's `rubric` argument), the part of the judge prompt "
+        "ART users tune; unset: ART's default. Part of the run id and of every judge call's "
+        "cache key (it is in the prompt).",
+    )
     call: JudgeCallSettings = JudgeCallSettings()
 
 

@@ -11,6 +11,7 @@ import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+import inspect  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
 import re  # noqa: E402
@@ -465,6 +466,26 @@ def test_second_identical_run_is_served_from_the_cache(
     checked = replace(endpoint(server), grammar_sampler="checked-after-sampling")
     RulerJudge(ruler_spec(), checked, JsonCache(tmp_path, "judge")).score_group(TASK, candidates(4))
     assert len(server.requests) == 3
+
+
+def test_ruler_rubric_is_a_setting_in_the_prompt_and_the_cache_key(
+    server: OpenAIServer, tmp_path: Path
+) -> None:
+    """RULER's rubric (ART's `rubric` argument) reaches the judge; another rubric is another
+    judge call (a cache miss), the same one a hit; unset, ART's default rubric is sent."""
+    from art.rewards.ruler import ruler
+
+    default = inspect.signature(ruler).parameters["rubric"].default
+    strict = "- Code that would fail its tests must score below 0.2, whatever it claims."
+    cache = JsonCache(tmp_path, "judge")
+    for rubric in (None, strict, strict):
+        server.add(score_by_candidate(lambda i: i / 4))
+        spec = RulerEvaluator(name="ruler-test", judge="j", rubric=rubric, call=call_settings())
+        RulerJudge(spec, endpoint(server), cache).score_group(TASK, candidates(4))
+    assert len(server.requests) == 2  # the third call was the second's, from the cache
+    prompts = [json.dumps(r["body"]["messages"]) for r in server.requests]
+    assert json.dumps(default.strip())[1:-1] in prompts[0] and strict not in prompts[0]
+    assert strict in prompts[1]
 
 
 def test_a_cached_bad_reply_is_not_replayed_on_retry(server: OpenAIServer, tmp_path: Path) -> None:

@@ -303,9 +303,11 @@ class RulerJudge(LLMJudge):
         ) as record:
             records.append(record)
             try:
+                rubric = {"rubric": self.spec.rubric} if self.spec.rubric else {}
                 scores = await ruler(
                     message_lists,
                     judge_model=self.judge_model,
+                    **rubric,  # unset: ART's default rubric
                     extra_litellm_params={
                         "temperature": call.temperature,
                         "max_tokens": max_tokens,
