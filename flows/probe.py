@@ -35,6 +35,7 @@ from judgelab.probes.run import (
     run_id_for,
     score_view,
 )
+from judgelab.progress import progress
 from judgelab.scoring import build_evaluator
 from judgelab.tasks.humaneval import load_humaneval
 
@@ -69,25 +70,23 @@ def probe_flow(params: Path = Path("params.yaml"), out: Path = PROBES) -> Path:
         )
         run_id = run_id_for(settings, groups)
         n_views = sum(len(v) for v in views.values())
-        for spec in specs:
-            judge = ProbeJudge(
-                spec, settings.probes, lambda s: build_evaluator(s, endpoints, judge_cache)
-            )
-            start = time.monotonic()
-            todo = [(g, v) for g in groups for v in views[g.group_id]]
-            for i, (g, v) in enumerate(todo, start=1):
-                evaluator, view_spec = judge.for_view(v)
-                rows += probe_view_task(run_id, evaluator, view_spec, families[spec.name][1], g, v)
-                log.info(
-                    "%s: view %d/%d (%s %s, repeat %d) done, %.0fs so far",
-                    spec.name,
-                    i,
-                    n_views,
-                    g.group_id,
-                    v.name,
-                    v.repeat,
-                    time.monotonic() - start,
+        with progress("probe", n_views * len(specs), unit="view") as advance:
+            for spec in specs:
+                judge = ProbeJudge(
+                    spec, settings.probes, lambda s: build_evaluator(s, endpoints, judge_cache)
                 )
+                start = time.monotonic()
+                todo = [(g, v) for g in groups for v in views[g.group_id]]
+                for i, (g, v) in enumerate(todo, start=1):
+                    evaluator, view_spec = judge.for_view(v)
+                    family = families[spec.name][1]
+                    rows += probe_view_task(run_id, evaluator, view_spec, family, g, v)
+                    advance(description=f"probe {spec.name}: {g.group_id} {v.name} r{v.repeat}")
+                    log.debug(
+                        "%s: view %d/%d (%s %s, repeat %d) done, %.0fs so far",
+                        spec.name, i, n_views, g.group_id, v.name, v.repeat,
+                        time.monotonic() - start,
+                    )  # fmt: skip
     out = Path(out)
     candidates = candidates_frame(groups, views)
     scores = probe_scores_frame(rows)

@@ -63,13 +63,12 @@ def scores_flow(
         # Evaluator-major order: the embedded server swaps models as rarely as possible.
         for spec in settings.scores.evaluators:
             evaluator = build_evaluator(spec, endpoints, cache)
-            advance(0, description=f"scores: {spec.name}")
             start = time.monotonic()
             for repeat in range(repeats_for(spec, settings)):
                 for i, t in enumerate(todo, start=1):
                     rows += score_group_task(run_id, evaluator, spec, t, groups[t.task_id], repeat)
-                    advance()
-                    log.info(
+                    advance(description=f"scores: {spec.name} {t.task_id} r{repeat}")
+                    log.debug(
                         "%s: group %d/%d (%s, repeat %d) done, %.0fs so far",
                         spec.name,
                         i,
