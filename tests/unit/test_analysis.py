@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -704,3 +705,29 @@ def test_scores_schema_rejects_a_candidate_id_under_two_tasks() -> None:
     with pytest.raises(TableError, match="candidate_id under more than one task_id"):
         validate(pl.DataFrame(rows, schema=SCORE_SCHEMA), ScoresSchema, "scores")
     validate(fixture_scores(), ScoresSchema, "scores")  # distinct ids pass
+
+
+def test_zero_advantage_rate_and_within_group_spread_by_hand() -> None:
+    """Groups (task, repeat) with >= 2 scored candidates: A r0 all 0.5 (zero advantage),
+    B r0 0.1 / 0.9 (sample std 0.5657), A r1 one scored candidate (not a group), and an
+    unscored row that never counts."""
+    from judgelab.analysis.report import zero_advantage_cell
+    from judgelab.analysis.stats import stats_for_evaluator
+
+    rows = pl.DataFrame(
+        [
+            row("A", "a1", "j", "ruler", 0.5), row("A", "a2", "j", "ruler", 0.5),
+            row("A", "a3", "j", "ruler", 0.5), row("B", "b1", "j", "ruler", 0.1),
+            row("B", "b2", "j", "ruler", 0.9), row("B", "b3", "j", "ruler", None, reason="x"),
+            row("A", "a1", "j", "ruler", 0.7, repeat=1),
+        ]
+    )  # fmt: skip
+    ev = stats_for_evaluator(rows)
+    assert ev["n_signal_groups"] == 2 and ev["zero_advantage_rate"] == 0.5
+    assert ev["within_group_std"] == pytest.approx((0.0 + statistics.stdev([0.1, 0.9])) / 2)
+    assert zero_advantage_cell(ev) == "50.0% (1 of 2)"
+    assert any("no learning signal in 1 of 2 groups" in f for f in findings("j", ev))
+    flat = stats_for_evaluator(rows.filter(pl.col("task_id") == "A"))
+    assert flat["zero_advantage_rate"] == 1.0
+    assert any("in all 1 group every candidate got the same score" in f
+               for f in findings("j", flat))  # fmt: skip

@@ -127,6 +127,8 @@ DISTRIBUTION_COLUMNS = (
     "unscored",
     "judge failures",
     "out of range",
+    "zero-advantage groups",
+    "within-group std",
 )
 
 
@@ -163,9 +165,35 @@ def distribution_rows(evaluators: dict[str, dict[str, Any]]) -> list[list[str]]:
             fmt_pct(ev.get("unscored_rate")),
             fmt_pct(ev.get("judge_failure_rate")),
             fmt_pct(ev.get("out_of_range_rate")),
+            zero_advantage_cell(ev),
+            fmt_num(ev.get("within_group_std")),
         ]
         for name, ev in sorted(evaluators.items())
     ]
+
+
+def zero_advantage_cell(ev: dict[str, Any]) -> str:
+    """`50 % (1 of 2)`: groups in which every candidate got the same score."""
+    n, rate = ev.get("n_signal_groups") or 0, ev.get("zero_advantage_rate")
+    if rate is None:
+        return NA
+    return f"{fmt_pct(rate)} ({round(rate * n)} of {n})"
+
+
+def signal_finding(ev: dict[str, Any]) -> str | None:
+    """A reward with no spread inside a group teaches GRPO nothing: say so, with its n."""
+    n, rate = ev.get("n_signal_groups") or 0, ev.get("zero_advantage_rate")
+    if not n or rate is None or rate == 0:
+        return None
+    if rate == 1:
+        return (
+            f"gives no learning signal: in all {_n(n, 'group')} every candidate got the same "
+            "score, so GRPO's advantage is 0 for every one of them."
+        )
+    return (
+        f"gives no learning signal in {round(rate * n)} of {_n(n, 'group')}: every candidate "
+        "of those got the same score (zero advantage)."
+    )
 
 
 # ---------------------------------------------------------------------------- findings
@@ -235,6 +263,9 @@ def findings(name: str, ev: dict[str, Any]) -> list[str]:
                 "task's mean, so training would push them up."
             )
     out += ranking + praise if group else praise + ranking
+    signal = signal_finding(ev) if judged else None
+    if signal:
+        out.append(signal)
     gap = t.get("score_gap")
     if gap is not None and judged:
         out.append(

@@ -208,11 +208,35 @@ def stats_for_evaluator(rows: pl.DataFrame) -> dict[str, Any]:
         "reason": None,
     }
     result.update({k: v for k, v in dist.items() if k != "n"})
+    result.update(group_signal(rows))
     if n_rows == 0:
         result["reason"] = "no rows for this evaluator"
     elif scored.height == 0:
         result["reason"] = "no scored rows: every row is unscored"
     return result
+
+
+def group_signal(rows: pl.DataFrame) -> dict[str, Any]:
+    """What a GRPO reward lives on: whether scores differ inside a group. Over the groups
+    (task, repeat) with at least 2 scored candidates: `zero_advantage_rate`, the share in
+    which every candidate got the same score (GRPO's advantage is 0 for all: no learning
+    signal), and `within_group_std`, the mean over groups of the scores' sample std (ddof=1,
+    as `describe`). `n_signal_groups` is their n."""
+    scored = rows.filter((pl.col("status") == "scored") & pl.col("score").is_not_null())
+    groups = (
+        scored.group_by("task_id", "repeat")
+        .agg(pl.col("score").alias("scores"))
+        .filter(pl.col("scores").list.len() >= 2)
+    )
+    spreads = [np.asarray(g, dtype=float) for g in groups.get_column("scores").to_list()]
+    n = len(spreads)
+    return {
+        "n_signal_groups": n,
+        "zero_advantage_rate": (
+            sum(float(s.max() - s.min()) <= 1e-9 for s in spreads) / n if n else None
+        ),
+        "within_group_std": float(np.mean([s.std(ddof=1) for s in spreads])) if n else None,
+    }
 
 
 def evaluator_stats(scores: pl.DataFrame) -> dict[str, dict[str, Any]]:
