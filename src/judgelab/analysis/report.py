@@ -35,6 +35,7 @@ import polars as pl
 from judgelab.analysis import training as training_report
 from judgelab.analysis.panels import Section
 from judgelab.analysis.power import power_html, power_markdown
+from judgelab.analysis.ranking import ranking_html, ranking_markdown
 from judgelab.analysis.stats import Interval
 from judgelab.analysis.truth import GROUP_PROTOCOLS, Truth
 
@@ -445,7 +446,9 @@ def render_markdown(
     `sections` (training curves, bias probes: analysis.panels) go before the examples."""
     evs = metrics.get("evaluators", {})
     out = ["# judgelab: evaluator audit", ""]
-    out += [" ".join(_intro(metrics)), "", "## Headline", ""]
+    out += [" ".join(_intro(metrics)), ""]
+    out += ranking_markdown(metrics)
+    out += ["## Headline", ""]
     out += _md_table(HEADLINE_COLUMNS, headline_rows(evs))
     out += ["", "## Score distributions", ""]
     out += _md_table(DISTRIBUTION_COLUMNS, distribution_rows(evs))
@@ -541,6 +544,7 @@ def render_html(
         "<h1>judgelab: evaluator audit</h1>",
     ]
     h += [f'<p class="note">{_e(line)}</p>' for line in _intro(metrics)]
+    h += ranking_html(metrics, _e)
     h.append("<h2>Headline</h2>")
     h += _html_table("headline", HEADLINE_COLUMNS, headline_rows(evs))
     h.append("<h2>Score distributions</h2>")
