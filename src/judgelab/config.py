@@ -500,6 +500,13 @@ class Settings(_Section):
                     f"probes.judges[{i}]: {name!r} is not a RULER/rubric evaluator in "
                     f"scores.evaluators; valid: {sorted(judges)}"
                 )
+        has_truth = any(isinstance(ev, ExecutionEvaluator) for ev in self.scores.evaluators)
+        if judges and not has_truth:
+            raise ValueError(
+                f"scores.evaluators: judges {sorted(judges)} but no execution evaluator, so "
+                "no judge can be held against the tests (no truth figures, no ranking); add "
+                "{name: execution, kind: execution}"
+            )
         return self
 
     def model(self, name: str) -> EmbeddedModel | EndpointModel:

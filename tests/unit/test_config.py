@@ -108,3 +108,14 @@ def test_inline_secret_is_rejected() -> None:
     }
     with pytest.raises(ConfigError, match="api_key_env must be the NAME"):
         parse_settings(d)
+
+
+def test_judges_without_an_execution_truth_are_refused() -> None:
+    """Issue 18: a configuration with judges but no truth used to pass and then audit nothing."""
+    d = params()
+    d["scores"]["evaluators"] = [
+        ev for ev in d["scores"]["evaluators"] if ev["kind"] != "execution"
+    ]
+    d["train"]["judges"] = []
+    with pytest.raises(ConfigError, match=r"scores\.evaluators: judges .* no execution evaluator"):
+        parse_settings(d)

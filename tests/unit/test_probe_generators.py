@@ -159,6 +159,7 @@ def base_params() -> dict:
             "evaluators": [
                 {"name": "ruler-m", "kind": "ruler", "judge": "m"},
                 {"name": "format", "kind": "format"},
+                {"name": "execution", "kind": "execution"},
             ]
         },  # fmt: skip
     }

@@ -155,7 +155,8 @@ def test_limits_come_from_params_and_stay_out_of_the_run_id() -> None:
         return parse_settings({
             "models": {"remote": {**base, **limits}},
             "rollouts": {"policy": "remote"}, "tasks": {"autorl": {"model": "remote"}},
-            "scores": {"evaluators": [{"name": "r", "kind": "ruler", "judge": "remote"}]},
+            "scores": {"evaluators": [{"name": "r", "kind": "ruler", "judge": "remote"},
+                                   {"name": "execution", "kind": "execution"}]},
         })  # fmt: skip
 
     frame = pl.DataFrame({"candidate_id": ["a", "b"]})
