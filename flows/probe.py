@@ -75,11 +75,11 @@ def probe_flow(params: Path = Path("params.yaml"), out: Path = PROBES) -> Path:
                 judge = ProbeJudge(
                     spec, settings.probes, lambda s: build_evaluator(s, endpoints, judge_cache)
                 )
+                family = families[spec.name][1]
                 start = time.monotonic()
                 todo = [(g, v) for g in groups for v in views[g.group_id]]
                 for i, (g, v) in enumerate(todo, start=1):
                     evaluator, view_spec = judge.for_view(v)
-                    family = families[spec.name][1]
                     rows += probe_view_task(run_id, evaluator, view_spec, family, g, v)
                     advance(description=f"probe {spec.name}: {g.group_id} {v.name} r{v.repeat}")
                     log.debug(

@@ -132,10 +132,6 @@ def with_floor(block: dict[str, Any], floor: dict[str, Any], pairs: dict[str, st
             block[f"{fig}_noise_floor"] = floor.get(floor_fig)
 
 
-def _add(out: dict[str, Any], fig: dict[str, Any]) -> None:
-    out.update(fig)
-
-
 def agreement(scores: pl.DataFrame, judges: list[str], threshold: float, n_boot: int,
               seed: int, *, min_groups: int) -> dict[str, Any]:  # fmt: skip
     means = candidate_means(scores.filter(pl.col("evaluator").is_in(judges)))
@@ -154,7 +150,7 @@ def agreement(scores: pl.DataFrame, judges: list[str], threshold: float, n_boot:
         data = frame.select(present).to_numpy().astype(float).T
         return krippendorff_alpha_interval(data)
 
-    _add(out, figure_with_ci("krippendorff_alpha", n, alpha, n_boot, seed, min_groups))
+    out.update(figure_with_ci("krippendorff_alpha", n, alpha, n_boot, seed, min_groups))
     pairs: dict[str, Any] = {}
     for a, b in itertools.combinations(present, 2):
 
@@ -174,8 +170,8 @@ def agreement(scores: pl.DataFrame, judges: list[str], threshold: float, n_boot:
             return cohen_kappa((f[a] >= threshold).to_list(), (f[b] >= threshold).to_list())
 
         pair: dict[str, Any] = {}
-        _add(pair, figure_with_ci("kendall_tau", n, tau, n_boot, seed, min_groups))
-        _add(pair, figure_with_ci("cohen_kappa", n, kappa, n_boot, seed, min_groups))
+        pair.update(figure_with_ci("kendall_tau", n, tau, n_boot, seed, min_groups))
+        pair.update(figure_with_ci("cohen_kappa", n, kappa, n_boot, seed, min_groups))
         pairs[f"{a}|{b}"] = pair
     out["pairs"] = pairs
     return out

@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 HISTORY_FILE = "history.parquet"
 SAMPLES_FILE = "samples.parquet"
+HELDOUT_FILE = "heldout.json"  # the held-out choice of select: mixed (training.run writes it)
 
 
 def load_training(root: Path) -> dict[str, tuple[pl.DataFrame, pl.DataFrame]]:
@@ -125,7 +126,7 @@ def training_metrics(root: Path, settings: AnalysisSettings) -> dict[str, Any]:
         judge: judge_training_metrics(history, samples, settings)
         for judge, (history, samples) in load_training(root).items()
     }
-    selection = root / "heldout.json"  # written by select: mixed (training.run.HELDOUT_FILE)
+    selection = root / HELDOUT_FILE
     if out and selection.exists():
         body = json.loads(selection.read_text())
         for m in out.values():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from pathlib import Path
@@ -41,13 +42,13 @@ def _run(fn_name: str, module: str, **kwargs: object) -> None:
     try:
         preflight(fn_name.removesuffix("_flow"), Path(str(kwargs["params"])))
         flow = getattr(importlib.import_module(module), fn_name)
-        if os.environ.get("PREFECT_API_URL"):  # the user's server
-            flow(**kwargs)
-        else:
-            from judgelab.deploy import temporary_prefect_server
+        from judgelab.deploy import temporary_prefect_server
 
-            with temporary_prefect_server():  # ends with this process, even by kill -9
-                flow(**kwargs)
+        # the user's server if PREFECT_API_URL names one, else ours: it ends with this
+        # process, even by kill -9
+        user_server = bool(os.environ.get("PREFECT_API_URL"))
+        with contextlib.nullcontext() if user_server else temporary_prefect_server():
+            flow(**kwargs)
     except JudgelabError as err:
         typer.secho(f"error: {err}", fg="red", err=True)
         raise typer.Exit(2) from None

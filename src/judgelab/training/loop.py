@@ -28,7 +28,7 @@ from judgelab.cache import JsonCache, digest
 from judgelab.config import ExecutionEvaluator, RolloutSettings, TrainSettings
 from judgelab.errors import ConfigError
 from judgelab.evaluators.base import Candidate, Task, Verdict
-from judgelab.io import atomic_dir
+from judgelab.io import atomic_dir, write_json
 from judgelab.rollouts.generate import policy_messages, sample_seed
 from judgelab.scoring import score_group
 from judgelab.training.grpo import StepStats, Trajectory, group_advantages, grpo_step, has_spread
@@ -501,10 +501,7 @@ class Trainer:
             "filled": filled,
         }
         assert self.selection_file is not None
-        self.selection_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.selection_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(body, indent=1))
-        tmp.replace(self.selection_file)
+        write_json(self.selection_file, body)
         log.info("held-out tasks %s (base pass rates %s)", chosen, [rates[t] for t in chosen])
         keep = [i for i, t in enumerate(self.pool) if t.task_id in chosen]
         out: list[list[Sample]] = []

@@ -69,9 +69,10 @@ def resolve_dtype(dtype: str, device: str) -> str:
     """`train.dtype` made concrete for this device; `auto`'s choice is logged with its reason."""
     from judgelab.hardware import cpu_info, training_dtype
 
-    chosen = training_dtype(dtype, device)
+    cpu = cpu_info()
+    chosen = training_dtype(dtype, device, cpu)
     if dtype == "auto":
-        where = "CUDA" if device.startswith("cuda") else cpu_info().summary()
+        where = "CUDA" if device.startswith("cuda") else cpu.summary()
         log.info("train.dtype auto -> %s on %s", chosen, where)
     return chosen
 
