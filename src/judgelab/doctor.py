@@ -157,13 +157,14 @@ def compare_build(system_info: str, version: str, cpu: CpuInfo | None = None) ->
 
 
 def check_training(settings: Settings) -> Check:
+    from judgelab.training.policy import resolve_device  # the training stage's own rule
+
     train = settings.train
     cpu = cpu_info()
-    device = train.device
-    if device == "auto":
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        device = resolve_device(train.device)
+    except JudgelabError as err:  # cuda asked for, none seen: the stage would stop there
+        return Check("training", "fail", str(err))
     dtype = training_dtype(train.dtype, device, cpu)
     detail = f"train.dtype {train.dtype} -> {dtype} on {device}"
     if device == "cpu" and dtype == "bfloat16" and not cpu.native_bf16:

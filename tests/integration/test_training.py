@@ -269,9 +269,14 @@ def test_interrupted_training_resumes_without_losing_or_repeating_an_epoch(
 
 class ScriptedTests:
     """Test verdicts by task: /100 always fails, /101 passes its first sample only (the base
-    policy is 'neither always right nor always wrong' there), /102 always passes."""
+    policy is 'neither always right nor always wrong' there), /102 always passes, and /103's
+    first sample is a sandbox error (one tested draw: no rate)."""
 
     def score(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
+        if task.task_id == "HumanEval/103":
+            if candidate.sample_index == 0:
+                return Verdict.unscored("sandbox error: injected")
+            return Verdict.scored(1.0)
         passed = {"HumanEval/100": False, "HumanEval/102": True}.get(
             task.task_id, candidate.sample_index == 0
         )
@@ -285,14 +290,14 @@ def test_heldout_tasks_are_chosen_where_the_base_policy_is_mixed(tmp_path: Path)
 
     settings = TrainSettings(
         epochs=1, k=2, max_tokens=16, learning_rate=1e-3, lora=LORA,
-        heldout=HeldOutSettings(offset=100, pool=3, limit=1, samples=2, max_tokens=16),
+        heldout=HeldOutSettings(offset=100, pool=4, limit=1, samples=2, max_tokens=16),
     )  # fmt: skip
     trainer = Trainer(
         runs=[JudgeRun("variety", VarietyJudge(), FormatEvaluator(name="variety"), tmp_path / "v")],
         settings=settings,
         rollout=RolloutSettings(),
         tasks=load_humaneval(HumanEvalSettings(offset=0, limit=1)),
-        heldout=load_humaneval(HumanEvalSettings(offset=100, limit=3)),
+        heldout=load_humaneval(HumanEvalSettings(offset=100, limit=4)),
         cache=JsonCache(tmp_path / "c", "samples"),
         executor=ScriptedTests(),
         policy_factory=lambda adapters: Policy(ZOO, LORA, "cpu", dtype="auto", adapters=adapters),
@@ -301,8 +306,9 @@ def test_heldout_tasks_are_chosen_where_the_base_policy_is_mixed(tmp_path: Path)
     rows = trainer.run()["variety"]
     choice = json.loads((tmp_path / "heldout.json").read_text())
     assert choice["heldout"] == ["HumanEval/101"] and choice["filled"] == []
+    # /103 had one tested draw: its rate is unknown (null), not 0.0
     assert choice["base_pass_rate"] == {"HumanEval/100": 0.0, "HumanEval/101": 0.5,
-                                        "HumanEval/102": 1.0}  # fmt: skip
+                                        "HumanEval/102": 1.0, "HumanEval/103": None}  # fmt: skip
     held = samples_frame(rows).filter(samples_frame(rows)["split"] == "heldout")
     assert set(held["task_id"]) == {"HumanEval/101"}  # every epoch, only the chosen task
     assert [r["heldout_n"] for r in rows] == [2, 2]

@@ -100,6 +100,14 @@ def test_doctor_reports_the_training_dtype_for_this_host() -> None:
     )
     warned = check_training(forced)
     assert warned.status == ("ok" if cpu_info().native_bf16 else "warn")
+    import torch
+
+    if not torch.cuda.is_available():  # the training stage's own rule: it would stop there
+        cuda = settings.model_copy(
+            update={"train": settings.train.model_copy(update={"device": "cuda"})}
+        )
+        refused = check_training(cuda)
+        assert refused.status == "fail" and "no CUDA device" in refused.detail
 
 
 def test_makefile_and_hardware_script_agree() -> None:

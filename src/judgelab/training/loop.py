@@ -145,11 +145,12 @@ def training_tasks(tasks: Sequence[Task]) -> list[Task]:
 
 
 def select_heldout(
-    rates: Mapping[str, float], order: Sequence[str], limit: int
+    rates: Mapping[str, float | None], order: Sequence[str], limit: int
 ) -> tuple[list[str], list[str]]:
     """The held-out rule of `select: mixed`: the first `limit` task ids in `order` whose base
     pass rate is strictly between 0 and 1; if fewer qualify, filled up with the others
-    closest to 0.5 (earlier first on ties). Returns (held-out ids in `order`, fill-ins)."""
+    closest to 0.5 (earlier first on ties). Returns (held-out ids in `order`, fill-ins).
+    Every task in `order` has a known rate; `rates` may hold others as None (untested)."""
     mixed = [t for t in order if 0.0 < rates[t] < 1.0][:limit]
     rest = sorted((t for t in order if t not in mixed), key=lambda t: abs(rates[t] - 0.5))
     filled = rest[: limit - len(mixed)]
@@ -479,17 +480,15 @@ class Trainer:
         n_train = len(self._tasks_for(epoch))
         first = plans[active[0].name]
         pool_groups = groups[n_train : len(first)]
-        rates: dict[str, float] = {}
-        tested: dict[str, int] = {}
+        rates: dict[str, float | None] = {}  # None: fewer than 2 draws tested (sandbox errors)
         for task, req, samples in zip(self.pool, first[n_train:], pool_groups, strict=True):
             verdicts = [
                 self.executor.score(task, c).score
                 for c in candidates(task, req.messages, samples, "heldout")
             ]
             known = [v for v in verdicts if v is not None]
-            tested[task.task_id] = len(known)
-            rates[task.task_id] = sum(known) / len(known) if known else 0.0
-        order = [t.task_id for t in self.pool if tested[t.task_id] >= 2]
+            rates[task.task_id] = sum(known) / len(known) if len(known) >= 2 else None
+        order = [t.task_id for t in self.pool if rates[t.task_id] is not None]
         chosen, filled = select_heldout(rates, order, self.settings.heldout.limit)
         self.heldout = [t for t in self.pool if t.task_id in chosen]
         body = {
