@@ -178,7 +178,7 @@ def zero_advantage_cell(ev: dict[str, Any]) -> str:
     n, rate = ev.get("n_signal_groups") or 0, ev.get("zero_advantage_rate")
     if rate is None:
         return NA
-    return f"{fmt_pct(rate)} ({round(rate * n)} of {n})"
+    return f"{fmt_pct(rate)} ({ev['n_zero_advantage_groups']} of {n})"
 
 
 def signal_finding(ev: dict[str, Any]) -> str | None:
@@ -192,8 +192,8 @@ def signal_finding(ev: dict[str, Any]) -> str | None:
             "score, so GRPO's advantage is 0 for every one of them."
         )
     return (
-        f"gives no learning signal in {round(rate * n)} of {_n(n, 'group')}: every candidate "
-        "of those got the same score (zero advantage)."
+        f"gives no learning signal in {ev['n_zero_advantage_groups']} of {_n(n, 'group')}: "
+        "every candidate of those got the same score (zero advantage)."
     )
 
 

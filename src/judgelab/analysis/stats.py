@@ -221,7 +221,7 @@ def group_signal(rows: pl.DataFrame) -> dict[str, Any]:
     (task, repeat) with at least 2 scored candidates: `zero_advantage_rate`, the share in
     which every candidate got the same score (GRPO's advantage is 0 for all: no learning
     signal), and `within_group_std`, the mean over groups of the scores' sample std (ddof=1,
-    as `describe`). `n_signal_groups` is their n."""
+    as `describe`). `n_signal_groups` is their n, `n_zero_advantage_groups` the flat ones."""
     scored = rows.filter((pl.col("status") == "scored") & pl.col("score").is_not_null())
     groups = (
         scored.group_by("task_id", "repeat")
@@ -230,11 +230,11 @@ def group_signal(rows: pl.DataFrame) -> dict[str, Any]:
     )
     spreads = [np.asarray(g, dtype=float) for g in groups.get_column("scores").to_list()]
     n = len(spreads)
+    flat = sum(float(s.max() - s.min()) <= 1e-9 for s in spreads)
     return {
         "n_signal_groups": n,
-        "zero_advantage_rate": (
-            sum(float(s.max() - s.min()) <= 1e-9 for s in spreads) / n if n else None
-        ),
+        "n_zero_advantage_groups": flat,
+        "zero_advantage_rate": flat / n if n else None,
         "within_group_std": float(np.mean([s.std(ddof=1) for s in spreads])) if n else None,
     }
 
