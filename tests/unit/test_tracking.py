@@ -9,20 +9,26 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from judgelab.analysis.training import training_metrics
-from judgelab.config import load_settings
+from judgelab.config import Settings, load_settings
 from judgelab.tracking import log_pipeline_run
 from tests.support.report_inputs import write_training_histories
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_pipeline_evaluator_and_training_runs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def scratch_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Settings, str]:
+    """MLflow in tmp_path's own database, the project root there, the shipped params; returns
+    the settings and the tracking URI."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("JUDGELAB_ROOT", str(tmp_path))
-    settings = load_settings(ROOT / "params.yaml")
+    return load_settings(ROOT / "params.yaml"), uri
+
+
+def test_pipeline_evaluator_and_training_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings, uri = scratch_project(tmp_path, monkeypatch)
     analysis = tmp_path / "analysis"
     (analysis / "plots").mkdir(parents=True)
     (analysis / "report.md").write_text("# report\n")
@@ -102,10 +108,7 @@ def test_a_figure_without_a_ci_logs_its_value_and_n_not_a_ci(
     from judgelab.analysis import compute_metrics
     from tests.unit.test_analysis import fixture_rollouts, fixture_scores, fixture_tasks
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.setenv("JUDGELAB_ROOT", str(tmp_path))
-    settings = load_settings(ROOT / "params.yaml")
+    settings, uri = scratch_project(tmp_path, monkeypatch)
     names = {"tests": "execution", "judge": "ruler-qwen-1.5b"}
     scores = fixture_scores().with_columns(pl.col("evaluator").replace(names))
     metrics = compute_metrics(fixture_tasks(), fixture_rollouts(), scores, settings.analysis)
