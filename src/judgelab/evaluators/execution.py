@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import logging
 import signal
+import threading
 import warnings
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -39,9 +40,16 @@ EXPLANATION_CHARS = 600
 REASON_CHARS = 200
 
 
+# CPython 3.11's parser is not thread-safe: two threads in ast.parse at once (score_many's
+# pool) can fail with "SystemError: AST constructor recursion depth mismatch" (gh-106905),
+# and warnings.catch_warnings is process-wide. One parse at a time; a parse takes well under
+# a millisecond, the sandboxed run it precedes tens of milliseconds.
+_PARSE_LOCK = threading.Lock()
+
+
 def _parse(source: str) -> ast.Module | None:
     try:
-        with warnings.catch_warnings():
+        with _PARSE_LOCK, warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
