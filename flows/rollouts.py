@@ -10,7 +10,6 @@ from prefect import flow, get_run_logger, task
 from flows.paths import ROLLOUTS, TASKS
 from judgelab.cache import JsonCache
 from judgelab.config import RolloutSettings, load_settings
-from judgelab.evaluators.base import Task
 from judgelab.io import write_parquet
 from judgelab.models.endpoint import Endpoint
 from judgelab.models.server import serve
@@ -19,6 +18,7 @@ from judgelab.progress import progress
 from judgelab.rollouts.generate import generate_group, rollouts_frame
 from judgelab.schemas import validate_file
 from judgelab.tasks import tasks_from_frame
+from judgelab.types import Task
 
 
 @task(name="rollout-group", retries=2, retry_delay_seconds=5)

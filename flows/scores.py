@@ -12,7 +12,6 @@ from prefect import flow, get_run_logger, task
 from flows.paths import ROLLOUTS, SCORES, TASKS
 from judgelab.cache import JsonCache
 from judgelab.config import load_settings
-from judgelab.evaluators.base import Candidate, Task
 from judgelab.io import write_parquet
 from judgelab.models.server import serve
 from judgelab.paths import cache_dir
@@ -28,6 +27,7 @@ from judgelab.scoring import (
     scores_frame,
 )
 from judgelab.tasks import tasks_from_frame
+from judgelab.types import Candidate, Task
 
 log = logging.getLogger("judgelab.flows.scores")
 

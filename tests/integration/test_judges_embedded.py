@@ -18,10 +18,10 @@ import pytest  # noqa: E402
 
 from judgelab.cache import JsonCache  # noqa: E402
 from judgelab.config import JudgeCallSettings, RubricEvaluator, RulerEvaluator  # noqa: E402
-from judgelab.evaluators.base import Candidate, Task, Verdict  # noqa: E402
 from judgelab.evaluators.rubric import RubricJudge  # noqa: E402
 from judgelab.evaluators.ruler import RulerJudge  # noqa: E402
 from judgelab.models.endpoint import Endpoint  # noqa: E402
+from judgelab.types import Candidate, Task, Verdict  # noqa: E402
 
 pytestmark = pytest.mark.integration
 

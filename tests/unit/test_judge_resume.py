@@ -20,7 +20,7 @@ import json, sys
 from pathlib import Path
 from judgelab.cache import JsonCache
 from judgelab.config import RubricEvaluator
-from judgelab.evaluators.base import Candidate, Task
+from judgelab.types import Candidate, Task
 from judgelab.models.endpoint import Endpoint
 from judgelab.scoring import build_evaluator, score_group
 

@@ -25,10 +25,10 @@ import pytest  # noqa: E402
 
 from judgelab.cache import JsonCache  # noqa: E402
 from judgelab.config import JudgeCallSettings, RubricEvaluator, RulerEvaluator  # noqa: E402
-from judgelab.evaluators.base import Candidate, Task  # noqa: E402
 from judgelab.evaluators.rubric import RubricJudge  # noqa: E402
 from judgelab.evaluators.ruler import RulerJudge  # noqa: E402
 from judgelab.models.endpoint import Endpoint  # noqa: E402
+from judgelab.types import Candidate, Task  # noqa: E402
 from tests.support.openai_server import OpenAIServer, Reply  # noqa: E402
 
 

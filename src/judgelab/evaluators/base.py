@@ -1,63 +1,10 @@
-"""What every evaluator speaks: tasks and candidates in, one Verdict per candidate out.
-
-A verdict carries a score in [0, 1] or an explicit *unscored* status with its reason:
-never a silent drop, never a substitute 0.
-"""
+"""The two shapes of evaluator: pointwise (one candidate per call) and group (all at once)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Protocol
 
-Status = Literal["scored", "unscored"]
-
-
-@dataclass(frozen=True)
-class Task:
-    task_id: str
-    source: str
-    prompt: str
-    entry_point: str | None = None
-    test: str | None = None
-    canonical_solution: str | None = None
-    request: str = ""  # the user turn the policy saw
-
-
-@dataclass(frozen=True)
-class Candidate:
-    task_id: str
-    candidate_id: str
-    sample_index: int
-    completion: str
-    messages: list[dict] = field(default_factory=list)  # the prompt the policy saw
-
-
-@dataclass(frozen=True)
-class Verdict:
-    status: Status
-    score: float | None = None
-    raw_score: float | None = None
-    out_of_range: bool = False
-    reason: str | None = None
-    explanation: str | None = None
-    latency_s: float = 0.0
-    slot: int | None = None  # position the judge saw this candidate at (group judges)
-    permutation: str | None = None  # the order shown to the judge, as candidate indices
-
-    def __post_init__(self) -> None:
-        if self.status == "scored":
-            if self.score is None or not (0.0 <= self.score <= 1.0):
-                raise ValueError(f"scored verdict needs a score in [0, 1], got {self.score!r}")
-        elif self.score is not None or not self.reason:
-            raise ValueError("unscored verdict needs a reason and no score")
-
-    @classmethod
-    def scored(cls, score: float, **kw: object) -> Verdict:
-        return cls(status="scored", score=float(score), **kw)  # type: ignore[arg-type]
-
-    @classmethod
-    def unscored(cls, reason: str, **kw: object) -> Verdict:
-        return cls(status="unscored", reason=reason, **kw)  # type: ignore[arg-type]
+from judgelab.types import Candidate, Task, Verdict
 
 
 class PointwiseEvaluator(Protocol):

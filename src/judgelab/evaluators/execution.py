@@ -31,8 +31,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from judgelab.answer import parse_answer
 from judgelab.config import ExecutionEvaluator
-from judgelab.evaluators.base import Candidate, Task, Verdict
 from judgelab.evaluators.sandbox import SandboxResult, run_python
+from judgelab.types import Candidate, Task, Verdict
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,6 @@ from pydantic import BaseModel, Field
 
 from judgelab.config import RubricEvaluator
 from judgelab.errors import JudgeReplyError
-from judgelab.evaluators.base import Candidate, Task, Verdict
 from judgelab.evaluators.ruler import (
     JudgeResult,
     LLMJudge,
@@ -46,6 +45,7 @@ from judgelab.evaluators.transport import (
     reply_token_budget,
     run_sync,
 )
+from judgelab.types import Candidate, Task, Verdict
 
 log = logging.getLogger(__name__)
 

@@ -61,7 +61,6 @@ from judgelab.errors import (
     ModelError,
     TransientError,
 )
-from judgelab.evaluators.base import Candidate, Task, Verdict
 from judgelab.evaluators.transport import (
     CallRecord,
     call_metadata,
@@ -73,6 +72,7 @@ from judgelab.evaluators.transport import (
 )
 from judgelab.models.endpoint import Endpoint
 from judgelab.models.ratelimit import retry_delay
+from judgelab.types import Candidate, Task, Verdict
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")

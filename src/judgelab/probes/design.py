@@ -27,9 +27,9 @@ from dataclasses import dataclass, field, replace
 from judgelab.cache import digest
 from judgelab.config import ExecutionEvaluator, RolloutSettings
 from judgelab.errors import ConfigError
-from judgelab.evaluators.base import Candidate, Task
 from judgelab.probes.perturb import NON_ANSWER, answer, mutants, permutations, perturb
 from judgelab.rollouts.generate import policy_messages
+from judgelab.types import Candidate, Task
 
 log = logging.getLogger(__name__)
 

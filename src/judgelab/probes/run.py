@@ -20,12 +20,12 @@ import polars as pl
 from judgelab.cache import JsonCache, digest
 from judgelab.config import ProbesSettings, RolloutSettings, RulerEvaluator, Settings
 from judgelab.errors import ConfigError
-from judgelab.evaluators.base import Task
 from judgelab.models.endpoint import Endpoint
 from judgelab.probes.design import ProbeGroup, View
 from judgelab.rollouts.generate import generate_group
 from judgelab.schemas import ProbeCandidatesSchema, ProbeScoresSchema, validate
 from judgelab.scoring import SCORE_COLUMNS, score_group
+from judgelab.types import Task
 
 PROBE_COLUMNS = {
     **SCORE_COLUMNS,

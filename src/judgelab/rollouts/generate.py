@@ -14,10 +14,10 @@ import polars as pl
 
 from judgelab.cache import JsonCache
 from judgelab.config import RolloutSettings
-from judgelab.evaluators.base import Candidate, Task
 from judgelab.models.endpoint import Endpoint
 from judgelab.rollouts.cache import cached_chat
 from judgelab.schemas import RolloutsSchema, validate
+from judgelab.types import Candidate, Task
 
 ROLLOUT_COLUMNS = {
     "task_id": pl.Utf8,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from judgelab.evaluators.base import Task
 from judgelab.schemas import TasksSchema, validate
+from judgelab.types import Task
 
 TASK_COLUMNS = {
     "task_id": pl.Utf8,

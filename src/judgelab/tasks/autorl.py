@@ -15,9 +15,9 @@ import re
 
 from judgelab.cache import JsonCache
 from judgelab.config import AutoRLSettings
-from judgelab.evaluators.base import Task
 from judgelab.models.endpoint import Endpoint
 from judgelab.rollouts.cache import cached_chat
+from judgelab.types import Task
 
 log = logging.getLogger(__name__)
 

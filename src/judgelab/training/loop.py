@@ -27,12 +27,12 @@ from typing import Any
 from judgelab.cache import JsonCache, digest
 from judgelab.config import ExecutionEvaluator, RolloutSettings, TrainSettings
 from judgelab.errors import ConfigError
-from judgelab.evaluators.base import Candidate, Task, Verdict
 from judgelab.io import atomic_dir, write_json
 from judgelab.rollouts.generate import policy_messages, sample_seed
 from judgelab.scoring import score_group
 from judgelab.training.grpo import StepStats, Trajectory, group_advantages, grpo_step, has_spread
 from judgelab.training.policy import Policy, Sample
+from judgelab.types import Candidate, Task, Verdict
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,6 @@ from pathlib import Path
 from judgelab.cache import JsonCache
 from judgelab.config import EmbeddedModel, HumanEvalSettings, Settings
 from judgelab.errors import ConfigError
-from judgelab.evaluators.base import Task
 from judgelab.evaluators.execution import ExecutionJudge
 from judgelab.io import write_parquet
 from judgelab.models.server import serve
@@ -23,6 +22,7 @@ from judgelab.training.loop import (
     history_frame,
     samples_frame,
 )
+from judgelab.types import Task
 
 log = logging.getLogger(__name__)
 
