@@ -95,7 +95,7 @@ def test_resume_after_kill_recomputes_only_missing_samples(tmp_path: Path) -> No
         child = subprocess.Popen(
             [sys.executable, "-c", CHILD, srv.base_url, str(tmp_path)],
             cwd=root,
-            env={**os.environ, "PYTHONPATH": str(root)},
+            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), str(root)])},
         )
         deadline = time.monotonic() + 60
         while len(srv.requests) < 3 and time.monotonic() < deadline:
