@@ -25,7 +25,7 @@ configure_offline_env()
 from art.rewards.ruler import Response  # noqa: E402
 
 from judgelab.config import load_settings  # noqa: E402
-from judgelab.evaluators.transport import bound_schema, inline_refs  # noqa: E402
+from judgelab.evaluators.transport.schema import bound_schema, inline_refs  # noqa: E402
 from judgelab.models.server import serve  # noqa: E402
 
 CODE = "def add(a, b):\n    # add two numbers\n    return a + b{}\n"

@@ -10,14 +10,15 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any
 
 from prefect import flow, get_run_logger, task
 
 from flows.paths import PROBES
 from judgelab.analysis.probes import run_probe_analysis
 from judgelab.cache import JsonCache
-from judgelab.config import ExecutionEvaluator, HumanEvalSettings, load_settings
+from judgelab.config import HumanEvalSettings, load_settings
+from judgelab.evaluators.base import Evaluator
+from judgelab.evaluators.registry import ExecutionEvaluator, build_evaluator
 from judgelab.io import write_parquet
 from judgelab.models.server import serve
 from judgelab.paths import cache_dir
@@ -36,7 +37,6 @@ from judgelab.probes.run import (
     score_view,
 )
 from judgelab.progress import progress
-from judgelab.scoring import build_evaluator
 from judgelab.tasks.humaneval import load_humaneval
 
 log = logging.getLogger("judgelab.flows.probe")
@@ -44,9 +44,9 @@ log = logging.getLogger("judgelab.flows.probe")
 
 @task(name="probe-view", retries=2, retry_delay_seconds=5)
 def probe_view_task(
-    run_id: str, evaluator: Any, spec: Any, family: str, group: ProbeGroup, view: View
+    run_id: str, evaluator: Evaluator, family: str, group: ProbeGroup, view: View
 ) -> list[dict]:
-    return score_view(run_id, evaluator, spec, family, group, view)
+    return score_view(run_id, evaluator, family, group, view)
 
 
 @flow(name="judgelab-probe")
@@ -79,8 +79,7 @@ def probe_flow(params: Path = Path("params.yaml"), out: Path = PROBES) -> Path:
                 start = time.monotonic()
                 todo = [(g, v) for g in groups for v in views[g.group_id]]
                 for i, (g, v) in enumerate(todo, start=1):
-                    evaluator, view_spec = judge.for_view(v)
-                    rows += probe_view_task(run_id, evaluator, view_spec, family, g, v)
+                    rows += probe_view_task(run_id, judge.for_view(v), family, g, v)
                     advance(description=f"probe {spec.name}: {g.group_id} {v.name} r{v.repeat}")
                     log.debug(
                         "%s: view %d/%d (%s %s, repeat %d) done, %.0fs so far",

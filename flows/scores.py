@@ -5,27 +5,21 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any
 
 from prefect import flow, get_run_logger, task
 
 from flows.paths import ROLLOUTS, SCORES, TASKS
 from judgelab.cache import JsonCache
 from judgelab.config import load_settings
+from judgelab.evaluators.base import Evaluator
+from judgelab.evaluators.registry import build_evaluator
 from judgelab.io import write_parquet
 from judgelab.models.server import serve
 from judgelab.paths import cache_dir
 from judgelab.progress import progress
 from judgelab.rollouts.generate import candidates_by_task
 from judgelab.schemas import validate_file
-from judgelab.scoring import (
-    build_evaluator,
-    judge_names,
-    repeats_for,
-    run_id_for,
-    score_group,
-    scores_frame,
-)
+from judgelab.scoring import judge_names, run_id_for, score_group, scores_frame
 from judgelab.tasks import tasks_from_frame
 from judgelab.types import Candidate, Task
 
@@ -34,9 +28,9 @@ log = logging.getLogger("judgelab.flows.scores")
 
 @task(name="score-group", retries=2, retry_delay_seconds=5)
 def score_group_task(
-    run_id: str, evaluator: Any, spec: Any, task_: Task, candidates: list[Candidate], repeat: int
+    run_id: str, evaluator: Evaluator, task_: Task, candidates: list[Candidate], repeat: int
 ) -> list[dict]:
-    return score_group(run_id, evaluator, spec, task_, candidates, repeat)
+    return score_group(run_id, evaluator, task_, candidates, repeat)
 
 
 @flow(name="judgelab-scores")
@@ -55,7 +49,8 @@ def scores_flow(
     cache = JsonCache(cache_dir(), "judge")
     rows: list[dict] = []
     todo = [t for t in task_list if t.task_id in groups]
-    total = sum(repeats_for(spec, settings) for spec in settings.scores.evaluators) * len(todo)
+    repeats = settings.scores.repeats
+    total = sum(spec.repeats(repeats) for spec in settings.scores.evaluators) * len(todo)
     with (
         serve(settings, judge_names(settings)) as endpoints,
         progress("scores", total, unit="group") as advance,
@@ -64,9 +59,9 @@ def scores_flow(
         for spec in settings.scores.evaluators:
             evaluator = build_evaluator(spec, endpoints, cache)
             start = time.monotonic()
-            for repeat in range(repeats_for(spec, settings)):
+            for repeat in range(spec.repeats(repeats)):
                 for i, t in enumerate(todo, start=1):
-                    rows += score_group_task(run_id, evaluator, spec, t, groups[t.task_id], repeat)
+                    rows += score_group_task(run_id, evaluator, t, groups[t.task_id], repeat)
                     advance(description=f"scores: {spec.name} {t.task_id} r{repeat}")
                     log.debug(
                         "%s: group %d/%d (%s, repeat %d) done, %.0fs so far",

@@ -1,7 +1,8 @@
 """params.yaml -> typed, validated settings. The only reader of params.yaml.
 
 Every section is a frozen pydantic model that forbids unknown keys. Errors name the
-dotted key that is wrong and, where there is a fixed set, the valid choices.
+dotted key that is wrong and, where there is a fixed set, the valid choices. Each evaluator
+kind's settings sit beside its entry in `judgelab.evaluators.registry`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from judgelab.errors import ConfigError
+from judgelab.evaluators.registry import EvaluatorSettings, EvaluatorSpec, ExecutionEvaluator
 
 ZOO_NAMES = (
     "qwen2.5-coder-0.5b-instruct",
@@ -160,79 +162,6 @@ class RolloutSettings(_Section):
     max_tokens: int = Field(384, ge=16, le=8192)
     seed: int = 0
     system_prompt: str = EXPERIMENT_SYSTEM_PROMPT
-
-
-class _EvaluatorBase(_Section):
-    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
-
-
-class FormatEvaluator(_EvaluatorBase):
-    kind: Literal["format"] = "format"
-
-
-class SyntaxEvaluator(_EvaluatorBase):
-    kind: Literal["syntax"] = "syntax"
-
-
-class ExecutionEvaluator(_EvaluatorBase):
-    kind: Literal["execution"] = "execution"
-    timeout_s: float = Field(10.0, gt=0, le=600)
-    cpu_s: float = Field(10.0, gt=0, le=600)
-    memory_mb: int = Field(1024, ge=64, le=65536)
-
-
-class JudgeCallSettings(_Section):
-    temperature: float = Field(0.0, ge=0, le=2)
-    max_tokens: int | None = Field(
-        None,
-        ge=16,
-        le=8192,
-        description="Output tokens per judge call. Unset: enough for the longest reply the "
-        "bounded schema allows, (explanation_max_chars + 128) per scored candidate + 32, "
-        "because a small model can spend a token per character and a cut-off reply is "
-        "wasted (1024 for RULER over 4 candidates at the default bound).",
-    )
-    retries: int = Field(2, ge=0, le=10, description="Extra attempts after a failed call.")
-    backoff_s: float = Field(1.0, ge=0, le=120)
-    out_of_range: Literal["unscore", "clip"] = Field(
-        "unscore",
-        description="Reward policy for a raw score outside [0, 1]: leave the candidate "
-        "unscored (default) or clip into [0, 1]. The raw score is kept either way.",
-    )
-    explanation_max_chars: int = Field(
-        120,
-        ge=16,
-        le=4000,
-        description="Bound on each explanation the judge writes: a judge's output tokens under "
-        "a JSON grammar dominate its time on CPU.",
-    )
-    seed: int = 0
-
-
-class RulerEvaluator(_EvaluatorBase):
-    kind: Literal["ruler"] = "ruler"
-    judge: str
-    shuffle: bool = True
-    rubric: str | None = Field(
-        None,
-        min_length=1,
-        description="RULER's rubric (ART's `rubric` argument), the part of the judge prompt "
-        "ART users tune; unset: ART's default. Part of the run id and of every judge call's "
-        "cache key (it is in the prompt).",
-    )
-    call: JudgeCallSettings = JudgeCallSettings()
-
-
-class RubricEvaluator(_EvaluatorBase):
-    kind: Literal["rubric"] = "rubric"
-    judge: str
-    call: JudgeCallSettings = JudgeCallSettings()
-
-
-EvaluatorSpec = Annotated[
-    FormatEvaluator | SyntaxEvaluator | ExecutionEvaluator | RulerEvaluator | RubricEvaluator,
-    Field(discriminator="kind"),
-]
 
 
 class ScoresSettings(_Section):
@@ -466,9 +395,9 @@ class Settings(_Section):
             ("tasks.autorl.model", self.tasks.autorl.model),
         ]
         refs += [
-            (f"scores.evaluators[{i}].judge ({ev.name})", ev.judge)
+            (f"scores.evaluators[{i}].judge ({ev.name})", ev.judge_model)
             for i, ev in enumerate(self.scores.evaluators)
-            if isinstance(ev, RulerEvaluator | RubricEvaluator)
+            if ev.judge_model is not None
         ]
         if self.train.judges:  # the policy matters only when something is trained
             refs.append(("train.policy", self.train.policy))
@@ -489,11 +418,7 @@ class Settings(_Section):
                 f"train.policy: {self.train.policy!r} must be an embedded model "
                 "(training loads its GGUF weights)"
             )
-        judges = {
-            ev.name
-            for ev in self.scores.evaluators
-            if isinstance(ev, RulerEvaluator | RubricEvaluator)
-        }
+        judges = {ev.name for ev in self.scores.evaluators if ev.judge_model is not None}
         for i, name in enumerate(self.probes.judges):
             if name not in judges:
                 raise ValueError(
@@ -517,7 +442,7 @@ class Settings(_Section):
                 f"unknown model {name!r}; known models: {sorted(self.models)}"
             ) from None
 
-    def evaluator(self, name: str) -> Any:
+    def evaluator(self, name: str) -> EvaluatorSettings:
         for ev in self.scores.evaluators:
             if ev.name == name:
                 return ev

@@ -1,9 +1,9 @@
 """docs/CONFIG.md, generated from the settings models in judgelab.config.
 
 One table per settings section (every key, its type, default, bounds and description), in
-params.yaml order; a model registry entry or an evaluator is documented once per `kind`.
-Regenerate after changing config.py: `python -m judgelab.config_docs` (a test checks the
-committed file is current).
+params.yaml order; a model registry entry or an evaluator is documented once per `kind`
+(evaluator kinds as `judgelab.evaluators.registry` lists them). Regenerate after changing
+the settings: `python -m judgelab.config_docs` (a test checks the committed file is current).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from judgelab import config
+from judgelab.evaluators.registry import KINDS, EvaluatorSettings
 from judgelab.io import write_text
 from judgelab.paths import project_root
 
@@ -34,6 +35,14 @@ def _anchor(model: type[BaseModel]) -> str:
     return model.__name__.lower()
 
 
+def _kinds(model: type[BaseModel]) -> list[type[BaseModel]]:
+    """The settings models a field of type `model` takes: every registered kind's for an
+    evaluator (its kind is looked up at validation), else `model` itself."""
+    if model is EvaluatorSettings:
+        return [k.settings for k in KINDS.values()]
+    return [model]
+
+
 def fmt_type(annotation: Any) -> str:
     origin = get_origin(annotation)
     if origin is typing.Annotated:
@@ -48,7 +57,7 @@ def fmt_type(annotation: Any) -> str:
         key, value = get_args(annotation)
         return f"map {fmt_type(key)} → {fmt_type(value)}"
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return f"[{annotation.__name__}](#{_anchor(annotation)})"
+        return " or ".join(f"[{m.__name__}](#{_anchor(m)})" for m in _kinds(annotation))
     if annotation is type(None):
         return "null"
     return getattr(annotation, "__name__", str(annotation))
@@ -112,7 +121,7 @@ def _nested(annotation: Any) -> list[type[BaseModel]]:
     while stack:
         ann = stack.pop(0)
         if isinstance(ann, type) and issubclass(ann, BaseModel):
-            found.append(ann)
+            found += _kinds(ann)
         else:
             stack += [a for a in get_args(ann) if not isinstance(a, str | int | float)]
     return found
@@ -124,7 +133,8 @@ def render() -> str:
         "",
         "All settings live in `params.yaml`, one section per stage; judgelab validates it on",
         "load and rejects unknown keys and bad values, naming the key. Generated from",
-        "`src/judgelab/config.py` by `python -m judgelab.config_docs`; do not edit by hand.",
+        "`src/judgelab/config.py` (evaluator kinds: `src/judgelab/evaluators/registry.py`) by",
+        "`python -m judgelab.config_docs`; do not edit by hand.",
         "",
     ]
     seen: set[type[BaseModel]] = set()

@@ -19,6 +19,14 @@ class ModelError(JudgelabError):
     """A model could not be assembled, verified, served or reached."""
 
 
+class JudgeRequestError(ModelError):
+    """A judge endpoint rejected the request (4xx other than 429/408/409/425). Not retryable."""
+
+    def __init__(self, message: str, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
 class TransientError(JudgelabError):
     """A failure that a retry may fix (timeouts, 429, 5xx, malformed replies)."""
 

@@ -1,28 +1,20 @@
 """The scores stage's logic: every evaluator scores every group; one row per verdict.
 
-Evaluators are built from their settings by `build_evaluator`; group evaluators (RULER)
-see a whole group per call, pointwise ones (rules, execution, rubric) one candidate at a
-time. Deterministic evaluators run once (repeat 0); LLM judges run `scores.repeats` times.
-Whatever happens to a candidate becomes a row — scored, or unscored with its reason.
+Each evaluator (`judgelab.evaluators.base.Evaluator`, built by the evaluator registry) scores
+one task group per `score_group` call. Deterministic evaluators run once (repeat 0); LLM
+judges run `scores.repeats` times (`spec.repeats`). Whatever happens to a candidate becomes a
+row — scored, or unscored with its reason.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 import polars as pl
 
-from judgelab.cache import JsonCache, digest
-from judgelab.config import (
-    RATE_LIMIT_KEYS,
-    ExecutionEvaluator,
-    FormatEvaluator,
-    RubricEvaluator,
-    RulerEvaluator,
-    Settings,
-    SyntaxEvaluator,
-)
-from judgelab.models.endpoint import Endpoint
+from judgelab.cache import digest
+from judgelab.config import RATE_LIMIT_KEYS, Settings
+from judgelab.evaluators.base import Evaluator
 from judgelab.schemas import ScoresSchema, validate
 from judgelab.types import Candidate, Task, Verdict
 
@@ -48,61 +40,21 @@ SCORE_COLUMNS = {
 EXPLANATION_LIMIT = 2000
 
 
-class Evaluator(Protocol):
-    name: str
-    protocol: str
-
-
 def judge_names(settings: Settings) -> list[str]:
     """Registry names of the models the configured LLM judges need, in config order."""
-    names = [
-        ev.judge
-        for ev in settings.scores.evaluators
-        if isinstance(ev, RulerEvaluator | RubricEvaluator)
-    ]
+    names = [ev.judge_model for ev in settings.scores.evaluators if ev.judge_model is not None]
     return list(dict.fromkeys(names))
 
 
-def build_evaluator(spec: Any, endpoints: dict[str, Endpoint], cache: JsonCache | None) -> Any:
-    # Imported here: each evaluator family pulls in heavy dependencies (litellm/ART).
-    if isinstance(spec, FormatEvaluator):
-        from judgelab.evaluators.rules import FormatJudge
-
-        return FormatJudge(spec)
-    if isinstance(spec, SyntaxEvaluator):
-        from judgelab.evaluators.rules import SyntaxJudge
-
-        return SyntaxJudge(spec)
-    if isinstance(spec, ExecutionEvaluator):
-        from judgelab.evaluators.execution import ExecutionJudge
-
-        return ExecutionJudge(spec)
-    if isinstance(spec, RulerEvaluator):
-        from judgelab.evaluators.ruler import RulerJudge
-
-        return RulerJudge(spec, endpoints[spec.judge], cache)
-    if isinstance(spec, RubricEvaluator):
-        from judgelab.evaluators.rubric import RubricJudge
-
-        return RubricJudge(spec, endpoints[spec.judge], cache)
-    raise TypeError(f"no evaluator for {type(spec).__name__}")
-
-
-def repeats_for(spec: Any, settings: Settings) -> int:
-    return settings.scores.repeats if isinstance(spec, RulerEvaluator | RubricEvaluator) else 1
-
-
-def _row(
-    run_id: str, ev: Any, spec: Any, cand: Candidate, repeat: int, v: Verdict
-) -> dict[str, Any]:
+def _row(run_id: str, ev: Evaluator, cand: Candidate, repeat: int, v: Verdict) -> dict[str, Any]:
     explanation = v.explanation[:EXPLANATION_LIMIT] if v.explanation else v.explanation
     return {
         "run_id": run_id,
         "task_id": cand.task_id,
         "candidate_id": cand.candidate_id,
-        "evaluator": spec.name,
+        "evaluator": ev.name,
         "protocol": ev.protocol,
-        "judge": getattr(spec, "judge", None),
+        "judge": ev.spec.judge_model,
         "repeat": repeat,
         "score": v.score,
         "raw_score": v.raw_score,
@@ -117,18 +69,15 @@ def _row(
 
 
 def score_group(
-    run_id: str, ev: Any, spec: Any, task: Task, candidates: list[Candidate], repeat: int
+    run_id: str, ev: Evaluator, task: Task, candidates: list[Candidate], repeat: int
 ) -> list[dict[str, Any]]:
     """Rows for one (evaluator, task group, repeat)."""
-    if hasattr(ev, "score_group"):
-        verdicts = ev.score_group(task, candidates, repeat=repeat)
-        if len(verdicts) != len(candidates):
-            raise RuntimeError(
-                f"{spec.name} returned {len(verdicts)} verdicts for {len(candidates)} candidates"
-            )
-    else:
-        verdicts = [ev.score(task, c, repeat=repeat) for c in candidates]
-    return [_row(run_id, ev, spec, c, repeat, v) for c, v in zip(candidates, verdicts, strict=True)]
+    verdicts = ev.score_group(task, candidates, repeat=repeat)
+    if len(verdicts) != len(candidates):
+        raise RuntimeError(
+            f"{ev.name} returned {len(verdicts)} verdicts for {len(candidates)} candidates"
+        )
+    return [_row(run_id, ev, c, repeat, v) for c, v in zip(candidates, verdicts, strict=True)]
 
 
 def run_id_for(settings: Settings, rollouts: pl.DataFrame) -> str:

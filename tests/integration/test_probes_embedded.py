@@ -19,6 +19,7 @@ import pytest  # noqa: E402
 from judgelab.analysis.probes import compute_probe_metrics  # noqa: E402
 from judgelab.cache import JsonCache  # noqa: E402
 from judgelab.config import HumanEvalSettings, load_settings  # noqa: E402
+from judgelab.evaluators.registry import build_evaluator  # noqa: E402
 from judgelab.models.endpoint import Endpoint  # noqa: E402
 from judgelab.probes.design import execution_check  # noqa: E402
 from judgelab.probes.run import (  # noqa: E402
@@ -29,7 +30,6 @@ from judgelab.probes.run import (  # noqa: E402
     probe_specs,
     score_view,
 )
-from judgelab.scoring import build_evaluator  # noqa: E402
 from judgelab.tasks.humaneval import load_humaneval  # noqa: E402
 
 pytestmark = pytest.mark.integration
@@ -65,7 +65,7 @@ def test_probe_views_with_a_real_judge(
         row
         for g in groups
         for v in views[g.group_id]
-        for row in score_view("it", evaluator, spec, "smollm", g, v)
+        for row in score_view("it", evaluator, "smollm", g, v)
     ]
     scores = probe_scores_frame(rows)
     k = len(groups[0].members)

@@ -81,7 +81,7 @@ def test_grammar_checked_after_sampling_gives_the_full_vocabulary_grammar_reply(
     from art.rewards.ruler import Response
     from llama_cpp import Llama
 
-    from judgelab.evaluators.transport import bound_schema, inline_refs, reply_token_budget
+    from judgelab.evaluators.transport.schema import bound_schema, inline_refs, reply_token_budget
     from judgelab.models import llama_server
     from judgelab.models.zoo import ensure_model
 
@@ -120,7 +120,7 @@ def test_ordered_ids_keep_smollm2_to_the_trajectory_ids(monkeypatch: pytest.Monk
     from art.rewards.ruler import Response
     from llama_cpp import Llama
 
-    from judgelab.evaluators.transport import bound_schema, inline_refs, reply_token_budget
+    from judgelab.evaluators.transport.schema import bound_schema, inline_refs, reply_token_budget
     from judgelab.models import llama_server
     from judgelab.models.zoo import ensure_model
 

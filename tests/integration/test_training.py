@@ -13,8 +13,6 @@ import torch
 
 from judgelab.cache import JsonCache
 from judgelab.config import (
-    ExecutionEvaluator,
-    FormatEvaluator,
     HeldOutSettings,
     HumanEvalSettings,
     LoraSettings,
@@ -22,7 +20,9 @@ from judgelab.config import (
     RolloutSettings,
     TrainSettings,
 )
+from judgelab.evaluators.base import PointwiseEvaluator
 from judgelab.evaluators.execution import ExecutionJudge
+from judgelab.evaluators.registry import ExecutionEvaluator, FormatEvaluator
 from judgelab.tasks.humaneval import load_humaneval
 from judgelab.training.grpo import Trajectory, grpo_step
 from judgelab.training.loop import JudgeRun, Trainer, latest_checkpoint
@@ -124,18 +124,18 @@ def test_one_batch_serves_several_adapters_and_a_row_does_not_depend_on_its_batc
     assert trainable == {id(p) for p in policy.lora_parameters("one").values()}
 
 
-class VarietyJudge:
+class VarietyJudge(PointwiseEvaluator):
     """Test-only pointwise evaluator; can be told to fail on its n-th call (a crash)."""
 
     protocol = "rule"
 
     def __init__(self, invert: bool = False, fail_on_call: int | None = None) -> None:
-        self.name = "variety"
+        super().__init__(FormatEvaluator(name="variety"))
         self.calls = 0
         self.invert = invert  # rewards monotony instead: the opposite GRPO advantages
         self.fail_on_call = fail_on_call
 
-    def score(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
+    def score_one(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
         self.calls += 1
         if self.fail_on_call is not None and self.calls >= self.fail_on_call:
             raise RuntimeError("simulated crash")
@@ -143,17 +143,17 @@ class VarietyJudge:
         return Verdict.scored(1.0 - variety if self.invert else variety)
 
 
-class FlakySandbox:
+class FlakySandbox(ExecutionJudge):
     """The real execution judge, except that the sandbox 'fails' on every first sample (an
     unscored verdict, as a sandbox error gives): that is no verdict on the code."""
 
     def __init__(self) -> None:
-        self.real = ExecutionJudge(ExecutionEvaluator(name="execution"))
+        super().__init__(ExecutionEvaluator(name="execution"))
 
-    def score(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
+    def score_one(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
         if candidate.sample_index == 0:
             return Verdict.unscored("sandbox error: injected")
-        return self.real.score(task, candidate, repeat)
+        return super().score_one(task, candidate, repeat)
 
 
 def _trainer(
@@ -174,7 +174,7 @@ def _trainer(
         ),
     )
     return Trainer(
-        runs=[JudgeRun(n, j, FormatEvaluator(name="variety"), out / n) for n, j in judges.items()],
+        runs=[JudgeRun(n, j, out / n) for n, j in judges.items()],
         settings=settings,
         rollout=RolloutSettings(),
         tasks=load_humaneval(HumanEvalSettings(offset=0, limit=2)),
@@ -267,12 +267,14 @@ def test_interrupted_training_resumes_without_losing_or_repeating_an_epoch(
     assert idle["variety"].calls == idle["variety.long"].calls == 0
 
 
-class ScriptedTests:
+class ScriptedTests(PointwiseEvaluator):
     """Test verdicts by task: /100 always fails, /101 passes its first sample only (the base
     policy is 'neither always right nor always wrong' there), /102 always passes, and /103's
     first sample is a sandbox error (one tested draw: no rate)."""
 
-    def score(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
+    protocol = "execution"
+
+    def score_one(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
         if task.task_id == "HumanEval/103":
             if candidate.sample_index == 0:
                 return Verdict.unscored("sandbox error: injected")
@@ -293,13 +295,13 @@ def test_heldout_tasks_are_chosen_where_the_base_policy_is_mixed(tmp_path: Path)
         heldout=HeldOutSettings(offset=100, pool=4, limit=1, samples=2, max_tokens=16),
     )  # fmt: skip
     trainer = Trainer(
-        runs=[JudgeRun("variety", VarietyJudge(), FormatEvaluator(name="variety"), tmp_path / "v")],
+        runs=[JudgeRun("variety", VarietyJudge(), tmp_path / "v")],
         settings=settings,
         rollout=RolloutSettings(),
         tasks=load_humaneval(HumanEvalSettings(offset=0, limit=1)),
         heldout=load_humaneval(HumanEvalSettings(offset=100, limit=4)),
         cache=JsonCache(tmp_path / "c", "samples"),
-        executor=ScriptedTests(),
+        executor=ScriptedTests(ExecutionEvaluator(name="execution")),
         policy_factory=lambda adapters: Policy(ZOO, LORA, "cpu", dtype="auto", adapters=adapters),
         selection_file=tmp_path / "heldout.json",
     )

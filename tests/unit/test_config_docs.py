@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import get_args
 
 from judgelab import config
 from judgelab.config_docs import OUTPUT, render
+from judgelab.evaluators.registry import KINDS, JudgeCallSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,10 +21,9 @@ def test_reference_covers_every_section_key_and_kind() -> None:
     text = render()
     for section in config.Settings.model_fields:
         assert f"## `{section}`" in text
-    for model in (config.AnalysisSettings, config.JudgeCallSettings, config.EndpointModel):
+    for model in (config.AnalysisSettings, JudgeCallSettings, config.EndpointModel):
         for key in model.model_fields:
             assert f"| `{key}` |" in text, (model.__name__, key)
-    evaluator_kinds = get_args(get_args(config.EvaluatorSpec)[0])
-    for kind in evaluator_kinds:
-        assert f"— {kind.__name__}" in text
+    for kind in KINDS.values():
+        assert f"— {kind.settings.__name__}" in text
     assert "| `praise_threshold` | float | `0.8` | ≥ 0, ≤ 1 |" in text

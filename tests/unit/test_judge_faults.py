@@ -130,7 +130,7 @@ def test_each_rubric_fault_is_retried_a_bounded_number_of_times_then_unscored(fa
     reply, expected, prefix = TRANSPORT_FAULTS[fault]
     with OpenAIServer(lambda body: reply) as server:
         judge = RubricJudge(rubric_spec(retries=1), _fast(server, "json_object"), sleep=Sleeps())
-        v = judge.score(TASK, candidates(1)[0])
+        v = judge.score_one(TASK, candidates(1)[0])
         assert len(server.requests) == 2
     assert v.status == "unscored" and v.score is None
     assert v.reason is not None and v.reason.startswith(prefix) and expected in v.reason
@@ -157,7 +157,7 @@ def test_a_flaky_judge_completes_the_run_and_its_failure_rate_is_reported() -> N
                     dataclasses.replace(c, completion=f"{c.completion}  # GROUP-{task.task_id}")
                     for c in candidates(3, task)
                 ]
-                rows += score_group("run-1", judge, spec, task, cands, 0)
+                rows += score_group("run-1", judge, task, cands, 0)
         assert len(broken.requests) == 3 + 3 * 2  # 3 good groups, 3 failing ones x 2 attempts
     frame = scores_frame(rows)
     assert frame.height == 2 * 6 * 3  # nothing dropped

@@ -14,15 +14,17 @@ from pathlib import Path
 from tests.support.openai_server import OpenAIServer, Reply, ok
 
 ROOT = Path(__file__).resolve().parents[2]
+# This checkout's code, not whichever checkout the environment has installed.
+PYTHONPATH = os.pathsep.join([str(ROOT / "src"), str(ROOT)])
 
 SCRIPT = """
 import json, sys
 from pathlib import Path
 from judgelab.cache import JsonCache
-from judgelab.config import RubricEvaluator
-from judgelab.types import Candidate, Task
+from judgelab.evaluators.registry import RubricEvaluator, build_evaluator
 from judgelab.models.endpoint import Endpoint
-from judgelab.scoring import build_evaluator, score_group
+from judgelab.scoring import score_group
+from judgelab.types import Candidate, Task
 
 task = Task(task_id="t0", source="autorl", request="add two numbers", prompt="add two numbers")
 code = "<code>def add(a, b):\\n    return a + b + {}</code>"
@@ -31,7 +33,7 @@ spec = RubricEvaluator(name="rubric-stub", judge="stub")
 ep = Endpoint(name="stub", base_url=sys.argv[1], model="stub", fingerprint="gguf:stub",
               structured_output="json_object")
 ev = build_evaluator(spec, {"stub": ep}, JsonCache(Path(sys.argv[2]), "judge"))
-rows = score_group("run", ev, spec, task, cands, 0)
+rows = score_group("run", ev, task, cands, 0)
 print(json.dumps([(r["candidate_id"], r["score"], r["status"]) for r in rows]))
 """
 
@@ -49,7 +51,7 @@ def run_script(url: str, cache: Path) -> list:
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": PYTHONPATH},
     )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -65,7 +67,7 @@ def test_scores_resume_after_kill(tmp_path: Path) -> None:
         child = subprocess.Popen(
             [sys.executable, "-c", SCRIPT, srv.base_url, str(tmp_path / "cache")],
             cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            env={**os.environ, "PYTHONPATH": PYTHONPATH},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

@@ -24,7 +24,7 @@ from typing import Any, Literal  # noqa: E402
 import pytest  # noqa: E402
 
 from judgelab.cache import JsonCache  # noqa: E402
-from judgelab.config import JudgeCallSettings, RubricEvaluator, RulerEvaluator  # noqa: E402
+from judgelab.evaluators.registry import JudgeCallSettings, RubricEvaluator, RulerEvaluator  # noqa: E402
 from judgelab.evaluators.rubric import RubricJudge  # noqa: E402
 from judgelab.evaluators.ruler import RulerJudge  # noqa: E402
 from judgelab.models.endpoint import Endpoint  # noqa: E402
@@ -594,7 +594,7 @@ def test_rubric_scores_one_candidate_with_the_code_review_prompt(server: OpenAIS
 @pytest.mark.parametrize("policy", ["unscore", "clip"])
 def test_rubric_out_of_range(server: OpenAIServer, policy: str) -> None:
     server.add(rubric_reply(7.0))
-    v = RubricJudge(rubric_spec(out_of_range=policy), endpoint(server)).score(
+    v = RubricJudge(rubric_spec(out_of_range=policy), endpoint(server)).score_one(
         TASK, candidates(1)[0]
     )
     assert v.out_of_range and v.raw_score == 7.0
@@ -607,7 +607,7 @@ def test_rubric_out_of_range(server: OpenAIServer, policy: str) -> None:
 def test_rubric_retries_bad_json_then_unscored(server: OpenAIServer) -> None:
     server.add({"content": "score: great"}, {"content": '{"score": "high"}'})
     sleeps = Sleeps()
-    v = RubricJudge(rubric_spec(retries=1), endpoint(server), sleep=sleeps).score(
+    v = RubricJudge(rubric_spec(retries=1), endpoint(server), sleep=sleeps).score_one(
         TASK, candidates(1)[0]
     )
     assert len(server.requests) == 2 and sleeps.calls == [0.5]
@@ -618,7 +618,7 @@ def test_rubric_retries_bad_json_then_unscored(server: OpenAIServer) -> None:
 def test_rubric_prompt_only_endpoint_with_merged_system(server: OpenAIServer) -> None:
     server.add({"content": "```json\n" + rubric_reply(0.2)["content"] + "\n```"})
     ep = endpoint(server, "none", system_role=False)
-    v = RubricJudge(rubric_spec(), ep).score(TASK, candidates(1)[0])
+    v = RubricJudge(rubric_spec(), ep).score_one(TASK, candidates(1)[0])
     assert v.score == 0.2
     body = server.requests[0]["body"]
     assert "response_format" not in body
@@ -630,15 +630,15 @@ def test_rubric_cache_and_repeat(server: OpenAIServer, tmp_path: Path) -> None:
     server.add(rubric_reply(0.5), rubric_reply(0.6))
     cand = candidates(1)[0]
     judge = RubricJudge(rubric_spec(), endpoint(server), JsonCache(tmp_path, "judge"))
-    assert judge.score(TASK, cand).score == 0.5
-    assert judge.score(TASK, cand).score == 0.5
+    assert judge.score_one(TASK, cand).score == 0.5
+    assert judge.score_one(TASK, cand).score == 0.5
     assert len(server.requests) == 1
-    assert judge.score(TASK, cand, repeat=1).score == 0.6, "a repeat samples the judge again"
+    assert judge.score_one(TASK, cand, repeat=1).score == 0.6, "a repeat samples the judge again"
     assert len(server.requests) == 2
 
 
 def test_raw_control_characters_in_json_strings_are_tolerated() -> None:
-    from judgelab.evaluators.transport import normalize_json
+    from judgelab.evaluators.transport.schema import normalize_json
 
     raw = '{"explanation": "line one\nline two\tend", "score": 0.5}'
     assert json.loads(normalize_json(raw)) == {
@@ -656,7 +656,7 @@ def test_a_call_outside_judge_call_gets_a_complete_context(server: OpenAIServer)
 
     import litellm
 
-    from judgelab.evaluators.transport import register_endpoint
+    from judgelab.evaluators.transport.provider import register_endpoint
 
     server.add({"content": "plain reply"})
     model = register_endpoint(endpoint(server, "none"))

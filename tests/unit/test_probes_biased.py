@@ -25,6 +25,7 @@ import yaml  # noqa: E402
 from judgelab.analysis.probes import compute_probe_metrics, run_probe_analysis  # noqa: E402
 from judgelab.cache import JsonCache  # noqa: E402
 from judgelab.config import HumanEvalSettings, parse_settings  # noqa: E402
+from judgelab.evaluators.registry import build_evaluator  # noqa: E402
 from judgelab.models.server import serve  # noqa: E402
 from judgelab.probes.design import (  # noqa: E402
     ProbeGroup,
@@ -43,7 +44,6 @@ from judgelab.probes.run import (  # noqa: E402
     score_view,
 )
 from judgelab.schemas import validate_file  # noqa: E402
-from judgelab.scoring import build_evaluator  # noqa: E402
 from judgelab.tasks.humaneval import load_humaneval  # noqa: E402
 from tests.support.biased_judge import (  # noqa: E402
     LENGTH_SCALE,
@@ -136,8 +136,7 @@ def probed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                 )
                 for g in groups:
                     for v in views[g.group_id]:
-                        ev, view_spec = judge.for_view(v)
-                        rows += score_view("run", ev, view_spec, families[spec.name][1], g, v)
+                        rows += score_view("run", judge.for_view(v), families[spec.name][1], g, v)
     candidates = candidates_frame(groups, views)
     scores = probe_scores_frame(rows)
     # The rigged judges are deterministic: their CIs are checked on 2 tasks' groups here; the
@@ -301,13 +300,13 @@ def test_probe_temperature_keys_the_judge_cache(tmp_path: Path) -> None:
             for probes in (settings.probes, settings.probes, settings.probes.model_copy(
                     update={"temperature": 0.7})):  # fmt: skip
                 judge = ProbeJudge(spec, probes, build)
-                ev, view_spec = judge.for_view(identity)
-                assert view_spec.call.temperature == probes.temperature
-                score_view("run", ev, view_spec, "beta", group, identity)
+                ev = judge.for_view(identity)
+                assert ev.spec.call.temperature == probes.temperature
+                score_view("run", ev, "beta", group, identity)
             assert calls() == 2  # 0.0, 0.0 again (cached), then 0.7
             repeat = View("perm:0", identity.order, repeat=1)
-            ev, view_spec = ProbeJudge(spec, settings.probes, build).for_view(repeat)
-            assert view_spec.call.temperature == settings.probes.repeat_temperature
+            ev = ProbeJudge(spec, settings.probes, build).for_view(repeat)
+            assert ev.spec.call.temperature == settings.probes.repeat_temperature
 
 
 def test_the_default_minimum_leaves_two_tasks_without_cis(probed: dict[str, Any]) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from judgelab.config import FormatEvaluator, SyntaxEvaluator
+from judgelab.evaluators.registry import FormatEvaluator, SyntaxEvaluator
 from judgelab.evaluators.rules import FormatJudge, SyntaxJudge
 from judgelab.types import Candidate, Task, Verdict
 
@@ -20,7 +20,8 @@ GOOD = (
 
 def _score(judge: FormatJudge | SyntaxJudge, completion: str) -> Verdict:
     candidate = Candidate(task_id="t1", candidate_id="c1", sample_index=0, completion=completion)
-    return judge.score(TASK, candidate)
+    [verdict] = judge.score_group(TASK, [candidate])
+    return verdict
 
 
 @pytest.fixture

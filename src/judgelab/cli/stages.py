@@ -78,9 +78,7 @@ def preflight(stage: str, params: Path) -> None:
         "rollouts": [settings.rollouts.policy],
         "scores": judge_names(settings),
         "training": [
-            settings.evaluator(j).judge
-            for j in settings.train.judges
-            if hasattr(settings.evaluator(j), "judge")
+            m for j in settings.train.judges if (m := settings.evaluator(j).judge_model) is not None
         ],
     }
     names = [n for st, ns in needed.items() if stage in (st, "pipeline") for n in ns]

@@ -1,23 +1,45 @@
-"""The two shapes of evaluator: pointwise (one candidate per call) and group (all at once)."""
+"""The evaluator seam: what the scores stage, the probes and training call.
+
+An evaluator is built from its settings by `judgelab.evaluators.registry.build_evaluator`,
+keeps them as `spec` (its `name` is the spec's) and has one scoring method,
+`score_group(task, candidates, repeat) -> list[Verdict]`: one verdict per candidate, in
+candidate order, each scored in [0, 1] or unscored with a reason. `repeat` numbers the
+scores stage's repeats (a judge that samples a model must sample anew for each);
+deterministic evaluators ignore it. A pointwise evaluator implements `score_one` and
+inherits `score_group`; a group evaluator (RULER) implements `score_group` itself.
+"""
 
 from __future__ import annotations
 
-from typing import Protocol
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, ClassVar
 
 from judgelab.types import Candidate, Task, Verdict
 
-
-class PointwiseEvaluator(Protocol):
-    name: str
-    protocol: str
-
-    def score(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict: ...
+if TYPE_CHECKING:
+    from judgelab.evaluators.registry import EvaluatorSettings
 
 
-class GroupEvaluator(Protocol):
-    name: str
-    protocol: str
+class Evaluator(ABC):
+    protocol: ClassVar[str]  # the scores table's `protocol`: rule, execution, ruler, rubric
 
+    def __init__(self, spec: EvaluatorSettings) -> None:
+        self.spec = spec
+        self.name: str = spec.name
+
+    @abstractmethod
     def score_group(
         self, task: Task, candidates: list[Candidate], repeat: int = 0
     ) -> list[Verdict]: ...
+
+
+class PointwiseEvaluator(Evaluator):
+    """An evaluator that judges each candidate on its own, one after another."""
+
+    def score_group(
+        self, task: Task, candidates: list[Candidate], repeat: int = 0
+    ) -> list[Verdict]:
+        return [self.score_one(task, c, repeat) for c in candidates]
+
+    @abstractmethod
+    def score_one(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict: ...

@@ -1,6 +1,6 @@
 """Execution evaluator: run the candidate's code against the task's tests in the sandbox.
 
-Contract of `ExecutionJudge.score(task, candidate) -> Verdict`:
+Contract of `ExecutionJudge.score_one(task, candidate) -> Verdict`, per candidate:
 - task without tests (AutoRL)          -> unscored "task has no tests"
 - no code in the answer                -> scored 0.0, reason "no code in answer"
 - sandbox passed (exit 0)              -> scored 1.0
@@ -30,7 +30,8 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 from judgelab.answer import parse_answer
-from judgelab.config import ExecutionEvaluator
+from judgelab.evaluators.base import PointwiseEvaluator
+from judgelab.evaluators.registry import ExecutionEvaluator
 from judgelab.evaluators.sandbox import SandboxResult, run_python
 from judgelab.types import Candidate, Task, Verdict
 
@@ -104,18 +105,13 @@ def _signal_name(exit_code: int | None) -> str:
         return f"signal {-(exit_code or 0)}"
 
 
-class ExecutionJudge:
+class ExecutionJudge(PointwiseEvaluator):
     """Runs the candidate's code against the task's unit tests in the sandbox."""
 
     protocol = "execution"
+    spec: ExecutionEvaluator
 
-    def __init__(self, spec: ExecutionEvaluator) -> None:
-        self.name = spec.name
-        self.timeout_s = spec.timeout_s
-        self.cpu_s = spec.cpu_s
-        self.memory_mb = spec.memory_mb
-
-    def score(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
+    def score_one(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
         # `repeat` is accepted for the common evaluator signature; execution is deterministic.
         if not task.test or not task.entry_point:
             return Verdict.unscored("task has no tests")
@@ -124,9 +120,9 @@ class ExecutionJudge:
             return Verdict.scored(0.0, reason="no code in answer")
         result = run_python(
             build_program(task, code),
-            timeout_s=self.timeout_s,
-            cpu_s=self.cpu_s,
-            memory_mb=self.memory_mb,
+            timeout_s=self.spec.timeout_s,
+            cpu_s=self.spec.cpu_s,
+            memory_mb=self.spec.memory_mb,
         )
         return self._verdict(result)
 
@@ -136,7 +132,7 @@ class ExecutionJudge:
         """Score (task, candidate) pairs in a small thread pool; verdicts in input order."""
         pairs = list(pairs)
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            return list(pool.map(lambda pair: self.score(*pair), pairs))
+            return list(pool.map(lambda pair: self.score_one(*pair), pairs))
 
     def _verdict(self, result: SandboxResult) -> Verdict:
         explanation = result.stderr_tail[-EXPLANATION_CHARS:].strip() or None
@@ -151,12 +147,12 @@ class ExecutionJudge:
             reason = f"tests failed: {last}"
         elif result.status == "timeout":
             reason = (
-                f"timeout after {self.timeout_s:g}s"
+                f"timeout after {self.spec.timeout_s:g}s"
                 if result.timed_out
-                else f"cpu limit of {self.cpu_s:g}s exceeded"
+                else f"cpu limit of {self.spec.cpu_s:g}s exceeded"
             )
         elif result.status == "memory":
-            reason = f"memory limit of {self.memory_mb} MB exceeded"
+            reason = f"memory limit of {self.spec.memory_mb} MB exceeded"
         else:
             reason = f"killed by {_signal_name(result.exit_code)}"
         return Verdict.scored(0.0, reason=reason[:REASON_CHARS], **common)  # type: ignore[arg-type]

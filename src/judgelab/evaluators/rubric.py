@@ -1,18 +1,12 @@
 """Pointwise rubric judge: one candidate per call, graded by a code-review rubric.
 
-`RubricJudge.score(task, candidate, repeat)` returns one `Verdict`. The judge sees the task
-request and the candidate's answer and is told to decide correctness first (does it solve the
-request, would it run as written) and quality second, then reply with
-``{"explanation": str, "score": number in [0, 1]}``.
-
-The request goes through ``litellm.acompletion(model="judgelab/<endpoint>",
-response_format=RubricReply)`` and so through the same provider, cache and structured-output
-adaptation as RULER (`judgelab.evaluators.transport`). Retries, backoff, the out-of-range
-reward policy (``spec.call.out_of_range``: ``"unscore"`` or ``"clip"``, raw score always
-kept), non-finite scores and the unscored-with-reason rule are exactly those of
-`judgelab.evaluators.ruler`, as is the request seed (``request_seed``: it changes with the
-repeat and the attempt, so a repeat samples again and a cached bad reply is not replayed on
-retry). A failed call never becomes a score of 0.
+`RubricJudge.score_one(task, candidate, repeat)` returns one `Verdict` (`score_group` scores
+a group candidate by candidate). The judge sees the task request and the candidate's answer,
+is told to decide correctness first and quality second, and replies with
+``{"explanation": str, "score": number in [0, 1]}`` (`RubricReply`). The request goes through
+``litellm.acompletion(model="judgelab/<endpoint>", response_format=RubricReply)``, so through
+the same provider, cache and schema adaptation as RULER; retries, the request seed, the
+out-of-range reward policy and unscored failures are those of `judgelab.evaluators.llm_judge`.
 """
 
 from __future__ import annotations
@@ -25,26 +19,23 @@ from textwrap import dedent
 import litellm
 from pydantic import BaseModel, Field
 
-from judgelab.config import RubricEvaluator
 from judgelab.errors import JudgeReplyError
-from judgelab.evaluators.ruler import (
+from judgelab.evaluators.base import PointwiseEvaluator
+from judgelab.evaluators.llm_judge import (
     JudgeResult,
     LLMJudge,
     classify_failure,
     failure_reason,
+    raw_tail,
     request_seed,
     retry_calls,
     score_verdict,
     truncate,
 )
-from judgelab.evaluators.transport import (
-    CallRecord,
-    call_metadata,
-    judge_call,
-    raw_tail,
-    reply_token_budget,
-    run_sync,
-)
+from judgelab.evaluators.registry import RubricEvaluator
+from judgelab.evaluators.transport.loop import run_sync
+from judgelab.evaluators.transport.provider import CallRecord, call_metadata, judge_call
+from judgelab.evaluators.transport.schema import reply_token_budget
 from judgelab.types import Candidate, Task, Verdict
 
 log = logging.getLogger(__name__)
@@ -101,13 +92,13 @@ def rubric_messages(task: Task, candidate: Candidate, max_chars: int) -> list[di
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
-class RubricJudge(LLMJudge):
+class RubricJudge(LLMJudge, PointwiseEvaluator):
     """Pointwise judge: one call per candidate, ``protocol = "rubric"``."""
 
     protocol = "rubric"
     spec: RubricEvaluator
 
-    def score(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
+    def score_one(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
         return self.judge(task, candidate, repeat).verdicts[0]
 
     def judge(self, task: Task, candidate: Candidate, repeat: int = 0) -> JudgeResult:
@@ -153,7 +144,7 @@ class RubricJudge(LLMJudge):
             records.append(record)
             try:
                 response = await litellm.acompletion(
-                    model=self.judge_model,
+                    model=self.litellm_model,
                     messages=messages,
                     response_format=RubricReply,
                     caching=False,

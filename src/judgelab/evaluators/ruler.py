@@ -1,165 +1,50 @@
 """RULER group judging through OpenPipe ART, with the failure handling ART leaves out.
 
-`RulerJudge.score_group(task, candidates, repeat)` returns one `Verdict` per candidate, in
-candidate order. The judge prompt and rubric are ART's own: every call goes through
-``art.rewards.ruler.ruler`` unchanged, whose ``litellm.acompletion`` reaches our endpoint through
-the ``judgelab`` litellm provider (`judgelab.evaluators.transport`). What judgelab adds:
+`RulerJudge.score_group(task, candidates, repeat)` sends all k candidates of a task to ART's
+``art.rewards.ruler.ruler`` in one call, prompt and rubric unchanged, and returns one
+`Verdict` per candidate in candidate order. What judgelab adds (docs/JUDGES.md):
 
-* **Shuffling.** With ``spec.shuffle`` the candidates are shown in a seeded random order (seed
-  from ``spec.call.seed``, task id, repeat and attempt), so position bias can be measured.
-  Every verdict stores ``permutation`` (the candidates' ``sample_index`` values in the order
-  shown, e.g. ``"2,0,3,1"``) and its own ``slot`` (0-based position shown).
-* **Matching by id.** ART numbers trajectories ``"1".."k"`` in the order passed; scores are
-  mapped back through ``trajectory_id`` — never list position. An unknown, duplicate or
-  missing id is a reply error.
-* **Retries.** A wrong score count (ART's ValueError), invalid JSON or a schema mismatch
-  (pydantic ValidationError), an empty reply and transient transport errors (429, 5xx,
-  timeouts, connection errors) are retried up to ``spec.call.retries`` times with exponential
-  backoff (``spec.call.backoff_s * 2**(n-1)``, or the server's Retry-After if longer). Each
-  attempt uses a new request seed (``spec.call.seed + 1000 * repeat + attempt``) and a new
-  shuffle, so a cached bad reply is never replayed. A rejected request (4xx) is not retried.
-  When every attempt fails, every candidate is ``Verdict.unscored`` with the reason and the
-  tail of the last raw reply in ``explanation``. A failed call never becomes a score of 0.
-* **Reward policy for out-of-range scores.** ART does not range-check; small judges return
-  -5, 7 or 184, and the experiment saw 2.0. A finite raw score outside [0, 1] sets
-  ``out_of_range=True`` and keeps ``raw_score``; then ``spec.call.out_of_range``:
-  ``"unscore"`` (default) leaves the candidate unscored with reason
-  ``"out of range: raw score 184"``; ``"clip"`` scores it with the value clipped into [0, 1].
-  A non-finite score (NaN, ±inf) is always unscored. This is a per-candidate decision: the
-  rest of the group keeps its scores.
-* **Identical trajectories.** When all candidates are identical ART sends one trajectory and
-  copies its single score to all ids ``"1".."k"``; we bound the reply to one item then, and
-  every candidate gets that score.
+* with ``spec.shuffle`` the candidates are shown in a seeded random order, new per repeat
+  and attempt; each verdict keeps its ``slot`` and the group's ``permutation``;
+* ART's trajectory ids are matched back by id, never by list position; an unknown, duplicate
+  or missing id is a reply error;
+* retries, the out-of-range reward policy and unscored failures of `judgelab.evaluators.llm_judge`.
 
 ``latency_s`` on each verdict is the group's judge time (all attempts) divided by k.
-`RulerJudge.judge_group` returns the verdicts together with the `CallRecord` of every attempt
-(raw reply text, latency, tokens, cache hit), so callers can store raw replies even when they
-could not be parsed.
+`RulerJudge.judge_group` also returns the `CallRecord` of every attempt (raw reply, tokens,
+cache hit), so callers can keep replies that could not be parsed.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-import math
 import random
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from dataclasses import dataclass, replace
+from typing import Any
 
-import pydantic
 from art.rewards.ruler import TrajectoryScore, ruler
 
-from judgelab.cache import JsonCache
-from judgelab.config import JudgeCallSettings, RulerEvaluator
-from judgelab.errors import (
-    JUDGE_CALL_FAILED,
-    JUDGE_REPLY_ERROR,
-    JudgelabError,
-    JudgeReplyError,
-    ModelError,
-    TransientError,
-)
-from judgelab.evaluators.transport import (
-    CallRecord,
-    call_metadata,
-    judge_call,
+from judgelab.errors import JudgeReplyError
+from judgelab.evaluators.llm_judge import (
+    JudgeResult,
+    LLMJudge,
+    classify_failure,
+    failure_reason,
     raw_tail,
-    register_endpoint,
-    reply_token_budget,
-    run_sync,
+    request_seed,
+    retry_calls,
+    score_verdict,
+    truncate,
 )
-from judgelab.models.endpoint import Endpoint
-from judgelab.models.ratelimit import retry_delay
+from judgelab.evaluators.registry import RulerEvaluator
+from judgelab.evaluators.transport.loop import run_sync
+from judgelab.evaluators.transport.provider import CallRecord, call_metadata, judge_call
+from judgelab.evaluators.transport.schema import reply_token_budget
 from judgelab.types import Candidate, Task, Verdict
 
 log = logging.getLogger(__name__)
-_T = TypeVar("_T")
-
-
-@dataclass(frozen=True)
-class JudgeResult:
-    """Verdicts in candidate order plus one CallRecord per attempt made."""
-
-    verdicts: list[Verdict]
-    calls: list[CallRecord] = field(default_factory=list)
-
-
-def truncate(text: str | None, max_chars: int) -> str | None:
-    if text is None:
-        return None
-    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
-
-
-def score_verdict(
-    raw: float,
-    policy: str,
-    *,
-    explanation: str | None,
-    latency_s: float,
-    slot: int | None = None,
-    permutation: str | None = None,
-) -> Verdict:
-    """Apply the reward policy (module docstring) to one raw judge score."""
-    extra: dict[str, Any] = {
-        "explanation": explanation,
-        "latency_s": latency_s,
-        "slot": slot,
-        "permutation": permutation,
-    }
-    if not math.isfinite(raw):
-        return Verdict.unscored(f"non-finite raw score {raw}", raw_score=raw, **extra)
-    if 0.0 <= raw <= 1.0:
-        return Verdict.scored(raw, raw_score=raw, **extra)
-    if policy == "clip":
-        return Verdict.scored(min(1.0, max(0.0, raw)), raw_score=raw, out_of_range=True, **extra)
-    return Verdict.unscored(
-        f"out of range: raw score {raw:g}", raw_score=raw, out_of_range=True, **extra
-    )
-
-
-def request_seed(seed: int, repeat: int, attempt: int) -> int:
-    """The sampling seed sent to the judge: new per repeat and per retry (retries <= 10)."""
-    return seed + 1000 * repeat + attempt
-
-
-def failure_reason(error: JudgelabError, attempts: int) -> str:
-    kind = JUDGE_REPLY_ERROR if isinstance(error, JudgeReplyError) else JUDGE_CALL_FAILED
-    tries = "attempt" if attempts == 1 else "attempts"
-    return f"{kind} after {attempts} {tries}: {error}"
-
-
-def retry_calls(
-    attempt_fn: Callable[[int], _T],
-    call: JudgeCallSettings,
-    sleep: Callable[[float], None],
-    what: str,
-) -> tuple[_T | None, JudgelabError | None, int]:
-    """Run ``attempt_fn(attempt)`` until it succeeds or the retries are spent.
-
-    Returns (outcome or None, last error or None, attempts made). TransientError (which includes
-    JudgeReplyError) is retried; any other JudgelabError stops at once.
-    """
-    error: JudgelabError | None = None
-    attempts = 0
-    for attempt in range(call.retries + 1):
-        if attempt:
-            delay = retry_delay(attempt, call.backoff_s, error)
-            log.info(
-                "%s: retry %d/%d in %.2f s after: %s", what, attempt, call.retries, delay, error
-            )
-            sleep(delay)
-        attempts += 1
-        try:
-            return attempt_fn(attempt), None, attempts
-        except TransientError as err:
-            error = err
-        except JudgelabError as err:
-            error = err
-            break
-    log.warning("%s: unscored after %d attempt(s): %s", what, attempts, error)
-    return None, error, attempts
 
 
 @dataclass
@@ -168,51 +53,6 @@ class _Outcome:
 
     verdicts: list[Verdict]
     record: CallRecord
-
-
-def classify_failure(err: Exception, record: CallRecord) -> JudgelabError:
-    """Turn what ART/litellm raised into our typed error, preferring the transport's own."""
-    if record.error is not None:
-        return record.error  # litellm wraps transport errors; the record has the real one
-    if record.raw is not None and not record.raw.strip():
-        return JudgeReplyError("empty reply", raw=record.raw)
-    if isinstance(err, pydantic.ValidationError):
-        first = err.errors()[0] if err.errors() else {}
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        msg = first.get("msg", str(err))
-        return JudgeReplyError(
-            f"invalid JSON or schema mismatch ({err.error_count()} error(s); "
-            f"{where or '<root>'}: {msg})",
-            raw=record.raw,
-        )
-    if isinstance(err, ValueError):  # ART: wrong number of scores
-        return JudgeReplyError(str(err), raw=record.raw)
-    return ModelError(f"judge call failed: {err.__class__.__name__}: {err}")
-
-
-class LLMJudge:
-    """What every LLM judge holds: its settings, its endpoint (registered with the judgelab
-    litellm provider), the judge cache and the sleep used between retries."""
-
-    protocol: str
-
-    def __init__(
-        self,
-        spec: Any,
-        endpoint: Endpoint,
-        cache: JsonCache | None = None,
-        *,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        self.spec = spec
-        self.name: str = spec.name
-        self.endpoint = endpoint
-        self.cache = cache
-        self._sleep = sleep
-        self.judge_model = register_endpoint(endpoint)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(name={self.name!r}, endpoint={self.endpoint!r})"
 
 
 class RulerJudge(LLMJudge):
@@ -306,7 +146,7 @@ class RulerJudge(LLMJudge):
                 rubric = {"rubric": self.spec.rubric} if self.spec.rubric else {}
                 scores = await ruler(
                     message_lists,
-                    judge_model=self.judge_model,
+                    judge_model=self.litellm_model,
                     **rubric,  # unset: ART's default rubric
                     extra_litellm_params={
                         "temperature": call.temperature,

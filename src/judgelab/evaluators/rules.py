@@ -18,7 +18,7 @@ import warnings
 from dataclasses import replace
 
 from judgelab.answer import parse_answer
-from judgelab.config import FormatEvaluator, SyntaxEvaluator
+from judgelab.evaluators.base import PointwiseEvaluator
 from judgelab.types import Candidate, Task, Verdict
 
 TAGS = ("request", "language", "code")
@@ -49,15 +49,12 @@ def is_python(language: str) -> bool:
     return name in PYTHON_NAMES or re.fullmatch(r"python\s*3?(\.\d+)*", name) is not None
 
 
-class FormatJudge:
+class FormatJudge(PointwiseEvaluator):
     """Fraction of the three answer tags present and well-formed."""
 
     protocol = "rule"
 
-    def __init__(self, spec: FormatEvaluator) -> None:
-        self.name = spec.name
-
-    def score(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
+    def score_one(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
         # `repeat` is accepted for the common evaluator signature; rules are deterministic.
         started = time.perf_counter()
         problems = {tag: p for tag in TAGS if (p := tag_problem(candidate.completion, tag))}
@@ -70,15 +67,12 @@ class FormatJudge:
         return Verdict.scored(score, reason=reason, explanation=explanation, latency_s=latency)
 
 
-class SyntaxJudge:
+class SyntaxJudge(PointwiseEvaluator):
     """Does the extracted code parse as Python?"""
 
     protocol = "rule"
 
-    def __init__(self, spec: SyntaxEvaluator) -> None:
-        self.name = spec.name
-
-    def score(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
+    def score_one(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
         # `repeat` is accepted for the common evaluator signature; rules are deterministic.
         started = time.perf_counter()
         verdict = self._judge(candidate.completion)

@@ -25,8 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from judgelab.cache import digest
-from judgelab.config import ExecutionEvaluator, RolloutSettings
+from judgelab.config import RolloutSettings
 from judgelab.errors import ConfigError
+from judgelab.evaluators.registry import ExecutionEvaluator
 from judgelab.probes.perturb import NON_ANSWER, answer, mutants, permutations, perturb
 from judgelab.rollouts.generate import policy_messages
 from judgelab.types import Candidate, Task
@@ -77,7 +78,7 @@ def execution_check(spec: ExecutionEvaluator | None = None) -> Check:
 
     def check(task: Task, completion: str) -> bool | None:
         cand = Candidate(task.task_id, "probe-check", 0, completion)
-        verdict = judge.score(task, cand)
+        [verdict] = judge.score_group(task, [cand])
         return None if verdict.status != "scored" else verdict.score == 1.0
 
     return check

@@ -1,7 +1,7 @@
 """Scoring the probe views through the product's evaluator code, and the probe tables.
 
-Every judge call goes through `judgelab.scoring.build_evaluator` / `score_group`, exactly as in
-the scores stage. Two settings of the judge are changed, and only for the probes: the
+Every judge call goes through the evaluator registry and `judgelab.scoring.score_group`,
+exactly as in the scores stage. Two settings of the judge are changed, and only for the probes: the
 evaluator does not shuffle (the view fixes the order, so ``slot`` is the position in the view)
 and the judge temperature is ``probes.temperature`` (0 by default) for the order and
 perturbation views, ``probes.repeat_temperature`` for the repeats of the identity view that
@@ -18,8 +18,10 @@ from typing import Any
 import polars as pl
 
 from judgelab.cache import JsonCache, digest
-from judgelab.config import ProbesSettings, RolloutSettings, RulerEvaluator, Settings
+from judgelab.config import ProbesSettings, RolloutSettings, Settings
 from judgelab.errors import ConfigError
+from judgelab.evaluators.base import Evaluator
+from judgelab.evaluators.registry import EvaluatorSettings
 from judgelab.models.endpoint import Endpoint
 from judgelab.probes.design import ProbeGroup, View
 from judgelab.rollouts.generate import generate_group
@@ -61,14 +63,14 @@ def require_judges(settings: Settings) -> None:
     if not settings.probes.judges:
         raise ConfigError(
             "probes.judges is empty: name the RULER/rubric evaluators to probe, e.g. "
-            f"{[e.name for e in settings.scores.evaluators if e.kind in ('ruler', 'rubric')]}"
+            f"{[e.name for e in settings.scores.evaluators if e.judge_model is not None]}"
         )
 
 
 def probe_spec(spec: Any, temperature: float) -> Any:
     """The evaluator's settings as the probes use them: fixed order, probe temperature."""
     update: dict[str, Any] = {"call": spec.call.model_copy(update={"temperature": temperature})}
-    if isinstance(spec, RulerEvaluator):
+    if "shuffle" in type(spec).model_fields:  # a judge that shuffles (RULER): the view's order
         update["shuffle"] = False
     return spec.model_copy(update=update)
 
@@ -89,22 +91,26 @@ def view_temperature(probes: ProbesSettings, view: View) -> float:
 
 class ProbeJudge:
     """One probed judge as the views call it: an evaluator per temperature its views run at,
-    built on first use by `build(spec)` (e.g. `scoring.build_evaluator` with the endpoints and
-    the judge cache)."""
+    built on first use by `build(spec)` (e.g. the registry's `build_evaluator` with the
+    endpoints and the judge cache)."""
 
-    def __init__(self, spec: Any, probes: ProbesSettings, build: Callable[[Any], Any]) -> None:
+    def __init__(
+        self,
+        spec: EvaluatorSettings,
+        probes: ProbesSettings,
+        build: Callable[[EvaluatorSettings], Evaluator],
+    ) -> None:
         self.name: str = spec.name
         self.probes = probes
         self._spec = spec
         self._build = build
-        self._built: dict[float, tuple[Any, Any]] = {}
+        self._built: dict[float, Evaluator] = {}
 
-    def for_view(self, view: View) -> tuple[Any, Any]:
-        """(evaluator, its settings) for this view."""
+    def for_view(self, view: View) -> Evaluator:
+        """The evaluator for this view (its settings: `.spec`)."""
         t = view_temperature(self.probes, view)
         if t not in self._built:
-            spec = probe_spec(self._spec, t)
-            self._built[t] = (self._build(spec), spec)
+            self._built[t] = self._build(probe_spec(self._spec, t))
         return self._built[t]
 
 
@@ -123,7 +129,7 @@ def probe_policies(settings: Settings) -> list[str]:
 
 def models_needed(settings: Settings) -> list[str]:
     """Registry models the probes call: the judges, then the self-preference policies."""
-    judges = [settings.evaluator(name).judge for name in settings.probes.judges]
+    judges = [settings.evaluator(name).judge_model for name in settings.probes.judges]
     policies = probe_policies(settings) if settings.probes.self_preference else []
     return list(dict.fromkeys(judges + policies))
 
@@ -157,17 +163,14 @@ def policy_samples(
 
 def score_view(
     run_id: str,
-    evaluator: Any,
-    spec: Any,
+    evaluator: Evaluator,
     judge_family: str | None,
     group: ProbeGroup,
     view: View,
 ) -> list[dict[str, Any]]:
     """Rows for one (judge, group, view): scores columns plus the probe design columns."""
     shown = view.shown(group)
-    rows = score_group(
-        run_id, evaluator, spec, group.task, [m.candidate for _, m in shown], view.repeat
-    )
+    rows = score_group(run_id, evaluator, group.task, [m.candidate for _, m in shown], view.repeat)
     for row, (i, member) in zip(rows, shown, strict=True):
         row.update(
             group_id=group.group_id,
@@ -243,6 +246,6 @@ def judge_models(settings: Settings) -> dict[str, tuple[str, str]]:
     """evaluator name -> (judge model, its family), for the probed judges."""
     out = {}
     for name in settings.probes.judges:
-        model = settings.evaluator(name).judge
+        model = settings.evaluator(name).judge_model
         out[name] = (model, settings.models[model].family)
     return out

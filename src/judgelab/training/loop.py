@@ -25,8 +25,10 @@ from statistics import median, stdev
 from typing import Any
 
 from judgelab.cache import JsonCache, digest
-from judgelab.config import ExecutionEvaluator, RolloutSettings, TrainSettings
+from judgelab.config import RolloutSettings, TrainSettings
 from judgelab.errors import ConfigError
+from judgelab.evaluators.base import Evaluator
+from judgelab.evaluators.registry import ExecutionEvaluator
 from judgelab.io import atomic_dir, write_json
 from judgelab.rollouts.generate import policy_messages, sample_seed
 from judgelab.scoring import score_group
@@ -272,11 +274,10 @@ def latest_checkpoint(root: Path) -> Checkpoint | None:
 
 @dataclass(frozen=True)
 class JudgeRun:
-    """One judge's training: its evaluator, its config and its output directory."""
+    """One judge's training: its name in train.judges, its evaluator, its output directory."""
 
     name: str
-    judge: Any
-    spec: Any
+    judge: Evaluator
     out_dir: Path
 
 
@@ -298,7 +299,7 @@ class Trainer:
         tasks: Sequence[Task],
         heldout: Sequence[Task],
         cache: JsonCache,
-        executor: Any,
+        executor: Evaluator,
         policy_factory: Callable[[dict[str, Path | None]], Policy],
         selection_file: Path | None = None,
     ) -> None:
@@ -482,11 +483,8 @@ class Trainer:
         pool_groups = groups[n_train : len(first)]
         rates: dict[str, float | None] = {}  # None: fewer than 2 draws tested (sandbox errors)
         for task, req, samples in zip(self.pool, first[n_train:], pool_groups, strict=True):
-            verdicts = [
-                self.executor.score(task, c).score
-                for c in candidates(task, req.messages, samples, "heldout")
-            ]
-            known = [v for v in verdicts if v is not None]
+            cands = candidates(task, req.messages, samples, "heldout")
+            known = [v.score for v in self.executor.score_group(task, cands) if v.score is not None]
             rates[task.task_id] = sum(known) / len(known) if len(known) >= 2 else None
         order = [t.task_id for t in self.pool if rates[t.task_id] is not None]
         chosen, filled = select_heldout(rates, order, self.settings.heldout.limit)
@@ -536,9 +534,9 @@ class Trainer:
         for g, (task, req, samples) in enumerate(zip(tasks, requests, groups, strict=False)):
             cands = candidates(task, req.messages, samples, f"train|{adapter}|{epoch}")
             t0 = time.monotonic()
-            rows = score_group(f"train-{run.name}", run.judge, run.spec, task, cands, repeat=0)
+            rows = score_group(f"train-{run.name}", run.judge, task, cands, repeat=0)
             score_s += time.monotonic() - t0
-            truth: list[Verdict] = [self.executor.score(task, c) for c in cands]
+            truth: list[Verdict] = self.executor.score_group(task, cands)
             # a sandbox error is no verdict on the code: neither a pass nor a failure
             passes += [v.score for v in truth if v.score is not None]
             truth_unscored += sum(v.score is None for v in truth)
@@ -568,8 +566,9 @@ class Trainer:
             self.heldout, requests[len(tasks) :], groups[len(tasks) :], strict=True
         ):
             cands = candidates(task, req.messages, samples, "heldout")
-            for c, smp in zip(cands, samples, strict=True):
-                passed = self.executor.score(task, c).score
+            verdicts = self.executor.score_group(task, cands)
+            for c, smp, verdict in zip(cands, samples, verdicts, strict=True):
+                passed = verdict.score
                 if passed is None:
                     truth_unscored += 1
                 else:

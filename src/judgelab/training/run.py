@@ -10,10 +10,10 @@ from judgelab.cache import JsonCache
 from judgelab.config import EmbeddedModel, HumanEvalSettings, Settings
 from judgelab.errors import ConfigError
 from judgelab.evaluators.execution import ExecutionJudge
+from judgelab.evaluators.registry import build_evaluator
 from judgelab.io import write_parquet
 from judgelab.models.server import serve
 from judgelab.paths import cache_dir
-from judgelab.scoring import build_evaluator
 from judgelab.tasks.humaneval import load_humaneval
 from judgelab.training.loop import (
     JudgeRun,
@@ -81,12 +81,12 @@ def train_judges(
     specs = {judge: settings.evaluator(judge) for judge in train.judges}
     policy_model = settings.model(train.policy)
     assert isinstance(policy_model, EmbeddedModel)  # checked by Settings
-    judge_models = sorted({s.judge for s in specs.values() if hasattr(s, "judge")})
+    judge_models = sorted({s.judge_model for s in specs.values() if s.judge_model is not None})
     executor = ExecutionJudge(default_executor_spec(settings.scores.evaluators))
     with serve(settings, judge_models) as endpoints:
         judge_cache = JsonCache(cache_dir(), "judge")
         runs = [
-            JudgeRun(judge, build_evaluator(spec, endpoints, judge_cache), spec, out_root / judge)
+            JudgeRun(judge, build_evaluator(spec, endpoints, judge_cache), out_root / judge)
             for judge, spec in specs.items()
         ]
         trainer = Trainer(
