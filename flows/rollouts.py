@@ -18,7 +18,7 @@ from judgelab.progress import progress
 from judgelab.rollouts.generate import generate_group, rollouts_frame
 from judgelab.schemas import validate_file
 from judgelab.tasks import tasks_from_frame
-from judgelab.types import Task
+from judgelab.verdicts import Task
 
 
 @task(name="rollout-group", retries=2, retry_delay_seconds=5)

@@ -21,7 +21,7 @@ from judgelab.rollouts.generate import candidates_by_task
 from judgelab.schemas import validate_file
 from judgelab.scoring import judge_names, run_id_for, score_group, scores_frame
 from judgelab.tasks import tasks_from_frame
-from judgelab.types import Candidate, Task
+from judgelab.verdicts import Candidate, Task
 
 log = logging.getLogger("judgelab.flows.scores")
 

@@ -16,7 +16,7 @@ from judgelab.paths import cache_dir
 from judgelab.tasks import tasks_frame
 from judgelab.tasks.autorl import generate_autorl
 from judgelab.tasks.humaneval import load_humaneval
-from judgelab.types import Task
+from judgelab.verdicts import Task
 
 
 @task(name="load-humaneval")

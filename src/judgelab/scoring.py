@@ -16,7 +16,7 @@ from judgelab.cache import digest
 from judgelab.config import RATE_LIMIT_KEYS, Settings
 from judgelab.evaluators.base import Evaluator
 from judgelab.schemas import ScoresSchema, validate
-from judgelab.types import Candidate, Task, Verdict
+from judgelab.verdicts import Candidate, Task, Verdict
 
 SCORE_COLUMNS = {
     "run_id": pl.Utf8,

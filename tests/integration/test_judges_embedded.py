@@ -21,7 +21,7 @@ from judgelab.evaluators.registry import JudgeCallSettings, RubricEvaluator, Rul
 from judgelab.evaluators.rubric import RubricJudge  # noqa: E402
 from judgelab.evaluators.ruler import RulerJudge  # noqa: E402
 from judgelab.models.endpoint import Endpoint  # noqa: E402
-from judgelab.types import Candidate, Task, Verdict  # noqa: E402
+from judgelab.verdicts import Candidate, Task, Verdict  # noqa: E402
 
 pytestmark = pytest.mark.integration
 

@@ -27,7 +27,7 @@ from judgelab.tasks.humaneval import load_humaneval
 from judgelab.training.grpo import Trajectory, grpo_step
 from judgelab.training.loop import JudgeRun, Trainer, latest_checkpoint
 from judgelab.training.policy import Policy
-from judgelab.types import Candidate, Task, Verdict
+from judgelab.verdicts import Candidate, Task, Verdict
 
 ZOO = "smollm2-135m-instruct"
 LORA = LoraSettings(r=4, alpha=8)

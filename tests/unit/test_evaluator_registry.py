@@ -23,7 +23,7 @@ from judgelab.evaluators.registry import (
     evaluator_class,
 )
 from judgelab.scoring import score_group, scores_frame
-from judgelab.types import Candidate, Task, Verdict
+from judgelab.verdicts import Candidate, Task, Verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -24,7 +24,7 @@ from judgelab.cache import JsonCache
 from judgelab.evaluators.registry import RubricEvaluator, build_evaluator
 from judgelab.models.endpoint import Endpoint
 from judgelab.scoring import score_group
-from judgelab.types import Candidate, Task
+from judgelab.verdicts import Candidate, Task
 
 task = Task(task_id="t0", source="autorl", request="add two numbers", prompt="add two numbers")
 code = "<code>def add(a, b):\\n    return a + b + {}</code>"

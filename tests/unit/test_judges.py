@@ -28,7 +28,7 @@ from judgelab.evaluators.registry import JudgeCallSettings, RubricEvaluator, Rul
 from judgelab.evaluators.rubric import RubricJudge  # noqa: E402
 from judgelab.evaluators.ruler import RulerJudge  # noqa: E402
 from judgelab.models.endpoint import Endpoint  # noqa: E402
-from judgelab.types import Candidate, Task  # noqa: E402
+from judgelab.verdicts import Candidate, Task  # noqa: E402
 from tests.support.openai_server import OpenAIServer, Reply  # noqa: E402
 
 

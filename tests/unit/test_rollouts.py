@@ -16,7 +16,7 @@ from judgelab.cache import JsonCache
 from judgelab.config import RolloutSettings
 from judgelab.models.endpoint import Endpoint
 from judgelab.rollouts.generate import generate_group, rollouts_frame, sample_seed
-from judgelab.types import Task
+from judgelab.verdicts import Task
 from tests.support.openai_server import OpenAIServer, Reply, http_error, ok
 
 TASK = Task(

@@ -8,7 +8,7 @@ import pytest
 
 from judgelab.evaluators.registry import FormatEvaluator, SyntaxEvaluator
 from judgelab.evaluators.rules import FormatJudge, SyntaxJudge
-from judgelab.types import Candidate, Task, Verdict
+from judgelab.verdicts import Candidate, Task, Verdict
 
 TASK = Task(task_id="t1", source="autorl", prompt="write a function that adds two numbers")
 GOOD = (

@@ -14,7 +14,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, ClassVar
 
-from judgelab.types import Candidate, Task, Verdict
+from judgelab.verdicts import Candidate, Task, Verdict
 
 if TYPE_CHECKING:
     from judgelab.evaluators.registry import EvaluatorSettings

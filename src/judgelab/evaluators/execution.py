@@ -33,7 +33,7 @@ from judgelab.answer import parse_answer
 from judgelab.evaluators.base import PointwiseEvaluator
 from judgelab.evaluators.registry import ExecutionEvaluator
 from judgelab.evaluators.sandbox import SandboxResult, run_python
-from judgelab.types import Candidate, Task, Verdict
+from judgelab.verdicts import Candidate, Task, Verdict
 
 log = logging.getLogger(__name__)
 

@@ -41,7 +41,7 @@ from judgelab.evaluators.registry import JudgeCallSettings, LLMJudgeSettings
 from judgelab.evaluators.transport.provider import CallRecord, register_endpoint
 from judgelab.models.endpoint import Endpoint
 from judgelab.models.ratelimit import retry_delay
-from judgelab.types import Verdict
+from judgelab.verdicts import Verdict
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")

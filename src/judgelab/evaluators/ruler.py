@@ -42,7 +42,7 @@ from judgelab.evaluators.registry import RulerEvaluator
 from judgelab.evaluators.transport.loop import run_sync
 from judgelab.evaluators.transport.provider import CallRecord, call_metadata, judge_call
 from judgelab.evaluators.transport.schema import reply_token_budget
-from judgelab.types import Candidate, Task, Verdict
+from judgelab.verdicts import Candidate, Task, Verdict
 
 log = logging.getLogger(__name__)
 

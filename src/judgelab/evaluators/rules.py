@@ -19,7 +19,7 @@ from dataclasses import replace
 
 from judgelab.answer import parse_answer
 from judgelab.evaluators.base import PointwiseEvaluator
-from judgelab.types import Candidate, Task, Verdict
+from judgelab.verdicts import Candidate, Task, Verdict
 
 TAGS = ("request", "language", "code")
 PYTHON_NAMES = {"python", "python3", "python 3", "py", "python3.x", "python 3.x"}

@@ -30,7 +30,7 @@ from judgelab.errors import ConfigError
 from judgelab.evaluators.registry import ExecutionEvaluator
 from judgelab.probes.perturb import NON_ANSWER, answer, mutants, permutations, perturb
 from judgelab.rollouts.generate import policy_messages
-from judgelab.types import Candidate, Task
+from judgelab.verdicts import Candidate, Task
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from judgelab.probes.design import ProbeGroup, View
 from judgelab.rollouts.generate import generate_group
 from judgelab.schemas import ProbeCandidatesSchema, ProbeScoresSchema, validate
 from judgelab.scoring import SCORE_COLUMNS, score_group
-from judgelab.types import Task
+from judgelab.verdicts import Task
 
 PROBE_COLUMNS = {
     **SCORE_COLUMNS,

@@ -17,7 +17,7 @@ from judgelab.config import RolloutSettings
 from judgelab.models.endpoint import Endpoint
 from judgelab.rollouts.cache import cached_chat
 from judgelab.schemas import RolloutsSchema, validate
-from judgelab.types import Candidate, Task
+from judgelab.verdicts import Candidate, Task
 
 ROLLOUT_COLUMNS = {
     "task_id": pl.Utf8,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from judgelab.schemas import TasksSchema, validate
-from judgelab.types import Task
+from judgelab.verdicts import Task
 
 TASK_COLUMNS = {
     "task_id": pl.Utf8,

@@ -17,7 +17,7 @@ from judgelab.cache import JsonCache
 from judgelab.config import AutoRLSettings
 from judgelab.models.endpoint import Endpoint
 from judgelab.rollouts.cache import cached_chat
-from judgelab.types import Task
+from judgelab.verdicts import Task
 
 log = logging.getLogger(__name__)
 

