@@ -13,8 +13,7 @@ from typer.testing import CliRunner
 
 from judgelab.cli import app
 from judgelab.errors import TableError
-from judgelab.schemas import ScoresSchema, TasksSchema, validate
-from judgelab.scoring import SCORE_COLUMNS
+from judgelab.schemas import ScoresSchema, TasksSchema, columns, validate
 
 runner = CliRunner()
 
@@ -42,7 +41,7 @@ def row(**over: object) -> dict:
 
 
 def table(*rows: dict) -> pl.DataFrame:
-    return pl.DataFrame(list(rows), schema=SCORE_COLUMNS)
+    return pl.DataFrame(list(rows), schema=columns(ScoresSchema))
 
 
 def check(tmp_path: Path, frame: pl.DataFrame | None, suffix: str = ".parquet") -> tuple[int, str]:
@@ -119,18 +118,7 @@ def test_tasks_schema_requires_tests_for_humaneval() -> None:
                 "canonical_solution": None,
             }
         ],
-        schema={
-            c: pl.Utf8
-            for c in (
-                "task_id",
-                "source",
-                "request",
-                "prompt",
-                "entry_point",
-                "test",
-                "canonical_solution",
-            )
-        },
+        schema=columns(TasksSchema),
     )
     with pytest.raises(TableError, match="humaneval rows need entry_point and test"):
         validate(frame, TasksSchema, "tasks")
