@@ -82,7 +82,6 @@ log = logging.getLogger(__name__)
 PROVIDER = "judgelab"
 ID_MAX_CHARS = 8
 DEFAULT_STRING_MAX_CHARS = 300
-CACHE_NAMESPACE = "judge"
 _CACHE_VERSION = 1
 _NO_KEY = "sk-no-key-required"  # the openai client refuses an empty key; local servers ignore it
 _T = TypeVar("_T")
