@@ -154,7 +154,13 @@ class TasksSettings(_Section):
 
 class RolloutSettings(_Section):
     policy: str = "qwen-0.5b"
-    k: int = Field(4, ge=1, le=64, description="Candidates per task (the GRPO group size).")
+    k: int = Field(
+        4,
+        ge=1,
+        le=64,
+        description="Candidates per task: the group a group judge (RULER) ranks in one call. "
+        "Training draws its own groups (`train.k`).",
+    )
     temperature: float = Field(1.0, ge=0, le=2)
     top_p: float = Field(1.0, gt=0, le=1)
     max_tokens: int = Field(384, ge=16, le=8192)
@@ -360,7 +366,7 @@ class TrainSettings(_Section):
     groups_per_epoch: int = Field(
         1, ge=1, le=1000, description="Training tasks per epoch (cycled)."
     )
-    k: int = Field(4, ge=2, le=64, description="Rollouts per group.")
+    k: int = Field(4, ge=2, le=64, description="Rollouts per task in one GRPO group.")
     temperature: float = Field(1.0, gt=0, le=2)
     max_tokens: int = Field(192, ge=16, le=4096)
     learning_rate: float = Field(5e-5, gt=0, le=1)
