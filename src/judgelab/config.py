@@ -127,6 +127,41 @@ class ServerSettings(_Section):
     startup_timeout_s: float = Field(120.0, gt=0)
 
 
+class RunnerSettings(_Section):
+    """How a stage's units of work (score groups, rollout groups, probe views) run: all at
+    once up to each lane's limit (flows/fanout.py), on Prefect's thread pool or on Dask."""
+
+    kind: Literal["threads", "dask"] = Field(
+        "threads",
+        description="threads: Prefect's thread pool in the stage's process. dask: Prefect's "
+        "DaskTaskRunner (install judgelab[dask]); a local cluster of worker processes, or "
+        "the cluster at `address`.",
+    )
+    workers: int = Field(
+        16,
+        ge=1,
+        le=1024,
+        description="threads: pool size; dask: worker processes of the local cluster. Calls to "
+        "one endpoint model are further bounded by its max_concurrency (4 when unset), the "
+        "embedded server by 1, local work (rules, sandbox) by the number of cores.",
+    )
+    threads_per_worker: int = Field(
+        4, ge=1, le=256, description="dask local cluster: threads in each worker process."
+    )
+    address: str | None = Field(
+        None,
+        description="dask: the scheduler of an existing cluster, e.g. tcp://10.0.0.5:8786 "
+        "(every worker needs judgelab installed and, for embedded models, this host's "
+        "127.0.0.1; use endpoint models on a remote cluster).",
+    )
+
+    @model_validator(mode="after")
+    def _address_is_dask(self) -> RunnerSettings:
+        if self.address is not None and self.kind != "dask":
+            raise ValueError("runner.address: only used with runner.kind: dask")
+        return self
+
+
 class HumanEvalSettings(_Section):
     enabled: bool = True
     offset: int = Field(0, ge=0, le=163)
@@ -456,6 +491,7 @@ class TrackingSettings(_Section):
 class Settings(_Section):
     models: dict[str, ModelSpec]
     server: ServerSettings = ServerSettings()
+    runner: RunnerSettings = RunnerSettings()
     tasks: TasksSettings = TasksSettings()
     rollouts: RolloutSettings = RolloutSettings()
     scores: ScoresSettings
