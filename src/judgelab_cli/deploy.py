@@ -183,8 +183,9 @@ def pipeline_deployment(
     paused: bool = False,
 ) -> RunnerDeployment:
     """The pipeline flow as a deployment: `cron` schedule (None: run on demand only)."""
-    from flows.pipeline import pipeline_flow
     from prefect.types.entrypoint import EntrypointType
+
+    from flows.pipeline import pipeline_flow
 
     return pipeline_flow.to_deployment(
         name=name,

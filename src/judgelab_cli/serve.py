@@ -9,8 +9,8 @@ from typing import Annotated
 
 import typer
 
-from judgelab.deploy import DEFAULT_CRON, DEFAULT_DEPLOYMENT, PREFECT_PORT, api_url, check_api
 from judgelab.errors import JudgelabError
+from judgelab_cli.deploy import DEFAULT_CRON, DEFAULT_DEPLOYMENT, PREFECT_PORT, api_url, check_api
 
 
 def serve(
@@ -33,7 +33,7 @@ def serve(
     url = os.environ.setdefault("PREFECT_API_URL", api_url(PREFECT_PORT))
     try:
         check_api(url)
-        from judgelab.deploy import pipeline_deployment, serve_deployment
+        from judgelab_cli.deploy import pipeline_deployment, serve_deployment
 
         deployment = pipeline_deployment(name, cron or None, params, paused)
         typer.echo(f"serving judgelab-pipeline/{name} (cron {cron or 'none'!s}) on {url}")
