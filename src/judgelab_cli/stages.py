@@ -12,7 +12,7 @@ from pathlib import Path
 import typer
 
 from flows.stages import STAGES, Stage
-from judgelab.errors import JudgelabError
+from judgelab_cli.errors import exit_on_error
 
 PARAMS = typer.Option(Path("params.yaml"), "--params", "-p", help="Parameters file.")
 
@@ -63,7 +63,7 @@ def preflight(stage: Stage, params: Path) -> None:
 
 def run(stage: Stage, params: Path) -> None:
     configure_logging()
-    try:
+    with exit_on_error():
         preflight(stage, params)
         flow = stage.flow()
         from judgelab_cli.deploy import temporary_prefect_server
@@ -73,9 +73,6 @@ def run(stage: Stage, params: Path) -> None:
         user_server = bool(os.environ.get("PREFECT_API_URL"))
         with contextlib.nullcontext() if user_server else temporary_prefect_server():
             flow(params=params)
-    except JudgelabError as err:
-        typer.secho(f"error: {err}", fg="red", err=True)
-        raise typer.Exit(2) from None
 
 
 def command(stage: Stage) -> Callable[[Path], None]:
