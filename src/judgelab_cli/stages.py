@@ -51,12 +51,11 @@ def preflight(stage: Stage, params: Path) -> None:
         stage.check(settings)
     for name in dict.fromkeys(stage.models(settings)):
         spec = settings.model(name)
-        key_env = spec.api_key_env if isinstance(spec, EndpointModel) else None
-        if key_env and not os.environ.get(key_env):
-            raise ConfigError(
-                f"models.{name}.api_key_env: environment variable {key_env} is not set "
-                f"(the {stage.name} stage needs model {name!r})"
-            )
+        if isinstance(spec, EndpointModel):
+            try:
+                spec.api_key(name)
+            except ConfigError as err:
+                raise ConfigError(f"{err} (the {stage.name} stage needs model {name!r})") from None
     for path, kind in stage.tables():
         validate_file(path, kind)
 
