@@ -169,7 +169,10 @@ PIPELINE_STAGES = (
         flow=_training_flow,
         reads=(TASKS,),
         writes=(TRAINING,),
-        params=("train", "rollouts", "scores.evaluators", "models"),
+        # The policy's prompt is the rollouts' system prompt; its sampling is train's own
+        # (train.k is the GRPO group size, not rollouts.k). The judges' settings are theirs
+        # in scores.evaluators; training scores with repeat 0 only (no scores.repeats).
+        params=("train", "rollouts.system_prompt", "scores.evaluators", "models"),
         models=_trained_judge_models,
     ),
     Stage(
@@ -209,7 +212,20 @@ PROBES_STAGE = Stage(
         PROBES / "plots",
         PROBES_METRICS,
     ),
-    params=("probes", "analysis.min_ci_groups", "models", "scores", "rollouts"),
+    # The probed judges' and the execution evaluator's settings (not scores.repeats: the
+    # probes repeat probes.repeats times); the self-preference writers sample with the
+    # rollouts' settings but their own model and count (not rollouts.policy, rollouts.k).
+    params=(
+        "probes",
+        "analysis.min_ci_groups",
+        "models",
+        "scores.evaluators",
+        "rollouts.temperature",
+        "rollouts.top_p",
+        "rollouts.max_tokens",
+        "rollouts.seed",
+        "rollouts.system_prompt",
+    ),
     models=_probe_models,
     check=_require_probed_judges,
     dvc_file=Path("probes/dvc.yaml"),
