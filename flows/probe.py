@@ -14,7 +14,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger, task
 
-from flows.paths import PROBES
+from flows.stages import PROBES
 from judgelab.analysis.probes import run_probe_analysis
 from judgelab.cache import JsonCache
 from judgelab.config import ExecutionEvaluator, HumanEvalSettings, load_settings

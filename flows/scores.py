@@ -9,7 +9,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger, task
 
-from flows.paths import ROLLOUTS, SCORES, TASKS
+from flows.stages import ROLLOUTS, SCORES, TASKS
 from judgelab.cache import JsonCache
 from judgelab.config import load_settings
 from judgelab.evaluators.base import Candidate, Task

@@ -6,6 +6,7 @@ dotted key that is wrong and, where there is a fixed set, the valid choices.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -112,6 +113,19 @@ class EndpointModel(_Section):
                 "api_key_env must be the NAME of an environment variable (e.g. OPENROUTER_API_KEY)"
             )
         return self
+
+    def api_key(self, name: str) -> str | None:
+        """The API key from the variable api_key_env names (None when the model needs none);
+        a ConfigError naming `models.<name>.api_key_env` when that variable is unset or empty.
+        """
+        if self.api_key_env is None:
+            return None
+        key = os.environ.get(self.api_key_env)
+        if not key:
+            raise ConfigError(
+                f"models.{name}.api_key_env: environment variable {self.api_key_env} is not set"
+            )
+        return key
 
 
 # Client-side limits: they change how fast, never what, so no run id or cache key holds them.

@@ -113,7 +113,7 @@ def test_a_big_enough_audit_ranks_a_pair() -> None:
 
 
 def test_power_cli(tmp_path: Path) -> None:
-    from judgelab.cli import app
+    from judgelab_cli import app
 
     path = tmp_path / "scores.parquet"
     fixture_scores().write_parquet(path)

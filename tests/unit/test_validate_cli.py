@@ -11,9 +11,9 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from judgelab.cli import app
 from judgelab.errors import TableError
 from judgelab.schemas import ScoresSchema, TasksSchema, columns, validate
+from judgelab_cli import app
 
 runner = CliRunner()
 
@@ -128,7 +128,7 @@ def test_console_script_exit_codes(tmp_path: Path) -> None:
     good, bad = tmp_path / "good.parquet", tmp_path / "bad.parquet"
     table(row()).write_parquet(good)
     table(row(score=7.0)).write_parquet(bad)
-    cmd = [sys.executable, "-m", "judgelab", "validate", "scores"]
+    cmd = [sys.executable, "-m", "judgelab_cli", "validate", "scores"]
     assert subprocess.run([*cmd, str(good)], capture_output=True).returncode == 0
     proc = subprocess.run([*cmd, str(bad)], capture_output=True, text=True)
     assert proc.returncode == 1 and "row 0" in proc.stderr
