@@ -6,7 +6,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 
-from flows.paths import ANALYSIS, PROBES_METRICS, ROLLOUTS, SCORES, TASKS, TRAINING
+from flows.stages import ANALYSIS, PROBES_METRICS, ROLLOUTS, SCORES, TASKS, TRAINING
 from judgelab.analysis import run_analysis
 from judgelab.analysis.stats import latency_summary
 from judgelab.config import load_settings

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
-from flows.paths import PROBES
+from flows.stages import PROBES
 from judgelab.analysis.probes import run_probe_analysis
 from judgelab.cache import JsonCache
 from judgelab.config import HumanEvalSettings, load_settings

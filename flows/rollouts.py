@@ -7,7 +7,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
-from flows.paths import ROLLOUTS, TASKS
+from flows.stages import ROLLOUTS, TASKS
 from judgelab.cache import JsonCache
 from judgelab.config import RolloutSettings, load_settings
 from judgelab.io import write_parquet

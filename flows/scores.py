@@ -8,7 +8,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
-from flows.paths import ROLLOUTS, SCORES, TASKS
+from flows.stages import ROLLOUTS, SCORES, TASKS
 from judgelab.cache import JsonCache
 from judgelab.config import load_settings
 from judgelab.evaluators.base import Evaluator

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
-from flows.paths import TASKS
+from flows.stages import TASKS
 from judgelab.cache import JsonCache
 from judgelab.config import AutoRLSettings, HumanEvalSettings, load_settings
 from judgelab.io import write_parquet

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
-from flows.paths import TASKS, TRAINING
+from flows.stages import TASKS, TRAINING
 from judgelab.config import Settings, load_settings
 from judgelab.progress import progress
 from judgelab.schemas import validate_file

@@ -7,6 +7,7 @@ kind's settings sit beside its entry in `judgelab.evaluators.registry`.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -115,6 +116,19 @@ class EndpointModel(_Section):
             )
         return self
 
+    def api_key(self, name: str) -> str | None:
+        """The API key from the variable api_key_env names (None when the model needs none);
+        a ConfigError naming `models.<name>.api_key_env` when that variable is unset or empty.
+        """
+        if self.api_key_env is None:
+            return None
+        key = os.environ.get(self.api_key_env)
+        if not key:
+            raise ConfigError(
+                f"models.{name}.api_key_env: environment variable {self.api_key_env} is not set"
+            )
+        return key
+
 
 # Client-side limits: they change how fast, never what, so no run id or cache key holds them.
 RATE_LIMIT_KEYS = frozenset({"max_concurrency", "requests_per_minute", "tokens_per_minute"})
@@ -127,6 +141,41 @@ class ServerSettings(_Section):
     port: int = Field(0, ge=0, le=65535, description="0 picks a free port.")
     n_threads: int = Field(2, ge=1, le=256)
     startup_timeout_s: float = Field(120.0, gt=0)
+
+
+class RunnerSettings(_Section):
+    """How a stage's units of work (score groups, rollout groups, probe views) run: all at
+    once up to each lane's limit (flows/fanout.py), on Prefect's thread pool or on Dask."""
+
+    kind: Literal["threads", "dask"] = Field(
+        "threads",
+        description="threads: Prefect's thread pool in the stage's process. dask: Prefect's "
+        "DaskTaskRunner (install judgelab[dask]); a local cluster of worker processes, or "
+        "the cluster at `address`.",
+    )
+    workers: int = Field(
+        16,
+        ge=1,
+        le=1024,
+        description="threads: pool size; dask: worker processes of the local cluster. Calls to "
+        "one endpoint model are further bounded by its max_concurrency (4 when unset), the "
+        "embedded server by 1, local work (rules, sandbox) by the number of cores.",
+    )
+    threads_per_worker: int = Field(
+        4, ge=1, le=256, description="dask local cluster: threads in each worker process."
+    )
+    address: str | None = Field(
+        None,
+        description="dask: the scheduler of an existing cluster, e.g. tcp://10.0.0.5:8786 "
+        "(every worker needs judgelab installed and, for embedded models, this host's "
+        "127.0.0.1; use endpoint models on a remote cluster).",
+    )
+
+    @model_validator(mode="after")
+    def _address_is_dask(self) -> RunnerSettings:
+        if self.address is not None and self.kind != "dask":
+            raise ValueError("runner.address: only used with runner.kind: dask")
+        return self
 
 
 class HumanEvalSettings(_Section):
@@ -156,7 +205,13 @@ class TasksSettings(_Section):
 
 class RolloutSettings(_Section):
     policy: str = "qwen-0.5b"
-    k: int = Field(4, ge=1, le=64, description="Candidates per task (the GRPO group size).")
+    k: int = Field(
+        4,
+        ge=1,
+        le=64,
+        description="Candidates per task: the group a group judge (RULER) ranks in one call. "
+        "Training draws its own groups (`train.k`).",
+    )
     temperature: float = Field(1.0, ge=0, le=2)
     top_p: float = Field(1.0, gt=0, le=1)
     max_tokens: int = Field(384, ge=16, le=8192)
@@ -289,7 +344,7 @@ class TrainSettings(_Section):
     groups_per_epoch: int = Field(
         1, ge=1, le=1000, description="Training tasks per epoch (cycled)."
     )
-    k: int = Field(4, ge=2, le=64, description="Rollouts per group.")
+    k: int = Field(4, ge=2, le=64, description="Rollouts per task in one GRPO group.")
     temperature: float = Field(1.0, gt=0, le=2)
     max_tokens: int = Field(192, ge=16, le=4096)
     learning_rate: float = Field(5e-5, gt=0, le=1)
@@ -379,6 +434,7 @@ class TrackingSettings(_Section):
 class Settings(_Section):
     models: dict[str, ModelSpec]
     server: ServerSettings = ServerSettings()
+    runner: RunnerSettings = RunnerSettings()
     tasks: TasksSettings = TasksSettings()
     rollouts: RolloutSettings = RolloutSettings()
     scores: ScoresSettings

@@ -33,7 +33,7 @@ from typing import Literal
 import httpx
 
 from judgelab.config import EmbeddedModel, EndpointModel, Settings, load_settings
-from judgelab.errors import JudgelabError
+from judgelab.errors import ConfigError, JudgelabError
 from judgelab.hardware import CpuInfo, cpu_info, cpu_supports, llama_build, training_dtype
 from judgelab.paths import models_dir, project_root
 
@@ -178,12 +178,11 @@ def check_training(settings: Settings) -> Check:
 
 def check_endpoint(name: str, spec: EndpointModel, timeout_s: float = ENDPOINT_TIMEOUT_S) -> Check:
     label = f"endpoint:{name}"
-    headers = {}
-    if spec.api_key_env:
-        key = os.environ.get(spec.api_key_env)
-        if not key:
-            return Check(label, "fail", f"${spec.api_key_env} is not set")
-        headers["Authorization"] = f"Bearer {key}"
+    try:
+        key = spec.api_key(name)
+    except ConfigError as err:
+        return Check(label, "fail", str(err))
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
     url = spec.base_url.rstrip("/") + "/models"
     try:
         reply = httpx.get(url, headers=headers, timeout=timeout_s)

@@ -1,7 +1,9 @@
 """pandera (polars) models of every table that crosses a stage boundary.
 
-`validate(frame, Schema, what)` is the one entry point: it checks every row (lazy) and
-raises TableError whose message names the column, the row index and the failing check.
+Each model is its table's one definition. `columns(Schema)` gives the polars column types, in
+declared order, that a stage builds its frame with; `validate(frame, Schema, what)` checks every
+row (lazy) and raises TableError whose message names the column, the row index and the failing
+check.
 """
 
 from __future__ import annotations
@@ -240,6 +242,13 @@ SCHEMAS: dict[str, type[pa.DataFrameModel]] = {
     "probe_candidates": ProbeCandidatesSchema,
     "probe_scores": ProbeScoresSchema,
 }
+
+
+def columns(schema: type[pa.DataFrameModel]) -> pl.Schema:
+    """The polars schema of `schema`'s table: its columns in declared order, with their dtypes.
+    A stage builds its table with `pl.DataFrame(rows, schema=columns(Schema))`, so the model is
+    the one definition of names, order and types (nullability stays the model's to check)."""
+    return pl.Schema({name: col.dtype.type for name, col in schema.to_schema().columns.items()})
 
 
 def _describe(err: SchemaErrors | SchemaError, what: str) -> str:

@@ -15,27 +15,8 @@ import polars as pl
 from judgelab.cache import digest
 from judgelab.config import RATE_LIMIT_KEYS, Settings
 from judgelab.evaluators.base import Evaluator
-from judgelab.schemas import ScoresSchema, validate
+from judgelab.schemas import ScoresSchema, columns, validate
 from judgelab.verdicts import Candidate, Task, Verdict
-
-SCORE_COLUMNS = {
-    "run_id": pl.Utf8,
-    "task_id": pl.Utf8,
-    "candidate_id": pl.Utf8,
-    "evaluator": pl.Utf8,
-    "protocol": pl.Utf8,
-    "judge": pl.Utf8,
-    "repeat": pl.Int64,
-    "score": pl.Float64,
-    "raw_score": pl.Float64,
-    "status": pl.Utf8,
-    "out_of_range": pl.Boolean,
-    "reason": pl.Utf8,
-    "explanation": pl.Utf8,
-    "latency_s": pl.Float64,
-    "slot": pl.Int64,
-    "permutation": pl.Utf8,
-}
 
 EXPLANATION_LIMIT = 2000
 
@@ -95,7 +76,7 @@ def run_id_for(settings: Settings, rollouts: pl.DataFrame) -> str:
 
 
 def scores_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
-    frame = pl.DataFrame(rows, schema=SCORE_COLUMNS).sort(
+    frame = pl.DataFrame(rows, schema=columns(ScoresSchema)).sort(
         ["evaluator", "task_id", "candidate_id", "repeat"]
     )
     return validate(frame, ScoresSchema, "scores table")

@@ -214,11 +214,12 @@ def _log_training_run(
     data_version: str,
 ) -> None:
     """A child run per trained judge: per-epoch metrics (step = epoch), an adapter per epoch."""
-    import polars as pl
     from mlflow.entities import Metric
 
+    from judgelab.schemas import validate_file
+
     spec = settings.evaluator(judge)
-    history = pl.read_parquet(run_dir / "history.parquet")
+    history = validate_file(run_dir / "history.parquet", "history")
     last = history.row(history.height - 1, named=True) if history.height else {}
     child = client.create_run(
         exp_id,

@@ -93,6 +93,7 @@ class OpenAIServer:
         max_concurrency: int | None = None,
         max_requests: int | None = None,
         window_s: float = 60.0,
+        port: int = 0,
     ) -> None:
         self.reply = reply
         self.script: deque[Script] = deque()
@@ -158,7 +159,7 @@ class OpenAIServer:
                 self.end_headers()
                 self.wfile.write(payload)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.httpd.daemon_threads = True  # a hanging reply never blocks close()
         self.httpd.handle_error = lambda *_: None  # type: ignore[method-assign] # gone clients
         self.port = self.httpd.server_address[1]

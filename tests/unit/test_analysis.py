@@ -32,26 +32,8 @@ from judgelab.analysis.truth import (
     truth_metrics,
 )
 from judgelab.config import AnalysisSettings
-from judgelab.schemas import ScoresSchema, validate
+from judgelab.schemas import ScoresSchema, TasksSchema, columns, validate
 
-SCORE_SCHEMA = {
-    "run_id": pl.String,
-    "task_id": pl.String,
-    "candidate_id": pl.String,
-    "evaluator": pl.String,
-    "protocol": pl.String,
-    "judge": pl.String,
-    "repeat": pl.Int64,
-    "score": pl.Float64,
-    "raw_score": pl.Float64,
-    "status": pl.String,
-    "out_of_range": pl.Boolean,
-    "reason": pl.String,
-    "explanation": pl.String,
-    "latency_s": pl.Float64,
-    "slot": pl.Int64,
-    "permutation": pl.String,
-}
 XSS = "<script>alert('pwned')</script> looks production ready"
 
 
@@ -146,7 +128,9 @@ def fixture_scores(latency: float = 0.5) -> pl.DataFrame:
         )
     )
     rows.append(row("A", "a3", "rub", "rubric", 0.1, repeat=1))
-    return validate(pl.DataFrame(rows, schema=SCORE_SCHEMA), ScoresSchema, "fixture scores")
+    return validate(
+        pl.DataFrame(rows, schema=columns(ScoresSchema)), ScoresSchema, "fixture scores"
+    )
 
 
 def fixture_tasks() -> pl.DataFrame:
@@ -160,15 +144,7 @@ def fixture_tasks() -> pl.DataFrame:
             "test": ["assert f()", "assert g()", None],
             "canonical_solution": [None, None, None],
         },
-        schema={
-            "task_id": pl.String,
-            "source": pl.String,
-            "request": pl.String,
-            "prompt": pl.String,
-            "entry_point": pl.String,
-            "test": pl.String,
-            "canonical_solution": pl.String,
-        },
+        schema=columns(TasksSchema),
     )
 
 
@@ -330,7 +306,7 @@ def random_scores(n_tasks: int = 30, k: int = 4, seed: int = 1) -> pl.DataFrame:
             rows.append(row(f"t{t}", cid, "tests", "execution", passed))
             judged = float(np.clip(0.5 + 0.25 * passed + rng.normal(0, 0.25), 0, 1))
             rows.append(row(f"t{t}", cid, "judge", "ruler", round(judged, 1)))
-    return pl.DataFrame(rows, schema=SCORE_SCHEMA)
+    return pl.DataFrame(rows, schema=columns(ScoresSchema))
 
 
 def test_weighted_figures_equal_duplicated_tasks() -> None:
@@ -553,7 +529,7 @@ def test_min_groups_counts_the_tasks_that_contribute_to_each_figure() -> None:
             cid = f"t{t}c{c}"
             rows.append(row(f"t{t}", cid, "tests", "execution", passed))
             rows.append(row(f"t{t}", cid, "judge", "ruler", round(0.1 * ((t + c) % 10), 1)))
-    scores = pl.DataFrame(rows, schema=SCORE_SCHEMA)
+    scores = pl.DataFrame(rows, schema=columns(ScoresSchema))
     truth = execution_truth(scores)
     w = resample_weights(len(truth.tasks), 300, 0)
     m = truth_metrics(candidate_scores(scores, "judge"), truth, 0.8, w, min_groups=5)
@@ -574,7 +550,7 @@ def test_undefined_resamples_are_counted_and_reported() -> None:
             cid = f"t{t}c{c}"
             rows.append(row(f"t{t}", cid, "tests", "execution", passed))
             rows.append(row(f"t{t}", cid, "judge", "ruler", round(0.3 * c + 0.05 * t, 2)))
-    scores = pl.DataFrame(rows, schema=SCORE_SCHEMA)
+    scores = pl.DataFrame(rows, schema=columns(ScoresSchema))
     truth = execution_truth(scores)
     w = resample_weights(len(truth.tasks), 1000, 1)
     m = truth_metrics(candidate_scores(scores, "judge"), truth, 0.8, w, min_groups=2)
@@ -703,7 +679,7 @@ def test_scores_schema_rejects_a_candidate_id_under_two_tasks() -> None:
 
     rows = [row("A", "x1", "tests", "execution", 1.0), row("B", "x1", "tests", "execution", 0.0)]
     with pytest.raises(TableError, match="candidate_id under more than one task_id"):
-        validate(pl.DataFrame(rows, schema=SCORE_SCHEMA), ScoresSchema, "scores")
+        validate(pl.DataFrame(rows, schema=columns(ScoresSchema)), ScoresSchema, "scores")
     validate(fixture_scores(), ScoresSchema, "scores")  # distinct ids pass
 
 

@@ -12,9 +12,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from judgelab.cli.main import app
 from judgelab.tasks import tasks_frame
 from judgelab.tasks.humaneval import load_humaneval
+from judgelab_cli.main import app
 
 ROOT = Path(__file__).resolve().parents[2]
 

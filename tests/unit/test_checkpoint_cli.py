@@ -7,7 +7,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from judgelab.cli import app
+from judgelab_cli import app
 
 
 def _checkpoint(root: Path, judge: str, steps: int, history: list[dict]) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 import typer
 from typer.testing import CliRunner
 
-from judgelab.cli import app
+from judgelab_cli import app
 
 
 def command_paths(group: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
@@ -48,7 +48,7 @@ def test_version() -> None:
 
     from typer.testing import CliRunner
 
-    from judgelab.cli import app
+    from judgelab_cli import app
 
     out = CliRunner().invoke(app, ["--version"])
     assert out.exit_code == 0 and out.output.strip() == f"judgelab {version('judgelab')}"

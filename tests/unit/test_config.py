@@ -90,7 +90,7 @@ def test_endpoint_key_comes_from_named_env_var(monkeypatch: pytest.MonkeyPatch) 
     }
     s = parse_settings(d)
     monkeypatch.delenv("JL_TEST_KEY", raising=False)
-    with pytest.raises(ConfigError, match="JL_TEST_KEY is not set"):
+    with pytest.raises(ConfigError, match="models.remote.api_key_env: .* JL_TEST_KEY is not set"):
         remote_endpoint("remote", s.models["remote"])
     monkeypatch.setenv("JL_TEST_KEY", "sk-secret-value")
     ep = remote_endpoint("remote", s.models["remote"])

@@ -61,7 +61,8 @@ def test_endpoint_checks(models_server: str, monkeypatch: pytest.MonkeyPatch) ->
     keyed = EndpointModel(base_url=models_server, model="m", api_key_env="DOCTOR_TEST_KEY")
     monkeypatch.delenv("DOCTOR_TEST_KEY", raising=False)
     missing = check_endpoint("b", keyed)
-    assert missing.status == "fail" and "$DOCTOR_TEST_KEY is not set" in missing.detail
+    assert missing.status == "fail"
+    assert "models.b.api_key_env: environment variable DOCTOR_TEST_KEY is not set" in missing.detail
     monkeypatch.setenv("DOCTOR_TEST_KEY", "wrong")
     refused = check_endpoint("b", keyed)
     assert refused.status == "warn" and "401" in refused.detail

@@ -15,8 +15,8 @@ from judgelab.analysis import compute_metrics, run_analysis
 from judgelab.analysis.power import compare, groups_needed, linearised
 from judgelab.analysis.truth import resample_weights
 from judgelab.config import AnalysisSettings, PowerSettings
+from judgelab.schemas import ScoresSchema, columns
 from tests.unit.test_analysis import (
-    SCORE_SCHEMA,
     fixture_rollouts,
     fixture_scores,
     fixture_tasks,
@@ -99,7 +99,7 @@ def _many_tasks(n_tasks: int = 40) -> pl.DataFrame:
             rows.append(row(f"t{t}", cid, "tests", "execution", passed))
             rows.append(row(f"t{t}", cid, "sharp", "rubric", round(0.6 * passed + 0.1 * c, 2)))
             rows.append(row(f"t{t}", cid, "noisy", "rubric", round(float(rng.random()), 2)))
-    return pl.DataFrame(rows, schema=SCORE_SCHEMA)
+    return pl.DataFrame(rows, schema=columns(ScoresSchema))
 
 
 def test_a_big_enough_audit_ranks_a_pair() -> None:
@@ -113,7 +113,7 @@ def test_a_big_enough_audit_ranks_a_pair() -> None:
 
 
 def test_power_cli(tmp_path: Path) -> None:
-    from judgelab.cli import app
+    from judgelab_cli import app
 
     path = tmp_path / "scores.parquet"
     fixture_scores().write_parquet(path)

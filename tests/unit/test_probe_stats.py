@@ -31,7 +31,7 @@ from judgelab.analysis.bias import (
 )
 from judgelab.analysis.probes import calibration
 from judgelab.analysis.truth import resample_weights
-from judgelab.probes.run import PROBE_COLUMNS
+from judgelab.schemas import ProbeCandidatesSchema, ProbeScoresSchema, columns
 
 SEEDS = range(8)
 
@@ -174,7 +174,7 @@ def probe_rows(entries: list[dict]) -> pl.DataFrame:
         row.setdefault("task_id", row["group_id"])
         row.setdefault("base_id", row["candidate_id"])
         rows.append(row)
-    return pl.DataFrame(rows, schema=PROBE_COLUMNS)
+    return pl.DataFrame(rows, schema=columns(ProbeScoresSchema))
 
 
 def views_fixture(seed: int, k: int = 4, n_groups: int = 5) -> pl.DataFrame:
@@ -406,14 +406,13 @@ def test_probe_scores_schema_names_the_bad_column_and_row(tmp_path) -> None:  # 
 def test_an_all_unscored_judge_gives_reasons_not_errors(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from judgelab.analysis.probes import run_probe_analysis
     from judgelab.config import ProbesSettings
-    from judgelab.probes.run import CANDIDATE_COLUMNS
 
     rows = views_fixture(0, k=3, n_groups=2).with_columns(
         pl.lit(None, dtype=pl.Float64).alias("score"),
         pl.lit("unscored").alias("status"),
         pl.lit("judge reply error after 3 attempts: bad ids").alias("reason"),
     )
-    cands = pl.DataFrame(schema=CANDIDATE_COLUMNS)
+    cands = pl.DataFrame(schema=columns(ProbeCandidatesSchema))
     m = run_probe_analysis(cands, rows, ProbesSettings(bootstrap=10), {}, tmp_path, min_ci_groups=5)
     j = m["judges"]["j"]
     assert j["rows"]["unscored_rate"] == 1.0
@@ -562,7 +561,6 @@ def noisy_judge_rows(seed: int, n_groups: int = 6, k: int = 4) -> tuple[pl.DataF
 def test_noise_floor_by_hand_and_beside_every_order_and_perturbation_figure(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from judgelab.analysis.probes import run_probe_analysis
     from judgelab.config import ProbesSettings
-    from judgelab.probes.run import CANDIDATE_COLUMNS
 
     rows, calls = noisy_judge_rows(3)
     floor = noise_floor(rows, [1, 2], 0.05, 200, 0, min_groups=5)
@@ -599,7 +597,7 @@ def test_noise_floor_by_hand_and_beside_every_order_and_perturbation_figure(tmp_
             for c in range(4)]  # fmt: skip
     rows = pl.concat([rows, probe_rows(pert)])
     settings = ProbesSettings(temperature=0.0, repeat_temperature=0.7, repeats=2, bootstrap=50)
-    cands = pl.DataFrame(schema=CANDIDATE_COLUMNS)
+    cands = pl.DataFrame(schema=columns(ProbeCandidatesSchema))
     m = run_probe_analysis(cands, rows, settings, {}, tmp_path, min_ci_groups=5)
     j = m["judges"]["j"]
     assert j["noise_floor"]["temperature"] == 0.7
@@ -627,11 +625,10 @@ def test_noise_floor_by_hand_and_beside_every_order_and_perturbation_figure(tmp_
 def test_report_names_position_consistency_as_shi_et_al(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from judgelab.analysis.probes import run_probe_analysis
     from judgelab.config import ProbesSettings
-    from judgelab.probes.run import CANDIDATE_COLUMNS
 
     rows = views_fixture(4)
     pc, _pf, _ = shi_by_hand(rows)
-    cands = pl.DataFrame(schema=CANDIDATE_COLUMNS)
+    cands = pl.DataFrame(schema=columns(ProbeCandidatesSchema))
     m = run_probe_analysis(cands, rows, ProbesSettings(bootstrap=50), {}, tmp_path,
                            min_ci_groups=5)  # fmt: skip
     pos = m["judges"]["j"]["position"]

@@ -61,7 +61,7 @@ def test_library_chatter_is_quiet_unless_verbose() -> None:
     """A run's log had one line per HTTP request; they show only with `judgelab -v`."""
     import logging
 
-    from judgelab.cli.stages import QuietLibraries
+    from judgelab_cli.stages import QuietLibraries
 
     quiet = QuietLibraries()
     record = lambda name, level: logging.LogRecord(name, level, "", 0, "m", None, None)  # noqa: E731

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from judgelab.cli.main import app
 from judgelab.evaluators import sandbox
 from judgelab.evaluators.sandbox import SandboxResult, run_python
+from judgelab_cli.main import app
 
 ROOT = Path(__file__).resolve().parents[2]
 AS_ROOT = os.geteuid() == 0
@@ -308,7 +308,7 @@ def test_cli_missing_file_exits_2(tmp_path: Path) -> None:
 def test_cli_as_a_real_process(tmp_path: Path) -> None:
     script = tmp_path / "prog.py"
     script.write_text("print('real process')\n")
-    cmd = [sys.executable, "-c", "from judgelab.cli import app; app(prog_name='judgelab')"]
+    cmd = [sys.executable, "-c", "from judgelab_cli import app; app(prog_name='judgelab')"]
     done = subprocess.run(
         [*cmd, "sandbox", "run", str(script), "--timeout", "10"],
         capture_output=True, text=True, timeout=120, cwd=ROOT,

@@ -11,10 +11,9 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from judgelab.cli import app
 from judgelab.errors import TableError
-from judgelab.schemas import ScoresSchema, TasksSchema, validate
-from judgelab.scoring import SCORE_COLUMNS
+from judgelab.schemas import ScoresSchema, TasksSchema, columns, validate
+from judgelab_cli import app
 
 runner = CliRunner()
 
@@ -42,7 +41,7 @@ def row(**over: object) -> dict:
 
 
 def table(*rows: dict) -> pl.DataFrame:
-    return pl.DataFrame(list(rows), schema=SCORE_COLUMNS)
+    return pl.DataFrame(list(rows), schema=columns(ScoresSchema))
 
 
 def check(tmp_path: Path, frame: pl.DataFrame | None, suffix: str = ".parquet") -> tuple[int, str]:
@@ -119,18 +118,7 @@ def test_tasks_schema_requires_tests_for_humaneval() -> None:
                 "canonical_solution": None,
             }
         ],
-        schema={
-            c: pl.Utf8
-            for c in (
-                "task_id",
-                "source",
-                "request",
-                "prompt",
-                "entry_point",
-                "test",
-                "canonical_solution",
-            )
-        },
+        schema=columns(TasksSchema),
     )
     with pytest.raises(TableError, match="humaneval rows need entry_point and test"):
         validate(frame, TasksSchema, "tasks")
@@ -140,7 +128,7 @@ def test_console_script_exit_codes(tmp_path: Path) -> None:
     good, bad = tmp_path / "good.parquet", tmp_path / "bad.parquet"
     table(row()).write_parquet(good)
     table(row(score=7.0)).write_parquet(bad)
-    cmd = [sys.executable, "-m", "judgelab", "validate", "scores"]
+    cmd = [sys.executable, "-m", "judgelab_cli", "validate", "scores"]
     assert subprocess.run([*cmd, str(good)], capture_output=True).returncode == 0
     proc = subprocess.run([*cmd, str(bad)], capture_output=True, text=True)
     assert proc.returncode == 1 and "row 0" in proc.stderr

@@ -35,8 +35,6 @@ from judgelab.analysis.stats import CI_SUFFIXES  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
-X_COLUMNS = ("step", "epoch", "global_step")
-MAX_METRICS = 6
 MAX_BIAS_PANELS = 12
 NOT_RUN = "not run"
 

@@ -64,7 +64,7 @@ from judgelab.analysis.stats import stats_for_evaluator  # noqa: E402
 from judgelab.analysis.truth import Truth, resample_weights, truth_metrics  # noqa: E402
 from judgelab.config import ProbesSettings  # noqa: E402
 from judgelab.io import write_json, write_text  # noqa: E402
-from judgelab.scoring import SCORE_COLUMNS  # noqa: E402
+from judgelab.schemas import ScoresSchema, columns  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -195,7 +195,7 @@ def compute_probe_metrics(
     for name in judges:
         rows = scores.filter(pl.col("evaluator") == name)
         model, family = judge_models.get(name, (name, "unknown"))
-        base = stats_for_evaluator(rows.select(list(SCORE_COLUMNS)))
+        base = stats_for_evaluator(rows.select(columns(ScoresSchema).names()))
         selfp = self_preference(
             rows.filter(pl.col("probe") == "self_preference"), model, family, boot, seed, **kw
         )

@@ -24,7 +24,7 @@ import polars as pl
 
 from judgelab.analysis.stats import MIN_CI_GROUPS, percentile_ci
 from judgelab.config import AnalysisSettings
-from judgelab.schemas import validate_file
+from judgelab.schemas import HistorySchema, columns, validate_file
 
 log = logging.getLogger(__name__)
 
@@ -157,22 +157,20 @@ def selection_line(metrics: dict[str, Any]) -> str | None:
 
 
 def curves_frame(root: Path) -> pl.DataFrame:
-    """Long table for `dvc plots`: judge, epoch, metric, value."""
-    frames = []
-    for judge, (history, _) in load_training(root).items():
-        frames.append(
-            history.select(
-                pl.lit(judge).alias("judge"),
-                "epoch",
-                "reward_mean",
-                "train_pass_rate",
-                "heldout_pass_rate",
-            ).unpivot(index=["judge", "epoch"], variable_name="metric", value_name="value")
-        )
-    if not frames:
-        return pl.DataFrame(
-            schema={"judge": pl.Utf8, "epoch": pl.Int64, "metric": pl.Utf8, "value": pl.Float64}
-        )
+    """Long table for `dvc plots`: judge, epoch, metric, value (no judge: no rows, same types)."""
+    histories = {judge: history for judge, (history, _) in load_training(root).items()}
+    # with no judge trained, an empty history gives the empty table its column types
+    histories = histories or {"": pl.DataFrame(schema=columns(HistorySchema))}
+    frames = [
+        history.select(
+            pl.lit(judge).alias("judge"),
+            "epoch",
+            "reward_mean",
+            "train_pass_rate",
+            "heldout_pass_rate",
+        ).unpivot(index=["judge", "epoch"], variable_name="metric", value_name="value")
+        for judge, history in histories.items()
+    ]
     return pl.concat(frames).sort(["judge", "metric", "epoch"])
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import httpx
 
 from judgelab.config import EmbeddedModel, EndpointModel, ServerSettings, Settings
-from judgelab.errors import ConfigError, ModelError
+from judgelab.errors import ModelError
 from judgelab.lifetime import die_with_parent
 from judgelab.models.endpoint import Endpoint
 from judgelab.models.ratelimit import Limits
@@ -180,14 +180,7 @@ class EmbeddedServer:
 
 def remote_endpoint(name: str, spec: EndpointModel) -> Endpoint:
     """An Endpoint for a configured remote model, its key read from the environment now."""
-    key = None
-    if spec.api_key_env:
-        key = os.environ.get(spec.api_key_env)
-        if not key:
-            raise ConfigError(
-                f"model {name!r}: environment variable {spec.api_key_env} is not set "
-                "(api_key_env names the variable holding the API key)"
-            )
+    key = spec.api_key(name)
     return Endpoint(
         name=name,
         base_url=spec.base_url.rstrip("/"),

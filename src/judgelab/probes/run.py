@@ -25,37 +25,9 @@ from judgelab.evaluators.registry import EvaluatorSettings
 from judgelab.models.endpoint import Endpoint
 from judgelab.probes.design import ProbeGroup, View
 from judgelab.rollouts.generate import generate_group
-from judgelab.schemas import ProbeCandidatesSchema, ProbeScoresSchema, validate
-from judgelab.scoring import SCORE_COLUMNS, score_group
+from judgelab.schemas import ProbeCandidatesSchema, ProbeScoresSchema, columns, validate
+from judgelab.scoring import score_group
 from judgelab.verdicts import Task
-
-PROBE_COLUMNS = {
-    **SCORE_COLUMNS,
-    "group_id": pl.Utf8,
-    "probe": pl.Utf8,
-    "view": pl.Utf8,
-    "base_id": pl.Utf8,
-    "treated": pl.Boolean,
-    "kind": pl.Utf8,
-    "variant": pl.Utf8,
-    "policy": pl.Utf8,
-    "policy_family": pl.Utf8,
-    "passed": pl.Boolean,
-    "judge_family": pl.Utf8,
-}
-CANDIDATE_COLUMNS = {
-    "group_id": pl.Utf8,
-    "probe": pl.Utf8,
-    "task_id": pl.Utf8,
-    "candidate_id": pl.Utf8,
-    "base_id": pl.Utf8,
-    "kind": pl.Utf8,
-    "variant": pl.Utf8,
-    "policy": pl.Utf8,
-    "policy_family": pl.Utf8,
-    "passed": pl.Boolean,
-    "completion": pl.Utf8,
-}
 
 
 def require_judges(settings: Settings) -> None:
@@ -189,7 +161,7 @@ def score_view(
 
 
 def probe_scores_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
-    frame = pl.DataFrame(rows, schema=PROBE_COLUMNS).sort(
+    frame = pl.DataFrame(rows, schema=columns(ProbeScoresSchema)).sort(
         ["evaluator", "group_id", "view", "repeat", "slot"]
     )
     return validate(frame, ProbeScoresSchema, "probe scores table")
@@ -215,7 +187,7 @@ def candidates_frame(groups: list[ProbeGroup], views: dict[str, list[View]]) -> 
                 "passed": m.passed,
                 "completion": m.candidate.completion,
             }
-    frame = pl.DataFrame(list(rows.values()), schema=CANDIDATE_COLUMNS)
+    frame = pl.DataFrame(list(rows.values()), schema=columns(ProbeCandidatesSchema))
     frame = frame.sort(["group_id", "candidate_id"])
     return validate(frame, ProbeCandidatesSchema, "probe candidates table")
 

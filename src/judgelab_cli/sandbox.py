@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from judgelab.evaluators.sandbox import run_python
+from judgelab_cli.errors import fail
 
 app = typer.Typer(
     help="Run untrusted Python in the execution sandbox (see judgelab.evaluators.sandbox).",
@@ -39,8 +40,7 @@ def run(
     try:
         code = file.read_text(encoding="utf-8", errors="surrogateescape")
     except OSError as err:
-        typer.echo(f"error: cannot read {file}: {err.strerror or err}", err=True)
-        raise typer.Exit(2) from None
+        fail(f"cannot read {file}: {err.strerror or err}")
     result = run_python(
         code, timeout_s=timeout, cpu_s=cpu, memory_mb=memory_mb, output_limit=output_limit
     )

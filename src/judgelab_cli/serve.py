@@ -9,8 +9,8 @@ from typing import Annotated
 
 import typer
 
-from judgelab.deploy import DEFAULT_CRON, DEFAULT_DEPLOYMENT, PREFECT_PORT, api_url, check_api
-from judgelab.errors import JudgelabError
+from judgelab_cli.deploy import DEFAULT_CRON, DEFAULT_DEPLOYMENT, PREFECT_PORT, api_url, check_api
+from judgelab_cli.errors import exit_on_error
 
 
 def serve(
@@ -31,13 +31,10 @@ def serve(
     judgelab-pipeline/NAME`; this process executes it and stays up until Ctrl-C.
     """
     url = os.environ.setdefault("PREFECT_API_URL", api_url(PREFECT_PORT))
-    try:
+    with exit_on_error():
         check_api(url)
-        from judgelab.deploy import pipeline_deployment, serve_deployment
+        from judgelab_cli.deploy import pipeline_deployment, serve_deployment
 
         deployment = pipeline_deployment(name, cron or None, params, paused)
         typer.echo(f"serving judgelab-pipeline/{name} (cron {cron or 'none'!s}) on {url}")
         serve_deployment(deployment, limit=limit)
-    except JudgelabError as err:
-        typer.secho(f"error: {err}", fg="red", err=True)
-        raise typer.Exit(2) from None

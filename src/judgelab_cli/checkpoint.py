@@ -7,15 +7,16 @@ from typing import Any
 
 import typer
 
+from flows.stages import TRAINING
 from judgelab.config import EmbeddedModel, load_settings
-from judgelab.errors import JudgelabError
+from judgelab_cli.errors import exit_on_error
 
 app = typer.Typer(
     help="List, sample from and export the LoRA checkpoints the training stage saved.",
     no_args_is_help=True,
 )
 PARAMS = typer.Option(Path("params.yaml"), "--params", "-p", help="Parameters file.")
-ROOT = typer.Option(Path("data/training"), "--root", help="The training stage's output folder.")
+ROOT = typer.Option(TRAINING, "--root", help="The training stage's output folder.")
 
 
 def _checkpoint(root: Path, judge: str, step: int | None) -> Path:
@@ -77,7 +78,7 @@ def generate(
     """Sample a completion from a saved checkpoint (transformers, base GGUF + adapter)."""
     from judgelab.training.policy import Policy
 
-    try:
+    with exit_on_error():
         settings, spec = _policy(params)
         path = _checkpoint(root, judge, step)
         policy = Policy(
@@ -93,9 +94,6 @@ def generate(
             max_new_tokens=[max_tokens],
             seeds=[seed],
         )
-    except JudgelabError as err:
-        typer.secho(f"error: {err}", fg="red", err=True)
-        raise typer.Exit(2) from None
     typer.echo(sample.text)
 
 
@@ -111,7 +109,7 @@ def export(
     from judgelab.training.export import export_gguf_adapter
     from judgelab.training.policy import converted_dir
 
-    try:
+    with exit_on_error():
         _, spec = _policy(params)
         import json
 
@@ -119,7 +117,4 @@ def export(
         path = export_gguf_adapter(
             _checkpoint(root, judge, step), out, config["model_type"], config["num_hidden_layers"]
         )
-    except JudgelabError as err:
-        typer.secho(f"error: {err}", fg="red", err=True)
-        raise typer.Exit(2) from None
     typer.echo(str(path))

@@ -9,11 +9,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from flows.stages import SCORES
+from judgelab_cli.errors import exit_on_error
+
 
 def power(
     scores: Annotated[
         Path, typer.Option("--scores", help="Scores table (the scores stage's output).")
-    ] = Path("data/scores/scores.parquet"),
+    ] = SCORES,
     params: Annotated[Path, typer.Option("--params", "-p", help="Parameters file.")] = Path(
         "params.yaml"
     ),
@@ -41,21 +44,18 @@ def power(
     from judgelab.analysis.stats import evaluator_stats
     from judgelab.analysis.truth import execution_truth, resample_weights
     from judgelab.config import load_settings
-    from judgelab.errors import JudgelabError
     from judgelab.schemas import validate_file
 
-    try:
+    with exit_on_error():
         analysis = load_settings(params).analysis
         overrides = {"margin": margin, "alpha": alpha, "power": target}
-        knobs = analysis.power.model_validate(
-            analysis.power.model_dump() | {k: v for k, v in overrides.items() if v is not None}
-        )
+        try:
+            knobs = analysis.power.model_validate(
+                analysis.power.model_dump() | {k: v for k, v in overrides.items() if v is not None}
+            )
+        except ValidationError as err:
+            raise typer.BadParameter(str(err)) from None
         table = validate_file(scores, "scores")
-    except ValidationError as err:
-        raise typer.BadParameter(str(err)) from None
-    except JudgelabError as err:
-        typer.secho(f"error: {err}", fg="red", err=True)
-        raise typer.Exit(2) from None
     truth = execution_truth(table)
     weights = resample_weights(len(truth.tasks), analysis.bootstrap, analysis.seed)
     result = power_analysis(

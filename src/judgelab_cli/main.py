@@ -19,7 +19,7 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from judgelab.cli import (
+    from judgelab_cli import (
         checkpoint,
         doctor,
         models,

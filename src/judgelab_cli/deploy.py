@@ -1,7 +1,8 @@
 """Prefect deployment of the pipeline, and the offline commands that start the local UIs.
 
-- `pipeline_deployment(...)` turns `flows.pipeline.pipeline_flow` into a Prefect deployment
-  on a cron schedule, with the params file as its parameter. `serve_deployment(...)` registers
+- `pipeline_deployment(...)` turns `flows.pipeline.pipeline_flow` (tasks -> rollouts ->
+  scores -> training -> analysis) into a Prefect deployment on a cron schedule, with the
+  params file as its parameter. `serve_deployment(...)` registers
   it with the Prefect server at $PREFECT_API_URL and runs it there until interrupted (Prefect's
   `serve`: the process polls for scheduled or triggered runs and executes each in a
   subprocess).
@@ -183,15 +184,16 @@ def pipeline_deployment(
     paused: bool = False,
 ) -> RunnerDeployment:
     """The pipeline flow as a deployment: `cron` schedule (None: run on demand only)."""
-    from flows.pipeline import pipeline_flow
     from prefect.types.entrypoint import EntrypointType
+
+    from flows.pipeline import pipeline_flow
 
     return pipeline_flow.to_deployment(
         name=name,
         cron=cron,
         paused=paused,
         parameters={"params": str(params)},
-        description="judgelab audit: tasks -> rollouts -> scores -> analysis",
+        description="judgelab audit: tasks -> rollouts -> scores -> training -> analysis",
         tags=["judgelab"],
         # The installed `flows` package, not a file path: runs find it from any directory.
         entrypoint_type=EntrypointType.MODULE_PATH,

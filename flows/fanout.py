@@ -1,0 +1,116 @@
+"""Fan-out: a stage's units of work run concurrently under per-lane limits; results in order.
+
+A *unit* is one call of a Prefect task (a score group, a rollout group, a probe view). Units
+in one *lane* share a limit on how many run at once; lanes run side by side:
+
+- one lane per endpoint model: its `max_concurrency` (`DEFAULT_ENDPOINT_CONCURRENCY` when it
+  sets none), so different judges on different endpoints are in flight together;
+- one lane for the embedded server, limit 1: one model process on the machine, and the units'
+  evaluator-major order keeps its model swaps as rare as in a serial run;
+- one lane for local work (rules, the sandbox): one unit per core.
+
+Units go to the flow's task runner (Prefect's thread pool, or Dask: `task_runner`), and each
+result is stored at its unit's index, so the output is the same whatever the concurrency.
+Retries are the task's own (Prefect). When a unit still fails, the units in flight finish (their
+calls land in the caches, so a rerun resumes) and the first error is raised.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter, deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from prefect.futures import PrefectFuture, as_completed
+from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
+
+from judgelab.config import EmbeddedModel, RunnerSettings, Settings
+
+DEFAULT_ENDPOINT_CONCURRENCY = 4
+EMBEDDED_LANE = "embedded"
+LOCAL_LANE = "local"
+
+
+@dataclass(frozen=True)
+class Unit:
+    lane: str
+    kwargs: dict[str, Any] = field(hash=False)
+    label: str = ""
+
+
+def lane_for(settings: Settings, model: str | None) -> str:
+    """The lane of a unit that calls `model` (None: no model, local work)."""
+    if model is None:
+        return LOCAL_LANE
+    if isinstance(settings.model(model), EmbeddedModel):
+        return EMBEDDED_LANE
+    return f"model:{model}"
+
+
+def lane_limits(settings: Settings) -> dict[str, int]:
+    limits = {EMBEDDED_LANE: 1, LOCAL_LANE: max(1, os.cpu_count() or 1)}
+    for name, spec in settings.models.items():
+        if not isinstance(spec, EmbeddedModel):
+            limits[f"model:{name}"] = spec.max_concurrency or DEFAULT_ENDPOINT_CONCURRENCY
+    return limits
+
+
+def task_runner(runner: RunnerSettings) -> TaskRunner:
+    """The Prefect task runner params.yaml's `runner:` names."""
+    if runner.kind == "threads":
+        return ThreadPoolTaskRunner(max_workers=runner.workers)
+    from prefect_dask import DaskTaskRunner  # an extra: only users of Dask install it
+
+    if runner.address:
+        return DaskTaskRunner(address=runner.address)
+    return DaskTaskRunner(
+        cluster_kwargs={
+            "n_workers": runner.workers,
+            "threads_per_worker": runner.threads_per_worker,
+            "processes": True,
+            "dashboard_address": None,
+        }
+    )
+
+
+def fan_out(
+    task: Any,
+    units: Sequence[Unit],
+    limits: Mapping[str, int],
+    on_done: Callable[[Unit], None] | None = None,
+) -> list[Any]:
+    """`task.submit(**unit.kwargs)` for every unit, at most `limits[lane]` at once per lane
+    (1 for a lane it does not name); the results in the units' order."""
+    results: list[Any] = [None] * len(units)
+    queues: dict[str, deque[int]] = {}
+    for i, unit in enumerate(units):
+        queues.setdefault(unit.lane, deque()).append(i)
+    running: dict[PrefectFuture[Any], int] = {}
+    busy: Counter[str] = Counter()
+    error: BaseException | None = None
+
+    def fill() -> None:
+        for lane, queue in queues.items():
+            while queue and busy[lane] < max(1, limits.get(lane, 1)) and error is None:
+                i = queue.popleft()
+                running[task.submit(**units[i].kwargs)] = i
+                busy[lane] += 1
+
+    fill()
+    while running:
+        future = next(as_completed(list(running)))
+        i = running.pop(future)
+        busy[units[i].lane] -= 1
+        try:
+            results[i] = future.result()
+        except BaseException as err:  # noqa: BLE001 (re-raised once the others finish)
+            error = error or err
+            continue
+        if on_done is not None:
+            on_done(units[i])
+        fill()
+    if error is not None:
+        raise error
+    return results

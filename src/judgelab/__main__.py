@@ -1,3 +1,0 @@
-from judgelab.cli import app
-
-app()

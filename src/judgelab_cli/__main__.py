@@ -1,0 +1,3 @@
+from judgelab_cli import app
+
+app()

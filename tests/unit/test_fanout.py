@@ -1,0 +1,128 @@
+"""flows.fanout: per-lane limits, results in unit order, a failure after the others finish.
+
+Real Prefect tasks on Prefect's thread pool (a temporary API server for the module); the task
+body is ours: it records how many units of its lane run at once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+from flows.fanout import (
+    DEFAULT_ENDPOINT_CONCURRENCY,
+    EMBEDDED_LANE,
+    LOCAL_LANE,
+    Unit,
+    fan_out,
+    lane_for,
+    lane_limits,
+)
+from prefect import flow, task
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from judgelab.config import parse_settings
+
+_lock = threading.Lock()
+_now: Counter[str] = Counter()
+_peak: Counter[str] = Counter()
+_finished: list[int] = []
+
+
+@task(retries=0)
+def unit_task(lane: str, i: int, delay: float, fail: bool = False) -> int:
+    with _lock:
+        _now[lane] += 1
+        _peak[lane] = max(_peak[lane], _now[lane])
+    try:
+        time.sleep(delay)
+        if fail:
+            raise RuntimeError(f"unit {i} failed")
+        return i * 10
+    finally:
+        with _lock:
+            _now[lane] -= 1
+            _finished.append(i)
+
+
+@flow(task_runner=ThreadPoolTaskRunner(max_workers=16))
+def fan_flow(units: list[Unit], limits: dict[str, int]) -> list[int]:
+    return fan_out(unit_task, units, limits)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def prefect_api() -> Iterator[None]:
+    from judgelab.deploy import temporary_prefect_server
+
+    with temporary_prefect_server():
+        yield
+
+
+@pytest.fixture(autouse=True)
+def clean() -> None:
+    _now.clear()
+    _peak.clear()
+    _finished.clear()
+
+
+def units(lane: str, n: int, start: int = 0, delay: float = 0.2) -> list[Unit]:
+    return [Unit(lane, {"lane": lane, "i": i, "delay": delay}) for i in range(start, start + n)]
+
+
+def test_lanes_run_side_by_side_each_within_its_limit_and_results_keep_unit_order() -> None:
+    # slow units first in one lane, fast ones in the other: completion order != unit order
+    work = units("a", 6, delay=0.3) + units("b", 6, start=6, delay=0.05)
+    assert fan_flow(work, {"a": 3, "b": 1}) == [i * 10 for i in range(12)]
+    assert _peak == {"a": 3, "b": 1}
+
+
+def test_a_lane_without_a_limit_runs_one_at_a_time() -> None:
+    assert fan_flow(units("x", 3, delay=0.1), {}) == [0, 10, 20]
+    assert _peak["x"] == 1
+
+
+def test_a_failed_unit_raises_after_the_units_in_flight_finish() -> None:
+    work = units("a", 3, delay=0.4)
+    work[0] = Unit("a", {"lane": "a", "i": 0, "delay": 0.0, "fail": True})
+    with pytest.raises(RuntimeError, match="unit 0 failed"):
+        fan_flow(work, {"a": 3})
+    assert sorted(_finished) == [0, 1, 2]  # the two slow ones were not abandoned
+
+
+def test_no_new_unit_starts_after_a_failure() -> None:
+    work = units("a", 5, delay=0.2)
+    work[0] = Unit("a", {"lane": "a", "i": 0, "delay": 0.0, "fail": True})
+    with pytest.raises(RuntimeError):
+        fan_flow(work, {"a": 2})
+    assert sorted(_finished) == [0, 1]
+
+
+def test_lanes_from_the_model_registry() -> None:
+    settings = parse_settings(
+        {
+            "models": {
+                "local": {"kind": "embedded", "zoo": "smollm2-135m-instruct", "family": "s"},
+                "hosted": {"kind": "endpoint", "base_url": "http://h/v1", "model": "m"},
+                "capped": {
+                    "kind": "endpoint",
+                    "base_url": "http://h/v1",
+                    "model": "m",
+                    "max_concurrency": 9,
+                },
+            },
+            "rollouts": {"policy": "local"},
+            "tasks": {"autorl": {"enabled": False, "model": "local"}},
+            "scores": {"evaluators": [{"name": "format", "kind": "format"}]},
+        }
+    )
+    assert lane_for(settings, "local") == EMBEDDED_LANE
+    assert lane_for(settings, "hosted") == "model:hosted"
+    assert lane_for(settings, None) == LOCAL_LANE
+    limits = lane_limits(settings)
+    assert limits[EMBEDDED_LANE] == 1
+    assert limits["model:hosted"] == DEFAULT_ENDPOINT_CONCURRENCY
+    assert limits["model:capped"] == 9
+    assert limits[LOCAL_LANE] >= 1

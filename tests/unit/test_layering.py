@@ -1,0 +1,95 @@
+"""The packages depend one way: judgelab (the library) <- flows <- judgelab_cli (what starts
+flows), and nothing is imported by a name held in a string."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LIBRARY = ROOT / "src" / "judgelab"
+FLOWS = ROOT / "flows"
+CLI = ROOT / "src" / "judgelab_cli"
+
+
+def modules(folder: Path) -> list[Path]:
+    return sorted(folder.rglob("*.py"))
+
+
+def imported(path: Path) -> Iterator[tuple[int, str]]:
+    """(line, module) of every import in the file, at any depth (lazy imports included)."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            yield from ((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.lineno, node.module
+
+
+def imports_of(folder: Path, packages: tuple[str, ...]) -> list[str]:
+    return [
+        f"{path.relative_to(ROOT)}:{line} imports {name}"
+        for path in modules(folder)
+        for line, name in imported(path)
+        if name.split(".")[0] in packages
+    ]
+
+
+def test_the_library_imports_neither_flows_nor_the_cli() -> None:
+    assert modules(LIBRARY)
+    assert imports_of(LIBRARY, ("flows", "judgelab_cli")) == []
+
+
+def test_flows_do_not_import_the_cli() -> None:
+    assert modules(FLOWS)
+    assert imports_of(FLOWS, ("judgelab_cli",)) == []
+
+
+def test_the_checker_sees_lazy_imports(tmp_path: Path) -> None:
+    sample = tmp_path / "m.py"
+    sample.write_text("def f():\n    from flows.stages import TASKS\n    import judgelab_cli.x\n")
+    assert [name for _, name in imported(sample)] == ["flows.stages", "judgelab_cli.x"]
+
+
+def test_nothing_is_imported_by_string() -> None:
+    found = []
+    for path in modules(LIBRARY) + modules(FLOWS) + modules(CLI):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.Call):
+                continue
+            fn = node.func
+            name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
+            if name in ("import_module", "__import__"):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} calls {name}")
+    assert found == []
+
+
+def test_importing_the_library_loads_neither_flows_nor_the_cli() -> None:
+    """Every judgelab module, imported in a fresh interpreter; none pulls flows in."""
+    names = sorted(
+        ".".join(path.relative_to(LIBRARY.parent).with_suffix("").parts).removesuffix(".__init__")
+        for path in modules(LIBRARY)
+    )
+    assert "judgelab.config" in names and "judgelab.scoring" in names
+    script = (
+        "import importlib, json, sys\n"
+        f"names = {names!r}\n"
+        "failed = {}\n"
+        "for name in names:\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except ImportError as err:  # an optional extra (llama-cpp, ART's backend)\n"
+        "        failed[name] = str(err)\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('flows', 'judgelab_cli'))\n"
+        "print(json.dumps({'loaded': loaded, 'failed': failed}))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=300
+    )
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["loaded"] == []
+    # only the module that needs the `embedded` extra may be missing; the rest was imported
+    assert set(result["failed"]) <= {"judgelab.models.llama_server"}, result["failed"]

@@ -1,0 +1,153 @@
+"""dvc.yaml and probes/dvc.yaml agree with the stage table (flows/stages.py): each stage's
+command, the tables it reads and writes, its flow's module and its params. And the params
+are narrow: a knob reruns the stages that read it, and no other (DVC's own status says so)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import BaseModel
+
+from flows.stages import PIPELINE, PIPELINE_STAGES, SCHEMAS, STAGES, Stage
+from judgelab.config import Settings
+from judgelab.schemas import SCHEMAS as TABLE_SCHEMAS
+
+ROOT = Path(__file__).resolve().parents[2]
+DVC_STAGES = [s for s in STAGES if s.dvc_file is not None]
+
+
+def dvc_file(path: Path) -> dict[str, Any]:
+    return yaml.safe_load((ROOT / path).read_text())["stages"]
+
+
+def dvc_stage(stage: Stage) -> dict[str, Any]:
+    assert stage.dvc_file is not None
+    return dvc_file(stage.dvc_file)[stage.name]
+
+
+def entries(body: dict[str, Any], key: str) -> list[str]:
+    """Paths listed under deps/outs/metrics/plots (an entry may carry options)."""
+    return [e if isinstance(e, str) else next(iter(e)) for e in body.get(key) or []]
+
+
+def test_every_dvc_stage_is_in_the_table() -> None:
+    for path in (Path("dvc.yaml"), Path("probes/dvc.yaml")):
+        in_table = sorted(s.name for s in DVC_STAGES if s.dvc_file == path)
+        assert sorted(dvc_file(path)) == in_table, path
+
+
+def test_names_and_commands_are_unique() -> None:
+    assert len({s.name for s in STAGES}) == len({s.command for s in STAGES}) == len(STAGES)
+
+
+@pytest.mark.parametrize("stage", DVC_STAGES, ids=lambda s: s.name)
+def test_dvc_stage_matches_the_table(stage: Stage) -> None:
+    body = dvc_stage(stage)
+    if stage.dvc_file != Path("dvc.yaml"):
+        assert body["wdir"] == "..", "paths in the table are relative to the project root"
+    assert body["cmd"] == f"judgelab {stage.command}"
+    deps = entries(body, "deps")
+    assert sorted(d for d in deps if d.startswith("data/")) == sorted(map(str, stage.reads))
+    flow_file = Path(inspect.getsourcefile(stage.flow().fn)).relative_to(ROOT)
+    assert str(flow_file) in deps, f"{stage.name} must depend on its flow's module"
+    written = entries(body, "outs") + entries(body, "metrics") + entries(body, "plots")
+    assert sorted(written) == sorted(map(str, stage.writes))
+    assert body["params"] == list(stage.params)
+
+
+@pytest.mark.parametrize("stage", DVC_STAGES, ids=lambda s: s.name)
+def test_flow_defaults_are_the_tables_paths(stage: Stage) -> None:
+    """The flow reads what the table says by default, and writes under its `out`."""
+    parameters = inspect.signature(stage.flow().fn).parameters
+    inputs = {p.default for n, p in parameters.items() if n not in ("params", "out")}
+    assert inputs == set(stage.reads)
+    out = parameters["out"].default
+    assert all(w == out or out in w.parents for w in stage.writes), (out, stage.writes)
+
+
+def test_the_pipeline_chains_the_dvc_yaml_stages() -> None:
+    source = inspect.getsource(PIPELINE.flow().fn)
+    called = [s for s in PIPELINE_STAGES if f"{s.flow().fn.__name__}(" in source]
+    assert called == list(PIPELINE_STAGES)
+    assert PIPELINE.dvc_file is None and not PIPELINE.reads
+
+
+def test_read_tables_have_schemas() -> None:
+    assert set(SCHEMAS.values()) <= set(TABLE_SCHEMAS)
+
+
+def key_exists(model: type[BaseModel], dotted: str) -> bool:
+    head, _, rest = dotted.partition(".")
+    field = model.model_fields.get(head)
+    if field is None:
+        return False
+    if not rest:
+        return True
+    sub = field.annotation
+    return isinstance(sub, type) and issubclass(sub, BaseModel) and key_exists(sub, rest)
+
+
+@pytest.mark.parametrize("stage", DVC_STAGES, ids=lambda s: s.name)
+def test_params_are_settings_and_in_params_yaml(stage: Stage) -> None:
+    """Each is a setting, and written in params.yaml: DVC fails a stage whose listed param
+    is missing from the file, defaults notwithstanding."""
+    shipped = yaml.safe_load((ROOT / "params.yaml").read_text())
+    for key in stage.params:
+        assert key_exists(Settings, key), f"{stage.name}: {key} is not a setting"
+        value: Any = shipped
+        for part in key.split("."):
+            assert isinstance(value, dict) and part in value, f"{key} is not in params.yaml"
+            value = value[part]
+
+
+# ------------------------------------------------------------------ narrow dependencies
+
+
+def dvc(project: Path, *args: str) -> str:
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "dvc", *args],
+        cwd=project, env=env, capture_output=True, text=True, check=True, timeout=120,
+    ).stdout  # fmt: skip
+
+
+def test_a_changed_key_reruns_only_the_stages_that_read_it(tmp_path: Path) -> None:
+    """Every stage of dvc.yaml and probes/dvc.yaml with its real params (commands that only
+    echo, no files), run once; then one key changes and `dvc status` names the stale ones."""
+    stages = {
+        name: {"cmd": f"echo {name}", "params": body["params"]}
+        for path in (Path("dvc.yaml"), Path("probes/dvc.yaml"))
+        for name, body in dvc_file(path).items()
+    }
+    shipped = yaml.safe_load((ROOT / "params.yaml").read_text())
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}))
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(shipped))
+    dvc(tmp_path, "init", "--no-scm", "-q")
+    dvc(tmp_path, "repro", "-q")
+
+    def stale_after(section: str, key: str, value: Any) -> set[str]:
+        changed = yaml.safe_load(yaml.safe_dump(shipped))
+        changed[section][key] = value
+        (tmp_path / "params.yaml").write_text(yaml.safe_dump(changed))
+        try:
+            return set(json.loads(dvc(tmp_path, "status", "--json")))
+        finally:
+            (tmp_path / "params.yaml").write_text(yaml.safe_dump(shipped))
+
+    assert json.loads(dvc(tmp_path, "status", "--json")) == {}
+    assert stale_after("rollouts", "k", 8) == {"rollouts"}
+    assert stale_after("rollouts", "policy", "qwen-1.5b") == {"rollouts"}
+    prompt = shipped["rollouts"]["system_prompt"] + " Be brief."
+    assert stale_after("rollouts", "system_prompt", prompt) == {"rollouts", "training", "probes"}
+    assert stale_after("rollouts", "temperature", 0.7) == {"rollouts", "probes"}
+    assert stale_after("scores", "repeats", 2) == {"scores"}
+    assert stale_after("train", "k", 8) == {"training"}
+    assert stale_after("analysis", "min_ci_groups", 6) == {"analysis", "probes"}
