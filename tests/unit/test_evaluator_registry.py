@@ -123,7 +123,7 @@ def _params(**length: object) -> dict:
 def test_a_new_kind_is_configured_in_params_and_scored(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ConfigError, match="unknown evaluator kind 'length'"):
         parse_settings(_params())
-    monkeypatch.setitem(KINDS, "length", Kind(LengthEvaluator, f"{__name__}:LengthJudge"))
+    monkeypatch.setitem(KINDS, "length", Kind(LengthEvaluator, lambda: LengthJudge))
 
     with pytest.raises(ConfigError, match=r"scores\.evaluators\.0\.max_char: unknown key"):
         parse_settings(_params(max_char=10))

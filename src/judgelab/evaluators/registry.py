@@ -1,18 +1,17 @@
 """Evaluator kinds: each kind's settings and the evaluator class that scores with them.
 
 Every entry of `scores.evaluators` in params.yaml names its `kind`. `KINDS` maps a kind to
-its settings model (pydantic: frozen, no unknown keys; an error names the key) and to its
-evaluator class as ``"module:Class"``, imported only when the first evaluator of that kind is
-built, so ART and litellm stay off the import path until an LLM judge is. An unknown kind is
-an error that lists the valid ones. A kind's settings say whether it calls a judge model
+its settings model (pydantic: frozen, no unknown keys; an error names the key) and to a
+function that imports its evaluator class, called only when the first evaluator of that kind
+is built, so ART and litellm stay off the import path until an LLM judge is. An unknown kind
+is an error that lists the valid ones. A kind's settings say whether it calls a judge model
 (`judge_model`) and how many times the scores stage runs it (`repeats`); nothing else asks
 what kind an evaluator is. Adding a kind: docs/ADDING_AN_EVALUATOR.md.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -123,15 +122,46 @@ class RubricEvaluator(LLMJudgeSettings):
 @dataclass(frozen=True)
 class Kind:
     settings: type[EvaluatorSettings]
-    evaluator: str  # "module:Class", imported when the first evaluator of the kind is built
+    evaluator: Callable[[], type[Evaluator]]  # imports the class: called on the first build
+
+
+# The imports sit in functions: an evaluator's module is loaded only when one is built.
+def _format() -> type[Evaluator]:
+    from judgelab.evaluators.rules import FormatJudge
+
+    return FormatJudge
+
+
+def _syntax() -> type[Evaluator]:
+    from judgelab.evaluators.rules import SyntaxJudge
+
+    return SyntaxJudge
+
+
+def _execution() -> type[Evaluator]:
+    from judgelab.evaluators.execution import ExecutionJudge
+
+    return ExecutionJudge
+
+
+def _ruler() -> type[Evaluator]:
+    from judgelab.evaluators.ruler import RulerJudge  # ART and litellm
+
+    return RulerJudge
+
+
+def _rubric() -> type[Evaluator]:
+    from judgelab.evaluators.rubric import RubricJudge  # litellm
+
+    return RubricJudge
 
 
 KINDS: dict[str, Kind] = {
-    "format": Kind(FormatEvaluator, "judgelab.evaluators.rules:FormatJudge"),
-    "syntax": Kind(SyntaxEvaluator, "judgelab.evaluators.rules:SyntaxJudge"),
-    "execution": Kind(ExecutionEvaluator, "judgelab.evaluators.execution:ExecutionJudge"),
-    "ruler": Kind(RulerEvaluator, "judgelab.evaluators.ruler:RulerJudge"),
-    "rubric": Kind(RubricEvaluator, "judgelab.evaluators.rubric:RubricJudge"),
+    "format": Kind(FormatEvaluator, _format),
+    "syntax": Kind(SyntaxEvaluator, _syntax),
+    "execution": Kind(ExecutionEvaluator, _execution),
+    "ruler": Kind(RulerEvaluator, _ruler),
+    "rubric": Kind(RubricEvaluator, _rubric),
 }
 
 
@@ -167,8 +197,7 @@ def evaluator_class(kind: str) -> type[Evaluator]:
     """The class that scores evaluators of `kind` (its module is imported now)."""
     if kind not in KINDS:
         raise ConfigError(f"unknown evaluator kind {kind!r}; valid kinds: {_valid_kinds()}")
-    module, _, name = KINDS[kind].evaluator.partition(":")
-    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+    return KINDS[kind].evaluator()
 
 
 def build_evaluator(
