@@ -55,7 +55,7 @@ def fan_flow(units: list[Unit], limits: dict[str, int]) -> list[int]:
 
 @pytest.fixture(scope="module", autouse=True)
 def prefect_api() -> Iterator[None]:
-    from judgelab.deploy import temporary_prefect_server
+    from judgelab_cli.deploy import temporary_prefect_server
 
     with temporary_prefect_server():
         yield
