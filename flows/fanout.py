@@ -7,7 +7,8 @@ in one *lane* share a limit on how many run at once; lanes run side by side:
   sets none), so different judges on different endpoints are in flight together;
 - one lane for the embedded server, limit 1: one model process on the machine, and the units'
   evaluator-major order keeps its model swaps as rare as in a serial run;
-- one lane for local work (rules, the sandbox): one unit per core.
+- one lane for local work (rules, the sandbox): one unit per core, or the embedded lane
+  while the embedded server runs.
 
 Units go to the flow's task runner (Prefect's thread pool, or Dask: `task_runner`), and each
 result is stored at its unit's index, so the output is the same whatever the concurrency.
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter, deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,8 +28,8 @@ from prefect.futures import PrefectFuture, as_completed
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from judgelab.config import EmbeddedModel, RunnerSettings, Settings
+from judgelab.models.endpoint import DEFAULT_ENDPOINT_CONCURRENCY
 
-DEFAULT_ENDPOINT_CONCURRENCY = 4
 EMBEDDED_LANE = "embedded"
 LOCAL_LANE = "local"
 
@@ -40,21 +41,27 @@ class Unit:
     label: str = ""
 
 
-def lane_for(settings: Settings, model: str | None) -> str:
-    """The lane of a unit that calls `model` (None: no model, local work)."""
-    if model is None:
-        return LOCAL_LANE
-    if isinstance(settings.model(model), EmbeddedModel):
-        return EMBEDDED_LANE
-    return f"model:{model}"
+class Lanes:
+    """The lanes of a stage that calls `models` (registry names)."""
 
+    def __init__(self, settings: Settings, models: Iterable[str]) -> None:
+        self.settings = settings
+        # Local work shares the embedded server's lane while one runs: sandboxed programs
+        # beside llama.cpp's threads on a 2-core host slow both.
+        self.embedded = any(isinstance(settings.model(m), EmbeddedModel) for m in models)
+        self.limits = {EMBEDDED_LANE: 1, LOCAL_LANE: max(1, len(os.sched_getaffinity(0)))}
+        for name, spec in settings.models.items():
+            if not isinstance(spec, EmbeddedModel):
+                limits = spec.max_concurrency or DEFAULT_ENDPOINT_CONCURRENCY
+                self.limits[f"model:{name}"] = limits
 
-def lane_limits(settings: Settings) -> dict[str, int]:
-    limits = {EMBEDDED_LANE: 1, LOCAL_LANE: max(1, os.cpu_count() or 1)}
-    for name, spec in settings.models.items():
-        if not isinstance(spec, EmbeddedModel):
-            limits[f"model:{name}"] = spec.max_concurrency or DEFAULT_ENDPOINT_CONCURRENCY
-    return limits
+    def of(self, model: str | None) -> str:
+        """The lane of a unit that calls `model` (None: no model, local work)."""
+        if model is None:
+            return EMBEDDED_LANE if self.embedded else LOCAL_LANE
+        if isinstance(self.settings.model(model), EmbeddedModel):
+            return EMBEDDED_LANE
+        return f"model:{model}"
 
 
 def task_runner(runner: RunnerSettings) -> TaskRunner:

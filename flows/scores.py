@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 import time
 from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
+from flows.fanout import Lanes, Unit, fan_out
 from flows.stages import ROLLOUTS, SCORES, TASKS
 from judgelab.cache import JsonCache
 from judgelab.config import load_settings
@@ -22,8 +22,6 @@ from judgelab.schemas import validate_file
 from judgelab.scoring import judge_names, run_id_for, score_group, scores_frame
 from judgelab.tasks import tasks_from_frame
 from judgelab.verdicts import Candidate, Task
-
-log = logging.getLogger("judgelab.flows.scores")
 
 
 @task(name="score-group", retries=2, retry_delay_seconds=5)
@@ -47,31 +45,41 @@ def scores_flow(
     groups = candidates_by_task(rollout_frame)
     run_id = run_id_for(settings, rollout_frame)
     cache = JsonCache(cache_dir(), "judge")
-    rows: list[dict] = []
     todo = [t for t in task_list if t.task_id in groups]
     repeats = settings.scores.repeats
-    total = sum(spec.repeats(repeats) for spec in settings.scores.evaluators) * len(todo)
-    with (
-        serve(settings, judge_names(settings)) as endpoints,
-        progress("scores", total, unit="group") as advance,
-    ):
-        # Evaluator-major order: the embedded server swaps models as rarely as possible.
-        for spec in settings.scores.evaluators:
-            evaluator = build_evaluator(spec, endpoints, cache)
-            start = time.monotonic()
-            for repeat in range(spec.repeats(repeats)):
-                for i, t in enumerate(todo, start=1):
-                    rows += score_group_task(run_id, evaluator, t, groups[t.task_id], repeat)
-                    advance(description=f"scores: {spec.name} {t.task_id} r{repeat}")
-                    log.debug(
-                        "%s: group %d/%d (%s, repeat %d) done, %.0fs so far",
-                        spec.name,
-                        i,
-                        len(todo),
-                        t.task_id,
-                        repeat,
-                        time.monotonic() - start,
-                    )
+    lanes = Lanes(settings, judge_names(settings))
+    with serve(settings, judge_names(settings)) as endpoints:
+        evaluators = [
+            build_evaluator(spec, endpoints, cache) for spec in settings.scores.evaluators
+        ]
+        # Evaluator-major order: the embedded server's lane takes its units in this order, so
+        # it swaps models as rarely as in a serial run.
+        units = [
+            Unit(
+                lanes.of(ev.spec.judge_model),
+                {
+                    "run_id": run_id,
+                    "evaluator": ev,
+                    "task_": t,
+                    "candidates": groups[t.task_id],
+                    "repeat": repeat,
+                },
+                f"{ev.name} {t.task_id} r{repeat}",
+            )
+            for ev in evaluators
+            for repeat in range(ev.spec.repeats(repeats))
+            for t in todo
+        ]
+        start = time.monotonic()
+        with progress("scores", len(units), unit="group") as advance:
+            results = fan_out(
+                score_group_task,
+                units,
+                lanes.limits,
+                on_done=lambda u: advance(description=f"scores: {u.label}"),
+            )
+        logger.info("scored %d units in %.2f s", len(units), time.monotonic() - start)
+    rows = [row for unit_rows in results for row in unit_rows]
     frame = scores_frame(rows)
     write_parquet(out, frame)
     logger.info("wrote %d score rows (run %s) to %s", frame.height, run_id, out)

@@ -70,8 +70,12 @@ def run(stage: Stage, params: Path) -> None:
         # the user's server if PREFECT_API_URL names one, else ours: it ends with this
         # process, even by kill -9
         user_server = bool(os.environ.get("PREFECT_API_URL"))
+        from flows.fanout import task_runner
+        from judgelab.config import load_settings
+
+        runner = task_runner(load_settings(params).runner)  # params.yaml `runner:`
         with contextlib.nullcontext() if user_server else temporary_prefect_server():
-            flow(params=params)
+            flow.with_options(task_runner=runner)(params=params)
 
 
 def command(stage: Stage) -> Callable[[Path], None]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -92,22 +93,25 @@ def clockless(value: Any) -> Any:
     return value
 
 
+def run_stage(root: Path, stage: str) -> None:
+    proc = subprocess.run(
+        [str(BIN / "judgelab"), stage, "-p", "params.yaml"],
+        cwd=root,
+        env=scratch_env(root),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, f"judgelab {stage}:\n{proc.stdout}\n{proc.stderr}"
+
+
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("golden")
     with OpenAIServer(pure_reply, port=PORT) as server:
         (root / "params.yaml").write_text(yaml.safe_dump(params(server.base_url)))
-        env = scratch_env(root)
         for stage in ("tasks", "rollouts", "scores", "probe", "analysis"):
-            proc = subprocess.run(
-                [str(BIN / "judgelab"), stage, "-p", "params.yaml"],
-                cwd=root,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=600,
-            )
-            assert proc.returncode == 0, f"judgelab {stage}:\n{proc.stdout}\n{proc.stderr}"
+            run_stage(root, stage)
     return root
 
 
@@ -138,3 +142,38 @@ def test_metrics_match_committed(project: Path, name: str) -> None:
         golden.parent.mkdir(exist_ok=True)
         golden.write_text(json.dumps(metrics, indent=1, sort_keys=True) + "\n")
     assert metrics == json.loads(golden.read_text())
+
+
+RUNNERS = {
+    # one call at a time: every endpoint model at max_concurrency 1, one thread
+    "serial": ({"kind": "threads", "workers": 1}, 1),
+    # many at once: Prefect's thread pool, 8 calls in flight per endpoint model
+    "threads": ({"kind": "threads", "workers": 16}, 8),
+    # a local Dask cluster of worker processes (prefect-dask's DaskTaskRunner)
+    "dask": ({"kind": "dask", "workers": 2, "threads_per_worker": 4}, 8),
+}
+
+
+@pytest.mark.parametrize("runner", sorted(RUNNERS))
+def test_scores_do_not_depend_on_concurrency_or_runner(
+    project: Path, tmp_path: Path, runner: str
+) -> None:
+    """The scores stage from a cold judge cache under each runner: the committed table."""
+    settings, concurrency = RUNNERS[runner]
+    for sub in ("tasks", "rollouts"):
+        shutil.copytree(project / "data" / sub, tmp_path / "data" / sub)
+    with OpenAIServer(pure_reply, port=PORT) as server:
+        config = params(server.base_url)
+        for model in config["models"].values():
+            model["max_concurrency"] = concurrency
+        config["runner"] = settings
+        (tmp_path / "params.yaml").write_text(yaml.safe_dump(config))
+        run_stage(tmp_path, "scores")
+    ruler_calls = sum("<trajectory" in str(r["body"]) for r in server.requests)
+    assert ruler_calls == 6 * 2  # a cold cache: every group, every repeat was judged
+    if runner != "serial":
+        assert server.max_in_flight > 1
+    else:
+        assert server.max_in_flight == 1
+    frame = comparable(pl.read_parquet(tmp_path / TABLES["scores"]))
+    assert frame.equals(pl.read_parquet(GOLDEN / "scores.parquet"))

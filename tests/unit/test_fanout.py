@@ -12,19 +12,18 @@ from collections import Counter
 from collections.abc import Iterator
 
 import pytest
-from flows.fanout import (
-    DEFAULT_ENDPOINT_CONCURRENCY,
-    EMBEDDED_LANE,
-    LOCAL_LANE,
-    Unit,
-    fan_out,
-    lane_for,
-    lane_limits,
-)
 from prefect import flow, task
 from prefect.task_runners import ThreadPoolTaskRunner
 
+from flows.fanout import (
+    EMBEDDED_LANE,
+    LOCAL_LANE,
+    Lanes,
+    Unit,
+    fan_out,
+)
 from judgelab.config import parse_settings
+from judgelab.models.endpoint import DEFAULT_ENDPOINT_CONCURRENCY
 
 _lock = threading.Lock()
 _now: Counter[str] = Counter()
@@ -118,10 +117,13 @@ def test_lanes_from_the_model_registry() -> None:
             "scores": {"evaluators": [{"name": "format", "kind": "format"}]},
         }
     )
-    assert lane_for(settings, "local") == EMBEDDED_LANE
-    assert lane_for(settings, "hosted") == "model:hosted"
-    assert lane_for(settings, None) == LOCAL_LANE
-    limits = lane_limits(settings)
+    lanes = Lanes(settings, ["hosted"])
+    assert lanes.of("local") == EMBEDDED_LANE
+    assert lanes.of("hosted") == "model:hosted"
+    assert lanes.of(None) == LOCAL_LANE
+    # local work waits beside a running embedded server
+    assert Lanes(settings, ["hosted", "local"]).of(None) == EMBEDDED_LANE
+    limits = lanes.limits
     assert limits[EMBEDDED_LANE] == 1
     assert limits["model:hosted"] == DEFAULT_ENDPOINT_CONCURRENCY
     assert limits["model:capped"] == 9

@@ -12,6 +12,7 @@ inherits `score_group`; a group evaluator (RULER) implements `score_group` itsel
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, ClassVar
 
 from judgelab.verdicts import Candidate, Task, Verdict
@@ -34,12 +35,20 @@ class Evaluator(ABC):
 
 
 class PointwiseEvaluator(Evaluator):
-    """An evaluator that judges each candidate on its own, one after another."""
+    """An evaluator that judges each candidate on its own: up to `concurrency` of a group at
+    once (the sandbox: one per core; an endpoint judge: its model's concurrency), the
+    verdicts in candidate order whatever finishes first."""
+
+    concurrency: int = 1
 
     def score_group(
         self, task: Task, candidates: list[Candidate], repeat: int = 0
     ) -> list[Verdict]:
-        return [self.score_one(task, c, repeat) for c in candidates]
+        workers = min(self.concurrency, len(candidates))
+        if workers <= 1:
+            return [self.score_one(task, c, repeat) for c in candidates]
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            return list(pool.map(lambda c: self.score_one(task, c, repeat), candidates))
 
     @abstractmethod
     def score_one(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict: ...

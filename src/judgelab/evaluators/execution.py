@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import logging
+import os
 import signal
 import threading
 import warnings
@@ -110,6 +111,8 @@ class ExecutionJudge(PointwiseEvaluator):
 
     protocol = "execution"
     spec: ExecutionEvaluator
+    # every run in its own uid, namespaces and temp dir (sandbox.py): one per core at once
+    concurrency = max(1, len(os.sched_getaffinity(0)))
 
     def score_one(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
         # `repeat` is accepted for the common evaluator signature; execution is deterministic.

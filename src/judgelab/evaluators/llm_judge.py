@@ -179,5 +179,11 @@ class LLMJudge(Evaluator):
         self._sleep = sleep
         self.litellm_model = register_endpoint(endpoint)
 
+    def __setstate__(self, state: dict) -> None:
+        # Unpickled in another process (a Dask worker): litellm there has not heard of the
+        # endpoint yet.
+        self.__dict__.update(state)
+        register_endpoint(self.endpoint)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, endpoint={self.endpoint!r})"

@@ -98,6 +98,10 @@ class RubricJudge(LLMJudge, PointwiseEvaluator):
     protocol = "rubric"
     spec: RubricEvaluator
 
+    @property
+    def concurrency(self) -> int:  # type: ignore[override]
+        return self.endpoint.concurrency
+
     def score_one(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
         return self.judge(task, candidate, repeat).verdicts[0]
 

@@ -175,6 +175,7 @@ class EmbeddedServer:
             system_role=zoo.system_role,
             timeout_s=600.0,
             grammar_sampler=GRAMMAR_SAMPLER,
+            limits=Limits(max_concurrency=1),  # llama_cpp.server decodes one request at a time
         )
 
 
