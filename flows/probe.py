@@ -13,6 +13,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
+from flows.fanout import Lanes, Unit, fan_out
 from flows.stages import PROBES
 from judgelab.analysis.probes import run_probe_analysis
 from judgelab.cache import JsonCache
@@ -62,30 +63,37 @@ def probe_flow(params: Path = Path("params.yaml"), out: Path = PROBES) -> Path:
     specs = probe_specs(settings)
     families = judge_models(settings)
     judge_cache = JsonCache(cache_dir(), "judge")
-    rows: list[dict] = []
     with serve(settings, models_needed(settings)) as endpoints:
         completions = JsonCache(cache_dir(), "completions")
         groups, views = plan(
             settings, tasks, check, lambda ts: policy_samples(settings, ts, endpoints, completions)
         )
         run_id = run_id_for(settings, groups)
-        n_views = sum(len(v) for v in views.values())
-        with progress("probe", n_views * len(specs), unit="view") as advance:
-            for spec in specs:
-                judge = ProbeJudge(
-                    spec, settings.probes, lambda s: build_evaluator(s, endpoints, judge_cache)
-                )
-                family = families[spec.name][1]
-                start = time.monotonic()
-                todo = [(g, v) for g in groups for v in views[g.group_id]]
-                for i, (g, v) in enumerate(todo, start=1):
-                    rows += probe_view_task(run_id, judge.for_view(v), family, g, v)
-                    advance(description=f"probe {spec.name}: {g.group_id} {v.name} r{v.repeat}")
-                    log.debug(
-                        "%s: view %d/%d (%s %s, repeat %d) done, %.0fs so far",
-                        spec.name, i, n_views, g.group_id, v.name, v.repeat,
-                        time.monotonic() - start,
-                    )  # fmt: skip
+        lanes = Lanes(settings, models_needed(settings))
+        units = []
+        for spec in specs:  # judge-major: the embedded server swaps models as rarely as before
+            judge = ProbeJudge(
+                spec, settings.probes, lambda s: build_evaluator(s, endpoints, judge_cache)
+            )
+            family = families[spec.name][1]
+            units += [
+                Unit(lanes.of(spec.judge_model),
+                     {"run_id": run_id, "evaluator": judge.for_view(v), "family": family,
+                      "group": g, "view": v},
+                     f"{spec.name}: {g.group_id} {v.name} r{v.repeat}")
+                for g in groups
+                for v in views[g.group_id]
+            ]  # fmt: skip
+        start = time.monotonic()
+        with progress("probe", len(units), unit="view") as advance:
+            results = fan_out(
+                probe_view_task,
+                units,
+                lanes.limits,
+                on_done=lambda u: advance(description=f"probe {u.label}"),
+            )
+        log.info("scored %d probe views in %.2f s", len(units), time.monotonic() - start)
+    rows = [row for view_rows in results for row in view_rows]
     out = Path(out)
     candidates = candidates_frame(groups, views)
     scores = probe_scores_frame(rows)

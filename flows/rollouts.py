@@ -7,6 +7,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
+from flows.fanout import Lanes, Unit, fan_out
 from flows.stages import ROLLOUTS, TASKS
 from judgelab.cache import JsonCache
 from judgelab.config import RolloutSettings, load_settings
@@ -37,13 +38,17 @@ def rollouts_flow(
 ) -> Path:
     settings = load_settings(params)
     task_list = tasks_from_frame(validate_file(tasks, "tasks"))
-    rows: list[dict] = []
-    with serve(settings, [settings.rollouts.policy]) as endpoints:
-        endpoint = endpoints[settings.rollouts.policy]
-        with progress("rollouts", len(task_list), unit="group") as advance:
-            for t in task_list:
-                rows += rollout_group_task(settings.rollouts, t, endpoint)
-                advance()
+    policy = settings.rollouts.policy
+    lanes = Lanes(settings, [policy])
+    with serve(settings, [policy]) as endpoints:
+        units = [
+            Unit(lanes.of(policy), {"settings": settings.rollouts, "task_": t,
+                                    "endpoint": endpoints[policy]}, t.task_id)
+            for t in task_list
+        ]  # fmt: skip
+        with progress("rollouts", len(units), unit="group") as advance:
+            groups = fan_out(rollout_group_task, units, lanes.limits, on_done=lambda _: advance())
+    rows = [row for group in groups for row in group]
     frame = rollouts_frame(rows)
     write_parquet(out, frame)
     get_run_logger().info(
