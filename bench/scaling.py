@@ -6,8 +6,9 @@ real CLI, flow and RULER judge — scores `--groups` HumanEval groups (k = 4) wi
 judge whose `max_concurrency` is 1, 4 or 16, each in a fresh project so no call is a cache
 hit. The levels run in turn, `--rounds` times, so drift in the host's load falls on all.
 
-Printed per level: the scoring phase's wall time (the flow's own "scored ... in" line: from the
-first unit submitted to the last result), the whole command's wall time, the ideal (calls x
+Printed per level: the judge lane's wall time (fan_out's own "lane model:judge: ... in" line:
+from its first unit submitted to its last result; the execution evaluator's units run in
+their own lane beside it), the whole command's wall time, the ideal (calls x
 latency / concurrency), the share of the ideal reached, the speed-up over concurrency 1, and
 the orchestration overhead per call at concurrency 1 ((phase - calls x latency) / calls, as a
 share of the latency). Targets (issue 16): concurrency 16 at least 12x faster than 1; overhead
@@ -29,6 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import polars as pl
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,7 +40,7 @@ from tests.support.openai_server import OpenAIServer  # noqa: E402
 from tests.support.pure_endpoint import pure_reply  # noqa: E402
 from tests.support.scratch import BIN, scratch_env  # noqa: E402
 
-PHASE = re.compile(r"scored (\d+) units in ([0-9.]+) s")
+PHASE = re.compile(r"lane model:judge: (\d+) units in ([0-9.]+) s")
 
 
 def params(base_url: str, groups: int, concurrency: int) -> dict:
@@ -53,7 +55,12 @@ def params(base_url: str, groups: int, concurrency: int) -> dict:
             "autorl": {"enabled": False, "model": "writer"},
         },
         "rollouts": {"policy": "writer", "k": 4, "max_tokens": 64},
-        "scores": {"evaluators": [{"name": "ruler", "kind": "ruler", "judge": "judge"}]},
+        "scores": {  # execution is required (the truth); its units run in their own lane
+            "evaluators": [
+                {"name": "execution", "kind": "execution"},
+                {"name": "ruler", "kind": "ruler", "judge": "judge"},
+            ]
+        },
         "train": {"judges": []},
         "tracking": {"enabled": False},
         "runner": {"kind": "threads", "workers": 32},
@@ -102,6 +109,12 @@ def main() -> None:
         seed.mkdir()
         (seed / "params.yaml").write_text(yaml.safe_dump(params(server.base_url, args.groups, 1)))
         judgelab(seed, "tasks")
+        # no tests: the execution evaluator (required beside a judge) answers "task has no
+        # tests" at once, so the judge lane is measured without sandbox runs beside it
+        tasks = seed / "data" / "tasks" / "tasks.parquet"
+        nulls = [pl.lit(None, pl.Utf8).alias(c) for c in ("test", "entry_point")]
+        nulls.append(pl.lit("autorl").alias("source"))  # the schema: only those lack tests
+        pl.read_parquet(tasks).with_columns(nulls).write_parquet(tasks)
         judgelab(seed, "rollouts")
         for r in range(args.rounds):
             for c in args.levels:
@@ -118,7 +131,7 @@ def main() -> None:
                 seconds, log = judgelab(project, "scores")
                 m = PHASE.search(log)
                 if not m:
-                    sys.exit(f"no 'scored ... in' line in the scores log:\n{log[-2000:]}")
+                    sys.exit(f"no judge lane line in the scores log:\n{log[-2000:]}")
                 calls = int(m.group(1))
                 phase[c].append(float(m.group(2)))
                 whole[c].append(seconds)

@@ -18,7 +18,9 @@ calls land in the caches, so a rerun resumes) and the first error is raised.
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +31,8 @@ from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from judgelab.config import EmbeddedModel, RunnerSettings, Settings
 from judgelab.models.endpoint import DEFAULT_ENDPOINT_CONCURRENCY
+
+log = logging.getLogger("judgelab.flows.fanout")
 
 EMBEDDED_LANE = "embedded"
 LOCAL_LANE = "local"
@@ -96,12 +100,15 @@ def fan_out(
         queues.setdefault(unit.lane, deque()).append(i)
     running: dict[PrefectFuture[Any], int] = {}
     busy: Counter[str] = Counter()
+    first: dict[str, float] = {}  # lane -> when its first unit was submitted
+    last: dict[str, float] = {}  # lane -> when its last result came back
     error: BaseException | None = None
 
     def fill() -> None:
         for lane, queue in queues.items():
             while queue and busy[lane] < max(1, limits.get(lane, 1)) and error is None:
                 i = queue.popleft()
+                first.setdefault(lane, time.monotonic())
                 running[task.submit(**units[i].kwargs)] = i
                 busy[lane] += 1
 
@@ -110,6 +117,7 @@ def fan_out(
         future = next(as_completed(list(running)))
         i = running.pop(future)
         busy[units[i].lane] -= 1
+        last[units[i].lane] = time.monotonic()
         try:
             results[i] = future.result()
         except BaseException as err:  # noqa: BLE001 (re-raised once the others finish)
@@ -120,4 +128,7 @@ def fan_out(
         fill()
     if error is not None:
         raise error
+    for lane, queue_start in first.items():
+        n = sum(u.lane == lane for u in units)
+        log.info("lane %s: %d units in %.2f s", lane, n, last[lane] - queue_start)
     return results
