@@ -23,6 +23,7 @@ from pathlib import Path
 from judgelab.cache import JsonCache
 from judgelab.evaluators.registry import RubricEvaluator, build_evaluator
 from judgelab.models.endpoint import Endpoint
+from judgelab.models.ratelimit import Limits
 from judgelab.scoring import score_group
 from judgelab.verdicts import Candidate, Task
 
@@ -31,7 +32,8 @@ code = "<code>def add(a, b):\\n    return a + b + {}</code>"
 cands = [Candidate("t0", f"c{i}", i, code.format(i)) for i in range(4)]
 spec = RubricEvaluator(name="rubric-stub", judge="stub")
 ep = Endpoint(name="stub", base_url=sys.argv[1], model="stub", fingerprint="gguf:stub",
-              structured_output="json_object")
+              structured_output="json_object",
+              limits=Limits(max_concurrency=1))  # one call at a time: a kill after the 3rd
 ev = build_evaluator(spec, {"stub": ep}, JsonCache(Path(sys.argv[2]), "judge"))
 rows = score_group("run", ev, task, cands, 0)
 print(json.dumps([(r["candidate_id"], r["score"], r["status"]) for r in rows]))
