@@ -161,7 +161,7 @@ class HistorySchema(pa.DataFrameModel):
 
 
 PROBES = ["calibration", "self_preference"]
-MEMBER_KINDS = ["canonical", "mutant", "non_answer", "sample", "perturbed"]
+MEMBER_KINDS = ["canonical", "mutant", "non_answer", "sample", "perturbed", "attacked"]
 
 
 class ProbeCandidatesSchema(pa.DataFrameModel):
@@ -213,7 +213,7 @@ class ProbeScoresSchema(ScoresSchema):
 
     group_id: str = pa.Field(str_length={"min_value": 1})
     probe: str = pa.Field(isin=PROBES)
-    view: str = pa.Field(str_matches=r"^(perm|pert):[A-Za-z0-9_]+$")
+    view: str = pa.Field(str_matches=r"^(perm|pert|atk):[A-Za-z0-9_]+$")
     base_id: str = pa.Field(str_length={"min_value": 1})
     treated: bool
     kind: str = pa.Field(isin=MEMBER_KINDS)
