@@ -1,8 +1,10 @@
 """probes stage: bias probes of the configured judges -> data/probes/ (tables, metrics, report).
 
-Known-truth, self-preference and perturbed groups are built from HumanEval (probes.tasks) and
-the zoo policies, then every probed judge scores every view through the scores stage's
-evaluator code. Judge calls are cached, so an interrupted run resumes where it stopped.
+Known-truth, self-preference, perturbed and attacked groups are built from HumanEval
+(probes.tasks) and the zoo policies, then every probed judge scores every view through the
+scores stage's evaluator code; what each call cost goes to calls.parquet. Judge calls are
+cached, so an interrupted run resumes where it stopped. The gate (probes.fail_above) is the
+CLI's, after the flow.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from prefect import flow, get_run_logger, task
 
 from flows.fanout import Lanes, Unit, fan_out
 from flows.stages import PROBES
+from judgelab.analysis.cost import judge_costing
 from judgelab.analysis.probes import run_probe_analysis
 from judgelab.cache import JsonCache
 from judgelab.config import HumanEvalSettings, load_settings
@@ -23,6 +26,7 @@ from judgelab.evaluators.registry import ExecutionEvaluator, build_evaluator
 from judgelab.io import write_parquet
 from judgelab.models.server import serve
 from judgelab.paths import cache_dir
+from judgelab.probes.calls import CallLog
 from judgelab.probes.design import ProbeGroup, View, execution_check
 from judgelab.probes.run import (
     ProbeJudge,
@@ -99,9 +103,12 @@ def probe_flow(params: Path = Path("params.yaml"), out: Path = PROBES) -> Path:
     scores = probe_scores_frame(rows)
     write_parquet(out / "candidates.parquet", candidates)
     write_parquet(out / "probe_scores.parquet", scores)
+    call_frame = calls.frame()
+    write_parquet(out / "calls.parquet", call_frame)
     min_ci_groups = settings.analysis.min_ci_groups  # the one minimum-clusters rule for CIs
     run_probe_analysis(
-        candidates, scores, settings.probes, families, out, min_ci_groups=min_ci_groups
-    )
+        candidates, scores, settings.probes, families, out, min_ci_groups=min_ci_groups,
+        calls=call_frame, costing=judge_costing(settings),
+    )  # fmt: skip
     logger.info("probes: %d rows (run %s) -> %s", scores.height, run_id, out)
     return out
