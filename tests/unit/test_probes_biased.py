@@ -338,13 +338,15 @@ def test_the_default_minimum_leaves_two_tasks_without_cis(probed: dict[str, Any]
     assert "-1.000 [" not in report and "-1.000 †" in report
 
 
-def run_probe_command(project: Path, params: dict[str, Any]) -> subprocess.CompletedProcess:
-    """`judgelab probe` in a scratch project holding `params` as its params.yaml."""
+def run_probe_command(
+    project: Path, params: dict[str, Any], *args: str
+) -> subprocess.CompletedProcess:
+    """`judgelab probe [args]` in a scratch project holding `params` as its params.yaml."""
     (project / "params.yaml").write_text(yaml.safe_dump(params))
     env = {**os.environ, "JUDGELAB_ROOT": str(project), "JUDGELAB_CACHE": str(project / "c")}
     env.pop("PREFECT_HOME", None)
     return subprocess.run(
-        [str(Path(sys.executable).parent / "judgelab"), "probe"],
+        [str(Path(sys.executable).parent / "judgelab"), "probe", *args],
         cwd=project, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
 
