@@ -30,7 +30,7 @@ from judgelab.config import HumanEvalSettings, parse_settings  # noqa: E402
 from judgelab.models.server import serve  # noqa: E402
 from judgelab.probes import gate  # noqa: E402
 from judgelab.probes.attacks import GRADER_NOTE, _comment, _wrapped  # noqa: E402
-from judgelab.probes.calls import CallLog  # noqa: E402
+from judgelab.probes.calls import calls_frame, record_calls  # noqa: E402
 from judgelab.probes.design import execution_check  # noqa: E402
 from judgelab.probes.run import (  # noqa: E402
     ProbeJudge,
@@ -119,21 +119,23 @@ def canonical_of(task_ids: list[str]) -> dict[str, str]:
     return {f"`{t.entry_point}`": canonical_code(t.prompt, t.canonical_solution) for t in tasks}
 
 
-def score_all(settings: Any, groups: Any, views: Any, endpoints: Any, cache: JsonCache,
-              log: CallLog) -> list[dict]:  # fmt: skip
-    """Every view of every group by every probed judge, as the probe flow scores them."""
+def score_all(
+    settings: Any, groups: Any, views: Any, endpoints: Any, cache: JsonCache
+) -> tuple[list[dict], list[dict]]:
+    """Every view of every group by every probed judge, as the probe flow scores them:
+    (score rows, call rows)."""
     families = judge_models(settings)
     rows: list[dict] = []
+    calls: list[dict] = []
     for spec in probe_specs(settings):
-        judge = ProbeJudge(
-            spec, settings.probes, lambda s: log.wrap(build_evaluator(s, endpoints, cache))
-        )
+        judge = ProbeJudge(spec, settings.probes, lambda s: build_evaluator(s, endpoints, cache))
         for g in groups:
             for v in views[g.group_id]:
                 ev, view_spec = judge.for_view(v)
-                rows += score_view("run", ev, view_spec, families[spec.name][1], g, v)
-                log.label(spec.name, g.group_id, v.name, v.repeat)
-    return rows
+                recording = record_calls(ev, g.group_id, v.name, v.repeat)
+                rows += score_view("run", recording, view_spec, families[spec.name][1], g, v)
+                calls += recording.calls
+    return rows, calls
 
 
 @pytest.fixture(scope="module")
@@ -144,22 +146,21 @@ def probed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         settings = parse_settings(params_for(server.base_url))
         groups, views = plan(settings, tasks, execution_check(), None)
         cache = JsonCache(tmp, "judge")
-        first, again = CallLog(), CallLog()
         with serve(settings, list(settings.models)) as endpoints:
-            rows = score_all(settings, groups, views, endpoints, cache, first)
+            rows, first = score_all(settings, groups, views, endpoints, cache)
             n_requests = len(server.requests)
-            score_all(settings, groups, views, endpoints, cache, again)  # every call cached
+            _, again = score_all(settings, groups, views, endpoints, cache)  # all cached
             requests = list(server.requests)
     candidates = candidates_frame(groups, views)
     scores = probe_scores_frame(rows)
-    calls = first.frame()
+    calls = calls_frame(first)
     # The rigged judges are deterministic: CIs from 2 groups are checked here.
     metrics = run_probe_analysis(
         candidates, scores, settings.probes, judge_models(settings), tmp / "out",
         min_ci_groups=2, calls=calls, costing=judge_costing(settings),
     )  # fmt: skip
     return {"metrics": metrics, "scores": scores, "candidates": candidates, "calls": calls,
-            "again": again.frame(), "settings": settings, "groups": groups, "out": tmp / "out",
+            "again": calls_frame(again), "settings": settings, "groups": groups, "out": tmp / "out",
             "requests": requests, "n_requests": n_requests}  # fmt: skip
 
 
