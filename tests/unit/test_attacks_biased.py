@@ -372,6 +372,18 @@ def test_probe_command_gate_exits_3_naming_judge_and_attack(tmp_path: Path) -> N
     assert metrics["judges"]["ruler-gullible-judge"]["cost"]["n_correct_pairs"] == 3
 
 
+def test_a_gate_threshold_must_be_a_rate_below_1() -> None:
+    probes = parse_settings(params_for("http://127.0.0.1:9/v1")).probes
+    assert gate.threshold(probes, None) is None
+    assert gate.threshold(probes, 0.2) == 0.2
+    gated = probes.model_copy(update={"fail_above": 0.3})
+    assert gate.threshold(gated, None) == 0.3 and gate.threshold(gated, 0.1) == 0.1  # flag wins
+    from judgelab.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"--fail-above 1.0: must be at least 0 and below 1"):
+        gate.threshold(probes, 1.0)
+
+
 def test_probe_command_refuses_a_gate_without_attacks(tmp_path: Path) -> None:
     params = params_for("http://127.0.0.1:9/v1", [])
     proc = run_probe_command(tmp_path, params, "--fail-above", "0.2")

@@ -232,7 +232,9 @@ def cost_lines(judges: dict[str, Any], timings: dict[str, dict[str, Any]]) -> li
         "latency of the request that made each reply (recorded in the judge cache with it, so "
         "a resumed run keeps it), times the server's threads for CPU-seconds (embedded "
         "models); money from the per-million-token prices in the model registry (endpoints). "
-        "Time varies between runs: it is in this report, not in metrics.json.",
+        "Whole probe run: every call of the judge in this run, a cached one at what it cost "
+        "when it was made. Time varies between runs: it is in this report, not in "
+        "metrics.json.",
         "",
         "| judge | model | groups | calls | correct / pass-fail pairs | tokens per correct pair "
         "| time per correct pair | money per 1000 correct pairs | whole probe run |",

@@ -53,6 +53,8 @@ def threshold(probes: ProbesSettings, flag: float | None) -> float | None:
     """The gate's threshold: the CLI flag, else probes.fail_above, else None (no gate). A
     threshold with no attack on failing code to gate is a configuration error."""
     value = flag if flag is not None else probes.fail_above
+    if value is not None and not 0 <= value < 1:
+        raise ConfigError(f"--fail-above {value}: must be at least 0 and below 1 (a rate)")
     if value is not None and not set(probes.attacks) & set(FAILING_ATTACKS):
         raise ConfigError(
             f"--fail-above {value}: probes.attacks names no attack on failing code to gate "
