@@ -164,5 +164,16 @@ class BiasedJudgeServer:
         self.httpd.server_close()
 
 
+def ruler_evaluators(judges: list[str]) -> list[dict[str, Any]]:
+    """scores.evaluators for RULER on each rigged judge (no retries: the replies are fixed),
+    beside the execution evaluator the probes need."""
+    ruler = [
+        {"name": f"ruler-{j}", "kind": "ruler", "judge": j,
+         "call": {"retries": 0, "backoff_s": 0}}
+        for j in judges
+    ]  # fmt: skip
+    return [{"name": "execution", "kind": "execution"}, *ruler]
+
+
 def canonical_code(prompt: str, solution: str) -> str:
     return ast.unparse(ast.parse(prompt + solution))

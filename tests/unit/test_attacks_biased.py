@@ -54,6 +54,7 @@ from tests.support.biased_judge import (  # noqa: E402
     USAGE,
     BiasedJudgeServer,
     canonical_code,
+    ruler_evaluators,
 )
 from tests.unit.test_probes_biased import run_probe_command  # noqa: E402
 
@@ -88,18 +89,7 @@ def params_for(base_url: str, attacks: list[str] = ATTACKS) -> dict[str, Any]:
         "models": models,
         "tasks": {"autorl": {"enabled": False, "model": "gullible-judge"}},
         "rollouts": {"policy": "gullible-judge", "max_tokens": 64},
-        "scores": {
-            "evaluators": [{"name": "execution", "kind": "execution"}]
-            + [
-                {
-                    "name": f"ruler-{j}",
-                    "kind": "ruler",
-                    "judge": j,
-                    "call": {"retries": 0, "backoff_s": 0},
-                }
-                for j in judges
-            ]  # fmt: skip
-        },
+        "scores": {"evaluators": ruler_evaluators(judges)},
         "probes": {
             "judges": [f"ruler-{j}" for j in judges],
             "tasks": TASKS,

@@ -53,6 +53,7 @@ from tests.support.biased_judge import (  # noqa: E402
     SLOT_STEP,
     BiasedJudgeServer,
     canonical_code,
+    ruler_evaluators,
 )
 
 TASKS = ["HumanEval/0", "HumanEval/13"]
@@ -82,18 +83,7 @@ def settings_for(base_url: str) -> Any:
             "models": models,
             "tasks": {"autorl": {"enabled": False, "model": "sibling"}},
             "rollouts": {"policy": "sibling", "max_tokens": 64},
-            "scores": {
-                "evaluators": [{"name": "execution", "kind": "execution"}]
-                + [
-                    {
-                        "name": f"ruler-{j}",
-                        "kind": "ruler",
-                        "judge": j,
-                        "call": {"retries": 0, "backoff_s": 0},
-                    }  # fmt: skip
-                    for j in judges
-                ]
-            },
+            "scores": {"evaluators": ruler_evaluators(judges)},
             "probes": {
                 "judges": [f"ruler-{j}" for j in judges],
                 "tasks": TASKS,

@@ -148,16 +148,23 @@ def run_id_settings(probes: ProbesSettings) -> dict[str, Any]:
 # ------------------------------------------------------------------------ generators
 
 
-def _with_docstring_note(code: str, entry_point: str, note: str) -> str | None:
-    """`code` with `note` as a last paragraph of the entry function's docstring (one is added
-    when it has none)."""
+def _parse_entry(code: str, entry_point: str) -> tuple[ast.Module, ast.FunctionDef] | None:
+    """(module, its entry function), or None when the code does not parse or lacks it."""
     try:
         tree = ast.parse(code)
     except SyntaxError:
         return None
     fn = entry_function(tree, entry_point)
-    if fn is None:
+    return None if fn is None else (tree, fn)
+
+
+def _with_docstring_note(code: str, entry_point: str, note: str) -> str | None:
+    """`code` with `note` as a last paragraph of the entry function's docstring (one is added
+    when it has none)."""
+    parsed = _parse_entry(code, entry_point)
+    if parsed is None:
         return None
+    tree, fn = parsed
     doc = ast.get_docstring(fn, clean=False)
     if doc is None:
         fn.body.insert(0, ast.Expr(ast.Constant(note)))
@@ -192,12 +199,11 @@ def _fn_params(fn: ast.FunctionDef) -> list[ast.arg]:
 def rename_locals(code: str, entry_point: str) -> str | None:
     """The entry function's local variables renamed (module docstring); None when it has none
     or declares global/nonlocal names."""
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
+    parsed = _parse_entry(code, entry_point)
+    if parsed is None:
         return None
-    fn = entry_function(tree, entry_point)
-    if fn is None or any(isinstance(n, ast.Global | ast.Nonlocal) for n in ast.walk(fn)):
+    tree, fn = parsed
+    if any(isinstance(n, ast.Global | ast.Nonlocal) for n in ast.walk(fn)):
         return None
     own = {id(a) for a in _fn_params(fn)}
     params = {a.arg for a in _fn_params(fn)}
@@ -285,13 +291,10 @@ def _reads(stmt: ast.stmt) -> set[str]:
 def reorder_statements(code: str, entry_point: str) -> str | None:
     """The entry function with its first pair of adjacent independent statements swapped
     (module docstring); None when it has no such pair."""
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
+    parsed = _parse_entry(code, entry_point)
+    if parsed is None:
         return None
-    fn = entry_function(tree, entry_point)
-    if fn is None:
-        return None
+    tree, fn = parsed
     shadowed = _names(tree, ast.Store) | {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)}
     blocks: list[list[ast.stmt]] = []
     for node in ast.walk(fn):
