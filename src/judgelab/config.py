@@ -429,8 +429,9 @@ class ProbesSettings(_Section):
         0.0,
         ge=0,
         le=2,
-        description="Judge temperature for the order (perm:*) and perturbation (pert:*) views. "
-        "0: a position or perturbation figure is the judge's response, not its sampling noise.",
+        description="Judge temperature for the order (perm:*), perturbation (pert:*) and attack "
+        "(atk:*) views. 0: a position, perturbation or attack figure is the judge's response, "
+        "not its sampling noise.",
     )
     repeat_temperature: float = Field(
         0.5,

@@ -3,11 +3,11 @@
 Every judge call goes through the evaluator registry and `judgelab.scoring.score_group`,
 exactly as in the scores stage. Two settings of the judge are changed, and only for the probes: the
 evaluator does not shuffle (the view fixes the order, so ``slot`` is the position in the view)
-and the judge temperature is ``probes.temperature`` (0 by default) for the order and
-perturbation views, ``probes.repeat_temperature`` for the repeats of the identity view that
-measure the noise floor (`ProbeJudge`). The temperature is part of every judge-call cache key,
-so a view at one temperature never replays a reply sampled at another. Rows keep the
-evaluator's name, so probe figures line up with the audit's.
+and the judge temperature is ``probes.temperature`` (0 by default) for the order,
+perturbation and attack views, ``probes.repeat_temperature`` for the repeats of the identity
+view that measure the noise floor (`ProbeJudge`). The temperature is part of every judge-call
+cache key, so a view at one temperature never replays a reply sampled at another. Rows keep
+the evaluator's name, so probe figures line up with the audit's.
 """
 
 from __future__ import annotations
