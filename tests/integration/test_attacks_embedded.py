@@ -23,6 +23,7 @@ from judgelab.analysis.cost import cost_timings, judge_costing  # noqa: E402
 from judgelab.analysis.probes import compute_probe_metrics  # noqa: E402
 from judgelab.cache import JsonCache  # noqa: E402
 from judgelab.config import HumanEvalSettings, load_settings  # noqa: E402
+from judgelab.evaluators.registry import build_evaluator  # noqa: E402
 from judgelab.models.endpoint import Endpoint  # noqa: E402
 from judgelab.probes import gate  # noqa: E402
 from judgelab.probes.calls import calls_frame, record_calls  # noqa: E402
@@ -35,7 +36,6 @@ from judgelab.probes.run import (  # noqa: E402
     probe_specs,
     score_view,
 )
-from judgelab.scoring import build_evaluator  # noqa: E402
 from judgelab.tasks.humaneval import load_humaneval  # noqa: E402
 
 pytestmark = pytest.mark.integration
@@ -78,7 +78,7 @@ def test_attacks_on_a_real_judge(
         rows, calls = [], []
         for v in views[group.group_id]:
             recording = record_calls(evaluator, group.group_id, v.name, v.repeat)
-            rows += score_view("it", recording, spec, "smollm", group, v)
+            rows += score_view("it", recording, "smollm", group, v)
             calls += recording.calls
         return rows, calls
 

@@ -27,6 +27,7 @@ from judgelab.analysis.probes import run_probe_analysis  # noqa: E402
 from judgelab.answer import parse_answer  # noqa: E402
 from judgelab.cache import JsonCache  # noqa: E402
 from judgelab.config import HumanEvalSettings, parse_settings  # noqa: E402
+from judgelab.evaluators.registry import build_evaluator  # noqa: E402
 from judgelab.models.server import serve  # noqa: E402
 from judgelab.probes import gate  # noqa: E402
 from judgelab.probes.attacks import GRADER_NOTE, _comment, _wrapped  # noqa: E402
@@ -42,7 +43,6 @@ from judgelab.probes.run import (  # noqa: E402
     score_view,
 )
 from judgelab.schemas import validate_file  # noqa: E402
-from judgelab.scoring import build_evaluator  # noqa: E402
 from judgelab.scoring import run_id_for as scores_run_id  # noqa: E402
 from judgelab.tasks.humaneval import load_humaneval  # noqa: E402
 from tests.support.biased_judge import (  # noqa: E402
@@ -121,9 +121,8 @@ def score_all(
         judge = ProbeJudge(spec, settings.probes, lambda s: build_evaluator(s, endpoints, cache))
         for g in groups:
             for v in views[g.group_id]:
-                ev, view_spec = judge.for_view(v)
-                recording = record_calls(ev, g.group_id, v.name, v.repeat)
-                rows += score_view("run", recording, view_spec, families[spec.name][1], g, v)
+                recording = record_calls(judge.for_view(v), g.group_id, v.name, v.repeat)
+                rows += score_view("run", recording, families[spec.name][1], g, v)
                 calls += recording.calls
     return rows, calls
 

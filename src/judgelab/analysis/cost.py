@@ -51,7 +51,7 @@ def judge_costing(settings: Settings) -> dict[str, JudgeCosting]:
     """evaluator name -> its judge model's costing, for the probed judges."""
     out = {}
     for name in settings.probes.judges:
-        model = settings.evaluator(name).judge
+        model = settings.evaluator(name).judge_model
         spec = settings.models[model]
         if isinstance(spec, EmbeddedModel):
             out[name] = JudgeCosting(model, "embedded", n_threads=settings.server.n_threads)

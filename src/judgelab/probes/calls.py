@@ -1,9 +1,9 @@
 """What each probe judge call cost: tokens and latency per attempt, per view.
 
 `record_calls(evaluator, group_id, view, repeat)` is an evaluator that scores exactly as the
-wrapped one — its `score_group` calls the LLM judge's own `judge_group` (group judges) or
-`judge` (pointwise judges, one candidate at a time), the methods whose verdicts `score_group` /
-`score` return — and keeps the `CallRecord` of every attempt they made as rows of the probe
+wrapped one — its `score_group` calls the LLM judge's own `judge_group` (RULER) or `judge`
+(rubric, one candidate at a time), the methods whose verdicts `score_group` / `score_one`
+return — and keeps the `CallRecord` of every attempt they made as rows of the probe
 calls table (`judgelab.schemas.ProbeCallsSchema`) in `.calls`: tokens as the endpoint
 reported them and ``reply_latency_s``, the time the model took to write the reply (kept in
 the judge cache with it, so a cached reply still says what it cost). One wrapper per view: the
@@ -16,29 +16,27 @@ from typing import Any
 
 import polars as pl
 
-from judgelab.evaluators.base import Candidate, Task, Verdict
+from judgelab.evaluators.base import Evaluator
 from judgelab.schemas import ProbeCallsSchema, columns, validate
+from judgelab.verdicts import Candidate, Task, Verdict
 
 
-class RecordingEvaluator:
-    """An evaluator that scores as the wrapped one and logs its LLM calls (module docstring).
-    Every other attribute is the wrapped evaluator's."""
+class RecordingEvaluator(Evaluator):
+    """An evaluator that scores as the wrapped one (same settings, name and protocol) and
+    logs its LLM calls (module docstring)."""
 
-    def __init__(self, inner: Any, group_id: str, view: str, repeat: int) -> None:
+    def __init__(self, inner: Evaluator, group_id: str, view: str, repeat: int) -> None:
+        super().__init__(inner.spec)
+        self.protocol = inner.protocol  # type: ignore[misc]  # the wrapped one's, per instance
         self.inner = inner
         self.where = {"group_id": group_id, "view": view, "repeat": repeat}
         self.calls: list[dict[str, Any]] = []
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in ("inner", "where", "calls"):  # copy/pickle probe
-            raise AttributeError(name)
-        return getattr(self.inner, name)
 
     def _log(self, candidate_id: str | None, records: list[Any]) -> None:
         for attempt, r in enumerate(records):
             self.calls.append(
                 {
-                    "evaluator": self.inner.name,
+                    "evaluator": self.name,
                     **self.where,
                     "candidate_id": candidate_id,
                     "attempt": attempt,
@@ -65,12 +63,10 @@ class RecordingEvaluator:
                 self._log(c.candidate_id, result.calls)
                 verdicts += result.verdicts
             return verdicts
-        if hasattr(ev, "score_group"):  # not an LLM judge: nothing to log
-            return list(ev.score_group(task, candidates, repeat=repeat))
-        return [ev.score(task, c, repeat=repeat) for c in candidates]
+        return list(ev.score_group(task, candidates, repeat=repeat))  # no model call to log
 
 
-def record_calls(evaluator: Any, group_id: str, view: str, repeat: int) -> RecordingEvaluator:
+def record_calls(evaluator: Evaluator, group_id: str, view: str, repeat: int) -> RecordingEvaluator:
     """`evaluator` for one view, logging its calls under (group_id, view, repeat)."""
     return RecordingEvaluator(evaluator, group_id, view, repeat)
 
