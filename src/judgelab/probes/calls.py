@@ -2,16 +2,18 @@
 
 `record_calls(evaluator, group_id, view, repeat)` is an evaluator that scores exactly as the
 wrapped one — its `score_group` calls the LLM judge's own `judge_group` (RULER) or `judge`
-(rubric, one candidate at a time), the methods whose verdicts `score_group` / `score_one`
-return — and keeps the `CallRecord` of every attempt they made as rows of the probe
-calls table (`judgelab.schemas.ProbeCallsSchema`) in `.calls`: tokens as the endpoint
-reported them and ``reply_latency_s``, the time the model took to write the reply (kept in
-the judge cache with it, so a cached reply still says what it cost). One wrapper per view: the
-rows travel back with the view's scores, so views may run concurrently or in other processes.
+(rubric, per candidate, as many at once as its own `score_group` would), the methods whose
+verdicts `score_group` / `score_one` return — and keeps the `CallRecord` of every attempt
+they made as rows of the probe calls table (`judgelab.schemas.ProbeCallsSchema`) in
+`.calls`: tokens as the endpoint reported them and ``reply_latency_s``, the time the model
+took to write the reply (kept in the judge cache with it, so a cached reply still says what
+it cost). One wrapper per view: the rows travel back with the view's scores, so views may
+run concurrently or in other processes.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import polars as pl
@@ -56,13 +58,20 @@ class RecordingEvaluator(Evaluator):
             result = ev.judge_group(task, candidates, repeat)
             self._log(None, result.calls)
             return list(result.verdicts)
-        if hasattr(ev, "judge"):  # pointwise judge: one call per candidate
-            verdicts = []
-            for c in candidates:
-                result = ev.judge(task, c, repeat)
+        if hasattr(ev, "judge"):  # pointwise judge: one call per candidate, as concurrent
+            workers = min(getattr(ev, "concurrency", 1), len(candidates))  # as its score_group
+
+            def judge(c: Candidate) -> Any:
+                return ev.judge(task, c, repeat)
+
+            if workers > 1:
+                with ThreadPoolExecutor(max_workers=workers) as pool:
+                    results = list(pool.map(judge, candidates))
+            else:
+                results = [judge(c) for c in candidates]
+            for c, result in zip(candidates, results, strict=True):
                 self._log(c.candidate_id, result.calls)
-                verdicts += result.verdicts
-            return verdicts
+            return [v for result in results for v in result.verdicts]
         return list(ev.score_group(task, candidates, repeat=repeat))  # no model call to log
 
 
