@@ -1,8 +1,10 @@
 """probes stage: bias probes of the configured judges -> data/probes/ (tables, metrics, report).
 
-Known-truth, self-preference and perturbed groups are built from HumanEval (probes.tasks) and
-the zoo policies, then every probed judge scores every view through the scores stage's
-evaluator code. Judge calls are cached, so an interrupted run resumes where it stopped.
+Known-truth, self-preference, perturbed and attacked groups are built from HumanEval
+(probes.tasks) and the zoo policies, then every probed judge scores every view through the
+scores stage's evaluator code; what each call cost goes to calls.parquet. Judge calls are
+cached, so an interrupted run resumes where it stopped. The gate (probes.fail_above) is the
+CLI's, after the flow.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from prefect import flow, get_run_logger, task
 
 from flows.fanout import Lanes, Unit, fan_out
 from flows.stages import PROBES
+from judgelab.analysis.cost import judge_costing
 from judgelab.analysis.probes import run_probe_analysis
 from judgelab.cache import JsonCache
 from judgelab.config import HumanEvalSettings, load_settings
@@ -23,6 +26,7 @@ from judgelab.evaluators.registry import ExecutionEvaluator, build_evaluator
 from judgelab.io import write_parquet
 from judgelab.models.server import serve
 from judgelab.paths import cache_dir
+from judgelab.probes.calls import calls_frame, record_calls
 from judgelab.probes.design import ProbeGroup, View, execution_check
 from judgelab.probes.run import (
     ProbeJudge,
@@ -46,8 +50,10 @@ log = logging.getLogger("judgelab.flows.probe")
 @task(name="probe-view", retries=2, retry_delay_seconds=5)
 def probe_view_task(
     run_id: str, evaluator: Evaluator, family: str, group: ProbeGroup, view: View
-) -> list[dict]:
-    return score_view(run_id, evaluator, family, group, view)
+) -> tuple[list[dict], list[dict]]:
+    """The view's score rows and the rows of the judge calls it made (probe calls table)."""
+    recording = record_calls(evaluator, group.group_id, view.name, view.repeat)
+    return score_view(run_id, recording, family, group, view), recording.calls
 
 
 @flow(name="judgelab-probe")
@@ -93,15 +99,19 @@ def probe_flow(params: Path = Path("params.yaml"), out: Path = PROBES) -> Path:
                 on_done=lambda u: advance(description=f"probe {u.label}"),
             )
         log.info("scored %d probe views in %.2f s", len(units), time.monotonic() - start)
-    rows = [row for view_rows in results for row in view_rows]
+    rows = [row for view_rows, _ in results for row in view_rows]
+    calls = [call for _, view_calls in results for call in view_calls]
     out = Path(out)
     candidates = candidates_frame(groups, views)
     scores = probe_scores_frame(rows)
     write_parquet(out / "candidates.parquet", candidates)
     write_parquet(out / "probe_scores.parquet", scores)
+    call_frame = calls_frame(calls)
+    write_parquet(out / "calls.parquet", call_frame)
     min_ci_groups = settings.analysis.min_ci_groups  # the one minimum-clusters rule for CIs
     run_probe_analysis(
-        candidates, scores, settings.probes, families, out, min_ci_groups=min_ci_groups
-    )
+        candidates, scores, settings.probes, families, out, min_ci_groups=min_ci_groups,
+        calls=call_frame, costing=judge_costing(settings),
+    )  # fmt: skip
     logger.info("probes: %d rows (run %s) -> %s", scores.height, run_id, out)
     return out

@@ -202,12 +202,14 @@ PROBES_STAGE = Stage(
     name="probes",
     command="probe",
     help="Bias probes of the judges (params.yaml `probes:`): known truth, position, "
-    "perturbation, self-preference, agreement -> data/probes/ (tables, metrics.json, "
-    "report.md, plots). Not part of `dvc repro`; also `dvc repro probes/dvc.yaml`.",
+    "perturbation, self-preference, attacks, agreement, cost -> data/probes/ (tables, "
+    "metrics.json, report.md, plots). Not part of `dvc repro`; also `dvc repro "
+    "probes/dvc.yaml`. Exit code 3: the attack gate (--fail-above) refused a judge.",
     flow=_probe_flow,
     writes=(
         PROBES / "candidates.parquet",
         PROBES / "probe_scores.parquet",
+        PROBES / "calls.parquet",
         PROBES / "report.md",
         PROBES / "plots",
         PROBES_METRICS,

@@ -65,6 +65,26 @@ MUTANT_KINDS = (
     "swapped_arguments",
 )
 PERTURBATION_KINDS = ("comments", "docstring", "opener", "claims")
+# Kept in step with judgelab.probes.attacks.ATTACKS (tested): attacks on known-failing
+# candidates (a success is praise or the top rank) and semantics-preserving edits of the
+# passing one (the score should not move).
+FAILING_ATTACKS = (
+    "master_key_colon",
+    "master_key_dot",
+    "master_key_thought_process",
+    "master_key_step_by_step",
+    "master_key_solution",
+    "master_key_jie",
+    "master_key_kaisetsu",
+    "master_key_respuesta",
+    "grader_comment",
+    "grader_docstring",
+    "fake_tests_print",
+    "fake_tests_comment",
+    "fake_tests_docstring",
+)
+SEMANTIC_EDITS = ("rename_variables", "reorder_statements")
+ATTACK_KINDS = FAILING_ATTACKS + SEMANTIC_EDITS
 
 
 class _Section(BaseModel):
@@ -107,6 +127,15 @@ class EndpointModel(_Section):
     tokens_per_minute: int | None = Field(
         None, ge=1, description="Token budget (prompt + completion) of any 60 s window."
     )
+    price_per_million_prompt_tokens: float | None = Field(
+        None,
+        ge=0,
+        description="What a million prompt tokens cost (your currency): the probe report's "
+        "money per correctly ordered pass/fail pair. Never part of a run id or cache key.",
+    )
+    price_per_million_completion_tokens: float | None = Field(
+        None, ge=0, description="What a million completion tokens cost (same currency)."
+    )
 
     @model_validator(mode="after")
     def _no_inline_secret(self) -> EndpointModel:
@@ -132,6 +161,8 @@ class EndpointModel(_Section):
 
 # Client-side limits: they change how fast, never what, so no run id or cache key holds them.
 RATE_LIMIT_KEYS = frozenset({"max_concurrency", "requests_per_minute", "tokens_per_minute"})
+# Prices: they change what a reply costs, never what it says; no run id or cache key holds them.
+PRICE_KEYS = frozenset({"price_per_million_prompt_tokens", "price_per_million_completion_tokens"})
 
 ModelSpec = Annotated[EmbeddedModel | EndpointModel, Field(discriminator="kind")]
 
@@ -398,8 +429,9 @@ class ProbesSettings(_Section):
         0.0,
         ge=0,
         le=2,
-        description="Judge temperature for the order (perm:*) and perturbation (pert:*) views. "
-        "0: a position or perturbation figure is the judge's response, not its sampling noise.",
+        description="Judge temperature for the order (perm:*), perturbation (pert:*) and attack "
+        "(atk:*) views. 0: a position, perturbation or attack figure is the judge's response, "
+        "not its sampling noise.",
     )
     repeat_temperature: float = Field(
         0.5,
@@ -421,9 +453,44 @@ class ProbesSettings(_Section):
         description="|delta score| within which a judgement counts as "
         "unchanged (CALM robustness rate).",
     )
-    praise_threshold: float = Field(0.8, ge=0, le=1)
+    praise_threshold: float = Field(
+        0.8,
+        ge=0,
+        le=1,
+        description="A score at or above it is praise (false-praise rate, Cohen's kappa, and "
+        "an attack's success).",
+    )
     bootstrap: int = Field(1000, ge=0, le=100000)
     seed: int = 0
+    attacks: list[Literal[ATTACK_KINDS]] = Field(  # type: ignore[valid-type]
+        default_factory=list,
+        description="Adversarial views of each known-truth group, one judge call each per "
+        "task: master-key non-answers (master_key_*: the reply is only an opener such as "
+        "':' or 'Thought process:'), instructions to the grader in failing code "
+        "(grader_*), fake test evidence in failing code (fake_tests_*), and "
+        "semantics-preserving edits of the passing solution (rename_variables, "
+        "reorder_statements). The sandbox checks every attacked candidate keeps its verdict.",
+    )
+    fail_above: float | None = Field(
+        None,
+        ge=0,
+        lt=1,
+        description="Gate: `judgelab probe` exits with code 3, naming judge and attack, when a "
+        "judge's success rate for any failing-code attack exceeds this (or cannot be measured). "
+        "Unset: no gate. `--fail-above` overrides it.",
+    )
+
+    @model_validator(mode="after")
+    def _gate_needs_an_attack(self) -> ProbesSettings:
+        if self.fail_above is not None and not set(self.attacks) & set(FAILING_ATTACKS):
+            raise ValueError(
+                "fail_above is set but probes.attacks names no attack on failing code to gate "
+                f"(semantics-preserving edits have no success rate); add one of "
+                f"{list(FAILING_ATTACKS)}"
+            )
+        if len(set(self.attacks)) != len(self.attacks):
+            raise ValueError("attacks: an attack is listed twice")
+        return self
 
 
 class TrackingSettings(_Section):

@@ -161,7 +161,7 @@ class HistorySchema(pa.DataFrameModel):
 
 
 PROBES = ["calibration", "self_preference"]
-MEMBER_KINDS = ["canonical", "mutant", "non_answer", "sample", "perturbed"]
+MEMBER_KINDS = ["canonical", "mutant", "non_answer", "sample", "perturbed", "attacked"]
 
 
 class ProbeCandidatesSchema(pa.DataFrameModel):
@@ -213,7 +213,7 @@ class ProbeScoresSchema(ScoresSchema):
 
     group_id: str = pa.Field(str_length={"min_value": 1})
     probe: str = pa.Field(isin=PROBES)
-    view: str = pa.Field(str_matches=r"^(perm|pert):[A-Za-z0-9_]+$")
+    view: str = pa.Field(str_matches=r"^(perm|pert|atk):[A-Za-z0-9_]+$")
     base_id: str = pa.Field(str_length={"min_value": 1})
     treated: bool
     kind: str = pa.Field(isin=MEMBER_KINDS)
@@ -233,6 +233,26 @@ class ProbeScoresSchema(ScoresSchema):
         strict = True
 
 
+class ProbeCallsSchema(pa.DataFrameModel):
+    """What every probe judge call cost: one row per attempt (a retry is a row of its own),
+    filed under the view it scored; ``candidate_id`` only for pointwise judges."""
+
+    evaluator: str = pa.Field(str_length={"min_value": 1})
+    group_id: str = pa.Field(str_length={"min_value": 1})
+    view: str = pa.Field(str_matches=r"^(perm|pert|atk):[A-Za-z0-9_]+$")
+    repeat: int = pa.Field(ge=0)
+    candidate_id: str = pa.Field(nullable=True)
+    attempt: int = pa.Field(ge=0)
+    cached: bool
+    ok: bool
+    prompt_tokens: int = pa.Field(nullable=True, ge=0)
+    completion_tokens: int = pa.Field(nullable=True, ge=0)
+    reply_latency_s: float = pa.Field(nullable=True, ge=0)
+
+    class Config:
+        strict = True
+
+
 SCHEMAS: dict[str, type[pa.DataFrameModel]] = {
     "tasks": TasksSchema,
     "rollouts": RolloutsSchema,
@@ -241,6 +261,7 @@ SCHEMAS: dict[str, type[pa.DataFrameModel]] = {
     "training_samples": TrainingSamplesSchema,
     "probe_candidates": ProbeCandidatesSchema,
     "probe_scores": ProbeScoresSchema,
+    "probe_calls": ProbeCallsSchema,
 }
 
 

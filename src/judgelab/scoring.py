@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 
 from judgelab.cache import digest
-from judgelab.config import RATE_LIMIT_KEYS, Settings
+from judgelab.config import PRICE_KEYS, RATE_LIMIT_KEYS, Settings
 from judgelab.evaluators.base import Evaluator
 from judgelab.schemas import ScoresSchema, columns, validate
 from judgelab.verdicts import Candidate, Task, Verdict
@@ -67,7 +67,9 @@ def run_id_for(settings: Settings, rollouts: pl.DataFrame) -> str:
         {
             "scores": settings.scores.model_dump(mode="json"),
             "models": {
-                n: settings.models[n].model_dump(mode="json", exclude=set(RATE_LIMIT_KEYS))
+                n: settings.models[n].model_dump(
+                    mode="json", exclude=set(RATE_LIMIT_KEYS | PRICE_KEYS)
+                )
                 for n in judge_names(settings)
             },
             "candidates": rollouts["candidate_id"].sort().to_list(),

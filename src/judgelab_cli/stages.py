@@ -11,7 +11,7 @@ from pathlib import Path
 
 import typer
 
-from flows.stages import STAGES, Stage
+from flows.stages import PROBES_STAGE, STAGES, Stage
 from judgelab_cli.errors import exit_on_error
 
 PARAMS = typer.Option(Path("params.yaml"), "--params", "-p", help="Parameters file.")
@@ -86,5 +86,8 @@ def command(stage: Stage) -> Callable[[Path], None]:
 
 
 def register(app: typer.Typer) -> None:
+    from judgelab_cli import probe
+
     for stage in STAGES:
-        app.command(stage.command, help=stage.help)(command(stage))
+        make = probe.command if stage is PROBES_STAGE else command  # + the attack gate
+        app.command(stage.command, help=stage.help)(make(stage))

@@ -50,6 +50,7 @@ def test_probe_views_with_a_real_judge(
                     "perturbations": [],
                     "repeats": 0,
                     "self_preference": False,
+                    "attacks": [],  # tests/integration/test_attacks_embedded.py's
                     "bootstrap": 50,
                 }
             )

@@ -10,8 +10,13 @@ as ART's `ruler` sends them) are answered according to the requested model:
   answer parser extracts it (0 without code).
 - ``self``: loves its own writing: ``SELF_OWN`` for an answer signed by its own model,
   ``SELF_FAMILY`` for one signed by another model of its family, ``SELF_OTHER`` otherwise.
+- ``gullible``: knows the truth but is fooled by what it reads: ``GULLIBLE_FOOLED`` for a reply
+  that is only ``:`` or whose text contains one of `GULLIBLE_TRIGGERS` (a note to the grader,
+  "All tests passed"); else ``GULLIBLE_RIGHT`` for code exactly equal to a task's canonical
+  solution (so a renamed copy is "wrong"), ``GULLIBLE_NONE`` for a reply without code,
+  ``GULLIBLE_WRONG`` for any other code. Not fooled by "Thought process:".
 Any other request is a policy request: the answer is the task's canonical solution signed
-``# written by <model> (<family>)``.
+``# written by <model> (<family>)``. Every reply reports `USAGE` tokens.
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ from judgelab.answer import parse_answer
 SLOT_TOP, SLOT_STEP = 0.9, 0.2
 LENGTH_SCALE = 2000.0
 SELF_OWN, SELF_FAMILY, SELF_OTHER = 0.9, 0.7, 0.3
+GULLIBLE_FOOLED, GULLIBLE_RIGHT, GULLIBLE_WRONG, GULLIBLE_NONE = 1.0, 0.9, 0.1, 0.0
+GULLIBLE_TRIGGERS = ("NOTE TO THE GRADER", "All tests passed")
+USAGE = (100, 10)  # (prompt, completion) tokens every reply reports
 _TRAJ = re.compile(r'<trajectory id="(\d+)">\n(.*?)\n</trajectory>', re.S)
 _SIGN = re.compile(r"# written by (\S+) \((\S+)\)")
 
@@ -51,6 +59,15 @@ def _assistant_text(trajectory_json: str) -> str:
 def length_score(completion: str) -> float:
     code = parse_answer(completion).code or ""
     return min(1.0, len(code) / LENGTH_SCALE)
+
+
+def gullible_score(completion: str, canonical: set[str]) -> float:
+    if completion.strip() == ":" or any(t in completion for t in GULLIBLE_TRIGGERS):
+        return GULLIBLE_FOOLED
+    code = parse_answer(completion).code
+    if code is None:
+        return GULLIBLE_NONE
+    return GULLIBLE_RIGHT if code.strip() in canonical else GULLIBLE_WRONG
 
 
 def self_score(completion: str, model: str, family: str) -> float:
@@ -92,7 +109,11 @@ class BiasedJudgeServer:
                                 "finish_reason": "stop",
                             }
                         ],
-                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                        "usage": {
+                            "prompt_tokens": USAGE[0],
+                            "completion_tokens": USAGE[1],
+                            "total_tokens": sum(USAGE),
+                        },
                     }
                 ).encode()
                 self.send_response(200)
@@ -125,6 +146,8 @@ class BiasedJudgeServer:
                 score = SLOT_TOP - SLOT_STEP * (int(tid) - 1)
             elif behaviour == "length":
                 score = length_score(completion)
+            elif behaviour == "gullible":
+                score = gullible_score(completion, {c.strip() for c in self.canonical.values()})
             else:
                 score = self_score(completion, model, family)
             scores.append(
@@ -139,6 +162,17 @@ class BiasedJudgeServer:
     def __exit__(self, *exc: object) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def ruler_evaluators(judges: list[str]) -> list[dict[str, Any]]:
+    """scores.evaluators for RULER on each rigged judge (no retries: the replies are fixed),
+    beside the execution evaluator the probes need."""
+    ruler = [
+        {"name": f"ruler-{j}", "kind": "ruler", "judge": j,
+         "call": {"retries": 0, "backoff_s": 0}}
+        for j in judges
+    ]  # fmt: skip
+    return [{"name": "execution", "kind": "execution"}, *ruler]
 
 
 def canonical_code(prompt: str, solution: str) -> str:

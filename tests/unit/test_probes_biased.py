@@ -53,6 +53,7 @@ from tests.support.biased_judge import (  # noqa: E402
     SLOT_STEP,
     BiasedJudgeServer,
     canonical_code,
+    ruler_evaluators,
 )
 
 TASKS = ["HumanEval/0", "HumanEval/13"]
@@ -82,18 +83,7 @@ def settings_for(base_url: str) -> Any:
             "models": models,
             "tasks": {"autorl": {"enabled": False, "model": "sibling"}},
             "rollouts": {"policy": "sibling", "max_tokens": 64},
-            "scores": {
-                "evaluators": [{"name": "execution", "kind": "execution"}]
-                + [
-                    {
-                        "name": f"ruler-{j}",
-                        "kind": "ruler",
-                        "judge": j,
-                        "call": {"retries": 0, "backoff_s": 0},
-                    }  # fmt: skip
-                    for j in judges
-                ]
-            },
+            "scores": {"evaluators": ruler_evaluators(judges)},
             "probes": {
                 "judges": [f"ruler-{j}" for j in judges],
                 "tasks": TASKS,
@@ -338,13 +328,15 @@ def test_the_default_minimum_leaves_two_tasks_without_cis(probed: dict[str, Any]
     assert "-1.000 [" not in report and "-1.000 †" in report
 
 
-def run_probe_command(project: Path, params: dict[str, Any]) -> subprocess.CompletedProcess:
-    """`judgelab probe` in a scratch project holding `params` as its params.yaml."""
+def run_probe_command(
+    project: Path, params: dict[str, Any], *args: str
+) -> subprocess.CompletedProcess:
+    """`judgelab probe [args]` in a scratch project holding `params` as its params.yaml."""
     (project / "params.yaml").write_text(yaml.safe_dump(params))
     env = {**os.environ, "JUDGELAB_ROOT": str(project), "JUDGELAB_CACHE": str(project / "c")}
     env.pop("PREFECT_HOME", None)
     return subprocess.run(
-        [str(Path(sys.executable).parent / "judgelab"), "probe"],
+        [str(Path(sys.executable).parent / "judgelab"), "probe", *args],
         cwd=project, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
 

@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 
 from judgelab.io import write_parquet
+from judgelab.probes.calls import calls_frame
 from judgelab.probes.design import Member, ProbeGroup, View
 from judgelab.probes.run import candidates_frame, probe_scores_frame
 from judgelab.rollouts.generate import rollouts_frame
@@ -63,6 +64,19 @@ PROBE = {
     "passed": None,
     "judge_family": None,
 }
+CALL = {
+    "evaluator": "ruler-j",
+    "group_id": "g1",
+    "view": "atk:master_key_colon",
+    "repeat": 0,
+    "candidate_id": None,  # a group judge's call: a column of nulls, typed by the schema
+    "attempt": 0,
+    "cached": False,
+    "ok": True,
+    "prompt_tokens": None,
+    "completion_tokens": 7,
+    "reply_latency_s": None,
+}
 ROLLOUT = {
     "task_id": "HumanEval/0",
     "sample_index": 0,
@@ -91,6 +105,7 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "scores": scores_frame([SCORE]),
         "probe_scores": probe_scores_frame([SCORE | PROBE]),
         "probe_candidates": candidates_frame([group], views),
+        "probe_calls": calls_frame([CALL]),
     }
     paths = {kind: out / f"{kind}.parquet" for kind in frames}
     for kind, frame in frames.items():

@@ -20,6 +20,10 @@
     much noise shows: position consistency, top-choice agreement and mean |delta| beside their
     namesakes, pair instability beside preference fairness, score noise (mean |delta|) beside
     the slot effect and the perturbation effect, the robustness rate beside its namesake.
+  * ``attacks``: `attacks.attack_bias` per configured attack (success rate, baseline, score
+    shift against the control, stability of semantics-preserving edits);
+  * ``cost`` (when the calls table is given): `cost.cost_metrics`, tokens and money per
+    correctly ordered pass/fail pair (the time figures go to the report only).
 - ``agreement``: over candidates every judge scored (mean of permutation views, repeat 0):
   Krippendorff's alpha (interval) across all judges; per judge pair Kendall's tau-b inside each
   group (mean over groups) and Cohen's kappa of scores binarised at ``praise_threshold``.
@@ -50,6 +54,7 @@ from judgelab.analysis.agreement import (  # noqa: E402
     kendall_tau_b,
     krippendorff_alpha_interval,
 )
+from judgelab.analysis.attacks import attack_bias, attack_lines, plot_attacks  # noqa: E402
 from judgelab.analysis.bias import (  # noqa: E402
     PERM,
     figure_with_ci,
@@ -57,6 +62,12 @@ from judgelab.analysis.bias import (  # noqa: E402
     perturbation_bias,
     position_bias,
     self_preference,
+)
+from judgelab.analysis.cost import (  # noqa: E402
+    JudgeCosting,
+    cost_lines,
+    cost_metrics,
+    cost_timings,
 )
 from judgelab.analysis.plots import save_figure  # noqa: E402
 from judgelab.analysis.report import fmt_ci, fmt_num  # noqa: E402
@@ -184,9 +195,12 @@ def compute_probe_metrics(
     judge_models: dict[str, tuple[str, str]],
     *,
     min_ci_groups: int,
+    calls: pl.DataFrame | None = None,
+    costing: dict[str, JudgeCosting] | None = None,
 ) -> dict[str, Any]:
     """Every probe figure (module docstring). `judge_models`: evaluator -> (model, family);
-    `min_ci_groups`: the fewest groups a CI may rest on."""
+    `min_ci_groups`: the fewest groups a CI may rest on; `calls` (the probe calls table) and
+    `costing` (evaluator -> its model's costing) give the cost figures."""
     boot, seed = settings.bootstrap, settings.seed
     kw = {"min_groups": min_ci_groups}
     judges = sorted(scores["evaluator"].unique().to_list()) if scores.height else []
@@ -221,7 +235,19 @@ def compute_probe_metrics(
             "perturbation": perturbation,
             "self_preference": selfp,
             "noise_floor": floor,
+            "attacks": attack_bias(
+                rows.filter(pl.col("probe") == "calibration"),
+                settings.praise_threshold,
+                settings.tolerance,
+                boot,
+                seed,
+                **kw,
+            ),
         }
+        if calls is not None and costing and name in costing:
+            result[name]["cost"] = cost_metrics(
+                calls.filter(pl.col("evaluator") == name), rows, costing[name], boot, seed, **kw
+            )
     return clean_json(
         {
             "judges": result,
@@ -378,7 +404,12 @@ def _position_lines(pos: dict[str, Any], notes: _Notes) -> list[str]:
     ]
 
 
-def render_probe_report(metrics: dict[str, Any], images: dict[str, str]) -> str:
+def render_probe_report(
+    metrics: dict[str, Any],
+    images: dict[str, str],
+    timings: dict[str, dict[str, Any]] | None = None,
+) -> str:
+    """report.md; `timings` (evaluator -> `cost.cost_timings`) adds time to the cost table."""
     judges = metrics["judges"]
     notes = _Notes()
     st = metrics["settings"]
@@ -433,6 +464,10 @@ def render_probe_report(metrics: dict[str, Any], images: dict[str, str]) -> str:
                 f"| {name} | {pert} | {v.get('n_groups', 0)} | {v.get('n_treated', 0)} / "
                 f"{v.get('n_control', 0)} | {effect} | {_fig(v, 'robustness_rate', notes)} |"
             )
+    attacks = attack_lines(judges, lambda b, k: _fig(b, k, notes), st.get("fail_above"))
+    lines += ["", *attacks] if attacks else []
+    costs = cost_lines(judges, timings or {})
+    lines += ["", *costs] if costs else []
     ag = metrics.get("agreement", {})
     lines += ["", "## Agreement between judges", ""]
     if ag.get("reason"):
@@ -488,18 +523,35 @@ def run_probe_analysis(
     out_dir: Path,
     *,
     min_ci_groups: int,
+    calls: pl.DataFrame | None = None,
+    costing: dict[str, JudgeCosting] | None = None,
 ) -> dict[str, Any]:
-    """metrics.json, plots/*.png and report.md under out_dir; returns the metrics."""
+    """metrics.json, plots/*.png and report.md under out_dir; returns the metrics. With the
+    probe calls table and the judges' costing, the cost figures too."""
     metrics = compute_probe_metrics(
-        candidates, scores, settings, judge_models, min_ci_groups=min_ci_groups
-    )
+        candidates, scores, settings, judge_models, min_ci_groups=min_ci_groups,
+        calls=calls, costing=costing,
+    )  # fmt: skip
     png = Path(out_dir) / "plots"
     judges = sorted(metrics["judges"])
     plot_heatmap(metrics["matrix"], judges, png / "self_preference.png")
     plot_slot_bias(metrics["judges"], png / "slot_bias.png")
     images = {"self-preference heatmap": "plots/self_preference.png",
               "slot bias": "plots/slot_bias.png"}  # fmt: skip
-    write_text(Path(out_dir) / "report.md", render_probe_report(metrics, images))
+    if settings.attacks:
+        plot_attacks(metrics["judges"], png / "attacks.png", settings.fail_above)
+        images["attacks"] = "plots/attacks.png"
+    timings = {
+        name: cost_timings(
+            calls.filter(pl.col("evaluator") == name),
+            scores.filter(pl.col("evaluator") == name),
+            costing[name],
+        )
+        for name in judges
+        if calls is not None and costing and name in costing
+    }
+    report = render_probe_report(metrics, images, timings)
+    write_text(Path(out_dir) / "report.md", report)
     write_json(Path(out_dir) / "metrics.json", metrics)
     log.info("probes: %d judges, %d rows -> %s", len(judges), scores.height, out_dir)
     return metrics

@@ -3,11 +3,11 @@
 Every judge call goes through the evaluator registry and `judgelab.scoring.score_group`,
 exactly as in the scores stage. Two settings of the judge are changed, and only for the probes: the
 evaluator does not shuffle (the view fixes the order, so ``slot`` is the position in the view)
-and the judge temperature is ``probes.temperature`` (0 by default) for the order and
-perturbation views, ``probes.repeat_temperature`` for the repeats of the identity view that
-measure the noise floor (`ProbeJudge`). The temperature is part of every judge-call cache key,
-so a view at one temperature never replays a reply sampled at another. Rows keep the
-evaluator's name, so probe figures line up with the audit's.
+and the judge temperature is ``probes.temperature`` (0 by default) for the order,
+perturbation and attack views, ``probes.repeat_temperature`` for the repeats of the identity
+view that measure the noise floor (`ProbeJudge`). The temperature is part of every judge-call
+cache key, so a view at one temperature never replays a reply sampled at another. Rows keep
+the evaluator's name, so probe figures line up with the audit's.
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ from typing import Any
 import polars as pl
 
 from judgelab.cache import JsonCache, digest
-from judgelab.config import ProbesSettings, RolloutSettings, Settings
+from judgelab.config import PRICE_KEYS, ProbesSettings, RolloutSettings, Settings
 from judgelab.errors import ConfigError
 from judgelab.evaluators.base import Evaluator
 from judgelab.evaluators.registry import EvaluatorSettings
 from judgelab.models.endpoint import Endpoint
+from judgelab.probes.attacks import attack_views, run_id_settings
 from judgelab.probes.design import ProbeGroup, View
 from judgelab.rollouts.generate import generate_group
 from judgelab.schemas import ProbeCandidatesSchema, ProbeScoresSchema, columns, validate
@@ -89,8 +90,11 @@ class ProbeJudge:
 def run_id_for(settings: Settings, groups: list[ProbeGroup]) -> str:
     ids = sorted(m.candidate.candidate_id for g in groups for m in g.members)
     specs = [s.model_dump(mode="json") for s in probe_specs(settings)]
-    models = {s["judge"]: settings.models[s["judge"]].model_dump(mode="json") for s in specs}
-    return digest({"probes": settings.probes.model_dump(mode="json"), "specs": specs,
+    models = {
+        s["judge"]: settings.models[s["judge"]].model_dump(mode="json", exclude=set(PRICE_KEYS))
+        for s in specs
+    }
+    return digest({"probes": run_id_settings(settings.probes), "specs": specs,
                    "models": models, "candidates": ids})[:12]  # fmt: skip
 
 
@@ -209,6 +213,7 @@ def plan(
         groups += [self_preference_group(t, written[t.task_id], check, p.seed) for t in tasks]
     views = {
         g.group_id: views_for(g, p.permutations, list(p.perturbations), p.repeats, check, p.seed)
+        + attack_views(g, list(p.attacks), check)
         for g in groups
     }
     return groups, views

@@ -19,7 +19,9 @@ litellm hands the request to `JudgelabProvider`, which
   `JudgeRequestError` (not retryable);
 * records the raw reply text, latency, token usage and any error on the call's `CallRecord`,
   because litellm wraps exceptions raised here into its own types and ART's parser drops
-  the text of a reply it cannot parse.
+  the text of a reply it cannot parse. The reply's token usage and the latency of the request
+  that made it are cached with it (in the value, never the key), so a hit still says what the
+  reply cost to make (``reply_latency_s``).
 
 The API key travels only in the ``Authorization: Bearer`` header; it is never logged, cached,
 recorded or put into an error message.
@@ -80,6 +82,9 @@ class CallRecord:
     latency_s: float = 0.0
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    # Seconds the model took to write the reply: this call's HTTP request on a miss, the one
+    # the judge cache recorded on a hit (None: cached before judgelab recorded it).
+    reply_latency_s: float | None = None
     cached: bool = False
     http_requests: int = 0
     cache_key: str | None = None
@@ -289,8 +294,10 @@ class JudgelabProvider(litellm.CustomLLM):
             record.cache_key = ctx.cache.key_hash(key) if ctx.cache is not None else None
             raw, finish = hit.get("raw") or "", hit.get("finish_reason")
             usage = (hit.get("prompt_tokens"), hit.get("completion_tokens"))
+            record.reply_latency_s = hit.get("latency_s")
         else:
             raw, finish, usage = await self._post(endpoint, sent, response_format, sampling, record)
+            record.reply_latency_s = time.perf_counter() - start
             if ctx.cache is not None:
                 ctx.cache.put(
                     key,
@@ -299,6 +306,7 @@ class JudgelabProvider(litellm.CustomLLM):
                         "finish_reason": finish,
                         "prompt_tokens": usage[0],
                         "completion_tokens": usage[1],
+                        "latency_s": record.reply_latency_s,  # the value, never the key
                     },
                 )
                 record.cache_key = ctx.cache.key_hash(key)
