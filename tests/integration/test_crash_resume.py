@@ -88,8 +88,11 @@ class Gate:
 
 
 def params(base_url: str) -> dict[str, Any]:
+    # One call at a time: the kills below land after exactly the n-th answer is stored. With
+    # calls in flight together an answer can arrive and the kill come before it is cached;
+    # it is then asked again on resume, which is right (it was not finished) but not countable.
     model = {"kind": "endpoint", "base_url": base_url, "structured_output": "json_object",
-             "timeout_s": 300}  # fmt: skip
+             "timeout_s": 300, "max_concurrency": 1}  # fmt: skip
     return {
         "models": {"pol": {**model, "model": "pol"}, "jud": {**model, "model": "jud"}},
         "tasks": {
