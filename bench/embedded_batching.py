@@ -112,16 +112,36 @@ class CpuMeter:
         return f"other processes {other:.0%} of the cores, steal {steal:.0%}, over {wall:.0f} s"
 
 
-def wait_quiet(limit_s: float, below: float = 0.1) -> float:
-    """Wait (at most limit_s) for a second in which other processes used < `below` of the
-    cores: other people's test runs on this machine come in bursts. Returns seconds waited."""
-    start = time.monotonic()
-    while time.monotonic() - start < limit_s:
+def wait_quiet(limit_s: float, below: float = 0.1, quiet_s: int = 3) -> float:
+    """Wait (at most limit_s) for `quiet_s` seconds in a row in which other processes used
+    < `below` of the cores: other people's test runs on this machine come in bursts, and a
+    llama.cpp decode on both cores slows down many times over beside one. Returns the wait."""
+    start, quiet = time.monotonic(), 0
+    while quiet < quiet_s and time.monotonic() - start < limit_s:
         meter = CpuMeter()
         time.sleep(1.0)
-        if meter.shares()[0] < below:
-            break
+        quiet = quiet + 1 if meter.shares()[0] < below else 0
     return time.monotonic() - start
+
+
+class Busy(Exception):
+    """Other processes took the cores during a measurement: it is abandoned."""
+
+
+class Guard:
+    """Checked between tokens: raises Busy once other processes have used more than `limit`
+    of the cores over the last `window_s` seconds, so a spoiled measurement stops early."""
+
+    def __init__(self, limit: float, window_s: float = 3.0) -> None:
+        self.limit, self.window_s = limit, window_s
+        self.meter = CpuMeter()
+
+    def check(self) -> None:
+        other, _, seconds = self.meter.shares()
+        if seconds >= self.window_s:
+            if other > self.limit:
+                raise Busy(f"others used {other:.0%} of the cores over {seconds:.0f} s")
+            self.meter = CpuMeter()
 
 
 @dataclass
@@ -176,6 +196,7 @@ class Decoder:
         self.n_vocab = lc.llama_vocab_n_tokens(self.vocab)
         self.n_seq = n_seq
         self.batch = lc.llama_batch_init(ctx_per_seq, 0, 1)
+        self.guard: Guard | None = None
 
     def close(self) -> None:
         lc.llama_batch_free(self.batch)
@@ -206,6 +227,8 @@ class Decoder:
         """Evaluate a prompt into a sequence; its reply starts with the greedy next token."""
         last = len(prompt) - 1
         self._decode([(t, p, seq, p == last) for p, t in enumerate(prompt)])
+        if self.guard:
+            self.guard.check()
         return Stream(seq, len(prompt), [self._greedy(last)])
 
     def copy(self, src: int, dst: int) -> None:
@@ -228,6 +251,8 @@ class Decoder:
             step = time.perf_counter()
             self._decode([(s.reply[-1], s.pos, s.seq, True) for s in active])
             run.steps.setdefault(len(active), []).append(time.perf_counter() - step)
+            if self.guard:
+                self.guard.check()
             still = []
             for row, s in enumerate(active):
                 s.pos += 1
@@ -280,8 +305,11 @@ def low_level_group(dec: Decoder, prompt: list[int], k: int, max_new: int, batch
     return run
 
 
-def high_level(llm: Llama, messages: list[list[dict]], max_new: int, reset: bool) -> Run:
-    """The product's path; its time is all in decode_s (prefill is not timed apart)."""
+def high_level(
+    llm: Llama, messages: list[list[dict]], max_new: int, reset: bool, guard: Guard
+) -> Run:
+    """The product's path; its time is all in decode_s (prefill is not timed apart). The guard
+    is checked between calls, not tokens, so that nothing is added to the path itself."""
     run = Run()
     llm.reset()
     for m in messages:
@@ -292,6 +320,7 @@ def high_level(llm: Llama, messages: list[list[dict]], max_new: int, reset: bool
         run.decode_s += time.perf_counter() - start
         run.texts.append(out["choices"][0]["message"]["content"] or "")
         run.counted += out["usage"]["completion_tokens"]
+        guard.check()
     return run
 
 
@@ -395,15 +424,16 @@ def main() -> None:
     ap.add_argument("--judge-tokens", type=int, default=48)
     ap.add_argument("--workloads", nargs="+", default=["rollouts", "group", "judge"])
     ap.add_argument(
-        "--wait-quiet", type=float, default=20.0,
-        help="before each measurement, wait up to this many seconds for the other processes "
-        "on the machine to go quiet (0: do not wait)",
+        "--wait-quiet", type=float, default=60.0,
+        help="before each measurement, wait up to this many seconds for 3 quiet seconds "
+        "(other processes < 10%% of the cores); 0: do not wait",
     )  # fmt: skip
     ap.add_argument(
         "--max-other", type=float, default=0.15,
-        help="a round in which other processes used more than this share of the cores is "
-        "discarded and run again (at most 3x --rounds attempts in all)",
+        help="a round in which other processes used more than this share of the cores (or "
+        "twice it over any 3 s) is abandoned and run again (at most 3x --rounds attempts)",
     )  # fmt: skip
+    ap.add_argument("--budget", type=float, default=20.0, help="minutes; no round starts after")
     args = ap.parse_args()
     settings = load_settings("params.yaml")
     threads = settings.server.n_threads
@@ -421,6 +451,7 @@ def main() -> None:
     }
 
     with model_lock():
+        deadline = time.monotonic() + 60 * args.budget
         whole = CpuMeter()
         llm = Llama(path, n_ctx=4096, n_threads=threads, n_threads_batch=threads, verbose=False)
         template = Jinja2ChatFormatter(
@@ -438,14 +469,16 @@ def main() -> None:
             print(f"\n{name}: {len(prompts)} replies to prompts of {[len(p) for p in prompts]} "
                   f"tokens, <= {n} new tokens each, greedy, {threads} threads")  # fmt: skip
             group = name == "group"
-            paths: dict[str, Callable[[], Run]] = {
+            paths: dict[str, Callable[[Guard], Run]] = {
                 # a group shares its prompt with the previous call: the prefix cache reuses it
-                "high-level": lambda m=msgs, n=n, g=group: high_level(llm, m, n, reset=not g),
-                "sequential": lambda p=prompts, n=n, g=group: (
+                "high-level": lambda guard, m=msgs, n=n, g=group: (
+                    high_level(llm, m, n, reset=not g, guard=guard)
+                ),
+                "sequential": lambda _, p=prompts, n=n, g=group: (
                     low_level_group(dec, p[0], len(p), n, False) if g
                     else low_level(dec, p, n, False)
                 ),
-                "batched": lambda p=prompts, n=n, g=group: (
+                "batched": lambda _, p=prompts, n=n, g=group: (
                     low_level_group(dec, p[0], len(p), n, True) if g
                     else low_level(dec, p, n, True)
                 ),
@@ -453,21 +486,26 @@ def main() -> None:
             runs: dict[str, list[Run]] = {k: [] for k in paths}
             attempt = 0
             while len(runs["sequential"]) < args.rounds and attempt < 3 * args.rounds:
+                if time.monotonic() > deadline:
+                    print(f"  --budget of {args.budget:.0f} min spent: no more rounds")
+                    break
                 r, attempt = len(runs["sequential"]), attempt + 1
                 done: dict[str, Run] = {}
-                for label in paths if r % 2 == 0 else reversed(paths):
-                    waited = wait_quiet(args.wait_quiet) if args.wait_quiet else 0.0
-                    meter = CpuMeter()
-                    run = done[label] = paths[label]()
-                    run.other = meter.shares()[0]
-                    print(f"  round {r} {label:10s} {run.seconds:6.2f} s  (prefill "
-                          f"{run.prefill_s:5.2f} s, decode {run.decode_s:6.2f} s)  "
-                          f"{run.generated} tokens; others used {run.other:.0%} of the cores"
-                          f" (waited {waited:.0f} s)", flush=True)  # fmt: skip
-                busiest = max(run.other for run in done.values())
-                if busiest > args.max_other:
-                    print(f"  round {r} discarded: others used {busiest:.0%} of the cores "
-                          f"during it (> --max-other {args.max_other:.0%})")  # fmt: skip
+                try:
+                    for label in paths if r % 2 == 0 else reversed(paths):
+                        waited = wait_quiet(args.wait_quiet) if args.wait_quiet else 0.0
+                        guard = dec.guard = Guard(2 * args.max_other)
+                        meter = CpuMeter()
+                        run = done[label] = paths[label](guard)
+                        run.other = meter.shares()[0]
+                        print(f"  round {r} {label:10s} {run.seconds:6.2f} s  (prefill "
+                              f"{run.prefill_s:5.2f} s, decode {run.decode_s:6.2f} s)  "
+                              f"{run.generated} tokens; others used {run.other:.0%} of the "
+                              f"cores (waited {waited:.0f} s)", flush=True)  # fmt: skip
+                        if run.other > args.max_other:
+                            raise Busy(f"others used {run.other:.0%} of the cores during it")
+                except Busy as busy:
+                    print(f"  round {r} discarded ({label}): {busy}", flush=True)
                     continue
                 for label, run in done.items():
                     runs[label].append(run)
