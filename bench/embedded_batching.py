@@ -15,7 +15,8 @@ sequence, greedy sampling of each sequence's own logits row, `llama_memory_seq_c
 - `batched`: the same loop with every sequence in one `llama_decode` per step; a sequence
   that ends leaves the batch and the others go on (continuous batching).
 
-Three workloads on the default policy (Qwen2.5-Coder-0.5B, Q4_K_M):
+First the median time of one decode step with 1, 2, 4 and 8 sequences in it (`--widths`),
+then three workloads on the default policy (Qwen2.5-Coder-0.5B, Q4_K_M):
 - `rollouts`: 4 HumanEval prompts with the experiment's system prompt, each prefilled, and
   `--rollout-tokens` new tokens each;
 - `group`: one of those prompts, prefilled once and shared by 4 sequences (copied in the KV
@@ -305,6 +306,35 @@ def low_level_group(dec: Decoder, prompt: list[int], k: int, max_new: int, batch
     return run
 
 
+def step_widths(dec: Decoder, prompt: list[int], args: argparse.Namespace) -> None:
+    """Median decode-step time by batch width on one shared prompt: the ceiling of what
+    batching can gain in decode, before prefill dilutes it."""
+    steps: dict[int, list[float]] = {w: [] for w in args.widths}
+    for r in range(args.rounds):
+        for w in args.widths if r % 2 == 0 else reversed(args.widths):
+            for _ in range(3):
+                if args.wait_quiet:
+                    wait_quiet(args.wait_quiet)
+                dec.guard, meter = Guard(2 * args.max_other), CpuMeter()
+                try:
+                    run = low_level_group(dec, prompt, w, args.width_tokens, batched=True)
+                except Busy:
+                    continue
+                if meter.shares()[0] <= args.max_other:
+                    steps[w] += run.steps.get(w, [])
+                    break
+    one = statistics.median(steps[1]) if steps.get(1) else None
+    print("\n  | sequences per decode | step (median) | steps | time vs one | tokens/s vs one |")
+    print("  | --- | --- | --- | --- | --- |")
+    for w, s in steps.items():
+        if not s:
+            print(f"  | {w} | no quiet measurement | 0 | | |")
+            continue
+        med = statistics.median(s)
+        rel = (f"{med / one:.2f}× | {w * one / med:.2f}×") if one else " | "
+        print(f"  | {w} | {med * 1000:.1f} ms | {len(s)} | {rel} |")
+
+
 def high_level(
     llm: Llama, messages: list[list[dict]], max_new: int, reset: bool, guard: Guard
 ) -> Run:
@@ -422,7 +452,12 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=4, help="sequences per workload")
     ap.add_argument("--rollout-tokens", type=int, default=128)
     ap.add_argument("--judge-tokens", type=int, default=48)
-    ap.add_argument("--workloads", nargs="+", default=["rollouts", "group", "judge"])
+    ap.add_argument(
+        "--workloads", nargs="+", default=["widths", "rollouts", "group", "judge"],
+        choices=["widths", "rollouts", "group", "judge"],
+    )  # fmt: skip
+    ap.add_argument("--widths", nargs="+", type=int, default=[1, 2, 4, 8])
+    ap.add_argument("--width-tokens", type=int, default=32, help="new tokens per width run")
     ap.add_argument(
         "--wait-quiet", type=float, default=60.0,
         help="before each measurement, wait up to this many seconds for 3 quiet seconds "
@@ -459,8 +494,16 @@ def main() -> None:
             eos_token=llm._model.token_get_text(llm.token_eos()),
             bos_token=llm._model.token_get_text(llm.token_bos()),
         )
-        dec = Decoder(llm, args.k + 1, 4096, threads)  # + 1: the group's shared prompt
+        # + 1: the shared prompt of a group
+        dec = Decoder(llm, max(args.k, *args.widths) + 1, 4096, threads)
+        if "widths" in args.workloads:
+            prompt = template(messages=messages["group"][0]).prompt.encode()
+            print(f"\nwidths: decode steps of {args.widths} sequences sharing one prompt, "
+                  f"{args.width_tokens} tokens each, greedy, {threads} threads")  # fmt: skip
+            step_widths(dec, llm.tokenize(prompt, add_bos=False, special=True), args)
         for name in args.workloads:
+            if name == "widths":
+                continue
             msgs, n = messages[name], new[name]
             prompts = [
                 llm.tokenize(template(messages=m).prompt.encode(), add_bos=False, special=True)
