@@ -6,7 +6,8 @@ all of them. judgelab's embedded server (llama-cpp-python's `Llama`) decodes one
 a time. This measures, on this machine's cores, whether the batched decode would raise the
 throughput of rollouts or judge calls, through llama-cpp-python's low-level API
 (`llama_batch_init`, `llama_decode` with one seq_id per sequence, one KV stream per
-sequence, greedy sampling of each sequence's own logits row, `llama_memory_seq_cp/rm`):
+sequence, greedy sampling of each sequence's own logits row, `llama_memory_seq_cp/rm`) of
+judgelab's own llama-cpp-python build:
 
 - `high-level`: `Llama.create_chat_completion`, one reply after another, greedy: what the
   product's server does today (its prefix cache reuses a prompt shared with the last call);
@@ -28,10 +29,12 @@ then three workloads on the default policy (Qwen2.5-Coder-0.5B, Q4_K_M):
 Paths alternate within each round, their order reversed every other round. The whole run
 holds the machine-wide model lock (`judgelab.models.server.LOCK_PATH`), so no other judgelab
 llama.cpp process shares the cores. Other work on the machine (test runs) is not locked out:
-each measurement first waits briefly for a quiet second, the CPU share other processes took
-during it is printed, and a round in which they took more than `--max-other` is discarded
-and run again. Prints tokens/s and their ratio to `sequential`, the median time of a
-decode step by batch width, and whether the greedy replies are token-identical (if not, where
+each measurement first waits (up to `--wait-quiet` s) for 3 quiet seconds, the CPU share
+other processes took during it is printed, and a round in which they took more than
+`--max-other` (or twice that over any 3 s, checked between tokens) is abandoned and run
+again, within `--budget` minutes; on a quiet machine the default run takes 8-9 minutes.
+Prints tokens/s and their ratio to `sequential`, the median time of a decode step by batch
+width, and whether the greedy replies are token-identical (if not, where
 the first divergence is).
 
     .venv/bin/python bench/embedded_batching.py [--rounds 2] [--rollout-tokens 128]
