@@ -31,6 +31,7 @@ from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from judgelab.config import EmbeddedModel, RunnerSettings, Settings
 from judgelab.models.endpoint import DEFAULT_ENDPOINT_CONCURRENCY
+from judgelab.progress import progress
 
 log = logging.getLogger("judgelab.flows.fanout")
 
@@ -90,14 +91,27 @@ def fan_out(
     task: Any,
     units: Sequence[Unit],
     limits: Mapping[str, int],
-    on_done: Callable[[Unit], None] | None = None,
+    *,
+    stage: str,
+    unit: str = "unit",
 ) -> list[Any]:
     """`task.submit(**unit.kwargs)` for every unit, at most `limits[lane]` at once per lane
-    (1 for a lane it does not name); the results in the units' order."""
+    (1 for a lane it does not name); the results in the units' order. Progress shows as
+    `stage` counting `unit`s; each lane's wall time and the total are logged."""
+    start = time.monotonic()
+    with progress(stage, len(units), unit=unit) as advance:
+        results = _run(task, units, limits, lambda u: advance(description=f"{stage}: {u.label}"))
+    log.info("%s: %d %ss in %.2f s", stage, len(units), unit, time.monotonic() - start)
+    return results
+
+
+def _run(
+    task: Any, units: Sequence[Unit], limits: Mapping[str, int], on_done: Callable[[Unit], None]
+) -> list[Any]:
     results: list[Any] = [None] * len(units)
     queues: dict[str, deque[int]] = {}
-    for i, unit in enumerate(units):
-        queues.setdefault(unit.lane, deque()).append(i)
+    for i, u in enumerate(units):
+        queues.setdefault(u.lane, deque()).append(i)
     running: dict[PrefectFuture[Any], int] = {}
     busy: Counter[str] = Counter()
     first: dict[str, float] = {}  # lane -> when its first unit was submitted
@@ -123,8 +137,7 @@ def fan_out(
         except BaseException as err:  # noqa: BLE001 (re-raised once the others finish)
             error = error or err
             continue
-        if on_done is not None:
-            on_done(units[i])
+        on_done(units[i])
         fill()
     if error is not None:
         raise error

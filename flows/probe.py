@@ -9,8 +9,6 @@ CLI's, after the flow.
 
 from __future__ import annotations
 
-import logging
-import time
 from pathlib import Path
 
 from prefect import flow, get_run_logger, task
@@ -41,10 +39,7 @@ from judgelab.probes.run import (
     run_id_for,
     score_view,
 )
-from judgelab.progress import progress
 from judgelab.tasks.humaneval import load_humaneval
-
-log = logging.getLogger("judgelab.flows.probe")
 
 
 @task(name="probe-view", retries=2, retry_delay_seconds=5)
@@ -90,15 +85,7 @@ def probe_flow(params: Path = Path("params.yaml"), out: Path = PROBES) -> Path:
                 for g in groups
                 for v in views[g.group_id]
             ]  # fmt: skip
-        start = time.monotonic()
-        with progress("probe", len(units), unit="view") as advance:
-            results = fan_out(
-                probe_view_task,
-                units,
-                lanes.limits,
-                on_done=lambda u: advance(description=f"probe {u.label}"),
-            )
-        log.info("scored %d probe views in %.2f s", len(units), time.monotonic() - start)
+        results = fan_out(probe_view_task, units, lanes.limits, stage="probe", unit="view")
     rows = [row for view_rows, _ in results for row in view_rows]
     calls = [call for _, view_calls in results for call in view_calls]
     out = Path(out)

@@ -15,7 +15,6 @@ from judgelab.io import write_parquet
 from judgelab.models.endpoint import Endpoint
 from judgelab.models.server import serve
 from judgelab.paths import cache_dir
-from judgelab.progress import progress
 from judgelab.rollouts.generate import generate_group, rollouts_frame
 from judgelab.schemas import validate_file
 from judgelab.tasks import tasks_from_frame
@@ -46,8 +45,7 @@ def rollouts_flow(
                                     "endpoint": endpoints[policy]}, t.task_id)
             for t in task_list
         ]  # fmt: skip
-        with progress("rollouts", len(units), unit="group") as advance:
-            groups = fan_out(rollout_group_task, units, lanes.limits, on_done=lambda _: advance())
+        groups = fan_out(rollout_group_task, units, lanes.limits, stage="rollouts", unit="group")
     rows = [row for group in groups for row in group]
     frame = rollouts_frame(rows)
     write_parquet(out, frame)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from prefect import flow, get_run_logger, task
@@ -16,7 +15,6 @@ from judgelab.evaluators.registry import build_evaluator
 from judgelab.io import write_parquet
 from judgelab.models.server import serve
 from judgelab.paths import cache_dir
-from judgelab.progress import progress
 from judgelab.rollouts.generate import candidates_by_task
 from judgelab.schemas import validate_file
 from judgelab.scoring import judge_names, run_id_for, score_group, scores_frame
@@ -70,15 +68,7 @@ def scores_flow(
             for repeat in range(ev.spec.repeats(repeats))
             for t in todo
         ]
-        start = time.monotonic()
-        with progress("scores", len(units), unit="group") as advance:
-            results = fan_out(
-                score_group_task,
-                units,
-                lanes.limits,
-                on_done=lambda u: advance(description=f"scores: {u.label}"),
-            )
-        logger.info("scored %d units in %.2f s", len(units), time.monotonic() - start)
+        results = fan_out(score_group_task, units, lanes.limits, stage="scores", unit="group")
     rows = [row for unit_rows in results for row in unit_rows]
     frame = scores_frame(rows)
     write_parquet(out, frame)

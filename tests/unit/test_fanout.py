@@ -49,7 +49,7 @@ def unit_task(lane: str, i: int, delay: float, fail: bool = False) -> int:
 
 @flow(task_runner=ThreadPoolTaskRunner(max_workers=16))
 def fan_flow(units: list[Unit], limits: dict[str, int]) -> list[int]:
-    return fan_out(unit_task, units, limits)
+    return fan_out(unit_task, units, limits, stage="test")
 
 
 @pytest.fixture(scope="module", autouse=True)
