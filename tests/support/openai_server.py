@@ -110,6 +110,9 @@ class OpenAIServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out in two writes: with Nagle's algorithm on, the client's
+            # delayed ACK holds the second for ~40 ms on every keep-alive request.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: object) -> None:
                 pass
