@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from prefect.cache_policies import NONE
 from prefect.futures import PrefectFuture, as_completed
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
@@ -34,6 +35,11 @@ from judgelab.models.endpoint import DEFAULT_ENDPOINT_CONCURRENCY
 from judgelab.progress import progress
 
 log = logging.getLogger("judgelab.flows.fanout")
+
+# The options of a unit's Prefect task. Prefect's own result caching stays off: judgelab's
+# caches are content-addressed already, and hashing each unit's inputs (an evaluator, a group)
+# cost about a quarter of the CPU of a loopback judge call (docs/BENCHMARKS.md, scaling).
+UNIT_TASK: dict[str, Any] = {"retries": 2, "retry_delay_seconds": 5, "cache_policy": NONE}
 
 EMBEDDED_LANE = "embedded"
 LOCAL_LANE = "local"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
-from flows.fanout import Lanes, Unit, fan_out
+from flows.fanout import UNIT_TASK, Lanes, Unit, fan_out
 from flows.stages import PROBES
 from judgelab.analysis.cost import judge_costing
 from judgelab.analysis.probes import run_probe_analysis
@@ -42,7 +42,7 @@ from judgelab.probes.run import (
 from judgelab.tasks.humaneval import load_humaneval
 
 
-@task(name="probe-view", retries=2, retry_delay_seconds=5)
+@task(name="probe-view", **UNIT_TASK)
 def probe_view_task(
     run_id: str, evaluator: Evaluator, family: str, group: ProbeGroup, view: View
 ) -> tuple[list[dict], list[dict]]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
-from flows.fanout import Lanes, Unit, fan_out
+from flows.fanout import UNIT_TASK, Lanes, Unit, fan_out
 from flows.stages import ROLLOUTS, TASKS
 from judgelab.cache import JsonCache
 from judgelab.config import RolloutSettings, load_settings
@@ -21,7 +21,7 @@ from judgelab.tasks import tasks_from_frame
 from judgelab.verdicts import Task
 
 
-@task(name="rollout-group", retries=2, retry_delay_seconds=5)
+@task(name="rollout-group", **UNIT_TASK)
 def rollout_group_task(settings: RolloutSettings, task_: Task, endpoint: Endpoint) -> list[dict]:
     cache = JsonCache(cache_dir(), "completions")
     rows = generate_group(settings, task_, endpoint, cache)

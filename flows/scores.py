@@ -6,7 +6,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
-from flows.fanout import Lanes, Unit, fan_out
+from flows.fanout import UNIT_TASK, Lanes, Unit, fan_out
 from flows.stages import ROLLOUTS, SCORES, TASKS
 from judgelab.cache import JsonCache
 from judgelab.config import load_settings
@@ -22,7 +22,7 @@ from judgelab.tasks import tasks_from_frame
 from judgelab.verdicts import Candidate, Task
 
 
-@task(name="score-group", retries=2, retry_delay_seconds=5)
+@task(name="score-group", **UNIT_TASK)
 def score_group_task(
     run_id: str, evaluator: Evaluator, task_: Task, candidates: list[Candidate], repeat: int
 ) -> list[dict]:

@@ -10,8 +10,11 @@ in `judgelab.evaluators.transport`, because ART's RULER speaks litellm.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import os
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -52,13 +55,50 @@ def merge_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"role": "user", "content": prefix}, *rest]
 
 
-def _client(ep: Endpoint) -> openai.OpenAI:
-    return openai.OpenAI(
-        base_url=ep.base_url,
-        api_key=ep.api_key or "not-needed",
-        timeout=ep.timeout_s,
-        max_retries=0,
-    )
+# The openai client refuses an empty key; local servers ignore it.
+NO_KEY = "sk-no-key-required"
+_clients_lock = threading.Lock()
+_clients: dict[tuple, openai.OpenAI | openai.AsyncOpenAI] = {}
+
+
+def _connection(ep: Endpoint) -> tuple:
+    return (os.getpid(), ep.base_url, ep.api_key, ep.timeout_s)
+
+
+def sync_client(ep: Endpoint) -> openai.OpenAI:
+    """The process's client for this endpoint, shared by every thread (httpx is thread-safe).
+
+    Building a client builds an SSL context, about 10 ms of CPU: more than a loopback call
+    costs, and per call it made concurrency CPU-bound (docs/BENCHMARKS.md, scaling). Retrying
+    is the caller's job (`max_retries=0`).
+    """
+    key = ("sync", *_connection(ep))
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            client = _clients[key] = openai.OpenAI(
+                base_url=ep.base_url,
+                api_key=ep.api_key or NO_KEY,
+                timeout=ep.timeout_s,
+                max_retries=0,
+            )
+    return client  # type: ignore[return-value]
+
+
+def async_client(ep: Endpoint) -> openai.AsyncOpenAI:
+    """The running event loop's client for this endpoint (an async client belongs to the loop
+    it first ran on); see `sync_client`."""
+    key = ("async", id(asyncio.get_running_loop()), *_connection(ep))
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            client = _clients[key] = openai.AsyncOpenAI(
+                base_url=ep.base_url,
+                api_key=ep.api_key or NO_KEY,
+                timeout=ep.timeout_s,
+                max_retries=0,
+            )
+    return client  # type: ignore[return-value]
 
 
 def chat_once(
@@ -77,7 +117,7 @@ def chat_once(
         with contextlib.ExitStack() as stack:
             if limiter is not None:
                 grant = stack.enter_context(limiter.slot(estimate_tokens(msgs, max_tokens)))
-            resp = _client(ep).chat.completions.create(
+            resp = sync_client(ep).chat.completions.create(
                 model=ep.model,
                 messages=msgs,
                 temperature=temperature,

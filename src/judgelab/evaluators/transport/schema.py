@@ -20,7 +20,6 @@ Scores are deliberately *not* bounded, so out-of-range scores stay visible.
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
 
@@ -87,7 +86,7 @@ def bound_schema(
     with ``ids``, every id string (a property ``id`` or ``*_id``) is one of them. With
     ``ordered`` too, an array of ``len(ids)`` objects that carry an id becomes a tuple
     (``prefixItems``) whose i-th object names the i-th id: no id twice, none left out."""
-    out = copy.deepcopy(schema)
+    out = _copy(schema)
 
     def as_tuple(node: dict[str, Any]) -> None:
         item = node.get("items")
@@ -98,7 +97,7 @@ def bound_schema(
             return
         node["prefixItems"] = []
         for i in ids:
-            one = copy.deepcopy(item)
+            one = _copy(item)
             one["properties"][key]["enum"] = [i]
             node["prefixItems"].append(one)
         del node["items"]  # llama.cpp's converter reads `items` before `prefixItems`
@@ -128,6 +127,12 @@ def bound_schema(
 
     visit(out, None)
     return out
+
+
+def _copy(schema: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy of a JSON schema (JSON through and through): several times faster than
+    `copy.deepcopy`, which was a third of a judge call's CPU in the client."""
+    return json.loads(json.dumps(schema))
 
 
 def _schema_of(response_format: Any) -> dict[str, Any] | None:
@@ -160,10 +165,10 @@ def adapt_request(
         return sent, None
     mode = endpoint.structured_output
     if mode == "json_schema":
-        rf = copy.deepcopy(response_format)
+        rf = dict(response_format)  # the schema is replaced, not edited: no deep copy
         bounded = bound_schema(schema, string_max_chars, array_items, ids)
         if rf.get("type") == "json_schema":
-            rf["json_schema"]["schema"] = bounded
+            rf["json_schema"] = {**rf["json_schema"], "schema": bounded}
         else:
             rf["schema"] = bounded
         return sent, rf
