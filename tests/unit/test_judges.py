@@ -468,6 +468,29 @@ def test_second_identical_run_is_served_from_the_cache(
     assert len(server.requests) == 3
 
 
+def test_identical_calls_in_flight_together_send_one_request(
+    server: OpenAIServer, tmp_path: Path
+) -> None:
+    """Four threads judge the same group at once on a cold cache (identical candidates are
+    common in GRPO groups): one HTTP request, every caller gets its reply, and the three
+    that sent none say so. A second, different call in flight beside them is sent."""
+    slow = score_by_candidate(lambda i: i / 4)
+    server.add(lambda body: {**slow(body), "delay_s": 0.5})
+    server.add(lambda body: {**slow(body), "delay_s": 0.5})
+    judge = RulerJudge(ruler_spec(retries=0), endpoint(server), JsonCache(tmp_path, "judge"))
+    other = Task(task_id="t-2", source="autorl", prompt="write a function g")
+    jobs = [TASK] * 4 + [other]
+    with ThreadPoolExecutor(5) as pool:
+        results = list(pool.map(lambda t: judge.judge_group(t, candidates(3, t)), jobs))
+    assert len(server.requests) == 2 and server.max_in_flight == 2
+    same = results[:4]
+    assert all([v.score for v in r.verdicts] == [0.0, 0.25, 0.5] for r in same)
+    assert sorted(r.calls[0].http_requests for r in same) == [0, 0, 0, 1]
+    assert sorted(r.calls[0].cached for r in same) == [False, True, True, True]
+    assert len({r.calls[0].cache_key for r in same}) == 1
+    assert results[4].calls[0].http_requests == 1
+
+
 def test_ruler_rubric_is_a_setting_in_the_prompt_and_the_cache_key(
     server: OpenAIServer, tmp_path: Path
 ) -> None:
@@ -486,6 +509,33 @@ def test_ruler_rubric_is_a_setting_in_the_prompt_and_the_cache_key(
     prompts = [json.dumps(r["body"]["messages"]) for r in server.requests]
     assert json.dumps(default.strip())[1:-1] in prompts[0] and strict not in prompts[0]
     assert strict in prompts[1]
+
+
+def test_rubric_judge_rubric_is_a_setting_in_the_prompt_the_cache_key_and_the_run_id(
+    server: OpenAIServer, tmp_path: Path
+) -> None:
+    """The rubric judge's rubric replaces judgelab's own, taken as written (braces too), with
+    the reply format kept; another rubric is a cache miss, the same one a hit. Unset, the
+    settings (so the run id) are what they were before the setting existed."""
+    from judgelab.evaluators.rubric import DEFAULT_RUBRIC
+
+    mine = "Score 1.0 only if {every} branch is tested; else 0.0."
+    cache = JsonCache(tmp_path, "judge")
+    for rubric in (None, mine, mine):
+        server.add(rubric_reply(0.5))
+        spec = RubricEvaluator(name="rubric-test", judge="j", rubric=rubric, call=call_settings())
+        RubricJudge(spec, endpoint(server), cache).judge(TASK, candidates(1)[0])
+    assert len(server.requests) == 2
+    users = [r["body"]["messages"][-1]["content"] for r in server.requests]
+    assert DEFAULT_RUBRIC.strip() in users[0] and mine not in users[0]
+    assert mine in users[1] and DEFAULT_RUBRIC.strip() not in users[1]
+    assert all('"score": <a number from 0 to 1>' in u for u in users)
+
+    unset = RubricEvaluator(name="r", judge="j").model_dump(mode="json")
+    assert "rubric" not in unset  # the run id is a digest of these settings
+    assert RubricEvaluator(name="r", judge="j", rubric=mine).model_dump()["rubric"] == mine
+    with pytest.raises(ValueError, match="rubric"):
+        RubricEvaluator(name="r", judge="j", rubric="")
 
 
 def test_a_cached_bad_reply_is_not_replayed_on_retry(server: OpenAIServer, tmp_path: Path) -> None:

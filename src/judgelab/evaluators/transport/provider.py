@@ -6,12 +6,14 @@ litellm hands the request to `JudgelabProvider`, which
 * finds the `~judgelab.models.endpoint.Endpoint`: the per-call context opened by `judge_call`,
   or else the endpoint registered under ``<name>`` by `register_endpoint`;
 * adapts the request to the endpoint (`judgelab.evaluators.transport.schema`);
-* answers from the ``"judge"`` `~judgelab.cache.JsonCache` when it can. The key is exactly
+* answers from the ``"judge"`` `~judgelab.cache.JsonCache` when it can, and sends a request
+  only once while it is in flight (identical concurrent calls share its reply). The key is exactly
   what changes the reply: endpoint fingerprint and model, the messages and response_format
   *as sent*, temperature, max_tokens, top_p and seed, and the endpoint's grammar sampler where
   judgelab knows it (never timeouts or retry counts). A hit makes no HTTP request. The raw
   reply is cached, good or bad: a retry must change the seed to get a new one;
-* sends the request with ``openai.AsyncOpenAI(max_retries=0)``: retrying is the judge's job;
+* sends the request with the endpoint's shared ``openai.AsyncOpenAI(max_retries=0)``
+  (`judgelab.models.client.async_client`): retrying is the judge's job;
   each HTTP request first waits for the endpoint's limiter (`judgelab.models.ratelimit`),
   and a 429's ``Retry-After`` pauses it;
 * maps failures to typed errors: 429 → `RateLimitedError` (``Retry-After`` kept),
@@ -29,6 +31,7 @@ recorded or put into an error message.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -57,6 +60,7 @@ from judgelab.evaluators.transport.schema import (
     extract_json_object,
     normalize_json,
 )
+from judgelab.models.client import async_client
 from judgelab.models.endpoint import Endpoint
 from judgelab.models.ratelimit import (
     RETRY_AFTER_CAP_S,
@@ -68,7 +72,6 @@ log = logging.getLogger(__name__)
 
 PROVIDER = "judgelab"
 _CACHE_VERSION = 1
-_NO_KEY = "sk-no-key-required"  # the openai client refuses an empty key; local servers ignore it
 
 
 @dataclass
@@ -110,6 +113,8 @@ class _CallContext:
 _lock = threading.Lock()
 _endpoints: dict[str, Endpoint] = {}
 _calls: dict[str, _CallContext] = {}
+# (event loop, cache, key hash) -> the reply of the identical request already in flight
+_in_flight: dict[tuple[int, str, str], asyncio.Future[dict[str, Any]]] = {}
 _provider: JudgelabProvider | None = None
 
 
@@ -288,28 +293,11 @@ class JudgelabProvider(litellm.CustomLLM):
         if endpoint.grammar_sampler is not None:  # absent from remote keys: those stay valid
             key["grammar_sampler"] = endpoint.grammar_sampler
         start = time.perf_counter()
-        hit = ctx.cache.get(key) if ctx.cache is not None else None
-        if hit is not None:
-            record.cached = True
-            record.cache_key = ctx.cache.key_hash(key) if ctx.cache is not None else None
-            raw, finish = hit.get("raw") or "", hit.get("finish_reason")
-            usage = (hit.get("prompt_tokens"), hit.get("completion_tokens"))
-            record.reply_latency_s = hit.get("latency_s")
-        else:
-            raw, finish, usage = await self._post(endpoint, sent, response_format, sampling, record)
-            record.reply_latency_s = time.perf_counter() - start
-            if ctx.cache is not None:
-                ctx.cache.put(
-                    key,
-                    {
-                        "raw": raw,
-                        "finish_reason": finish,
-                        "prompt_tokens": usage[0],
-                        "completion_tokens": usage[1],
-                        "latency_s": record.reply_latency_s,  # the value, never the key
-                    },
-                )
-                record.cache_key = ctx.cache.key_hash(key)
+        entry, record.cached = await self._reply(ctx, key, sent, response_format, sampling)
+        record.cache_key = ctx.cache.key_hash(key) if ctx.cache is not None else None
+        raw, finish = entry.get("raw") or "", entry.get("finish_reason")
+        usage = (entry.get("prompt_tokens"), entry.get("completion_tokens"))
+        record.reply_latency_s = entry.get("latency_s")
         record.latency_s = time.perf_counter() - start
         record.raw, record.finish_reason = raw, finish
         record.prompt_tokens, record.completion_tokens = usage
@@ -338,6 +326,68 @@ class JudgelabProvider(litellm.CustomLLM):
         )
         return model_response
 
+    async def _reply(
+        self,
+        ctx: _CallContext,
+        key: dict[str, Any],
+        sent: list[dict[str, Any]],
+        response_format: dict[str, Any] | None,
+        sampling: dict[str, Any],
+    ) -> tuple[dict[str, Any], bool]:
+        """The reply's cache entry, and whether this call made no request of its own: it came
+        from the cache, or from an identical request already in flight on this loop (awaited,
+        not sent twice: concurrent groups often hold identical candidates). A reply is cached
+        before any caller sees it."""
+        cache = ctx.cache
+        if cache is None:
+            return await self._fetch(ctx, sent, response_format, sampling), False
+        hit = cache.get(key)
+        if hit is not None:
+            return hit, True
+        loop = asyncio.get_running_loop()
+        flight = (id(loop), str(cache.root), cache.key_hash(key))
+        pending = _in_flight.get(flight)
+        if pending is not None:
+            return await asyncio.shield(pending), True
+        future: asyncio.Future[dict[str, Any]] = loop.create_future()
+        _in_flight[flight] = future
+        try:
+            entry = await self._fetch(ctx, sent, response_format, sampling)
+            # off the loop: the write's fsync would stall every other call in flight
+            await asyncio.to_thread(cache.put, key, entry)
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except Exception as err:
+            future.set_exception(err)
+            future.exception()  # marked retrieved: nobody may be waiting
+            raise
+        finally:
+            _in_flight.pop(flight, None)
+        future.set_result(entry)
+        return entry, False
+
+    async def _fetch(
+        self,
+        ctx: _CallContext,
+        sent: list[dict[str, Any]],
+        response_format: dict[str, Any] | None,
+        sampling: dict[str, Any],
+    ) -> dict[str, Any]:
+        """One HTTP request; the reply as a cache entry (its latency in the value, never the
+        key)."""
+        start = time.perf_counter()
+        raw, finish, usage = await self._post(
+            ctx.endpoint, sent, response_format, sampling, ctx.record
+        )
+        return {
+            "raw": raw,
+            "finish_reason": finish,
+            "prompt_tokens": usage[0],
+            "completion_tokens": usage[1],
+            "latency_s": time.perf_counter() - start,
+        }
+
     async def _post(
         self,
         endpoint: Endpoint,
@@ -349,12 +399,7 @@ class JudgelabProvider(litellm.CustomLLM):
         body: dict[str, Any] = {"model": endpoint.model, "messages": messages, **sampling}
         if response_format is not None:
             body["response_format"] = response_format
-        client = openai.AsyncOpenAI(
-            base_url=endpoint.base_url,
-            api_key=endpoint.api_key or _NO_KEY,
-            timeout=endpoint.timeout_s,
-            max_retries=0,
-        )
+        client = async_client(endpoint)
         limiter = endpoint.limiter
         try:
             async with contextlib.AsyncExitStack() as stack:
@@ -368,8 +413,6 @@ class JudgelabProvider(litellm.CustomLLM):
                     grant.used(getattr(usage, "total_tokens", None))
         except (openai.OpenAIError, json.JSONDecodeError) as err:
             raise _map_openai_error(err, endpoint) from None
-        finally:
-            await client.close()
         choices = getattr(resp, "choices", None)
         if not choices:
             raise JudgeReplyError(f"judge endpoint {endpoint.name!r}: reply has no choices", raw="")
