@@ -15,7 +15,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, SerializeAsAny
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    SerializeAsAny,
+    model_serializer,
+)
 from pydantic_core import PydanticCustomError
 
 from judgelab.errors import ConfigError
@@ -116,7 +123,24 @@ class RulerEvaluator(LLMJudgeSettings):
 class RubricEvaluator(LLMJudgeSettings):
     kind: Literal["rubric"] = "rubric"
     judge: str
+    rubric: str | None = Field(
+        None,
+        min_length=1,
+        description="The grading rubric: the part of the pointwise prompt between the answer "
+        "and the reply format (which stays: a score from 0 to 1 and an explanation). Unset: "
+        "judgelab's code-review rubric (docs/JUDGES.md). Part of the run id and of every "
+        "judge call's cache key (it is in the prompt).",
+    )
     call: JudgeCallSettings = JudgeCallSettings()
+
+    @model_serializer(mode="wrap")
+    def _unset_rubric_left_out(self, handler: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+        # An unset rubric leaves the run ids of runs made before the setting existed as they
+        # were (the run id is a digest of the settings).
+        out = handler(self)
+        if out.get("rubric") is None:
+            out.pop("rubric", None)
+        return out
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ SYSTEM_PROMPT = (
     "request. You judge correctness first and quality second, and you reply only with JSON."
 )
 
-USER_TEMPLATE = dedent(
+ANSWER_TEMPLATE = dedent(
     """\
     <request>
     {request}
@@ -63,6 +63,12 @@ USER_TEMPLATE = dedent(
     {answer}
     </answer>
 
+    """
+)
+
+# The part of the prompt users tune (`rubric:` on a rubric evaluator replaces it).
+DEFAULT_RUBRIC = dedent(
+    """\
     Grade the answer to the request with this rubric, in order:
     1. Correctness (decides most of the score): does the code do what the request asks,
        including the edge cases the request implies? Would it run as written: valid syntax,
@@ -79,16 +85,26 @@ USER_TEMPLATE = dedent(
     An answer that would not run or does not solve the request scores at most 0.3, however
     polished it looks. Do not reward length, keywords or features the request did not ask for.
 
+    """
+)
+
+REPLY_TEMPLATE = dedent(
+    """\
     Reply with JSON only: {{"explanation": "<at most {max_chars} characters: the decisive
     reasons>", "score": <a number from 0 to 1>}}"""
 )
 
 
-def rubric_messages(task: Task, candidate: Candidate, max_chars: int) -> list[dict[str, str]]:
-    """The judge prompt for one candidate (system + user)."""
-    user = USER_TEMPLATE.format(
-        request=task.prompt.strip(), answer=candidate.completion.strip(), max_chars=max_chars
+def rubric_messages(
+    task: Task, candidate: Candidate, max_chars: int, rubric: str | None = None
+) -> list[dict[str, str]]:
+    """The judge prompt for one candidate (system + user): the request and answer, the rubric
+    (`DEFAULT_RUBRIC` unless given; taken as written, braces and all), the reply format."""
+    answer = ANSWER_TEMPLATE.format(
+        request=task.prompt.strip(), answer=candidate.completion.strip()
     )
+    grading = DEFAULT_RUBRIC if rubric is None else rubric.strip() + "\n\n"
+    user = answer + grading + REPLY_TEMPLATE.format(max_chars=max_chars)
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
@@ -141,7 +157,7 @@ class RubricJudge(LLMJudge, PointwiseEvaluator):
         records: list[CallRecord],
     ) -> Verdict:
         call = self.spec.call
-        messages = rubric_messages(task, candidate, call.explanation_max_chars)
+        messages = rubric_messages(task, candidate, call.explanation_max_chars, self.spec.rubric)
         with judge_call(
             self.endpoint, self.cache, string_max_chars=call.explanation_max_chars
         ) as record:
