@@ -88,11 +88,9 @@ class Gate:
 
 
 def params(base_url: str) -> dict[str, Any]:
-    # One call at a time: the kills below land after exactly the n-th answer is stored. With
-    # calls in flight together an answer can arrive and the kill come before it is cached;
-    # it is then asked again on resume, which is right (it was not finished) but not countable.
+    # Four calls in flight per model, as an endpoint has by default.
     model = {"kind": "endpoint", "base_url": base_url, "structured_output": "json_object",
-             "timeout_s": 300, "max_concurrency": 1}  # fmt: skip
+             "timeout_s": 300, "max_concurrency": 4}  # fmt: skip
     return {
         "models": {"pol": {**model, "model": "pol"}, "jud": {**model, "model": "jud"}},
         "tasks": {
@@ -123,12 +121,22 @@ def pipeline(project: Path) -> subprocess.Popen[bytes]:
     )  # fmt: skip
 
 
-def kill_when(proc: subprocess.Popen[bytes], gate: Gate, kind: str, n: int) -> None:
+CACHES = {"policy": "completions", "judge": "judge"}
+
+
+def cached(project: Path, kind: str) -> int:
+    return len(list((project / ".cache" / CACHES[kind]).rglob("*.json")))
+
+
+def kill_when(project: Path, proc: subprocess.Popen[bytes], gate: Gate, kind: str, n: int) -> None:
+    """Kill once the n answers let through are stored and a further request hangs. With calls
+    in flight together, an answer can reach the client a moment before it is cached: waiting
+    for the cache makes what "finished" means exact."""
     deadline = time.monotonic() + 400
-    while gate.seen[kind] <= n and proc.poll() is None and time.monotonic() < deadline:
+    while (gate.seen[kind] <= n or cached(project, kind) < n) and proc.poll() is None:
+        assert time.monotonic() < deadline, "the pipeline never got that far"
         time.sleep(0.05)
     assert proc.poll() is None, "the pipeline ended before it could be killed"
-    assert gate.seen[kind] > n, "the pipeline never got that far"
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
 
@@ -143,20 +151,21 @@ def test_kill_9_mid_rollouts_and_mid_scores_then_resume(tmp_path: Path) -> None:
         data = project / "data"
 
         gate.kind, gate.allowed = "policy", 4  # 3 tasks x k=3 = 9 samples; hang at the 5th
-        kill_when(pipeline(project), gate, "policy", 4)
+        kill_when(project, pipeline(project), gate, "policy", 4)
         assert not (data / "rollouts" / "rollouts.parquet").exists()  # no partial table
-        assert len(list((project / ".cache" / "completions").rglob("*.json"))) == 4
+        assert cached(project, "policy") == 4  # the hung calls stored nothing
 
         gate.opened.set()
         gate.opened = threading.Event()
         gate.seen = {"policy": 0, "judge": 0}
         gate.kind, gate.allowed = "judge", 5
-        kill_when(pipeline(project), gate, "judge", 5)
+        kill_when(project, pipeline(project), gate, "judge", 5)
         assert gate.seen["policy"] == 5, "resumed rollouts must ask only for the 5 missing"
         assert (data / "rollouts" / "rollouts.parquet").exists()
         assert not (data / "scores" / "scores.parquet").exists()
 
-        answered = set(gate.bodies[:5])  # the 6th hung until the kill
+        assert cached(project, "judge") == 5
+        answered = set(gate.bodies[:5])  # the later ones hung until the kill
         gate.opened.set()
         gate.seen, gate.bodies = {"policy": 0, "judge": 0}, []
         gate.kind = None
