@@ -99,7 +99,11 @@ TRAINING_TABLES = {
 
 def training_params(base_url: str) -> dict[str, Any]:
     config = params(base_url)
-    config["models"]["smollm2"] = {"kind": "embedded", "zoo": "smollm2-135m-instruct", "family": "smollm"}
+    config["models"]["smollm2"] = {
+        "kind": "embedded",
+        "zoo": "smollm2-135m-instruct",
+        "family": "smollm",
+    }
     config["train"] = {
         "judges": list(TRAINING_JUDGES),
         "policy": "smollm2",

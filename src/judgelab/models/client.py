@@ -17,7 +17,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import openai
 
@@ -59,10 +59,19 @@ def merge_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 NO_KEY = "sk-no-key-required"
 _clients_lock = threading.Lock()
 _clients: dict[tuple, openai.OpenAI | openai.AsyncOpenAI] = {}
+_C = TypeVar("_C", openai.OpenAI, openai.AsyncOpenAI)
 
 
-def _connection(ep: Endpoint) -> tuple:
-    return (os.getpid(), ep.base_url, ep.api_key, ep.timeout_s)
+def _shared(ep: Endpoint, cls: type[_C], scope: int) -> _C:
+    key = (cls.__name__, scope, os.getpid(), ep.base_url, ep.api_key, ep.timeout_s)
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            client = _clients[key] = cls(
+                base_url=ep.base_url, api_key=ep.api_key or NO_KEY, timeout=ep.timeout_s,
+                max_retries=0,
+            )  # fmt: skip
+    return client  # type: ignore[return-value]
 
 
 def sync_client(ep: Endpoint) -> openai.OpenAI:
@@ -72,33 +81,13 @@ def sync_client(ep: Endpoint) -> openai.OpenAI:
     costs, and per call it made concurrency CPU-bound (docs/BENCHMARKS.md, scaling). Retrying
     is the caller's job (`max_retries=0`).
     """
-    key = ("sync", *_connection(ep))
-    with _clients_lock:
-        client = _clients.get(key)
-        if client is None:
-            client = _clients[key] = openai.OpenAI(
-                base_url=ep.base_url,
-                api_key=ep.api_key or NO_KEY,
-                timeout=ep.timeout_s,
-                max_retries=0,
-            )
-    return client  # type: ignore[return-value]
+    return _shared(ep, openai.OpenAI, 0)
 
 
 def async_client(ep: Endpoint) -> openai.AsyncOpenAI:
     """The running event loop's client for this endpoint (an async client belongs to the loop
     it first ran on); see `sync_client`."""
-    key = ("async", id(asyncio.get_running_loop()), *_connection(ep))
-    with _clients_lock:
-        client = _clients.get(key)
-        if client is None:
-            client = _clients[key] = openai.AsyncOpenAI(
-                base_url=ep.base_url,
-                api_key=ep.api_key or NO_KEY,
-                timeout=ep.timeout_s,
-                max_retries=0,
-            )
-    return client  # type: ignore[return-value]
+    return _shared(ep, openai.AsyncOpenAI, id(asyncio.get_running_loop()))
 
 
 def chat_once(
