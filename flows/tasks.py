@@ -1,4 +1,5 @@
-"""tasks stage: HumanEval problems + AutoRL requests written by the policy -> tasks.parquet."""
+"""tasks stage: HumanEval problems + your task files + AutoRL requests written by the policy
+-> tasks.parquet."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from judgelab.config import AutoRLSettings, HumanEvalSettings, load_settings
 from judgelab.io import write_parquet
 from judgelab.models.endpoint import Endpoint
 from judgelab.models.server import serve
-from judgelab.paths import cache_dir
+from judgelab.paths import cache_dir, project_root
 from judgelab.tasks import tasks_frame
 from judgelab.tasks.autorl import generate_autorl
+from judgelab.tasks.files import load_task_files
 from judgelab.tasks.humaneval import load_humaneval
 from judgelab.verdicts import Task
 
@@ -34,6 +36,7 @@ def tasks_flow(params: Path = Path("params.yaml"), out: Path = TASKS) -> Path:
     settings = load_settings(params)
     logger = get_run_logger()
     tasks = load_humaneval_task(settings.tasks.humaneval)
+    tasks += load_task_files(settings.tasks.files, project_root())
     autorl = settings.tasks.autorl
     if autorl.enabled and autorl.n:
         with serve(settings, [autorl.model]) as endpoints:

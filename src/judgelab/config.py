@@ -232,6 +232,11 @@ class AutoRLSettings(_Section):
 class TasksSettings(_Section):
     humaneval: HumanEvalSettings = HumanEvalSettings()
     autorl: AutoRLSettings = AutoRLSettings()
+    files: list[str] = Field(
+        default_factory=list,
+        description="Your own tasks: JSONL or parquet files, relative to the project root "
+        "(keep them under inputs/, which dvc's tasks stage depends on). Format: docs/TASKS.md.",
+    )
 
 
 class RolloutSettings(_Section):

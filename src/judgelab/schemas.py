@@ -16,13 +16,14 @@ from pandera.errors import SchemaError, SchemaErrors
 
 from judgelab.errors import TableError
 
-SOURCES = ["humaneval", "autorl"]
+SOURCES = ["humaneval", "autorl", "custom"]
 PROTOCOLS = ["rule", "execution", "ruler", "rubric"]
 STATUSES = ["scored", "unscored"]
 
 
 class TasksSchema(pa.DataFrameModel):
-    """Frozen coding tasks. HumanEval rows carry tests; AutoRL rows do not.
+    """Frozen coding tasks. HumanEval rows carry tests; AutoRL rows do not; your own
+    (`custom`, `judgelab.tasks.files`) may.
 
     `request` is the natural-language user turn the policy sees; `prompt` is the task's own
     text (for HumanEval, the function signature and docstring the tests import against).
@@ -43,6 +44,11 @@ class TasksSchema(pa.DataFrameModel):
             (pl.col("source") != "humaneval")
             | (pl.col("entry_point").is_not_null() & pl.col("test").is_not_null())
         )
+
+    @pa.dataframe_check(error="a row with a test needs its entry_point")
+    @classmethod
+    def tests_name_their_function(cls, data: pa.PolarsData) -> pl.LazyFrame:
+        return data.lazyframe.select(pl.col("test").is_null() | pl.col("entry_point").is_not_null())
 
     class Config:
         strict = True
