@@ -82,10 +82,13 @@ def _no_models(settings: Settings) -> list[str]:
 
 
 def _autorl_model(settings: Settings) -> list[str]:
-    return [settings.tasks.autorl.model] if settings.tasks.autorl.enabled else []
+    autorl = settings.tasks.autorl
+    return [autorl.model] if autorl.enabled and autorl.n else []
 
 
 def _policy(settings: Settings) -> list[str]:
+    if settings.rollouts.candidates is not None:  # imported: no policy is sampled
+        return []
     return [settings.rollouts.policy]
 
 

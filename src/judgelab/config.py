@@ -253,6 +253,13 @@ class RolloutSettings(_Section):
     max_tokens: int = Field(384, ge=16, le=8192)
     seed: int = 0
     system_prompt: str = EXPERIMENT_SYSTEM_PROMPT
+    candidates: str | None = Field(
+        None,
+        min_length=1,
+        description="Your own candidates (JSONL or parquet under inputs/, relative to the "
+        "project root) in place of sampling the policy; k, temperature and seed then do not "
+        "apply. Format: docs/TASKS.md.",
+    )
 
 
 class ScoresSettings(_Section):
@@ -518,10 +525,11 @@ class Settings(_Section):
     @model_validator(mode="after")
     def _known_models(self) -> Settings:
         known = sorted(self.models)
-        refs = [
-            ("rollouts.policy", self.rollouts.policy),
-            ("tasks.autorl.model", self.tasks.autorl.model),
-        ]
+        refs = []  # a model is checked only where it is used
+        if self.rollouts.candidates is None:  # imported candidates: no policy is sampled
+            refs.append(("rollouts.policy", self.rollouts.policy))
+        if self.tasks.autorl.enabled and self.tasks.autorl.n:
+            refs.append(("tasks.autorl.model", self.tasks.autorl.model))
         refs += [
             (f"scores.evaluators[{i}].judge ({ev.name})", ev.judge_model)
             for i, ev in enumerate(self.scores.evaluators)

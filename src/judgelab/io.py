@@ -1,4 +1,5 @@
-"""Atomic file writes: a reader sees the old file or the new one, never half of one."""
+"""Atomic file writes (a reader sees the old file or the new one, never half of one), and the
+records of a user's JSONL or parquet file."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+
+from judgelab.errors import ConfigError
 
 
 @contextmanager
@@ -56,3 +59,27 @@ def write_json(path: Path, obj: Any) -> None:
 def write_parquet(path: Path, frame: pl.DataFrame) -> None:
     with atomic_path(path) as tmp:
         frame.write_parquet(tmp)
+
+
+def read_records(path: Path, where: str) -> list[tuple[str, Any]]:
+    """(place, record) for every record of a user's .jsonl or .parquet file; the place names
+    the line or row, and every error names `where` (the setting), the file and the place."""
+    if not path.is_file():
+        raise ConfigError(f"{where}: no such file: {path}")
+    if path.suffix == ".jsonl":
+        out = []
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                out.append((f"line {n}", json.loads(line)))
+            except json.JSONDecodeError as err:
+                raise ConfigError(f"{where} ({path}) line {n}: not JSON: {err.msg}") from None
+        return out
+    if path.suffix == ".parquet":
+        try:
+            frame = pl.read_parquet(path)
+        except Exception as err:  # noqa: BLE001 (polars raises several kinds)
+            raise ConfigError(f"{where} ({path}): not a parquet file: {err}") from None
+        return [(f"row {n}", row) for n, row in enumerate(frame.iter_rows(named=True), 1)]
+    raise ConfigError(f"{where} ({path}): the file must be .jsonl or .parquet")

@@ -106,6 +106,8 @@ def log_pipeline_run(
         data_version = hashlib.md5(Path(scores_path).read_bytes()).hexdigest()
     data_version = data_version[:12]
     policy = settings.rollouts.policy
+    if settings.rollouts.candidates is not None:
+        policy = f"imported:{settings.rollouts.candidates}"
     parent = client.create_run(
         exp_id,
         run_name=f"pipeline-{scores_run_id}",

@@ -233,6 +233,12 @@ RUNNERS = {
 }
 
 
+def slow_pure_reply(body: dict[str, Any]) -> dict[str, Any]:
+    """pure_reply after 50 ms: the loopback server answers in about 1 ms, so without a delay
+    calls made concurrently need not overlap on the server."""
+    return {**pure_reply(body), "delay_s": 0.05}
+
+
 @pytest.mark.parametrize("runner", sorted(RUNNERS))
 def test_scores_do_not_depend_on_concurrency_or_runner(
     project: Path, tmp_path: Path, runner: str
@@ -241,7 +247,7 @@ def test_scores_do_not_depend_on_concurrency_or_runner(
     settings, concurrency = RUNNERS[runner]
     for sub in ("tasks", "rollouts"):
         shutil.copytree(project / "data" / sub, tmp_path / "data" / sub)
-    with OpenAIServer(pure_reply, port=PORT) as server:
+    with OpenAIServer(slow_pure_reply, port=PORT) as server:
         config = params(server.base_url)
         for model in config["models"].values():
             model["max_concurrency"] = concurrency

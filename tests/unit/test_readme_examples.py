@@ -26,7 +26,10 @@ BLOCKS = [block for _, block in EXAMPLES]
 
 def pasted(example: dict) -> dict:
     """params.yaml with the example pasted in: a section it names is merged key by key,
-    except `scores`, whose evaluator list the example replaces."""
+    except `scores`, whose evaluator list the example replaces. An example with `models`,
+    `tasks`, `rollouts` and `scores` is a whole parameters file (the quick start): alone."""
+    if {"models", "tasks", "rollouts", "scores"} <= set(example):
+        return example
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     for key, value in example.items():
         if isinstance(value, dict) and isinstance(params.get(key), dict) and key != "scores":

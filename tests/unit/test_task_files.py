@@ -12,10 +12,12 @@ import polars as pl
 import pytest
 import yaml
 
-from judgelab.config import HumanEvalSettings
+from judgelab.config import HumanEvalSettings, RolloutSettings
 from judgelab.errors import ConfigError
 from judgelab.evaluators.execution import ExecutionJudge
 from judgelab.evaluators.registry import ExecutionEvaluator
+from judgelab.rollouts.generate import rollouts_frame
+from judgelab.rollouts.imported import import_candidates
 from judgelab.schemas import validate_file
 from judgelab.tasks import tasks_frame, tasks_from_frame
 from judgelab.tasks.files import load_task_file, load_task_files
@@ -120,7 +122,7 @@ def test_missing_files_and_other_formats_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"tasks.files\[0\]: no such file: .*nope.jsonl"):
         load_task_files(["nope.jsonl"], tmp_path)
     (tmp_path / "t.csv").write_text("task_id,request\na,r\n")
-    with pytest.raises(ConfigError, match=r"tasks.files\[1\] .*: a task file is .jsonl or"):
+    with pytest.raises(ConfigError, match=r"tasks.files\[1\] .*: the file must be .jsonl or"):
         load_task_files([str(EXAMPLE), "t.csv"], tmp_path)
 
 
@@ -151,3 +153,63 @@ def test_the_tasks_stage_freezes_them(tmp_path: Path) -> None:
     frame = validate_file(tmp_path / "data" / "tasks" / "tasks.parquet", "tasks")
     assert frame["task_id"].to_list() == ["mine/clamp", "mine/word_count", "mine/explain"]
     assert frame["test"].null_count() == 1
+
+
+# --- your own candidates (rollouts.candidates) -------------------------------------------
+
+
+def example_tasks() -> list[Task]:
+    return load_task_file(EXAMPLE, "tasks.files[0]")
+
+
+def test_imported_candidates_form_groups_in_file_order() -> None:
+    rows = import_candidates(
+        ROOT / "inputs" / "example_candidates.jsonl", "rollouts.candidates", example_tasks(),
+        RolloutSettings(),
+    )  # fmt: skip
+    frame = rollouts_frame(rows)  # the rollouts table's own schema accepts them
+    sizes = dict(frame.group_by("task_id").len().iter_rows())
+    assert sizes == {"mine/clamp": 3, "mine/word_count": 2, "mine/explain": 2}
+    clamp = frame.filter(pl.col("task_id") == "mine/clamp").sort("sample_index")
+    assert clamp["sample_index"].to_list() == [0, 1, 2]
+    assert clamp["completion"][2] == "Use max and min."
+    assert set(frame["policy"]) == {"my-policy"} and set(frame["seed"]) == {-1}
+    messages = json.loads(clamp["messages_json"][0])  # what judgelab would have sent
+    assert messages[-1] == {"role": "user", "content": example_tasks()[0].request}
+    # the same file, the same ids (judge caches hit); another completion, another id
+    again = import_candidates(
+        ROOT / "inputs" / "example_candidates.jsonl", "rollouts.candidates", example_tasks(),
+        RolloutSettings(),
+    )  # fmt: skip
+    assert [r["candidate_id"] for r in again] == [r["candidate_id"] for r in rows]
+    assert frame["candidate_id"].n_unique() == frame.height
+
+
+def test_identical_completions_in_a_group_keep_their_own_rows(tmp_path: Path) -> None:
+    same = {"task_id": "mine/clamp", "completion": "x"}
+    rows = import_candidates(jsonl(tmp_path, same, same), "c", example_tasks(), RolloutSettings())
+    assert [r["sample_index"] for r in rows] == [0, 1]
+    assert rows[0]["candidate_id"] != rows[1]["candidate_id"]
+    assert {r["policy"] for r in rows} == {"imported"}
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ([{"task_id": "nope", "completion": "x"}],
+         r"line 1: field 'task_id': 'nope' is not in the tasks table \(mine/clamp, "),
+        ([{"task_id": "mine/clamp"}], r"line 1: field 'completion': Field required"),
+        ([{"task_id": "mine/clamp", "completion": "x", "score": 1}],
+         r"line 1: field 'score': Extra inputs are not permitted"),
+        ([{"task_id": "mine/clamp", "completion": "x", "messages": [{"role": "bot"}]}],
+         r"line 1: field 'messages.0.role': Input should be 'system', 'user' or 'assistant'"),
+        ([""], r"holds no candidates"),
+    ],
+)  # fmt: skip
+def test_bad_candidate_rows_are_named_by_file_line_and_field(
+    tmp_path: Path, rows: list[Any], message: str
+) -> None:
+    path = jsonl(tmp_path, *rows)
+    with pytest.raises(ConfigError, match=message) as err:
+        import_candidates(path, "rollouts.candidates", example_tasks(), RolloutSettings())
+    assert str(err.value).startswith(f"rollouts.candidates ({path})")

@@ -22,10 +22,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from judgelab.errors import ConfigError
+from judgelab.io import read_records
 from judgelab.verdicts import Task
 
 SOURCE = "custom"
@@ -90,34 +90,11 @@ def check_function(entry_point: str, cases: list[IOCase]) -> str:
     )
 
 
-def _records(path: Path, where: str) -> list[tuple[str, Any]]:
-    """(place, record) for every task in the file; the place names the line or row."""
-    if not path.is_file():
-        raise ConfigError(f"{where}: no such file: {path}")
-    if path.suffix == ".jsonl":
-        out = []
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                out.append((f"line {n}", json.loads(line)))
-            except json.JSONDecodeError as err:
-                raise ConfigError(f"{where} ({path}) line {n}: not JSON: {err.msg}") from None
-        return out
-    if path.suffix == ".parquet":
-        try:
-            frame = pl.read_parquet(path)
-        except Exception as err:  # noqa: BLE001 (polars raises several kinds)
-            raise ConfigError(f"{where} ({path}): not a parquet file: {err}") from None
-        return [(f"row {n}", row) for n, row in enumerate(frame.iter_rows(named=True), 1)]
-    raise ConfigError(f"{where} ({path}): a task file is .jsonl or .parquet")
-
-
 def load_task_file(path: Path, where: str) -> list[Task]:
     """The tasks in one file; `where` names the setting (e.g. ``tasks.files[0]``)."""
     tasks: list[Task] = []
     seen: dict[str, str] = {}
-    for place, record in _records(path, where):
+    for place, record in read_records(path, where):
         if not isinstance(record, dict):
             raise ConfigError(f"{where} ({path}) {place}: a task is a JSON object")
         if isinstance(record.get("tests"), str):  # parquet: the pairs as a JSON string
