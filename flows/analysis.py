@@ -9,9 +9,24 @@ from prefect import flow, get_run_logger
 from flows.stages import ANALYSIS, PROBES_METRICS, ROLLOUTS, SCORES, TASKS, TRAINING
 from judgelab.analysis import run_analysis
 from judgelab.analysis.stats import latency_summary
-from judgelab.config import load_settings
+from judgelab.config import Settings, load_settings
+from judgelab.paths import project_root
+from judgelab.provenance import provenance
 from judgelab.schemas import validate_file
 from judgelab.tracking import log_pipeline_run
+
+
+def models_used(settings: Settings) -> list[str]:
+    """The models behind the tables analysed: the judges, the policy (unless the candidates
+    were imported), the trained policy and the AutoRL task writer."""
+    names = [ev.judge_model for ev in settings.scores.evaluators if ev.judge_model is not None]
+    if settings.rollouts.candidates is None:
+        names.append(settings.rollouts.policy)
+    if settings.train.judges:
+        names.append(settings.train.policy)
+    if settings.tasks.autorl.enabled and settings.tasks.autorl.n:
+        names.append(settings.tasks.autorl.model)
+    return sorted(set(names))
 
 
 @flow(name="judgelab-analysis")
@@ -34,6 +49,7 @@ def analysis_flow(
         training_dir=training,
         probes_metrics=PROBES_METRICS,
         train_judges=settings.train.judges,
+        provenance=provenance(settings, params, project_root(), models_used(settings)),
     )
     if settings.tracking.enabled:
         latency = {

@@ -59,6 +59,10 @@ def test_readme_quickstart_gives_a_report(tmp_path: Path) -> None:
     assert "Which judge to train on" in report
     assert "ruler-mine" in report and "rubric-mine" in report
     assert "zero-advantage" in report.lower()
+    # provenance on top: the scratch project is no git checkout; the judge is an endpoint
+    head = report.split("\n## ", 1)[0]
+    assert "Computed from code: not a git checkout; `audit.yaml` sha256" in head
+    assert f"my-judge `endpoint:{server.base_url.rstrip('/')}|my-judge-model`" in head
     # the truth: 2 of the 3 tasks have tests; the candidates' verdicts as their code says
     scores = pl.read_parquet(data / "scores" / "scores.parquet")
     truth = scores.filter(scores["evaluator"] == "execution").sort(["task_id", "candidate_id"])

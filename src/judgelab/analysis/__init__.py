@@ -111,11 +111,13 @@ def run_analysis(
     training_dir: Path | None = None,
     probes_metrics: Path | None = None,
     train_judges: Sequence[str] = (),
+    provenance: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Validate the inputs; write metrics.json, plots and the report under out_dir; return
     the metrics dict as written. `training_dir` holds the training stage's per-judge
     histories (`train_judges`: the judges configured to have one); the report shows bias
-    panels from `probes_metrics` when it exists, "not run" otherwise."""
+    panels from `probes_metrics` when it exists, "not run" otherwise. `provenance`
+    (`judgelab.provenance`) heads the report; it stays out of metrics.json."""
     out_dir = Path(out_dir)
     tasks = validate(tasks, TasksSchema, "tasks table")
     rollouts = validate(rollouts, RolloutsSchema, "rollouts table")
@@ -146,10 +148,13 @@ def run_analysis(
     sections = [bias_section(probes_metrics)]
     write_text(
         out_dir / "report.md",
-        render_markdown(metrics, latency, examples, images, out_dir, sections=sections),
+        render_markdown(
+            metrics, latency, examples, images, out_dir, sections=sections, provenance=provenance
+        ),
     )
     write_text(
-        out_dir / "report.html", render_html(metrics, latency, examples, images, sections=sections)
+        out_dir / "report.html",
+        render_html(metrics, latency, examples, images, sections=sections, provenance=provenance),
     )
     write_json(out_dir / "metrics.json", metrics)
     logger.info(

@@ -434,6 +434,24 @@ def _intro(metrics: dict[str, Any]) -> list[str]:
     return lines
 
 
+def provenance_line(provenance: dict[str, Any] | None) -> str | None:
+    """Computed from: the commit (and whether tracked files differed from it), the params
+    file's sha256 and each model's weights (`judgelab.provenance`)."""
+    if not provenance:
+        return None
+    git = provenance.get("git")
+    code = "code: not a git checkout"
+    if git:
+        code = f"commit `{git['commit'][:12]}`" + (
+            " with uncommitted changes" if git["dirty"] else ""
+        )
+    models = ", ".join(f"{n} `{f}`" for n, f in sorted(provenance.get("models", {}).items()))
+    return (
+        f"Computed from {code}; `{provenance['params']}` sha256 "
+        f"`{provenance['params_sha256'][:16]}`; models: {models or 'none'}."
+    )
+
+
 def render_markdown(
     metrics: dict[str, Any],
     latency: dict[str, dict[str, Any]],
@@ -441,11 +459,14 @@ def render_markdown(
     images: dict[str, Path],
     base: Path | None = None,
     sections: Sequence[Section] = (),
+    provenance: dict[str, Any] | None = None,
 ) -> str:
     """report.md; image links are relative to `base` (the report's folder) when given.
     `sections` (training curves, bias probes: analysis.panels) go before the examples."""
     evs = metrics.get("evaluators", {})
     out = ["# judgelab: evaluator audit", ""]
+    if (line := provenance_line(provenance)) is not None:
+        out += [line, ""]
     out += [" ".join(_intro(metrics)), ""]
     out += ranking_markdown(metrics)
     out += ["## Headline", ""]
@@ -534,6 +555,7 @@ def render_html(
     examples: list[dict[str, Any]],
     images: dict[str, Path],
     sections: Sequence[Section] = (),
+    provenance: dict[str, Any] | None = None,
 ) -> str:
     evs = metrics.get("evaluators", {})
     h: list[str] = [
@@ -543,6 +565,8 @@ def render_html(
         f"<style>{_CSS}</style></head><body>",
         "<h1>judgelab: evaluator audit</h1>",
     ]
+    if (line := provenance_line(provenance)) is not None:
+        h.append(f'<p class="note">{_e(line)}</p>')
     h += [f'<p class="note">{_e(line)}</p>' for line in _intro(metrics)]
     h += ranking_html(metrics, _e)
     h.append("<h2>Headline</h2>")

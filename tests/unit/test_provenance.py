@@ -1,0 +1,55 @@
+"""The report's provenance line: commit (and uncommitted changes), params hash, model weights."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from judgelab.analysis.report import provenance_line
+from judgelab.config import parse_settings
+from judgelab.provenance import git_commit, provenance
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=repo, capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+
+
+def test_commit_and_uncommitted_changes(tmp_path: Path) -> None:
+    assert git_commit(tmp_path) is None  # not a repository
+    git(tmp_path, "init", "-q")
+    (tmp_path / "params.yaml").write_text("a: 1\n")
+    git(tmp_path, "add", "params.yaml")
+    git(tmp_path, "commit", "-q", "-m", "c")
+    head = git(tmp_path, "rev-parse", "HEAD")
+    assert git_commit(tmp_path) == {"commit": head, "dirty": False}
+    (tmp_path / "untracked.txt").write_text("x")  # untracked files are not the code
+    assert git_commit(tmp_path) == {"commit": head, "dirty": False}
+    (tmp_path / "params.yaml").write_text("a: 2\n")
+    assert git_commit(tmp_path) == {"commit": head, "dirty": True}
+
+
+def test_params_hash_and_model_weights(tmp_path: Path) -> None:
+    params = tmp_path / "params.yaml"
+    params.write_bytes((ROOT / "params.yaml").read_bytes())
+    settings = parse_settings(yaml.safe_load(params.read_text()))
+    p = provenance(settings, params, tmp_path, ["qwen-1.5b"])
+    assert p["params_sha256"] == hashlib.sha256(params.read_bytes()).hexdigest()
+    # the sha256 of the official GGUF, pinned in the zoo (the brief's value)
+    assert p["models"] == {
+        "qwen-1.5b": "sha256:cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+    }
+    line = provenance_line({**p, "git": {"commit": "0123456789abcdef", "dirty": True}})
+    assert line is not None
+    assert line.startswith("Computed from commit `0123456789ab` with uncommitted changes;")
+    assert f"sha256 `{p['params_sha256'][:16]}`" in line
+    assert "qwen-1.5b `sha256:cc324af0" in line
+    assert "not a git checkout" in (provenance_line(p) or "")
+    assert provenance_line(None) is None
