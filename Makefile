@@ -24,12 +24,13 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install run probe test lint clean-results
+.PHONY: help install run probe reference test lint clean-results
 
 help:
 	@echo "make run   - create .venv, install, run the audit (dvc repro) on the embedded models"
 	@echo "make test  - create .venv, install, run the test suite"
 	@echo "make probe - bias probes of the judges (params.yaml probes:), not part of make run"
+	@echo "make reference - the reference audit of the embedded zoo (reference/params.yaml), hours"
 
 $(WHEELHOUSE)/.built:
 	mkdir -p $(WHEELHOUSE)
@@ -53,6 +54,11 @@ run: install
 
 probe: install
 	$(VENV)/bin/dvc repro probes/dvc.yaml
+
+# The reference audit: its own project root (reference/params.yaml), results committed there.
+# Resumes: finished stages are in reference/dvc.lock, a stage cut short from reference/.cache.
+reference: install
+	$(VENV)/bin/dvc repro reference/dvc.yaml
 
 test: install
 	$(VENV)/bin/pytest

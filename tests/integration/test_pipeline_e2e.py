@@ -177,6 +177,17 @@ def test_training_stage_history_checkpoints_and_mlflow(
     assert "checkpoints/step-001" in out, out
 
 
+def test_the_run_is_quiet_and_shows_progress(first_repro: str) -> None:
+    """Issue 15.7: no line per HTTP request or LiteLLM banner (those need `judgelab -v`), and
+    off a terminal each stage says where it is in plain progress lines."""
+    lines = first_repro.splitlines()
+    assert not [ln for ln in lines if "HTTP Request:" in ln]
+    assert not [ln for ln in lines if "LiteLLM" in ln and "WARNING" not in ln]
+    for stage in ("rollouts", "scores", "train"):
+        assert any(ln.startswith(f"[judgelab] {stage}") for ln in lines), stage
+    assert len(lines) < 400, f"{len(lines)} lines of output"
+
+
 def test_second_repro_reruns_nothing(project: Path, first_repro: str, env: dict[str, str]) -> None:
     out = run([str(BIN / "dvc"), "repro"], project, env)
     assert "Running stage" not in out, out

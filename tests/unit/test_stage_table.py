@@ -151,3 +151,46 @@ def test_a_changed_key_reruns_only_the_stages_that_read_it(tmp_path: Path) -> No
     assert stale_after("scores", "repeats", 2) == {"scores"}
     assert stale_after("train", "k", 8) == {"training"}
     assert stale_after("analysis", "min_ci_groups", 6) == {"analysis", "probes"}
+
+
+# ------------------------------------------------------------------ the reference audit
+
+REFERENCE = Path("reference/dvc.yaml")
+
+
+def test_the_reference_pipeline_is_the_stage_table_rerooted() -> None:
+    """reference/dvc.yaml runs every stage of dvc.yaml and probes/dvc.yaml with reference/ as
+    the project root: the same commands, params and tables; code deps re-rooted at ../; every
+    output kept in git (cache: false) so the committed tables and dvc.lock are the results.
+    Only `inputs` (the user's own task files) is left out: the reference has none."""
+    reference = dvc_file(REFERENCE)
+    assert list(reference) == [s.name for s in DVC_STAGES]
+    for stage in DVC_STAGES:
+        body, ref = dvc_stage(stage), reference[stage.name]
+        assert "wdir" not in ref, "paths are relative to reference/, the project root"
+        assert ref["cmd"] == body["cmd"]
+        assert ref["params"] == body["params"]
+        expected = [d if d.startswith("data/") else f"../{d}" for d in entries(body, "deps")]
+        assert entries(ref, "deps") == [d for d in expected if d != "../inputs"]
+        for key in ("outs", "metrics", "plots"):
+            assert entries(ref, key) == entries(body, key), (stage.name, key)
+            for entry, original in zip(ref.get(key) or [], body.get(key) or [], strict=True):
+                ((path, options),) = entry.items()
+                assert options.pop("cache") is False, f"{stage.name}: {path} must be in git"
+                original_options = {} if isinstance(original, str) else original[path]
+                original_options.pop("cache", None)
+                assert options == original_options, (stage.name, path)
+
+
+def test_reference_params_are_valid_settings() -> None:
+    from judgelab.config import load_settings
+
+    settings = load_settings(ROOT / "reference/params.yaml")
+    shipped = yaml.safe_load((ROOT / "reference/params.yaml").read_text())
+    for stage in DVC_STAGES:
+        for key in stage.params:
+            value: Any = shipped
+            for part in key.split("."):
+                assert part in value, f"reference/params.yaml lacks {key} ({stage.name})"
+                value = value[part]
+    assert settings.tasks.humaneval.limit >= 30 and len(settings.probes.tasks) >= 10
