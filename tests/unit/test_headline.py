@@ -1,0 +1,91 @@
+"""README's findings table (judgelab.analysis.headline): every cell read from the metrics
+files, every figure with its n, and a part that has not run says so."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from judgelab.analysis.headline import COLUMNS, findings_table
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+
+
+def rows(table: str) -> dict[str, list[str]]:
+    lines = table.strip().splitlines()
+    assert lines[0] == "| " + " | ".join(COLUMNS) + " |"
+    cells = [line.strip("| ").split(" | ") for line in lines[2:]]
+    return {row[0]: row for row in cells}
+
+
+def audit_only(tmp_path: Path) -> Path:
+    (tmp_path / "analysis").mkdir()
+    shutil.copy(GOLDEN / "analysis_metrics.json", tmp_path / "analysis" / "metrics.json")
+    return tmp_path
+
+
+def test_audit_cells_with_their_n_and_no_ci_below_the_minimum(tmp_path: Path) -> None:
+    table = rows(findings_table(audit_only(tmp_path)))
+    assert sorted(table) == ["format", "rubric-b", "ruler-a", "syntax"]  # not the truth
+    ruler = dict(zip(COLUMNS, table["ruler-a"], strict=True))
+    # golden: pairwise 0.384615 over 4 mixed groups (< min_ci_groups 5): no CI
+    assert ruler["pairwise acc., mixed groups"] == "0.385 (n = 4, too few for a CI)"
+    assert ruler["top-1 acc."] == "0.250 (n = 4, too few for a CI)"
+    assert ruler["false praise (≥ threshold)"] == "0.0% (n = 4, too few for a CI)"
+    assert ruler["unscored"] == "0.0% (0 of 48)"  # 24 candidates x 2 repeats
+    assert ruler["zero-advantage groups"] == "16.7% (2 of 12)"
+    assert ruler["position consistency"] == "not run yet"
+    assert ruler["held-out pass rate after training (Δ)"] == "not trained"
+
+
+def test_a_valid_ci_is_shown_with_its_groups(tmp_path: Path) -> None:
+    data = audit_only(tmp_path)
+    metrics = json.loads((data / "analysis" / "metrics.json").read_text())
+    t = metrics["evaluators"]["ruler-a"]["truth"]
+    t |= {
+        "pairwise_accuracy_ci_low": 0.25,
+        "pairwise_accuracy_ci_high": 0.5,
+        "pairwise_accuracy_ci_reason": None,
+        "pairwise_accuracy_n_groups": 7,
+        "pairwise_accuracy_undefined_resamples": 0,
+    }
+    (data / "analysis" / "metrics.json").write_text(json.dumps(metrics))
+    ruler = dict(zip(COLUMNS, rows(findings_table(data))["ruler-a"], strict=True))
+    assert ruler["pairwise acc., mixed groups"] == "0.385 [0.250, 0.500], n = 7"
+
+
+def test_probe_cells_once_the_probes_have_run(tmp_path: Path) -> None:
+    data = audit_only(tmp_path)
+    (data / "probes").mkdir()
+    shutil.copy(GOLDEN / "probe_metrics.json", data / "probes" / "metrics.json")
+    table = rows(findings_table(data))
+    ruler = dict(zip(COLUMNS, table["ruler-a"], strict=True))
+    probe = json.loads((GOLDEN / "probe_metrics.json").read_text())["judges"]["ruler-a"]
+    consistency = probe["position"]["position_consistency"]
+    assert ruler["position consistency"] == f"{consistency:.3f} (n = 4, too few for a CI)"
+    assert table["format"][COLUMNS.index("position consistency")] == "not probed"
+
+
+def test_training_cell(tmp_path: Path) -> None:
+    data = audit_only(tmp_path)
+    metrics = json.loads((data / "analysis" / "metrics.json").read_text())
+    metrics["train_judges"] = ["ruler-a", "rubric-b"]
+    metrics["training"] = {
+        "ruler-a": {
+            "heldout": {
+                "n_tasks": 8,
+                "base": 0.5,
+                "final": 0.625,
+                "delta": 0.125,
+                "delta_ci": [-0.125, 0.375],
+                "ci_reason": None,
+            }
+        }
+    }
+    (data / "analysis" / "metrics.json").write_text(json.dumps(metrics))
+    table = rows(findings_table(data))
+    column = COLUMNS.index("held-out pass rate after training (Δ)")
+    assert table["ruler-a"][column] == "0.500 → 0.625 (Δ +0.125 [-0.125, +0.375], n = 8 tasks)"
+    assert table["rubric-b"][column] == "not run yet"  # configured, no output
+    assert table["format"][column] == "not trained"
