@@ -16,7 +16,7 @@ def rows(table: str) -> dict[str, list[str]]:
     lines = table.strip().splitlines()
     assert lines[0] == "| " + " | ".join(COLUMNS) + " |"
     cells = [line.strip("| ").split(" | ") for line in lines[2:]]
-    return {row[0]: row for row in cells}
+    return {row[1]: row for row in cells}
 
 
 def audit_only(tmp_path: Path) -> Path:
@@ -27,7 +27,9 @@ def audit_only(tmp_path: Path) -> Path:
 
 def test_audit_cells_with_their_n_and_no_ci_below_the_minimum(tmp_path: Path) -> None:
     table = rows(findings_table(audit_only(tmp_path)))
-    assert sorted(table) == ["format", "rubric-b", "ruler-a", "syntax"]  # not the truth
+    assert list(table) == ["format", "rubric-b", "ruler-a", "syntax"]  # not the truth
+    # no CI, so no pair is separated: one tier, in name order (accuracy cannot order it)
+    assert {row[0] for row in table.values()} == {"1"}
     ruler = dict(zip(COLUMNS, table["ruler-a"], strict=True))
     # golden: pairwise 0.384615 over 4 mixed groups (< min_ci_groups 5): no CI
     assert ruler["pairwise acc., mixed groups"] == "0.385 (n = 4, too few for a CI)"
@@ -89,3 +91,23 @@ def test_training_cell(tmp_path: Path) -> None:
     assert table["ruler-a"][column] == "0.500 → 0.625 (Δ +0.125 [-0.125, +0.375], n = 8 tasks)"
     assert table["rubric-b"][column] == "not run yet"  # configured, no output
     assert table["format"][column] == "not trained"
+
+
+def test_rows_follow_the_ranking_tiers(tmp_path: Path) -> None:
+    """A judge whose paired difference to every judge of the tier above has a CI excluding 0
+    starts the next tier (judgelab.analysis.ranking); rows follow the tiers."""
+    data = audit_only(tmp_path)
+    metrics = json.loads((data / "analysis" / "metrics.json").read_text())
+    pairs: dict = {}
+    for other in ("format", "rubric-b", "syntax"):
+        x, y = sorted((other, "ruler-a"))
+        pairs.setdefault(x, {})[y] = {"separated": True}
+    metrics["power"] = {**metrics.get("power", {}), "pairs": pairs}
+    (data / "analysis" / "metrics.json").write_text(json.dumps(metrics))
+    table = rows(findings_table(data))
+    assert [(row[0], name) for name, row in table.items()] == [
+        ("1", "format"),
+        ("1", "rubric-b"),
+        ("1", "syntax"),
+        ("2", "ruler-a"),
+    ]

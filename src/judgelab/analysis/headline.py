@@ -16,10 +16,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from judgelab.analysis.ranking import rank_judges
 from judgelab.analysis.report import NA, fmt_ci, fmt_num, fmt_pct, interval, zero_advantage_cell
 
 NOT_RUN = "not run yet"
 COLUMNS = (
+    "tier",
     "judge",
     "pairwise acc., mixed groups",
     "top-1 acc.",
@@ -79,12 +81,18 @@ def _training_cell(trained: dict[str, Any] | None) -> str:
 
 
 def findings_rows(analysis: dict[str, Any], probes: dict[str, Any] | None) -> list[list[str]]:
-    """One row per evaluator other than the truth, in name order."""
+    """One row per evaluator other than the truth, best tier first (`rank_judges`: pairwise
+    accuracy on mixed groups; judges whose paired difference has no CI excluding 0 share a
+    tier), unranked ones last; by name within a tier."""
     truth = analysis.get("execution_truth", {}).get("evaluator")
     training = analysis.get("training")
     trained_judges = set(analysis.get("train_judges", []))
+    ranking = rank_judges(analysis)
+    tier_of = {name: str(i + 1) for i, tier in enumerate(ranking["tiers"]) for name in tier}
+    order = [*(n for tier in ranking["tiers"] for n in sorted(tier)), *sorted(ranking["unranked"])]
     rows = []
-    for name, ev in sorted(analysis["evaluators"].items()):
+    for name in order:
+        ev = analysis["evaluators"][name]
         if name == truth:
             continue
         t = ev.get("truth", {})
@@ -98,6 +106,7 @@ def findings_rows(analysis: dict[str, Any], probes: dict[str, Any] | None) -> li
             train_cell = _training_cell((training or {}).get(name))
         rows.append(
             [
+                tier_of.get(name, "unranked"),
                 name,
                 with_n(t, "pairwise_accuracy"),
                 with_n(t, "top1_accuracy"),
