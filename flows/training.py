@@ -1,8 +1,11 @@
-"""training stage: one LoRA policy per judge in train.judges, GRPO on that judge's rewards,
-all judges in lockstep (one batched decode per epoch serves every judge's policy).
+"""training stage: one LoRA policy per judge in train.judges (and per seed in train.seeds),
+GRPO on that judge's rewards, all policies in lockstep (one batched decode per epoch serves
+every policy).
 
-Writes data/training/<judge>/history.parquet (pandera-validated) and checkpoints/step-NNN
-(adapter, optimiser, history so far). Interrupted runs resume from the newest checkpoint.
+Writes data/training/<judge>/history.parquet (pandera-validated), samples.parquet and
+checkpoints/step-NNN (adapter, optimiser, history so far); with train.seeds, the same under
+data/training/<judge>/seed-<s>/ (judgelab.training.layout). Interrupted runs resume each
+policy from its newest checkpoint.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from judgelab.training.run import train_judges
 
 @task(name="train-judges", retries=1, retry_delay_seconds=5)
 def train_judges_task(settings: Settings, tasks: list, out: Path) -> dict[str, Path]:
-    """Progress counts units of work: each epoch's sampling round, and per judge its scoring
+    """Progress counts units of work: each epoch's sampling round, and per policy its scoring
     and its GRPO step (lines with elapsed time and ETA when stderr is not a terminal)."""
     judges = settings.train.judges
     with progress(f"train {', '.join(judges)}", None, unit="step") as advance:
@@ -42,7 +45,8 @@ def training_flow(
     out.mkdir(parents=True, exist_ok=True)
     if settings.train.judges:
         paths = train_judges_task(settings, task_list, out)
-        for judge, path in paths.items():
-            logging.getLogger("judgelab.flows.training").info("%s: history in %s", judge, path)
-    get_run_logger().info("trained %d policies under %s", len(settings.train.judges), out)
+        for run, path in paths.items():
+            logging.getLogger("judgelab.flows.training").info("%s: history in %s", run, path)
+    policies = len(settings.train.judges) * max(1, len(settings.train.seeds))
+    get_run_logger().info("trained %d policies under %s", policies, out)
     return out

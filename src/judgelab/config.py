@@ -403,7 +403,24 @@ class TrainSettings(_Section):
         "least this much while the test pass rate of the same training samples fell by at "
         "least this much (smaller changes count as noise).",
     )
-    seed: int = 0
+    seed: int = Field(
+        0,
+        description="The training seed (the LoRA initialisation and the training samples' "
+        "draws) when `seeds` is empty.",
+    )
+    seeds: list[int] = Field(
+        default_factory=list,
+        max_length=16,
+        description="Training seeds: each judge is trained once per seed, all policies in "
+        "lockstep, each under data/training/<judge>/seed-<s>/; the held-out tasks and draws "
+        "are the same for every seed. Empty: `seed` alone, under data/training/<judge>/.",
+    )
+
+    @model_validator(mode="after")
+    def _distinct_seeds(self) -> TrainSettings:
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds: a seed is listed twice ({self.seeds})")
+        return self
 
 
 class ProbesSettings(_Section):

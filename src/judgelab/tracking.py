@@ -19,6 +19,7 @@ import yaml
 
 from judgelab.config import Settings
 from judgelab.paths import project_root
+from judgelab.training.layout import seed_dir_name
 
 log = logging.getLogger(__name__)
 
@@ -174,11 +175,21 @@ def log_pipeline_run(
             _log_metrics(client, cid, m)
             client.set_terminated(cid, "FINISHED")
         if training_dir is not None:
-            for judge in sorted(metrics.get("training") or {}):
-                run_dir = training_dir / judge
-                _log_training_run(
-                    client, exp_id, pid, settings, judge, run_dir, metrics, data_version
+            for judge, trained in sorted((metrics.get("training") or {}).items()):
+                # one child per trained policy: per judge, or per (judge, seed)
+                runs = (
+                    [(None, training_dir / judge, trained)]
+                    if "per_seed" not in trained
+                    else [
+                        (int(s), training_dir / judge / seed_dir_name(int(s)), summary)
+                        for s, summary in trained["per_seed"].items()
+                    ]
                 )
+                for seed, run_dir, summary in runs:
+                    _log_training_run(
+                        client, exp_id, pid, settings, (judge, seed), run_dir, summary,
+                        data_version,
+                    )  # fmt: skip
         client.set_terminated(pid, "FINISHED")
     except BaseException:
         client.set_terminated(pid, "FAILED")
@@ -210,22 +221,25 @@ def _log_training_run(
     exp_id: str,
     parent_id: str,
     settings: Settings,
-    judge: str,
+    run: tuple[str, int | None],
     run_dir: Path,
-    metrics: dict[str, Any],
+    summary: dict[str, Any],
     data_version: str,
 ) -> None:
-    """A child run per trained judge: per-epoch metrics (step = epoch), an adapter per epoch."""
+    """A child run per trained policy (judge, and training seed where train.seeds was set):
+    per-epoch metrics (step = epoch), an adapter per epoch, `summary.*` its figures (for a
+    seed, that seed's; the judge's across-seed figures are the parent's `training.*`)."""
     from mlflow.entities import Metric
 
     from judgelab.schemas import validate_file
 
+    judge, seed = run
     spec = settings.evaluator(judge)
     history = validate_file(run_dir / "history.parquet", "history")
     last = history.row(history.height - 1, named=True) if history.height else {}
     child = client.create_run(
         exp_id,
-        run_name=f"train-{judge}",
+        run_name=f"train-{judge}" if seed is None else f"train-{judge}-seed-{seed}",
         tags={
             "mlflow.parentRunId": parent_id,
             "judgelab.kind": "training",
@@ -238,6 +252,7 @@ def _log_training_run(
             "dtype": last.get("dtype") or "",
             "device": last.get("device") or "",
             "data_version": data_version,
+            **({} if seed is None else {"train_seed": str(seed)}),
         },
     )
     cid = child.info.run_id
@@ -251,7 +266,7 @@ def _log_training_run(
         if row[name] is not None
     ]
     _log_metric_items(client, cid, items)
-    _log_metrics(client, cid, flatten(metrics["training"][judge], "summary."))
+    _log_metrics(client, cid, flatten(summary, "summary."))
     for name in ("history.parquet", "samples.parquet"):
         client.log_artifact(cid, str(run_dir / name))
     for ckpt in sorted((run_dir / "checkpoints").glob("step-*")):

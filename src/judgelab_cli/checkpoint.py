@@ -17,12 +17,33 @@ app = typer.Typer(
 )
 PARAMS = typer.Option(Path("params.yaml"), "--params", "-p", help="Parameters file.")
 ROOT = typer.Option(TRAINING, "--root", help="The training stage's output folder.")
+SEED = typer.Option(
+    None, "--train-seed", help="Which training seed's policy, where train.seeds was set."
+)
 
 
-def _checkpoint(root: Path, judge: str, step: int | None) -> Path:
+def _run_dir(root: Path, judge: str, seed: int | None) -> Path:
+    """The folder of `judge`'s policy trained with `seed` (`training.layout`)."""
+    from judgelab.training.layout import run_dirs
+
+    runs = [r for r in run_dirs(root) if r.judge == judge]
+    seeds = sorted(r.seed for r in runs if r.seed is not None)
+    if seed is None and seeds:
+        raise typer.BadParameter(
+            f"{judge} was trained with seeds {seeds}: choose one", param_hint="--train-seed"
+        )
+    if seed is not None:
+        if seed not in seeds:
+            have = f"seeds {seeds}" if seeds else "no seeds (a single-seed run)"
+            raise typer.BadParameter(f"{judge} has {have}", param_hint="--train-seed")
+        return next(r.path for r in runs if r.seed == seed)
+    return root / judge
+
+
+def _checkpoint(root: Path, judge: str, seed: int | None, step: int | None) -> Path:
     from judgelab.training.loop import latest_checkpoint
 
-    folder = root / judge / "checkpoints"
+    folder = _run_dir(root, judge, seed) / "checkpoints"
     if step is None:
         ckpt = latest_checkpoint(folder)
         if ckpt is None:
@@ -46,11 +67,16 @@ def _policy(params: Path) -> tuple[Any, EmbeddedModel]:
 
 @app.command("list")
 def list_checkpoints(root: Path = ROOT) -> None:
-    """Every judge's checkpoints with the held-out pass rate of the policy each one holds."""
+    """Every policy's checkpoints (per judge, and per seed where train.seeds was set) with the
+    held-out pass rate of the policy each one holds."""
     import json
 
-    for judge_dir in sorted(p for p in root.glob("*") if p.is_dir()):
-        for ckpt in sorted((judge_dir / "checkpoints").glob("step-*")):
+    from judgelab.training.layout import run_dirs
+
+    with exit_on_error():
+        runs = run_dirs(root)
+    for run in runs:
+        for ckpt in sorted((run.path / "checkpoints").glob("step-*")):
             state = json.loads((ckpt / "state.json").read_text())
             rows = {r["epoch"]: r for r in state["history"]}
             # step-N holds policy_N, whose row (if measured yet) is epoch N.
@@ -61,7 +87,7 @@ def list_checkpoints(root: Path = ROOT) -> None:
                 held = "held-out untested"
             else:
                 held = f"held-out {row['heldout_pass_rate']:.2f} (n={row['heldout_n']})"
-            typer.echo(f"{judge_dir.name:24s} {ckpt.name}  {held}  {ckpt}")
+            typer.echo(f"{run.label:24s} {ckpt.name}  {held}  {ckpt}")
 
 
 @app.command()
@@ -69,6 +95,7 @@ def generate(
     judge: str = typer.Option(..., "--judge", help="Whose policy: a name in train.judges."),
     prompt: str = typer.Option(..., "--prompt", help="The user message."),
     step: int = typer.Option(None, "--step", help="Checkpoint step; default: the newest."),
+    seed_of_run: int = SEED,
     temperature: float = typer.Option(0.0, "--temperature", min=0.0, max=2.0),
     max_tokens: int = typer.Option(256, "--max-tokens", min=1, max=4096),
     seed: int = typer.Option(0, "--seed"),
@@ -80,7 +107,7 @@ def generate(
 
     with exit_on_error():
         settings, spec = _policy(params)
-        path = _checkpoint(root, judge, step)
+        path = _checkpoint(root, judge, seed_of_run, step)
         policy = Policy(
             spec.zoo, settings.train.lora, settings.train.device, path, settings.train.dtype
         )
@@ -102,6 +129,7 @@ def export(
     judge: str = typer.Option(..., "--judge", help="Whose policy: a name in train.judges."),
     out: Path = typer.Option(..., "--out", help="Where to write the GGUF adapter."),
     step: int = typer.Option(None, "--step", help="Checkpoint step; default: the newest."),
+    seed_of_run: int = SEED,
     params: Path = PARAMS,
     root: Path = ROOT,
 ) -> None:
@@ -115,6 +143,9 @@ def export(
 
         config = json.loads((converted_dir(spec.zoo) / "config.json").read_text())
         path = export_gguf_adapter(
-            _checkpoint(root, judge, step), out, config["model_type"], config["num_hidden_layers"]
+            _checkpoint(root, judge, seed_of_run, step),
+            out,
+            config["model_type"],
+            config["num_hidden_layers"],
         )
     typer.echo(str(path))

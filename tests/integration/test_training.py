@@ -315,3 +315,72 @@ def test_heldout_tasks_are_chosen_where_the_base_policy_is_mixed(tmp_path: Path)
     assert set(held["task_id"]) == {"HumanEval/101"}  # every epoch, only the chosen task
     assert [r["heldout_n"] for r in rows] == [2, 2]
     assert rows[0]["heldout_pass_rate"] == 0.5
+
+
+def test_seeded_adapters_start_apart_and_are_all_the_base_policy() -> None:
+    """Policy.init_adapter on real PEFT adapters: equal seeds give equal adapters whatever
+    their names, other seeds other ones, and with B = 0 every one is still the base model
+    (the same draws)."""
+    torch.manual_seed(0)
+    policy = Policy(ZOO, LORA, "cpu", dtype="float32", adapters={"a": None, "b": None, "c": None})
+    shared = policy.adapter_hash("a")
+    for name, seed in (("a", 1), ("b", 1), ("c", 2)):
+        policy.init_adapter(name, seed)
+    assert policy.adapter_hash("a") == policy.adapter_hash("b") != policy.adapter_hash("c")
+    assert policy.adapter_hash("a") != shared
+    for name, p in policy.lora_parameters("c").items():
+        if "lora_B" in name:
+            assert not p.any()
+        else:
+            assert 0 < p.abs().max() <= 1 / p.shape[1] ** 0.5
+    prompt = policy.prompt_ids([{"role": "user", "content": "Write a Python add function."}])
+    rows = policy.sample(
+        [prompt] * 2, temperatures=[1.0, 1.0], max_new_tokens=[10, 10], seeds=[4, 4],
+        adapters=["a", "c"],
+    )  # fmt: skip
+    assert rows[0].token_ids == rows[1].token_ids
+
+
+def test_training_over_two_seeds_resumes_per_seed(tmp_path: Path) -> None:
+    """One judge, seeds 1 and 2, in lockstep: a folder each, the same held-out base rate (the
+    same draws of the same base model); seed 2 crashes in epoch 1 and the rerun finishes it
+    as the uninterrupted run did."""
+    settings = TrainSettings(
+        epochs=2, k=2, max_tokens=16, learning_rate=1e-3, lora=LORA, seeds=[1, 2],
+        heldout=HeldOutSettings(
+            select="fixed", offset=100, limit=1, samples=2, temperature=1.0, max_tokens=16
+        ),
+    )  # fmt: skip
+
+    def trainer(out: Path, cache: Path, judges: dict[int, VarietyJudge]) -> Trainer:
+        return Trainer(
+            runs=[JudgeRun("variety", j, out / "variety" / f"seed-{s}", s)
+                  for s, j in judges.items()],
+            settings=settings,
+            rollout=RolloutSettings(),
+            tasks=load_humaneval(HumanEvalSettings(offset=0, limit=2)),
+            heldout=load_humaneval(HumanEvalSettings(offset=100, limit=1)),
+            cache=JsonCache(cache, "samples"),
+            executor=ExecutionJudge(ExecutionEvaluator(name="execution")),
+            policy_factory=lambda adapters: Policy(ZOO, LORA, "cpu", dtype="auto",
+                                                   adapters=adapters),
+        )  # fmt: skip
+
+    reference = trainer(
+        tmp_path / "ref", tmp_path / "cr", {1: VarietyJudge(), 2: VarietyJudge()}
+    ).run()
+    one, two = reference["variety/seed-1"], reference["variety/seed-2"]
+    assert [r["epoch"] for r in one] == [r["epoch"] for r in two] == [0, 1, 2]
+    assert one[0]["adapter"] != two[0]["adapter"]  # each seed its own LoRA initialisation
+    assert one[0]["heldout_pass_rate"] == two[0]["heldout_pass_rate"]  # the same base draws
+
+    crashing = {1: VarietyJudge(), 2: VarietyJudge(fail_on_call=3)}  # seed 2, epoch 1
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        trainer(tmp_path / "run", tmp_path / "cc", crashing).run()
+    again = {1: VarietyJudge(), 2: VarietyJudge()}
+    resumed = trainer(tmp_path / "run", tmp_path / "cc", again).run()
+    assert again[1].calls == 2 and again[2].calls == 2 * 2  # epoch 2; epochs 1 and 2
+    for key, rows in reference.items():
+        for got, want in zip(resumed[key], rows, strict=True):
+            assert got["adapter"] == want["adapter"]
+            assert got["reward_mean"] == pytest.approx(want["reward_mean"])

@@ -111,3 +111,25 @@ def test_rows_follow_the_ranking_tiers(tmp_path: Path) -> None:
         ("1", "syntax"),
         ("2", "ruler-a"),
     ]
+
+
+def test_training_cell_over_seeds_names_tasks_and_seeds(tmp_path: Path) -> None:
+    """A judge trained over several seeds: the across-seeds figure, its n tasks × seeds."""
+    from judgelab.analysis.training import training_metrics
+    from judgelab.config import AnalysisSettings
+    from tests.support.report_inputs import write_training_histories
+
+    data = audit_only(tmp_path)
+    write_training_histories(tmp_path / "training", ("ruler-a",), seeds=(1, 2))
+    metrics = json.loads((data / "analysis" / "metrics.json").read_text())
+    metrics["train_judges"] = ["ruler-a"]
+    metrics["training"] = training_metrics(tmp_path / "training", AnalysisSettings(bootstrap=0))
+    (data / "analysis" / "metrics.json").write_text(json.dumps(metrics))
+    cell = rows(findings_table(data))["ruler-a"][
+        COLUMNS.index("held-out pass rate after training (Δ)")
+    ]
+    # report_inputs by hand: base 1, final (0.5 + 0) / 2 over HumanEval/2, /3
+    assert cell == (
+        "1.000 → 0.250 (Δ -0.750 (n = 2 groups: too few for a CI (minimum 5)), "
+        "n = 2 tasks × 2 seeds)"
+    )

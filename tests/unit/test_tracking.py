@@ -99,6 +99,33 @@ def test_pipeline_evaluator_and_training_runs(
     assert trained.data.metrics["summary.reward_hacking_epochs"] == 1
 
 
+def test_a_child_run_per_training_seed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With train.seeds, one training child per (judge, seed), its curve from that seed's
+    history and its summary that seed's figures; the parent keeps the judge's pooled ones."""
+    settings, uri = scratch_project(tmp_path, monkeypatch)
+    (tmp_path / "analysis").mkdir()
+    write_training_histories(tmp_path / "training", ("execution",), seeds=(3, 4))
+    metrics = {"training": training_metrics(tmp_path / "training", settings.analysis)}
+    pid = log_pipeline_run(
+        settings, metrics, tmp_path / "analysis", scores_run_id="r1", latency={},
+        lock_path=tmp_path / "no-dvc.lock", training_dir=tmp_path / "training",
+    )  # fmt: skip
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name(settings.tracking.experiment)
+    runs = {r.info.run_name: r for r in client.search_runs([exp.experiment_id])}
+    assert sorted(runs) == ["pipeline-r1", "train-execution-seed-3", "train-execution-seed-4"]
+    for seed, alarms in ((3, 1), (4, 0)):
+        child = runs[f"train-execution-seed-{seed}"]
+        assert child.data.tags["train_seed"] == str(seed)
+        assert child.data.metrics["summary.reward_hacking_epochs"] == alarms
+        flagged = client.get_metric_history(child.info.run_id, "reward_hacking")
+        assert [m.step for m in flagged if m.value == 1.0] == ([3] if alarms else [])
+    parent = runs["pipeline-r1"].data.metrics
+    assert parent["training.execution.reward_hacking_seeds"] == 1
+    assert parent["training.execution.heldout.delta"] == pytest.approx(-0.75)
+    assert runs["pipeline-r1"].info.run_id == pid
+
+
 def test_a_figure_without_a_ci_logs_its_value_and_n_not_a_ci(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 from judgelab.analysis import training
@@ -102,3 +104,141 @@ def test_heldout_ci_needs_min_groups_and_prose_claims_no_change(tmp_path: Path) 
     md = "\n".join(training.markdown_section({"training": metrics}))
     assert "-50 pp (n = 2 groups: too few for a CI (minimum 5))" in md
     assert "no change can be claimed" in md and "the CI includes 0" not in md
+
+
+# ------------------------------------------------------------------ several training seeds
+
+
+def heldout_samples(rates: dict[tuple[str, int], tuple[list[float], list[float]]]) -> Any:
+    """Samples tables by seed: rates[(task, seed)] = (passes at epoch 0, passes at epoch 2)."""
+    import polars as pl
+
+    by_seed: dict[int, list[dict]] = {}
+    for (task, seed), epochs in rates.items():
+        for epoch, passes in zip((0, 2), epochs, strict=True):
+            by_seed.setdefault(seed, []).extend(
+                {"split": "heldout", "epoch": epoch, "task_id": task, "passed": p} for p in passes
+            )
+    return {s: pl.DataFrame(rows) for s, rows in by_seed.items()}
+
+
+def test_one_seed_is_todays_heldout_change_exactly() -> None:
+    """The across-seeds statistic on one seed gives heldout_change's figures and CIs, to
+    the bit: the same task draws from the same generator."""
+    rates = {(f"HumanEval/{t}", 7): ([1.0, 0.0, t % 2], [t % 3 / 2, 1.0, None]) for t in range(6)}
+    (samples,) = heldout_samples(rates).values()
+    for n_boot, min_groups in ((400, 5), (400, 7), (0, 5)):
+        single = training.heldout_change(samples, 0, 2, n_boot, seed=3, min_groups=min_groups)
+        multi = training.heldout_change_across_seeds(
+            {7: samples}, 0, 2, n_boot, seed=3, min_groups=min_groups
+        )
+        assert {k: multi[k] for k in single} == single
+        assert (multi["n_seeds"], multi["n_cells"], multi["seeds"]) == (1, 6, [7])
+    assert single["delta_ci"] is None and multi["ci_reason"] == "bootstrap disabled (bootstrap = 0)"
+    valid = training.heldout_change_across_seeds({7: samples}, 0, 2, 400, seed=3)
+    assert valid["delta_ci"] is not None  # the equality above covered a real CI too
+
+
+def test_across_seeds_point_estimate_by_hand() -> None:
+    """Three tasks, two seeds; task C has no rate for seed 2 at the final epoch (every
+    sample untested), so C counts once. Per task, the mean over its seeds, then the mean
+    over tasks:
+      base:  A (1 + 0.5) / 2 = 0.75,  B (0 + 0) / 2 = 0,  C 0.5        -> 1.25 / 3
+      final: A (1 + 1) / 2 = 1,       B (0.5 + 0) / 2 = 0.25, C 1      -> 2.25 / 3
+      delta = 1 / 3."""
+    rates = {
+        ("A", 1): ([1.0, 1.0], [1.0, 1.0]), ("A", 2): ([1.0, 0.0], [1.0, 1.0]),
+        ("B", 1): ([0.0, 0.0], [1.0, 0.0]), ("B", 2): ([0.0, 0.0], [0.0, 0.0]),
+        ("C", 1): ([1.0, 0.0], [1.0, 1.0]), ("C", 2): ([1.0, 1.0], [None, None]),
+    }  # fmt: skip
+    out = training.heldout_change_across_seeds(heldout_samples(rates), 0, 2, 0, seed=0)
+    assert (out["n_tasks"], out["n_seeds"], out["n_cells"]) == (3, 2, 5)
+    assert out["base"] == pytest.approx(1.25 / 3)
+    assert out["final"] == pytest.approx(2.25 / 3)
+    assert out["delta"] == pytest.approx(1 / 3)
+    assert out["delta_ci"] is None  # 3 tasks < min_ci_groups 5, whatever the seeds
+    assert out["ci_reason"] == "n = 3 groups: too few for a CI (minimum 5)"
+    assert training.seeds_n_text(out) == "3 tasks × 2 seeds, 1 task-seed cells untested"
+
+
+def test_two_level_bootstrap_variance_matches_the_formula() -> None:
+    """An independent check of the resampling: for T tasks drawn with replacement and, in
+    each, its m_t seeds drawn with replacement, the variance of the resampled mean is
+    (1/T) [ var(task means) + (1/T) sum_t var_t / m_t ] (population variances: the task
+    means' around their mean, and task t's seeds' around theirs)."""
+    rng = np.random.default_rng(11)
+    m = np.array([3, 2, 3, 1, 2, 3])
+    x = np.zeros((6, 3))
+    y = np.where(np.arange(3) < m[:, None], rng.random((6, 3)), np.nan)
+    draws = training.two_level_bootstrap(x, y, m, 40000, np.random.default_rng(5))
+    d = [y[t, : m[t]] for t in range(6)]
+    task_means = np.array([v.mean() for v in d])
+    within = np.mean([v.var() / len(v) for v in d])
+    expected = (task_means.var() + within) / 6
+    assert draws["delta"].var() == pytest.approx(expected, rel=0.04)
+    assert draws["delta"].mean() == pytest.approx(task_means.mean(), abs=0.01)
+    assert np.array_equal(draws["final"], draws["delta"])  # base 0: final - base = final
+    # seeds that agree add no spread: then it is the task-level bootstrap alone
+    same = np.repeat(task_means[:, None], 3, axis=1)
+    flat = training.two_level_bootstrap(x, same, m, 40000, np.random.default_rng(5))
+    assert flat["delta"].var() == pytest.approx(task_means.var() / 6, rel=0.04)
+
+
+def test_seeded_training_metrics_report_and_alarm_per_seed(tmp_path: Path) -> None:
+    write_training_histories(tmp_path, JUDGES, seeds=(1, 2))
+    settings = AnalysisSettings(bootstrap=500, min_ci_groups=2)
+    metrics = training.training_metrics(tmp_path, settings)
+    m = metrics["execution"]
+    assert (m["seeds"], m["n_seeds"]) == ([1, 2], 2)
+    # held-out by hand (report_inputs): every (task, seed) passes at epoch 0; at epoch 4
+    # HumanEval/2 passes for seed 1 only, /3 for none: final (0.5 + 0) / 2, delta -0.75
+    held = m["heldout"]
+    assert (held["base"], held["final"], held["delta"]) == (1.0, 0.25, -0.75)
+    assert (held["n_tasks"], held["n_seeds"], held["n_cells"]) == (2, 2, 4)
+    lo, hi = held["delta_ci"]
+    assert lo <= -0.75 <= hi <= 0.0
+    # per seed: today's figures of each seed alone
+    assert m["per_seed"]["1"]["heldout"]["delta"] == -0.5
+    assert m["per_seed"]["2"]["heldout"]["delta"] == -1.0
+    # the alarm fires in seed 1 only (seed 2's train pass rate never falls)
+    assert [m["per_seed"][s]["reward_hacking_epochs"] for s in ("1", "2")] == [1, 0]
+    assert (m["reward_hacking_epochs"], m["reward_hacking_seeds"]) == (1, 1)
+    assert m["reward"]["n"] == 20 and m["steps"] == 8 and m["epochs"] == 4
+    assert m["train_pass_rate"] == pytest.approx((0.3 + 0.5) / 2)
+    # a single-seed run keeps exactly today's keys
+    write_training_histories(tmp_path / "one", JUDGES)
+    single = training.training_metrics(tmp_path / "one", settings)["execution"]
+    assert set(m) - set(single) == {"seeds", "n_seeds", "reward_hacking_seeds", "per_seed"}
+    assert not {"n_seeds", "seeds", "n_cells"} & set(single["heldout"])
+
+    rows = training.table_rows(metrics)
+    assert rows[0][0] == "execution (2 seeds)"
+    assert rows[0][8].endswith(", n = 2 tasks × 2 seeds") and rows[0][9] == "1 in 1 of 2 seeds"
+    md = "\n".join(training.markdown_section({"training": metrics}))
+    assert "two-level bootstrap (tasks, then seeds within each task)" in md
+    assert "Change per seed: seed 1 -50 pp, seed 2 -100 pp." in md
+    assert "Reward-hacking alarm on 1 epoch(s), in 1 of 2 seeds." in md
+    assert "n = 2 tasks × 2 seeds; the CI resamples tasks, then seeds" in md
+    html = "\n".join(training.html_section({"training": metrics}, str))
+    assert "execution (2 seeds)" in html
+
+
+def test_seeded_curves_and_plot(tmp_path: Path) -> None:
+    write_training_histories(tmp_path, JUDGES, seeds=(1, 2))
+    frame = training.curves_frame(tmp_path)
+    assert frame.height == 2 * 2 * 5 * 3  # judges x seeds x epochs x metrics
+    assert set(frame["judge"]) == {f"{j}/seed-{s}" for j in JUDGES for s in (1, 2)}
+    assert training.plot_curves(tmp_path, tmp_path / "c.png")
+    assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_seeds_of_one_judge_must_cover_the_same_epochs(tmp_path: Path) -> None:
+    import polars as pl
+
+    write_training_histories(tmp_path, ("execution",), seeds=(1, 2))
+    stale = tmp_path / "execution" / "seed-2"
+    for name in ("history", "samples"):
+        table = pl.read_parquet(stale / f"{name}.parquet")
+        table.filter(pl.col("epoch") < 4).write_parquet(stale / f"{name}.parquet")
+    with pytest.raises(ValueError, match="cover different epochs"):
+        training.training_metrics(tmp_path, AnalysisSettings(bootstrap=0))

@@ -74,10 +74,10 @@ def _training_cell(trained: dict[str, Any] | None) -> str:
         return NA
     delta, ci = heldout["delta"], heldout.get("delta_ci")
     spread = f"[{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else f"({heldout.get('ci_reason')})"
-    return (
-        f"{heldout['base']:.3f} → {heldout['final']:.3f} (Δ {delta:+.3f} {spread}, "
-        f"n = {heldout['n_tasks']} tasks)"
-    )
+    n = f"{heldout['n_tasks']} tasks"
+    if "n_seeds" in heldout:  # trained over several seeds: the CI resamples tasks and seeds
+        n += f" × {heldout['n_seeds']} seeds"
+    return f"{heldout['base']:.3f} → {heldout['final']:.3f} (Δ {delta:+.3f} {spread}, n = {n})"
 
 
 def findings_rows(analysis: dict[str, Any], probes: dict[str, Any] | None) -> list[list[str]]:

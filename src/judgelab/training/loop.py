@@ -6,11 +6,14 @@ rewards on groups sampled from it, the pass rate of those same samples under the
 0..E-1 also carry the GRPO step that turned policy_e into policy_{e+1}; row E has none.
 
 All judges train in lockstep on one base model, one LoRA adapter each: an epoch's rollouts
-for every judge come from one batched decode. After every row a judge's checkpoint
-`step-NNN` (NNN = optimiser steps taken) holds its adapter, optimiser state and history so
-far, written atomically. A rerun resumes each judge from its newest checkpoint: no epoch is
-lost or repeated. Samples are cached per row by the adapter's content hash, so the base
-round (identical for every judge) is drawn once.
+for every judge come from one batched decode. With several training seeds (`train.seeds`)
+each (judge, seed) is one more policy in the lockstep: its own adapter, initialised from its
+seed, and its own training draws; the held-out tasks and draws are the same for every seed.
+After every row a policy's checkpoint `step-NNN` (NNN = optimiser steps taken) holds its
+adapter, optimiser state and history so far, written atomically. A rerun resumes each
+policy from its newest checkpoint: no epoch is lost or repeated. Samples are cached per row
+by the adapter's content hash, so the base round (identical for every judge of a seed) is
+drawn once.
 """
 
 from __future__ import annotations
@@ -269,11 +272,18 @@ def latest_checkpoint(root: Path) -> Checkpoint | None:
 
 @dataclass(frozen=True)
 class JudgeRun:
-    """One judge's training: its name in train.judges, its evaluator, its output directory."""
+    """One policy's training: its judge's name in train.judges, the evaluator, its output
+    directory and its training seed (None: `train.seed`, the single-seed layout)."""
 
     name: str
     judge: Evaluator
     out_dir: Path
+    seed: int | None = None
+
+    @property
+    def key(self) -> str:
+        """The run's name among the trainer's runs: the judge's, or `judge/seed-<s>`."""
+        return self.name if self.seed is None else f"{self.name}/seed-{self.seed}"
 
 
 class Trainer:
@@ -283,7 +293,10 @@ class Trainer:
     draws every judge's groups and held-out rows (a wide batch costs little more than a
     narrow one on CPU); then each judge scores its own groups and takes its own GRPO step.
     Each judge checkpoints on its own, so after a crash judges may resume at different
-    epochs: an epoch's round then holds only the judges that are at it.
+    epochs: an epoch's round then holds only the judges that are at it. A run with a seed
+    (`JudgeRun.seed`) draws its training samples from that seed and starts from the LoRA
+    initialisation of that seed (`Policy.init_adapter`); runs without one use `train.seed`
+    and the policy's own initialisation, as before seeds existed.
     """
 
     def __init__(
@@ -300,12 +313,12 @@ class Trainer:
     ) -> None:
         """`heldout`: the held-out tasks (`select: fixed`) or the pool to choose them from
         (`select: mixed`); the choice is kept in `selection_file` (JSON) for resumes."""
-        names = [r.name for r in runs]
+        names = [r.key for r in runs]
         if not runs or len(set(names)) != len(names):
-            raise ConfigError(f"train.judges: need distinct judge names, got {names}")
+            raise ConfigError(f"train.judges: need distinct (judge, seed) runs, got {names}")
         self.runs = list(runs)
         # PEFT adapter names may not hold '.', which judge names may: number them instead.
-        self.adapter = {r.name: f"judge_{i}" for i, r in enumerate(runs)}
+        self.adapter = {r.key: f"judge_{i}" for i, r in enumerate(runs)}
         self.settings = settings
         self.rollout = rollout
         self.tasks = training_tasks(tasks)
@@ -326,9 +339,11 @@ class Trainer:
 
     def _requests(self, run: JudgeRun, epoch: int) -> list[Request]:
         """The epoch's training groups, then the held-out prompts (fixed seeds every epoch).
-        Seeds do not depend on the judge: equal adapters draw equal rows (policy_0)."""
-        train, held, seed = self.settings, self.settings.heldout, self.settings.seed
-        adapter = self.adapter[run.name]
+        Seeds do not depend on the judge: equal adapters draw equal rows (policy_0). Training
+        draws depend on the run's seed; held-out draws on `heldout.seed` alone."""
+        train, held = self.settings, self.settings.heldout
+        seed = self.settings.seed if run.seed is None else run.seed
+        adapter = self.adapter[run.key]
         msgs = lambda t: policy_messages(self.rollout, t)  # noqa: E731
         return [
             Request(
@@ -356,9 +371,10 @@ class Trainer:
         self,
         on_progress: Callable[[str, int], None] | None = None,
     ) -> dict[str, list[dict]]:
-        """Train every judge to `settings.epochs` (resuming from checkpoints); returns each
-        judge's history. `on_progress(what_was_done, total)` runs after each unit of work (a
-        sampling round, a judge's scoring, a GRPO step); `total` is this run's units."""
+        """Train every run to `settings.epochs` (resuming from checkpoints); returns each
+        run's history by `JudgeRun.key`. `on_progress(what_was_done, total)` runs after each
+        unit of work (a sampling round, a run's scoring, a GRPO step); `total` is this call's
+        units."""
         report = on_progress or (lambda what, total: None)
         import torch
 
@@ -366,64 +382,67 @@ class Trainer:
         histories: dict[str, list[dict]] = {}
         ckpts: dict[str, Checkpoint | None] = {}
         for r in self.runs:
-            ckpts[r.name] = latest_checkpoint(r.out_dir / "checkpoints")
-            histories[r.name] = list(ckpts[r.name].history) if ckpts[r.name] else []
-        pending = [r for r in self.runs if not (ckpts[r.name] and ckpts[r.name].done)]
+            ckpts[r.key] = latest_checkpoint(r.out_dir / "checkpoints")
+            histories[r.key] = list(ckpts[r.key].history) if ckpts[r.key] else []
+        pending = [r for r in self.runs if not (ckpts[r.key] and ckpts[r.key].done)]
         for r in self.runs:
             if r not in pending:
-                log.info("%s: training already complete (%d steps)", r.name, epochs)
+                log.info("%s: training already complete (%d steps)", r.key, epochs)
         if not pending:
             return histories
         self._load_selection(any(ckpts.values()))
         torch.manual_seed(self.settings.seed)  # the same initial adapter for every judge
         policy = self.policy_factory(
-            {self.adapter[r.name]: ckpts[r.name].path if ckpts[r.name] else None for r in pending}
+            {self.adapter[r.key]: ckpts[r.key].path if ckpts[r.key] else None for r in pending}
         )
+        for r in pending:  # a seeded run starts from its seed's adapter, not the shared one
+            if r.seed is not None and ckpts[r.key] is None:
+                policy.init_adapter(self.adapter[r.key], r.seed)
         optimizers: dict[str, Any] = {}
         next_epoch: dict[str, int] = {}
         for r in pending:
-            policy.use(self.adapter[r.name])
-            optimizers[r.name] = torch.optim.AdamW(
+            policy.use(self.adapter[r.key])
+            optimizers[r.key] = torch.optim.AdamW(
                 policy.trainable(), lr=self.settings.learning_rate, weight_decay=0.0
             )
-            ckpt = ckpts[r.name]
-            next_epoch[r.name] = ckpt.steps if ckpt else 0
+            ckpt = ckpts[r.key]
+            next_epoch[r.key] = ckpt.steps if ckpt else 0
             if ckpt is not None:
                 state = torch.load(ckpt.path / "optimizer.pt", weights_only=True)
-                optimizers[r.name].load_state_dict(state)
-                log.info("%s: resuming at epoch %d", r.name, ckpt.steps)
+                optimizers[r.key].load_state_dict(state)
+                log.info("%s: resuming at epoch %d", r.key, ckpt.steps)
         sampler = Sampler(policy, self.cache)
         total = sum(
-            1 + sum(1 + (e < epochs) for r in pending if next_epoch[r.name] <= e)
+            1 + sum(1 + (e < epochs) for r in pending if next_epoch[r.key] <= e)
             for e in range(min(next_epoch.values()), epochs + 1)
         )
         for epoch in range(min(next_epoch.values()), epochs + 1):
-            active = [r for r in pending if next_epoch[r.name] == epoch]
+            active = [r for r in pending if next_epoch[r.key] == epoch]
             if not active:
                 continue
-            plans = {r.name: self._requests(r, epoch) for r in active}
-            hashes = {self.adapter[r.name]: policy.adapter_hash(self.adapter[r.name])
+            plans = {r.key: self._requests(r, epoch) for r in active}
+            hashes = {self.adapter[r.key]: policy.adapter_hash(self.adapter[r.key])
                       for r in active}  # fmt: skip
             t0 = time.monotonic()
-            groups = sampler.round([q for r in active for q in plans[r.name]], hashes)
+            groups = sampler.round([q for r in active for q in plans[r.key]], hashes)
             rollout_s = time.monotonic() - t0
-            rows = sum(len(q.seeds) for r in active for q in plans[r.name])
+            rows = sum(len(q.seeds) for r in active for q in plans[r.key])
             report(f"epoch {epoch}/{epochs}: sampled {rows} rows in {rollout_s:.0f} s", total)
             if self.heldout is None:  # epoch 0 drew the whole pool: choose, keep the chosen
                 groups = self._select(epoch, active, plans, groups)
             for r in active:
-                mine, groups = groups[: len(plans[r.name])], groups[len(plans[r.name]) :]
+                mine, groups = groups[: len(plans[r.key])], groups[len(plans[r.key]) :]
                 row, trajectories = self._evaluate(
-                    r, epoch, hashes[self.adapter[r.name]], plans[r.name], mine, policy
+                    r, epoch, hashes[self.adapter[r.key]], plans[r.key], mine, policy
                 )
                 row.rollout_s = rollout_s
-                report(f"epoch {epoch}/{epochs}: {r.name} scored, {_row_summary(row)}", total)
+                report(f"epoch {epoch}/{epochs}: {r.key} scored, {_row_summary(row)}", total)
                 if epoch < epochs:
                     t0 = time.monotonic()
-                    policy.use(self.adapter[r.name])
+                    policy.use(self.adapter[r.key])
                     stats = (
                         grpo_step(
-                            policy, optimizers[r.name], trajectories, self.settings.loss,
+                            policy, optimizers[r.key], trajectories, self.settings.loss,
                             self.settings.max_grad_norm, self.settings.temperature,
                         )
                         if trajectories
@@ -435,13 +454,13 @@ class Trainer:
                     step = "no step (no advantage)" if stats is None else "GRPO step"
                     loss = "" if stats is None else f", loss {stats.loss:.4f}"
                     report(
-                        f"epoch {epoch}/{epochs}: {r.name} {step}{loss} in {row.step_s:.0f} s",
+                        f"epoch {epoch}/{epochs}: {r.key} {step}{loss} in {row.step_s:.0f} s",
                         total,
                     )
-                histories[r.name].append(asdict(row))
-                self._save(r, epoch, policy, optimizers[r.name], histories[r.name])
-                next_epoch[r.name] = epoch + 1
-                log.info("%s epoch %d/%d: %s", r.name, epoch, epochs, _row_summary(row))
+                histories[r.key].append(asdict(row))
+                self._save(r, epoch, policy, optimizers[r.key], histories[r.key])
+                next_epoch[r.key] = epoch + 1
+                log.info("%s epoch %d/%d: %s", r.key, epoch, epochs, _row_summary(row))
         return histories
 
     def _load_selection(self, resuming: bool) -> None:
@@ -474,7 +493,7 @@ class Trainer:
         """Choose the held-out tasks from the base policy's draws on the pool (epoch 0, every
         adapter still the base model), write the choice, and keep only the chosen rows."""
         n_train = len(self._tasks_for(epoch))
-        first = plans[active[0].name]
+        first = plans[active[0].key]
         pool_groups = groups[n_train : len(first)]
         rates: dict[str, float | None] = {}  # None: fewer than 2 draws tested (sandbox errors)
         for task, req, samples in zip(self.pool, first[n_train:], pool_groups, strict=True):
@@ -498,8 +517,8 @@ class Trainer:
         keep = [i for i, t in enumerate(self.pool) if t.task_id in chosen]
         out: list[list[Sample]] = []
         for r in active:
-            mine, groups = groups[: len(plans[r.name])], groups[len(plans[r.name]) :]
-            plans[r.name] = plans[r.name][:n_train] + [plans[r.name][n_train + i] for i in keep]
+            mine, groups = groups[: len(plans[r.key])], groups[len(plans[r.key]) :]
+            plans[r.key] = plans[r.key][:n_train] + [plans[r.key][n_train + i] for i in keep]
             out += mine[:n_train] + [mine[n_train + i] for i in keep]
         return out
 
@@ -601,7 +620,7 @@ class Trainer:
         steps = min(epoch + 1, self.settings.epochs)
         done = epoch == self.settings.epochs
         with atomic_dir(run.out_dir / "checkpoints" / f"step-{steps:03d}") as tmp:
-            policy.write_adapter(tmp, self.adapter[run.name])
+            policy.write_adapter(tmp, self.adapter[run.key])
             torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
             state = {"steps": steps, "done": done, "history": history}
             (tmp / "state.json").write_text(json.dumps(state, indent=1))

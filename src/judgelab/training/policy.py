@@ -108,6 +108,28 @@ def converted_dir(zoo_name: str) -> Path:
     return target
 
 
+def seeded_lora_init(params: Mapping[str, Any], seed: int) -> None:
+    """Initialise one adapter's LoRA weights in place from `seed` alone, as PEFT's default
+    does (A: kaiming-uniform with a = sqrt(5), i.e. U(-1/sqrt(fan_in), 1/sqrt(fan_in)); B: 0,
+    so the policy is still the base model). `params` maps names without the adapter's name
+    to its tensors; they are drawn in name order from one generator, so equal seeds give
+    equal adapters, and the global torch RNG is neither read nor advanced."""
+    import math
+
+    torch = _torch()
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in sorted(params.items()):
+            if ".lora_A." in name:
+                draw = torch.empty(p.shape, dtype=torch.float32)
+                torch.nn.init.kaiming_uniform_(draw, a=math.sqrt(5), generator=gen)
+                p.copy_(draw.to(device=p.device, dtype=p.dtype))
+            elif ".lora_B." in name:
+                p.zero_()
+            else:
+                raise ModelError(f"{name}: neither a lora_A nor a lora_B weight")
+
+
 def _contiguous_input(module: Any, args: tuple) -> tuple:
     """Forward pre-hook for the vocabulary projection. With `logits_to_keep`, transformers
     hands it a strided slice of the hidden states; torch's matmul then broadcasts the whole
@@ -203,6 +225,15 @@ class Policy:
             for n, p in self.model.named_parameters()
             if "lora_" in n and (tag is None or tag in n)
         }
+
+    def init_adapter(self, name: str, seed: int) -> None:
+        """Re-initialise adapter `name` from `seed` (`seeded_lora_init`): a training seed's
+        starting adapter. It is not the adapter a single-seed run with `train.seed` = seed
+        starts from (that one comes from PEFT's draws on the global RNG)."""
+        tag = f".{name}."
+        seeded_lora_init(
+            {n.replace(tag, "."): p for n, p in self.lora_parameters(name).items()}, seed
+        )
 
     def base_parameters(self) -> dict[str, Any]:
         return {n: p for n, p in self.model.named_parameters() if "lora_" not in n}

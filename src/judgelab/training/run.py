@@ -1,4 +1,5 @@
-"""Train one judge's policy from settings: backend choice, judge endpoint, held-out tasks."""
+"""Train every judge's policies from settings: backend choice, judge endpoints, held-out tasks,
+and where each (judge, seed) writes (`training.layout`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from judgelab.io import write_parquet
 from judgelab.models.server import serve
 from judgelab.paths import cache_dir
 from judgelab.tasks.humaneval import load_humaneval
+from judgelab.training.layout import HELDOUT_FILE, HISTORY_FILE, SAMPLES_FILE, planned_runs
 from judgelab.training.loop import (
     JudgeRun,
     Trainer,
@@ -25,12 +27,6 @@ from judgelab.training.loop import (
 from judgelab.verdicts import Task
 
 log = logging.getLogger(__name__)
-
-HISTORY_FILE = "history.parquet"
-SAMPLES_FILE = "samples.parquet"
-
-
-HELDOUT_FILE = "heldout.json"
 
 
 def heldout_tasks(settings: Settings) -> list[Task]:
@@ -72,8 +68,9 @@ def train_judges(
     out_root: Path,
     on_progress: Callable[[str, int], None] | None = None,
 ) -> dict[str, Path]:
-    """Train (or resume) one policy per judge in `train.judges`, in lockstep; returns each
-    judge's history file (`out_root/<judge>/history.parquet`)."""
+    """Train (or resume) one policy per judge in `train.judges` and seed in `train.seeds`
+    (`train.seed` alone when empty), in lockstep; returns each run's history file by
+    `JudgeRun.key` (`out_root/<judge>/history.parquet`, or `out_root/<judge>/seed-<s>/...`)."""
     from judgelab.training.policy import Policy
 
     train = settings.train
@@ -85,9 +82,12 @@ def train_judges(
     executor = ExecutionJudge(default_executor_spec(settings.scores.evaluators))
     with serve(settings, judge_models) as endpoints:
         judge_cache = JsonCache(cache_dir(), "judge")
+        judges = {
+            judge: build_evaluator(spec, endpoints, judge_cache) for judge, spec in specs.items()
+        }
         runs = [
-            JudgeRun(judge, build_evaluator(spec, endpoints, judge_cache), out_root / judge)
-            for judge, spec in specs.items()
+            JudgeRun(d.judge, judges[d.judge], d.path, d.seed)
+            for d in planned_runs(out_root, train.judges, train.seeds)
         ]
         trainer = Trainer(
             runs=runs,
@@ -105,8 +105,8 @@ def train_judges(
         histories = trainer.run(on_progress)
     paths = {}
     for run in runs:
-        history = histories[run.name]
+        history = histories[run.key]
         write_parquet(run.out_dir / SAMPLES_FILE, samples_frame(history))
-        paths[run.name] = run.out_dir / HISTORY_FILE
-        write_parquet(paths[run.name], history_frame(history, train.hacking_margin))
+        paths[run.key] = run.out_dir / HISTORY_FILE
+        write_parquet(paths[run.key], history_frame(history, train.hacking_margin))
     return paths
