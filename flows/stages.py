@@ -129,6 +129,7 @@ class Stage:
     models: Callable[[Settings], list[str]] = _no_models  # registry models the flow calls
     check: Callable[[Settings], None] | None = None  # a stage-specific config check
     dvc_file: Path | None = Path("dvc.yaml")  # None: not a DVC stage
+    aliases: tuple[str, ...] = ()  # former command names, still accepted, not in --help
 
     def tables(self) -> list[tuple[Path, str]]:
         """(path, schema kind) of each input table with a schema."""
@@ -167,7 +168,7 @@ PIPELINE_STAGES = (
     ),
     Stage(
         name="training",
-        command="train",
+        command="training",
         help="GRPO with LoRA: one policy per judge in train.judges, resumable, per-epoch history.",
         flow=_training_flow,
         reads=(TASKS,),
@@ -177,6 +178,7 @@ PIPELINE_STAGES = (
         # in scores.evaluators; training scores with repeat 0 only (no scores.repeats).
         params=("train", "rollouts.system_prompt", "scores.evaluators", "models"),
         models=_trained_judge_models,
+        aliases=("train",),  # the command's name before it was the stage's
     ),
     Stage(
         name="analysis",

@@ -45,7 +45,15 @@ def test_every_dvc_stage_is_in_the_table() -> None:
 
 
 def test_names_and_commands_are_unique() -> None:
-    assert len({s.name for s in STAGES}) == len({s.command for s in STAGES}) == len(STAGES)
+    commands = [c for s in STAGES for c in (s.command, *s.aliases)]
+    assert len({s.name for s in STAGES}) == len(STAGES)
+    assert len(set(commands)) == len(commands)
+
+
+@pytest.mark.parametrize("stage", PIPELINE_STAGES, ids=lambda s: s.name)
+def test_a_dvc_yaml_stage_runs_the_command_of_its_name(stage: Stage) -> None:
+    """`dvc repro training` runs `judgelab training` (it ran `judgelab train`)."""
+    assert stage.command == stage.name
 
 
 @pytest.mark.parametrize("stage", DVC_STAGES, ids=lambda s: s.name)
