@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from flows.stages import PIPELINE, PIPELINE_STAGES, SCHEMAS, STAGES, Stage
+from flows.stages import PIPELINE, PIPELINE_STAGES, PROBES_METRICS, SCHEMAS, STAGES, Stage
 from judgelab.config import Settings
 from judgelab.schemas import SCHEMAS as TABLE_SCHEMAS
 
@@ -64,6 +65,7 @@ def test_dvc_stage_matches_the_table(stage: Stage) -> None:
     assert body["cmd"] == f"judgelab {stage.command}"
     deps = entries(body, "deps")
     assert sorted(d for d in deps if d.startswith("data/")) == sorted(map(str, stage.reads))
+    assert {str(p) for p in stage.watches} <= set(deps)
     flow_file = Path(inspect.getsourcefile(stage.flow().fn)).relative_to(ROOT)
     assert str(flow_file) in deps, f"{stage.name} must depend on its flow's module"
     written = entries(body, "outs") + entries(body, "metrics") + entries(body, "plots")
@@ -159,3 +161,70 @@ def test_a_changed_key_reruns_only_the_stages_that_read_it(tmp_path: Path) -> No
     assert stale_after("scores", "repeats", 2) == {"scores"}
     assert stale_after("train", "k", 8) == {"training"}
     assert stale_after("analysis", "min_ci_groups", 6) == {"analysis", "probes"}
+
+
+def test_dvc_repro_never_runs_the_probes_but_reruns_the_analysis_after_them(
+    tmp_path: Path,
+) -> None:
+    """Both pipeline files with their real deps, outs and params; each command only writes
+    its outs (the probes' metrics from a file, so a rerun can change them). `dvc repro` must
+    not run the probes (nor need their output), and after `dvc repro probes/dvc.yaml` (make
+    probe) the analysis, which shows the probe metrics, is stale exactly when they changed."""
+    files = {path: dvc_file(path) for path in (Path("dvc.yaml"), Path("probes/dvc.yaml"))}
+    outs = {
+        out for body in (b for f in files.values() for b in f.values())
+        for out in entries(body, "outs") + entries(body, "metrics") + entries(body, "plots")
+    }  # fmt: skip
+
+    def write(path: str) -> str:
+        """Shell that creates `path` (a folder, with a file in it, when it has no suffix)."""
+        if path == str(PROBES_METRICS):
+            return f"mkdir -p {Path(path).parent} && cp probe_value.json {path}"
+        if Path(path).suffix:
+            return f"mkdir -p {Path(path).parent} && echo {path} > {path}"
+        return f"mkdir -p {path} && echo {path} > {path}/made"
+
+    for path, stages in files.items():
+        for name, body in stages.items():
+            written = entries(body, "outs") + entries(body, "metrics") + entries(body, "plots")
+            body["cmd"] = " && ".join([*map(write, written), f"echo {name} >> ran.txt"])
+            (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+            for dep in entries(body, "deps"):  # code and inputs: there, unchanged
+                target = tmp_path / dep
+                if dep in outs or target.exists():
+                    continue
+                if target.suffix:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_text(dep)
+                else:
+                    target.mkdir(parents=True)
+                    (target / "file").write_text(dep)
+        (tmp_path / path).write_text(yaml.safe_dump({"stages": stages}))
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    (tmp_path / "probe_value.json").write_text('{"judge": 1}')
+    dvc(tmp_path, "init", "--no-scm", "-q")
+
+    def ran() -> list[str]:
+        log = tmp_path / "ran.txt"
+        stages = log.read_text().split() if log.exists() else []
+        log.unlink(missing_ok=True)
+        return stages
+
+    def stale() -> set[str]:
+        return set(json.loads(dvc(tmp_path, "status", "--json", "dvc.yaml")))
+
+    dvc(tmp_path, "repro", "-q")
+    assert sorted(ran()) == sorted(files[Path("dvc.yaml")])  # every stage, not the probes
+    assert not (tmp_path / PROBES_METRICS).exists() and stale() == set()
+
+    dvc(tmp_path, "repro", "-q", "probes/dvc.yaml")
+    assert ran() == ["probes"]
+    assert stale() == {"analysis"}
+    dvc(tmp_path, "repro", "-q")
+    assert ran() == ["analysis"]
+
+    dvc(tmp_path, "repro", "-q", "-f", "probes/dvc.yaml")  # the same results again
+    assert ran() == ["probes"] and stale() == set()
+    (tmp_path / "probe_value.json").write_text('{"judge": 2}')
+    dvc(tmp_path, "repro", "-q", "-f", "probes/dvc.yaml")  # new results
+    assert ran() == ["probes"] and stale() == {"analysis"}
