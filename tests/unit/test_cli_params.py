@@ -45,10 +45,11 @@ def test_a_missing_params_file_is_named_as_given(
     monkeypatch.delenv("JUDGELAB_ROOT", raising=False)
     # serve's Prefect server, were it asked: nothing listens on port 9
     monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
+    monkeypatch.setenv("COLUMNS", "400")  # doctor's table: one line per check
     args = [*command.split(), *REQUIRED.get(command, []), "-p", "nope.yaml"]
     result = CliRunner().invoke(app, args)
-    output = " ".join(result.output.split())  # doctor's table may wrap the line
-    assert "nope.yaml not found" in output, result.output
+    output = result.output
+    assert "nope.yaml not found" in output, output
     assert "/nope.yaml" not in output  # not made absolute
     # a clean exit (typer.Exit), not an exception out of the command
     assert isinstance(result.exception, SystemExit), repr(result.exception)
