@@ -1,6 +1,6 @@
 """Benchmark: one batched decode for two judges' policies, against one decode per judge.
 
-`judgelab train` trains every judge in lockstep: each judge's policy is a LoRA adapter on one
+`judgelab training` trains every judge in lockstep: each judge's policy is a LoRA adapter on one
 base model, and an epoch's rollouts for all judges come from one batched decode with an
 adapter per row. Side by side, in one run, on the same prompts, seeds and adapters (the
 second adapter perturbed so that the two policies differ):

@@ -1,6 +1,6 @@
 """Benchmark: the policy's prefill with and without a contiguous input to the vocabulary projection.
 
-`judgelab train` prefills every round's prompts with ``logits_to_keep=1``; transformers then
+`judgelab training` prefills every round's prompts with ``logits_to_keep=1``; transformers then
 hands the vocabulary projection a strided slice of the hidden states, and torch's matmul
 broadcasts the whole [hidden, vocab] weight per row and copies it. `Policy` registers a
 pre-hook that makes the input contiguous. Side by side, in one run, on the same model, rows

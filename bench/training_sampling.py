@@ -2,7 +2,7 @@
 
 Side by side, in one run, on the same prompts, with the same LoRA adapter:
 - transformers (fp32 weights dequantised from the GGUF + the PEFT adapter), all rows of a
-  round in one batch — what `judgelab train` does;
+  round in one batch — what `judgelab training` does;
 - llama.cpp on the base Q4_K_M GGUF with the adapter exported as a GGUF LoRA
   (`judgelab checkpoint export`), one row at a time (llama.cpp decodes one sequence).
 

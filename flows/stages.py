@@ -27,9 +27,13 @@ SCORES = Path("data/scores/scores.parquet")
 TRAINING = Path("data/training")
 ANALYSIS = Path("data/analysis")
 PROBES = Path("data/probes")
-# Read by the analysis when the bias probes have run; not a DVC dependency (the probes are a
-# pipeline of their own, which `dvc repro` leaves out).
+# Read by the analysis when the bias probes have run. Not a DVC dependency: DVC has no
+# optional ones, and a dependency on anything under data/probes would make the probes stage
+# upstream of the analysis, so `dvc repro` would run them. The analysis depends instead on
+# PROBES_RECORD, the probes pipeline's folder: it always exists (probes/dvc.yaml), and
+# `dvc repro probes/dvc.yaml` (make probe) writes each new result's hash into its dvc.lock.
 PROBES_METRICS = PROBES / "metrics.json"
+PROBES_RECORD = Path("probes")
 
 # The schema (judgelab.schemas kind) of each table a stage's preflight validates before it reads.
 SCHEMAS = {TASKS: "tasks", ROLLOUTS: "rollouts", SCORES: "scores"}
@@ -122,6 +126,8 @@ class Stage:
     help: str  # the command's help
     flow: Callable[[], Flow]  # imports and returns the stage's flow
     reads: tuple[Path, ...] = ()  # DVC deps; those in SCHEMAS are validated before the flow
+    # DVC deps that stand for a file the flow reads only when it exists (PROBES_RECORD)
+    watches: tuple[Path, ...] = ()
     writes: tuple[Path, ...] = ()  # DVC outs, metrics and plots
     # The params.yaml sections, or dotted keys of a section, whose values change the output.
     # Speed-only settings are left out: `server` and the models' rate limits.
@@ -129,6 +135,7 @@ class Stage:
     models: Callable[[Settings], list[str]] = _no_models  # registry models the flow calls
     check: Callable[[Settings], None] | None = None  # a stage-specific config check
     dvc_file: Path | None = Path("dvc.yaml")  # None: not a DVC stage
+    aliases: tuple[str, ...] = ()  # former command names, still accepted, not in --help
 
     def tables(self) -> list[tuple[Path, str]]:
         """(path, schema kind) of each input table with a schema."""
@@ -167,7 +174,7 @@ PIPELINE_STAGES = (
     ),
     Stage(
         name="training",
-        command="train",
+        command="training",
         help="GRPO with LoRA: one policy per judge in train.judges, resumable, per-epoch history.",
         flow=_training_flow,
         reads=(TASKS,),
@@ -177,6 +184,7 @@ PIPELINE_STAGES = (
         # in scores.evaluators; training scores with repeat 0 only (no scores.repeats).
         params=("train", "rollouts.system_prompt", "scores.evaluators", "models"),
         models=_trained_judge_models,
+        aliases=("train",),  # the command's name before it was the stage's
     ),
     Stage(
         name="analysis",
@@ -184,6 +192,7 @@ PIPELINE_STAGES = (
         help="Judge statistics, agreement with execution truth, plots, report, MLflow run.",
         flow=_analysis_flow,
         reads=(TASKS, ROLLOUTS, SCORES, TRAINING),
+        watches=(PROBES_RECORD,),  # PROBES_METRICS, the report's bias panels
         writes=(
             ANALYSIS / "report.md",
             ANALYSIS / "report.html",

@@ -2,13 +2,16 @@
 
 Each model is its table's one definition. `columns(Schema)` gives the polars column types, in
 declared order, that a stage builds its frame with; `validate(frame, Schema, what)` checks every
-row (lazy) and raises TableError whose message names the column, the row index and the failing
-check.
+row (lazy) and raises TableError whose message names the table, then each failure's column,
+row index and value and the rule it breaks in words (a missing or unexpected column, a wrong
+type), not pandera's check names.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Any
 
 import pandera.polars as pa
 import polars as pl
@@ -278,19 +281,69 @@ def columns(schema: type[pa.DataFrameModel]) -> pl.Schema:
     return pl.Schema({name: col.dtype.type for name, col in schema.to_schema().columns.items()})
 
 
+# pandera's name for each built-in check -> the same rule in words (a custom check's error
+# text is written in words already and is shown as it is).
+_CHECK_WORDS = (
+    (r"greater_than_or_equal_to\((.*)\)", "must be at least {0}"),
+    (r"less_than_or_equal_to\((.*)\)", "must be at most {0}"),
+    (r"greater_than\((.*)\)", "must be greater than {0}"),
+    (r"less_than\((.*)\)", "must be less than {0}"),
+    (r"in_range\((.*), (.*)\)", "must be between {0} and {1}"),
+    (r"isin\((.*)\)", "must be one of {0}"),
+    (r"notin\((.*)\)", "must not be one of {0}"),
+    (r"str_matches\((.*)\)", "must match the pattern {0}"),
+    (r"str_length\(1, None\)", "must not be empty"),
+    (r"str_length\((\d+), None\)", "must be at least {0} characters long"),
+    (r"str_length\(None, (\d+)\)", "must be at most {0} characters long"),
+    (r"str_length\((\d+), (\d+)\)", "must be {0} to {1} characters long"),
+    (r"not_nullable", "must have a value (it is null)"),
+    (r"field_uniqueness|unique", "must be unique (another row has the same value)"),
+)
+ROW_CHARS = 100  # of a failing row shown beside a table-wide rule
+
+
+def _in_words(check: str) -> str:
+    for pattern, words in _CHECK_WORDS:
+        if m := re.fullmatch(pattern, check):
+            return words.format(*m.groups())
+    return check
+
+
+def _failure(row: dict[str, Any], missing: bool) -> str | None:
+    """One failure case of pandera's table as a line: the column, the row, the rule in words
+    and the value. None for the errors a missing column sets off in the table-wide checks."""
+    check, value, index = str(row.get("check")), row.get("failure_case"), row.get("index")
+    column = row.get("column")
+    table_wide = row.get("schema_context") == "DataFrameSchema"
+    if check == "column_in_dataframe":
+        return f"missing column {value!r}"
+    if check == "column_in_schema":
+        return f"unexpected column {value!r} (not part of this table)"
+    if m := re.fullmatch(r"dtype\('?(.*?)'?\)", check):
+        return f"column {column!r} has type {value}, expected {m.group(1)}"
+    if table_wide:
+        if index is None:
+            return None if missing else f"{check}: {value}"
+        shown = str(value)
+        shown = shown if len(shown) <= ROW_CHARS else shown[:ROW_CHARS] + "..."
+        return f"row {index}: {check} (row: {shown})"
+    where = f"row {index}" if index is not None else "every row"
+    shown = "" if check == "not_nullable" else f" (value: {value!r})"
+    return f"column {column!r}, {where}: {_in_words(check)}{shown}"
+
+
 def _describe(err: SchemaErrors | SchemaError, what: str) -> str:
+    """The table, then each failure: the column and row, the rule broken, in words, and the
+    value (the first 20)."""
     lines = [f"{what} failed validation:"]
     cases = getattr(err, "failure_cases", None)
     if isinstance(cases, pl.DataFrame) and cases.height:
-        for row in cases.head(20).iter_rows(named=True):
-            column = row.get("column") or "<table>"
-            index = row.get("index")
-            where = f"row {index}" if index is not None else "table"
-            check = row.get("check")
-            value = row.get("failure_case")
-            lines.append(f"  - column {column!r}, {where}: {check} (value: {value!r})")
-        if cases.height > 20:
-            lines.append(f"  ... and {cases.height - 20} more failures")
+        rows = list(cases.iter_rows(named=True))
+        missing = any(r.get("check") == "column_in_dataframe" for r in rows)
+        found = [line for r in rows if (line := _failure(r, missing)) is not None]
+        lines += [f"  - {line}" for line in found[:20]]
+        if len(found) > 20:
+            lines.append(f"  ... and {len(found) - 20} more failures")
     else:
         lines.append(f"  - {err}")
     return "\n".join(lines)

@@ -17,7 +17,8 @@ app = typer.Typer(
 @app.command("list")
 def list_models(params: Path = typer.Option(Path("params.yaml"), "--params", "-p")) -> None:
     """Show every registry model: embedded zoo file or endpoint (keys are never shown)."""
-    settings = load_settings(params)
+    with exit_on_error():
+        settings = load_settings(params)
     for name, spec in settings.models.items():
         if isinstance(spec, EmbeddedModel):
             typer.echo(f"{name:16s} embedded  {spec.zoo}  family={spec.family}")

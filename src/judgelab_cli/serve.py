@@ -30,6 +30,10 @@ def serve(
     starts on 127.0.0.1. Trigger a run from the UI or with `prefect deployment run
     judgelab-pipeline/NAME`; this process executes it and stays up until Ctrl-C.
     """
+    from judgelab.config import load_settings
+
+    with exit_on_error():  # a missing or invalid params file fails now, not every run
+        load_settings(params)
     url = os.environ.setdefault("PREFECT_API_URL", api_url(PREFECT_PORT))
     with exit_on_error():
         check_api(url)

@@ -1,5 +1,6 @@
 """One command per stage of the stage table (flows.stages): `judgelab tasks|rollouts|scores|
-train|analysis|probe|pipeline`. Each checks its inputs in a second, then runs its flow."""
+training|analysis|probe|pipeline`, and each stage's former names as hidden aliases
+(`judgelab train`). Each checks its inputs in a second, then runs its flow."""
 
 from __future__ import annotations
 
@@ -91,3 +92,6 @@ def register(app: typer.Typer) -> None:
     for stage in STAGES:
         make = probe.command if stage is PROBES_STAGE else command  # + the attack gate
         app.command(stage.command, help=stage.help)(make(stage))
+        for alias in stage.aliases:  # old scripts keep working; --help shows one name
+            former = f"{stage.help} Former name of `judgelab {stage.command}`."
+            app.command(alias, help=former, hidden=True)(make(stage))

@@ -167,7 +167,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copy(GOLDEN / "tasks.parquet", root / TABLES["tasks"])
     with OpenAIServer(pure_reply, port=PORT) as server:
         (root / "params.yaml").write_text(yaml.safe_dump(training_params(server.base_url)))
-        run_stage(root, "train")
+        run_stage(root, "training")
     return root
 
 

@@ -1,10 +1,10 @@
 """The whole pipeline, end to end, on real embedded models and a tiny subset, under dvc.
 
-Runs in a scratch project (a copy of dvc.yaml, flows/, src/ and inputs/ with small params) so the
-checkout's own data and caches are untouched. Checks: every stage's table validates,
-every evaluator has metrics incl. truth agreement, the report and the MLflow runs exist,
-a second `dvc repro` reruns nothing, and changing only an analysis parameter reruns only
-the analysis stage.
+Runs in a scratch project (a copy of dvc.yaml, flows/, src/, inputs/ and probes/ with small
+params) so the checkout's own data and caches are untouched. Checks: every stage's table
+validates, every evaluator has metrics incl. truth agreement, the report and the MLflow runs
+exist, a second `dvc repro` reruns nothing, and changing only an analysis parameter reruns
+only the analysis stage.
 """
 
 from __future__ import annotations
@@ -67,7 +67,9 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     proj = tmp_path_factory.mktemp("project")
     for name in ("dvc.yaml", ".dvcignore"):
         shutil.copy(ROOT / name, proj / name)
-    for name in ("src", "flows", "inputs"):  # inputs/: dvc's tasks and rollouts stages read it
+    # inputs/: dvc's tasks and rollouts stages read it; probes/: the analysis stage depends on
+    # the probes pipeline's folder (its dvc.lock records each probe result)
+    for name in ("src", "flows", "inputs", "probes"):
         shutil.copytree(
             ROOT / name, proj / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
         )

@@ -82,7 +82,7 @@ def fixture_scores(latency: float = 0.5) -> pl.DataFrame:
         if cand in TRUTH:
             rows.append(row(task, cand, "tests", "execution", TRUTH[cand], latency=latency))
         else:
-            rows.append(row(task, cand, "tests", "execution", None, reason="no tests: autorl task"))
+            rows.append(row(task, cand, "tests", "execution", None, reason="task has no tests"))
         if cand in JUDGE:
             explanation = XSS if cand == "a3" else f"ok {cand}"
             rows.append(

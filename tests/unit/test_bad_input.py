@@ -102,4 +102,7 @@ def test_task_file_with_bad_rows_names_the_row(project: Path) -> None:
     assert "row 1:" in out and "HumanEval/1" in out
     good.vstack(good.head(1)).write_parquet(path)  # a duplicated task id
     code, out = stage(project, "rollouts", shipped())
-    assert code == 2 and "column 'task_id', row 3: field_uniqueness" in out
+    assert code == 2 and (
+        "column 'task_id', row 3: must be unique (another row has the same value) "
+        "(value: 'HumanEval/0')" in out
+    )

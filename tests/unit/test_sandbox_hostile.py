@@ -278,6 +278,34 @@ def test_repository_and_home_are_hidden(host: Host) -> None:
     host.assert_unchanged()
 
 
+@needs_namespaces
+def test_a_project_under_tmp_is_hidden_without_a_warning(
+    host: Host,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Run from a project under /tmp (CI's `mktemp -d` clone): the sandbox's fresh /tmp has
+    already taken it out of view, so there is nothing it failed to hide and nothing to warn
+    about."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "params.yaml").write_text("{}\n")
+    (project / ".env").write_text("OPENAI_API_KEY=sk-not-for-the-sandbox\n")
+    if Path("/tmp").resolve() not in project.resolve().parents:
+        pytest.skip(f"pytest's tmp_path {tmp_path} is not under /tmp")
+    monkeypatch.chdir(project)  # our working directory and the project root (params.yaml)
+    monkeypatch.delenv("JUDGELAB_ROOT", raising=False)
+    monkeypatch.setattr(sandbox, "_warned", set())
+    assert str(project.resolve()) not in sandbox._hidden_dirs(sys.executable, tmp_path / "w")
+    code = f"import json, os\nprint(json.dumps(os.path.exists({str(project / '.env')!r})))\n"
+    with caplog.at_level("WARNING", logger="judgelab.evaluators.sandbox"):
+        seen = _report(host.run(code))
+    assert seen is False
+    assert [r.getMessage() for r in caplog.records if "cannot hide" in r.getMessage()] == []
+    host.assert_unchanged()
+
+
 # --------------------------------------------------------------------------- secrets
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from flows.stages import PIPELINE, PIPELINE_STAGES, SCHEMAS, STAGES, Stage
+from flows.stages import PIPELINE, PIPELINE_STAGES, PROBES_METRICS, SCHEMAS, STAGES, Stage
 from judgelab.config import Settings
 from judgelab.schemas import SCHEMAS as TABLE_SCHEMAS
 
@@ -45,7 +46,15 @@ def test_every_dvc_stage_is_in_the_table() -> None:
 
 
 def test_names_and_commands_are_unique() -> None:
-    assert len({s.name for s in STAGES}) == len({s.command for s in STAGES}) == len(STAGES)
+    commands = [c for s in STAGES for c in (s.command, *s.aliases)]
+    assert len({s.name for s in STAGES}) == len(STAGES)
+    assert len(set(commands)) == len(commands)
+
+
+@pytest.mark.parametrize("stage", PIPELINE_STAGES, ids=lambda s: s.name)
+def test_a_dvc_yaml_stage_runs_the_command_of_its_name(stage: Stage) -> None:
+    """`dvc repro training` runs `judgelab training` (it ran `judgelab train`)."""
+    assert stage.command == stage.name
 
 
 @pytest.mark.parametrize("stage", DVC_STAGES, ids=lambda s: s.name)
@@ -56,6 +65,7 @@ def test_dvc_stage_matches_the_table(stage: Stage) -> None:
     assert body["cmd"] == f"judgelab {stage.command}"
     deps = entries(body, "deps")
     assert sorted(d for d in deps if d.startswith("data/")) == sorted(map(str, stage.reads))
+    assert {str(p) for p in stage.watches} <= set(deps)
     flow_file = Path(inspect.getsourcefile(stage.flow().fn)).relative_to(ROOT)
     assert str(flow_file) in deps, f"{stage.name} must depend on its flow's module"
     written = entries(body, "outs") + entries(body, "metrics") + entries(body, "plots")
@@ -153,6 +163,73 @@ def test_a_changed_key_reruns_only_the_stages_that_read_it(tmp_path: Path) -> No
     assert stale_after("analysis", "min_ci_groups", 6) == {"analysis", "probes"}
 
 
+def test_dvc_repro_never_runs_the_probes_but_reruns_the_analysis_after_them(
+    tmp_path: Path,
+) -> None:
+    """Both pipeline files with their real deps, outs and params; each command only writes
+    its outs (the probes' metrics from a file, so a rerun can change them). `dvc repro` must
+    not run the probes (nor need their output), and after `dvc repro probes/dvc.yaml` (make
+    probe) the analysis, which shows the probe metrics, is stale exactly when they changed."""
+    files = {path: dvc_file(path) for path in (Path("dvc.yaml"), Path("probes/dvc.yaml"))}
+    outs = {
+        out for body in (b for f in files.values() for b in f.values())
+        for out in entries(body, "outs") + entries(body, "metrics") + entries(body, "plots")
+    }  # fmt: skip
+
+    def write(path: str) -> str:
+        """Shell that creates `path` (a folder, with a file in it, when it has no suffix)."""
+        if path == str(PROBES_METRICS):
+            return f"mkdir -p {Path(path).parent} && cp probe_value.json {path}"
+        if Path(path).suffix:
+            return f"mkdir -p {Path(path).parent} && echo {path} > {path}"
+        return f"mkdir -p {path} && echo {path} > {path}/made"
+
+    for path, stages in files.items():
+        for name, body in stages.items():
+            written = entries(body, "outs") + entries(body, "metrics") + entries(body, "plots")
+            body["cmd"] = " && ".join([*map(write, written), f"echo {name} >> ran.txt"])
+            (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+            for dep in entries(body, "deps"):  # code and inputs: there, unchanged
+                target = tmp_path / dep
+                if dep in outs or target.exists():
+                    continue
+                if target.suffix:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_text(dep)
+                else:
+                    target.mkdir(parents=True)
+                    (target / "file").write_text(dep)
+        (tmp_path / path).write_text(yaml.safe_dump({"stages": stages}))
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    (tmp_path / "probe_value.json").write_text('{"judge": 1}')
+    dvc(tmp_path, "init", "--no-scm", "-q")
+
+    def ran() -> list[str]:
+        log = tmp_path / "ran.txt"
+        stages = log.read_text().split() if log.exists() else []
+        log.unlink(missing_ok=True)
+        return stages
+
+    def stale() -> set[str]:
+        return set(json.loads(dvc(tmp_path, "status", "--json", "dvc.yaml")))
+
+    dvc(tmp_path, "repro", "-q")
+    assert sorted(ran()) == sorted(files[Path("dvc.yaml")])  # every stage, not the probes
+    assert not (tmp_path / PROBES_METRICS).exists() and stale() == set()
+
+    dvc(tmp_path, "repro", "-q", "probes/dvc.yaml")
+    assert ran() == ["probes"]
+    assert stale() == {"analysis"}
+    dvc(tmp_path, "repro", "-q")
+    assert ran() == ["analysis"]
+
+    dvc(tmp_path, "repro", "-q", "-f", "probes/dvc.yaml")  # the same results again
+    assert ran() == ["probes"] and stale() == set()
+    (tmp_path / "probe_value.json").write_text('{"judge": 2}')
+    dvc(tmp_path, "repro", "-q", "-f", "probes/dvc.yaml")  # new results
+    assert ran() == ["probes"] and stale() == {"analysis"}
+
+
 # ------------------------------------------------------------------ the reference audit
 
 REFERENCE = Path("reference/dvc.yaml")
@@ -162,7 +239,9 @@ def test_the_reference_pipeline_is_the_stage_table_rerooted() -> None:
     """reference/dvc.yaml runs every stage of dvc.yaml and probes/dvc.yaml with reference/ as
     the project root: the same commands, params and tables; code deps re-rooted at ../; every
     output kept in git (cache: false) so the committed tables and dvc.lock are the results.
-    Only `inputs` (the user's own task files) is left out: the reference has none."""
+    `inputs` (the user's own task files) is left out: the reference has none. The analysis
+    depends on the probes' metrics themselves, not on probes/ (the main pipeline's record of
+    a pipeline `dvc repro` must not run): the reference runs its probes before its report."""
     reference = dvc_file(REFERENCE)
     assert list(reference) == [s.name for s in DVC_STAGES]
     for stage in DVC_STAGES:
@@ -170,8 +249,12 @@ def test_the_reference_pipeline_is_the_stage_table_rerooted() -> None:
         assert "wdir" not in ref, "paths are relative to reference/, the project root"
         assert ref["cmd"] == body["cmd"]
         assert ref["params"] == body["params"]
-        expected = [d if d.startswith("data/") else f"../{d}" for d in entries(body, "deps")]
-        assert entries(ref, "deps") == [d for d in expected if d != "../inputs"]
+        rerooted = {"inputs": None, "probes": "data/probes/metrics.json"}
+        expected = [
+            rerooted[d] if d in rerooted else d if d.startswith("data/") else f"../{d}"
+            for d in entries(body, "deps")
+        ]
+        assert entries(ref, "deps") == [d for d in expected if d is not None]
         for key in ("outs", "metrics", "plots"):
             assert entries(ref, key) == entries(body, key), (stage.name, key)
             for entry, original in zip(ref.get(key) or [], body.get(key) or [], strict=True):

@@ -5,9 +5,11 @@ that fails its tests.
 (judgelab.schemas), computes per-evaluator statistics (`stats`) and metrics against execution
 truth (`truth`), and writes, atomically (judgelab.io):
 
-- `out_dir/metrics.json`: `{"evaluators": {name: {...stats, "truth": {...}}}, "power": {...},
-  "n_tasks", "n_candidates", "n_score_rows", "execution_truth": {...}, "settings": {...}}`
-  (`power`: `analysis.power`, how many tasks it takes to rank each pair of judges).
+- `out_dir/metrics.json`: `{"evaluators": {name: {...stats, "truth": {...},
+  "truth_parseable": {...}}}, "power": {...}, "n_tasks", "n_candidates", "n_score_rows",
+  "execution_truth": {...}, "settings": {...}}` (`truth_parseable`: the same figures on
+  parseable code only, `truth.Truth.parseable`; `execution_truth` counts each execution
+  outcome; `power`: `analysis.power`, how many tasks it takes to rank each pair of judges).
   Deterministic for identical inputs and settings: sorted keys, floats rounded to 6 decimals,
   NaN written as null, no timings or wall-clock values (latency goes to the report only).
 - `out_dir/plots/*.csv` (for `dvc plots`) and `out_dir/plots/png/*.png` (`plots`).
@@ -75,16 +77,19 @@ def compute_metrics(
     truth = execution_truth(scores)
     if truth.reason:
         logger.warning("truth metrics unavailable: %s", truth.reason)
+    parseable = truth.parseable()
     evaluators = evaluator_stats(scores)
     weights = resample_weights(len(truth.tasks), settings.bootstrap, settings.seed)
+    parseable_weights = resample_weights(len(parseable.tasks), settings.bootstrap, settings.seed)
     for name, ev in evaluators.items():
-        ev["truth"] = truth_metrics(
-            candidate_scores(scores, name),
-            truth,
-            settings.praise_threshold,
-            weights,
-            min_groups=settings.min_ci_groups,
-        )
+        cand = candidate_scores(scores, name)
+        for key, t, w in (
+            ("truth", truth, weights),
+            ("truth_parseable", parseable, parseable_weights),
+        ):
+            ev[key] = truth_metrics(
+                cand, t, settings.praise_threshold, w, min_groups=settings.min_ci_groups
+            )
     power = power_analysis(
         scores, truth, evaluators, settings.power, weights, settings.min_ci_groups
     )

@@ -18,6 +18,11 @@ Contract:
 - Group judges (`GROUP_PROTOCOLS`: RULER) are headlined by within-task figures; pooled ROC-AUC,
   the praise threshold and mean scores are labelled absolute-scale, with their within-task
   standardised versions beside them.
+- The intro says what kind each failure is (tests failed, did not parse, no code) and what
+  left a candidate without truth (sandbox error, no tests). Where some failing candidates had
+  no code or code that did not parse, a second headline table and a finding per judge give
+  the same figures on parseable code only (`truth_parseable`); otherwise one line says they
+  are the same.
 """
 
 from __future__ import annotations
@@ -133,11 +138,12 @@ DISTRIBUTION_COLUMNS = (
 )
 
 
-def headline_rows(evaluators: dict[str, dict[str, Any]]) -> list[list[str]]:
+def headline_rows(evaluators: dict[str, dict[str, Any]], truth: str = "truth") -> list[list[str]]:
+    """One row per evaluator; `truth`: its figures on all code, or `truth_parseable`."""
     rows = []
     for name in sorted(evaluators):
         ev = evaluators[name]
-        t = ev.get("truth", {})
+        t = ev.get(truth, {})
         rows.append(
             [
                 name,
@@ -197,6 +203,77 @@ def signal_finding(ev: dict[str, Any]) -> str | None:
     )
 
 
+def n_unparseable(metrics: dict[str, Any]) -> int:
+    """Candidates with execution truth on all code but not on parseable code only."""
+    tr = metrics.get("execution_truth") or {}
+    parseable = tr.get("parseable")
+    if parseable is None:
+        return 0
+    return int(tr.get("n_candidates_with_truth") or 0) - int(
+        parseable.get("n_candidates_with_truth") or 0
+    )
+
+
+def outcome_lines(metrics: dict[str, Any]) -> list[str]:
+    """What kind each failure was, what left candidates without truth, and whether the
+    figures on parseable code only differ from the headline ones."""
+    tr = metrics.get("execution_truth") or {}
+    kinds = tr.get("outcomes")
+    if not tr.get("evaluator") or kinds is None:
+        return []
+    lines = []
+    failed = [
+        (kinds.get("tests_failed", 0), "ran and failed (a test, or a time or memory limit)"),
+        (kinds.get("not_parsed", 0), "did not parse (a syntax error before any test ran)"),
+        (kinds.get("no_code", 0), "had no code"),
+    ]
+    if any(n for n, _ in failed):
+        kinds_failed = ", ".join(f"{n} {what}" for n, what in failed if n)
+        lines.append(f"Of the {tr.get('n_failing')} failing candidates, {kinds_failed}.")
+    untested = []
+    if n := kinds.get("sandbox_error", 0):
+        untested.append(f"{_n(n, 'sandbox error')} (no verdict on the code)")
+    if n := kinds.get("no_tests", 0):
+        untested.append(f"{n} on tasks without tests")
+    if n := kinds.get("no_execution_row", 0):
+        untested.append(f"{n} never run by the execution evaluator")
+    if untested:
+        lines.append(f"Without a test result: {', '.join(untested)}.")
+    left_out = n_unparseable(metrics)
+    if left_out:
+        lines.append(
+            f"The figures on parseable code only leave out the {_n(left_out, 'candidate')} "
+            "without code or whose code did not parse."
+        )
+    else:
+        lines.append(
+            "No candidate with a test result lacked code or failed to parse, so the figures on "
+            "parseable code only are those shown."
+        )
+    return lines
+
+
+def parseable_finding(t: dict[str, Any], left_out: int, group: bool) -> str | None:
+    """One line: the headline figures on parseable code only, when some code did not parse."""
+    if not left_out or not t:
+        return None
+    figures = []
+    if t.get("pairwise_accuracy") is not None:
+        figures.append(f"pairwise accuracy {fmt_ci(t, 'pairwise_accuracy')}")
+    if t.get("false_praise_rate") is not None:
+        scale = " (absolute scale)" if group else ""
+        figures.append(
+            f"false praise{scale} {fmt_ci(t, 'false_praise_rate', pct=True)} "
+            f"({t.get('n_false_praise')} of {_n(t.get('n_failing'), 'failing candidate')})"
+        )
+    if not figures:
+        return None
+    return (
+        f"on parseable code only ({_n(left_out, 'candidate')} without code or that did not "
+        f"parse left out): {'; '.join(figures)}."
+    )
+
+
 # ---------------------------------------------------------------------------- findings
 
 
@@ -213,9 +290,11 @@ def ranking_verdict(t: dict[str, Any]) -> str:
     return "cannot be told apart from chance at ranking passing vs failing code"
 
 
-def findings(name: str, ev: dict[str, Any]) -> list[str]:
+def findings(name: str, ev: dict[str, Any], left_out: int = 0) -> list[str]:
     """Short plain-language findings about one evaluator, worst news first; a group judge's
-    within-task figures first and its absolute-scale ones labelled as such."""
+    within-task figures first and its absolute-scale ones labelled as such. `left_out`: the
+    candidates without code or that did not parse (`n_unparseable`); when there are any, a
+    line gives the figures without them."""
     out: list[str] = []
     t = ev.get("truth", {})
     thr = t.get("praise_threshold")
@@ -264,6 +343,9 @@ def findings(name: str, ev: dict[str, Any]) -> list[str]:
                 "task's mean, so training would push them up."
             )
     out += ranking + praise if group else praise + ranking
+    parseable = parseable_finding(ev.get("truth_parseable", {}), left_out, group)
+    if parseable and judged:
+        out.append(parseable)
     signal = signal_finding(ev) if judged else None
     if signal:
         out.append(signal)
@@ -307,6 +389,13 @@ def findings(name: str, ev: dict[str, Any]) -> list[str]:
             f"{fmt_num(ev.get('raw_score_max'))})."
         )
     return out
+
+
+def parseable_note(left_out: int) -> str:
+    return (
+        f"The same figures without the {_n(left_out, 'candidate')} that had no code or whose "
+        "code did not parse: how each judge does on code that ran."
+    )
 
 
 # ---------------------------------------------------------------------------- examples
@@ -415,6 +504,7 @@ def _intro(metrics: dict[str, Any]) -> list[str]:
             f"and {tr.get('n_failing')} fail their tests; {tr.get('n_candidates_no_truth')} "
             "candidates have no test result and are left out of the truth metrics."
         )
+        lines += outcome_lines(metrics)
     else:
         lines.append(f"No execution truth: {tr.get('reason')}. Truth metrics are empty.")
     lines.append(
@@ -471,12 +561,16 @@ def render_markdown(
     out += ranking_markdown(metrics)
     out += ["## Headline", ""]
     out += _md_table(HEADLINE_COLUMNS, headline_rows(evs))
+    left_out = n_unparseable(metrics)
+    if left_out:
+        out += ["", "## Headline, parseable code only", "", parseable_note(left_out), ""]
+        out += _md_table(HEADLINE_COLUMNS, headline_rows(evs, "truth_parseable"))
     out += ["", "## Score distributions", ""]
     out += _md_table(DISTRIBUTION_COLUMNS, distribution_rows(evs))
     out += ["", "## Findings", ""]
     for name in sorted(evs):
         out.append(f"### {_md_cell(name)}")
-        out += [f"- {_md_cell(line)}" for line in findings(name, evs[name])]
+        out += [f"- {_md_cell(line)}" for line in findings(name, evs[name], left_out)]
         out.append("")
     out += power_markdown(metrics.get("power") or {}, fmt_ci)
     out += training_report.markdown_section(metrics)
@@ -571,12 +665,18 @@ def render_html(
     h += ranking_html(metrics, _e)
     h.append("<h2>Headline</h2>")
     h += _html_table("headline", HEADLINE_COLUMNS, headline_rows(evs))
+    left_out = n_unparseable(metrics)
+    if left_out:
+        h.append("<h2>Headline, parseable code only</h2>")
+        h.append(f'<p class="note">{_e(parseable_note(left_out))}</p>')
+        rows = headline_rows(evs, "truth_parseable")
+        h += _html_table("headline-parseable", HEADLINE_COLUMNS, rows)
     h.append("<h2>Score distributions</h2>")
     h += _html_table("distributions", DISTRIBUTION_COLUMNS, distribution_rows(evs))
     h.append("<h2>Findings</h2>")
     for name in sorted(evs):
         h.append(f"<h3>{_e(name)}</h3><ul>")
-        for line in findings(name, evs[name]):
+        for line in findings(name, evs[name], left_out):
             cls = ' class="bad"' if line.startswith(("praises failing", "ranks failing")) else ""
             h.append(f"<li{cls}>{_e(line)}</li>")
         h.append("</ul>")

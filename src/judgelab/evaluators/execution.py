@@ -3,11 +3,18 @@
 Contract of `ExecutionJudge.score_one(task, candidate) -> Verdict`, per candidate:
 - task without tests (AutoRL)          -> unscored "task has no tests"
 - no code in the answer                -> scored 0.0, reason "no code in answer"
-- sandbox passed (exit 0)              -> scored 1.0
+- sandbox passed (exit 0)              -> scored 1.0, reason "tests passed"
 - tests failed / timeout / memory / killed -> scored 0.0; `reason` says which, `explanation`
-  is a short tail of stderr (the traceback's end)
+  is a short tail of stderr (the traceback's end). A program that does not compile fails
+  too, before any test runs: reason "tests failed: SyntaxError: ..." (or IndentationError,
+  TabError) and, as its explanation, the interpreter's report of where, with no traceback.
 - sandbox status "error" (our fault, not the code's) -> unscored with the sandbox's reason
 latency_s is the sandbox's duration.
+
+`outcome(status, score, reason, explanation)` reads back which of these a verdict (a row of
+the scores table) is: one of OUTCOMES, of which UNPARSEABLE are the answers whose code never
+ran (no code, or code that does not parse). The analysis takes its truth figures on parseable
+code only by it.
 
 The program run for a HumanEval-style task (prompt, entry_point, test) is:
 - when the extracted code defines `entry_point` as a top-level function (a standalone
@@ -24,11 +31,13 @@ from __future__ import annotations
 import ast
 import logging
 import os
+import re
 import signal
 import threading
 import warnings
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Literal
 
 from judgelab.answer import parse_answer
 from judgelab.evaluators.base import PointwiseEvaluator
@@ -40,6 +49,29 @@ log = logging.getLogger(__name__)
 
 EXPLANATION_CHARS = 600
 REASON_CHARS = 200
+
+# Reasons that name an outcome by themselves.
+NO_TESTS = "task has no tests"
+NO_CODE = "no code in answer"
+PASSED = "tests passed"
+FAILED = "tests failed: "  # + the last line of stderr
+
+Outcome = Literal["passed", "tests_failed", "not_parsed", "no_code", "sandbox_error", "no_tests"]
+OUTCOMES: tuple[Outcome, ...] = (
+    "passed",
+    "tests_failed",  # the code ran and did not pass: a test, timeout, memory, a signal
+    "not_parsed",  # the program did not compile: no test ran
+    "no_code",  # nothing to run
+    "sandbox_error",  # the sandbox could not run it: no verdict on the code
+    "no_tests",  # the task has no tests: no verdict on the code
+)
+UNPARSEABLE: tuple[Outcome, ...] = ("no_code", "not_parsed")
+_COMPILE_ERRORS = ("SyntaxError:", "IndentationError:", "TabError:")
+# CPython reports a script it cannot compile as the place (`File ".../main.py", line N`) with
+# no traceback; a SyntaxError raised while the program runs (exec, compile, an import) comes
+# after "Traceback (most recent call last):" and frame lines that end `, in <function>`.
+_NOT_COMPILED = re.compile(r'^\s*File "(?:[^"]*/)?main\.py", line \d+$', re.MULTILINE)
+_TRACEBACK = "Traceback (most recent call last):"
 
 
 # CPython 3.11's parser is not thread-safe: two threads in ast.parse at once (score_many's
@@ -95,6 +127,25 @@ def build_program(task: Task, code: str) -> str:
     return f"{head}\n\n\n{task.test}\n\ncheck({task.entry_point})\n"
 
 
+def outcome(
+    status: str, score: float | None, reason: str | None, explanation: str | None
+) -> Outcome:
+    """Which outcome a verdict of this evaluator is, from what it wrote (see the module
+    docstring). A compile error is told from a test that failed by the interpreter's report in
+    the explanation; one whose report was cut off reads as a failed test."""
+    if status != "scored":
+        return "no_tests" if reason == NO_TESTS else "sandbox_error"
+    if score is not None and score >= 1.0:
+        return "passed"
+    if reason == NO_CODE:
+        return "no_code"
+    text = explanation or ""
+    compile_error = (reason or "").removeprefix(FAILED).startswith(_COMPILE_ERRORS)
+    if compile_error and _TRACEBACK not in text and _NOT_COMPILED.search(text):
+        return "not_parsed"
+    return "tests_failed"
+
+
 def _last_line(text: str) -> str:
     return next((ln.strip() for ln in reversed(text.splitlines()) if ln.strip()), "")
 
@@ -117,10 +168,10 @@ class ExecutionJudge(PointwiseEvaluator):
     def score_one(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
         # `repeat` is accepted for the common evaluator signature; execution is deterministic.
         if not task.test or not task.entry_point:
-            return Verdict.unscored("task has no tests")
+            return Verdict.unscored(NO_TESTS)
         code = parse_answer(candidate.completion).code
         if code is None:
-            return Verdict.scored(0.0, reason="no code in answer")
+            return Verdict.scored(0.0, reason=NO_CODE)
         result = run_python(
             build_program(task, code),
             timeout_s=self.spec.timeout_s,
@@ -141,13 +192,13 @@ class ExecutionJudge(PointwiseEvaluator):
         explanation = result.stderr_tail[-EXPLANATION_CHARS:].strip() or None
         common = {"explanation": explanation, "latency_s": result.duration_s}
         if result.status == "passed":
-            return Verdict.scored(1.0, reason="tests passed", latency_s=result.duration_s)
+            return Verdict.scored(1.0, reason=PASSED, latency_s=result.duration_s)
         if result.status == "error":
             return Verdict.unscored(result.stderr_tail[:REASON_CHARS] or "sandbox error",
                                     latency_s=result.duration_s)  # fmt: skip
         if result.status == "failed":
             last = _last_line(result.stderr_tail) or f"exit code {result.exit_code}"
-            reason = f"tests failed: {last}"
+            reason = f"{FAILED}{last}"
         elif result.status == "timeout":
             reason = (
                 f"timeout after {self.spec.timeout_s:g}s"

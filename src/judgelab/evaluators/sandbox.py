@@ -41,7 +41,7 @@ What is guaranteed (on Linux):
     repository, home, /var/tmp or /dev/shm fail with EROFS, and nothing outside the workdir
     (removed afterwards) can be changed. /root, /home, $HOME, our working directory and
     the project root (the repository, with any .env files) are covered by an empty tmpfs
-    unless the interpreter lives inside them.
+    unless the interpreter lives inside them; one under /tmp is gone with the fresh /tmp.
   A mechanism the kernel refuses (a container without CAP_SYS_ADMIN, a kernel before 5.12
   for mount_setattr) is skipped and a loud warning naming it is logged once; the rest
   still applies.
@@ -394,14 +394,16 @@ def run_python(
 def _hidden_dirs(python: str, workdir: Path) -> list[str]:
     """Directories to cover with an empty tmpfs: homes, our working directory and the project
     root (the repository, with any .env files), unless the code's interpreter or dir lies
-    inside."""
+    inside. None under /tmp: the launcher's fresh /tmp has already taken them out of view
+    (a checkout from `mktemp -d`), and a mount there would fail on a path that is gone."""
     keep = [Path(python), Path(python).resolve(), workdir]
+    fresh_tmp = Path("/tmp").resolve()
     found = []
     for raw in ("/root", "/home", os.environ.get("HOME", ""), os.getcwd(), str(project_root())):
         path = Path(raw).resolve() if raw else None
         if path is None or path == Path("/") or not path.is_dir() or ":" in str(path):
             continue
-        if any(k == path or path in k.parents for k in keep):
+        if any(k == path or path in k.parents for k in keep) or fresh_tmp in path.parents:
             continue
         found.append(str(path))
     return sorted(set(found))
