@@ -1,0 +1,113 @@
+"""The committed reference audit (reference/, `make reference`) is what the code says it is.
+
+reference/dvc.lock names the stages that have run and the md5 of each output they wrote. The
+tables are committed (cache: false), so on a clean clone each one must be the file DVC
+recorded, validate against its schema, and the analysis run on them must reproduce the
+committed metrics.json exactly. No model runs here: CI never reruns the reference.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from judgelab.analysis import run_analysis
+from judgelab.config import load_settings
+from judgelab.schemas import validate_file
+
+ROOT = Path(__file__).resolve().parents[2]
+REFERENCE = ROOT / "reference"
+LOCK = REFERENCE / "dvc.lock"
+
+# The schema of every committed table, by its path under reference/.
+TABLES = {
+    "data/tasks/tasks.parquet": "tasks",
+    "data/rollouts/rollouts.parquet": "rollouts",
+    "data/scores/scores.parquet": "scores",
+    "data/probes/candidates.parquet": "probe_candidates",
+    "data/probes/probe_scores.parquet": "probe_scores",
+    "data/probes/calls.parquet": "probe_calls",
+}
+
+
+def locked_outputs() -> dict[str, dict[str, Any]]:
+    """path -> its dvc.lock entry, for every output of every stage that has run."""
+    stages = yaml.safe_load(LOCK.read_text())["stages"]
+    return {out["path"]: out for body in stages.values() for out in body.get("outs", [])}
+
+
+def test_the_audit_has_run_and_is_committed() -> None:
+    outputs = locked_outputs()
+    for path in ("data/tasks/tasks.parquet", "data/rollouts/rollouts.parquet"):
+        assert path in outputs, f"reference/dvc.lock has no {path}: run `make reference`"
+    assert "data/scores/scores.parquet" in outputs
+
+
+@pytest.mark.parametrize("path", sorted(locked_outputs()))
+def test_each_output_is_the_file_dvc_recorded(path: str) -> None:
+    entry = locked_outputs()[path]
+    target = REFERENCE / path
+    assert target.exists(), f"reference/{path} is in dvc.lock but not committed"
+    if entry["md5"].endswith(".dir"):  # a folder: its files are checked by what reads them
+        assert target.is_dir() and any(target.iterdir())
+        return
+    assert hashlib.md5(target.read_bytes()).hexdigest() == entry["md5"], path
+    assert target.stat().st_size == entry["size"]
+
+
+@pytest.mark.parametrize("path", sorted(TABLES))
+def test_committed_tables_validate(path: str) -> None:
+    if path not in locked_outputs():
+        pytest.skip(f"reference/{path}: its stage has not run yet (reference/dvc.lock)")
+    frame = validate_file(REFERENCE / path, TABLES[path])
+    assert frame.height > 0
+
+
+def test_scores_are_the_audit_the_params_ask_for() -> None:
+    """30 HumanEval groups of k candidates, each scored once by every evaluator."""
+    settings = load_settings(REFERENCE / "params.yaml")
+    scores = validate_file(REFERENCE / "data/scores/scores.parquet", "scores")
+    tasks = validate_file(REFERENCE / "data/tasks/tasks.parquet", "tasks")
+    humaneval = tasks.filter(tasks["source"] == "humaneval")
+    assert humaneval.height == settings.tasks.humaneval.limit >= 30
+    names = sorted(ev.name for ev in settings.scores.evaluators)
+    assert sorted(scores["evaluator"].unique().to_list()) == names
+    per_evaluator = scores.group_by("evaluator").len()["len"].unique().to_list()
+    assert per_evaluator == [tasks.height * settings.rollouts.k * settings.scores.repeats]
+
+
+def test_the_analysis_of_the_committed_tables_is_the_committed_metrics(tmp_path: Path) -> None:
+    committed = REFERENCE / "data/analysis/metrics.json"
+    if not committed.exists():
+        pytest.skip("the reference analysis has not run yet")
+    settings = load_settings(REFERENCE / "params.yaml")
+    data = REFERENCE / "data"
+    metrics = run_analysis(
+        validate_file(data / "tasks/tasks.parquet", "tasks"),
+        validate_file(data / "rollouts/rollouts.parquet", "rollouts"),
+        validate_file(data / "scores/scores.parquet", "scores"),
+        settings.analysis,
+        tmp_path,
+        training_dir=data / "training",
+        probes_metrics=data / "probes/metrics.json",
+        train_judges=settings.train.judges,
+    )
+    assert (tmp_path / "metrics.json").read_text() == committed.read_text()
+    assert metrics == json.loads(committed.read_text())
+
+
+def test_readme_opens_with_the_committed_findings() -> None:
+    """README's findings table is the one the committed metrics give (analysis.headline)."""
+    from judgelab.analysis.headline import findings_table
+
+    readme = (ROOT / "README.md").read_text()
+    begin, end = "<!-- reference-findings:begin -->", "<!-- reference-findings:end -->"
+    assert begin in readme and end in readme, "README lacks the reference findings block"
+    block = readme.split(begin, 1)[1].split(end, 1)[0]
+    assert block.strip() == findings_table(REFERENCE / "data").strip()
+    assert readme.index(begin) < readme.index("## Two commands"), "README opens with them"
