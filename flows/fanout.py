@@ -13,7 +13,12 @@ in one *lane* share a limit on how many run at once; lanes run side by side:
 Units go to the flow's task runner (Prefect's thread pool, or Dask: `task_runner`), and each
 result is stored at its unit's index, so the output is the same whatever the concurrency.
 Retries are the task's own (Prefect). When a unit still fails, the units in flight finish (their
-calls land in the caches, so a rerun resumes) and the first error is raised.
+calls land in the caches, so a rerun resumes) and the first error is raised; a caller that
+can use the others' results (training: one judge's failure costs no other judge its epoch)
+asks for each failed unit's error in its place instead (`return_exceptions`).
+
+`fan_out` shows its own progress; `run_units` is the same scheduling for a caller that keeps a
+progress display of its own (the training stage, whose bar counts epochs).
 """
 
 from __future__ import annotations
@@ -106,14 +111,26 @@ def fan_out(
     `stage` counting `unit`s; each lane's wall time and the total are logged."""
     start = time.monotonic()
     with progress(stage, len(units), unit=unit) as advance:
-        results = _run(task, units, limits, lambda u: advance(description=f"{stage}: {u.label}"))
+        results = run_units(
+            task, units, limits, lambda u: advance(description=f"{stage}: {u.label}")
+        )
     log.info("%s: %d %ss in %.2f s", stage, len(units), unit, time.monotonic() - start)
     return results
 
 
-def _run(
-    task: Any, units: Sequence[Unit], limits: Mapping[str, int], on_done: Callable[[Unit], None]
+def run_units(
+    task: Any,
+    units: Sequence[Unit],
+    limits: Mapping[str, int],
+    on_done: Callable[[Unit], None] = lambda u: None,
+    *,
+    return_exceptions: bool = False,
 ) -> list[Any]:
+    """`fan_out` without its progress: `on_done(unit)` after each unit that succeeded.
+
+    A unit that fails (after its task's retries): by default no unit starts after it, the
+    units in flight finish and its error is raised. With `return_exceptions` the error (an
+    `Exception`) is that unit's result and every other unit still runs."""
     results: list[Any] = [None] * len(units)
     queues: dict[str, deque[int]] = {}
     for i, u in enumerate(units):
@@ -140,10 +157,16 @@ def _run(
         last[units[i].lane] = time.monotonic()
         try:
             results[i] = future.result()
+        except Exception as err:
+            if not return_exceptions:
+                error = error or err
+                continue
+            results[i] = err
         except BaseException as err:  # noqa: BLE001 (re-raised once the others finish)
             error = error or err
             continue
-        on_done(units[i])
+        else:
+            on_done(units[i])
         fill()
     if error is not None:
         raise error

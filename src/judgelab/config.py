@@ -175,8 +175,9 @@ class ServerSettings(_Section):
 
 
 class RunnerSettings(_Section):
-    """How a stage's units of work (score groups, rollout groups, probe views) run: all at
-    once up to each lane's limit (flows/fanout.py), on Prefect's thread pool or on Dask."""
+    """How a stage's units of work (score groups, rollout groups, probe views, a training
+    epoch's judge and test calls) run: all at once up to each lane's limit (flows/fanout.py),
+    on Prefect's thread pool or on Dask."""
 
     kind: Literal["threads", "dask"] = Field(
         "threads",

@@ -4,10 +4,16 @@ Each evaluator (`judgelab.evaluators.base.Evaluator`, built by the evaluator reg
 one task group per `score_group` call. Deterministic evaluators run once (repeat 0); LLM
 judges run `scores.repeats` times (`spec.repeats`). Whatever happens to a candidate becomes a
 row — scored, or unscored with its reason.
+
+A `GroupCall` is one such call not yet made, for code that lists its calls first and has a
+`Scorer` run them (training: the flow's scorer fans them out, `score_serially` does not).
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
@@ -59,6 +65,47 @@ def score_group(
             f"{ev.name} returned {len(verdicts)} verdicts for {len(candidates)} candidates"
         )
     return [_row(run_id, ev, c, repeat, v) for c, v in zip(candidates, verdicts, strict=True)]
+
+
+@dataclass(frozen=True)
+class ScoredGroup:
+    """What a `GroupCall` returned: its rows, and the seconds the call took where it ran."""
+
+    rows: list[dict[str, Any]]
+    seconds: float
+
+
+@dataclass(frozen=True)
+class GroupCall:
+    """`score_group(run_id, evaluator, task, candidates, repeat)`, not yet made."""
+
+    run_id: str
+    evaluator: Evaluator
+    task: Task
+    candidates: list[Candidate]
+    repeat: int = 0
+
+    def __call__(self) -> ScoredGroup:
+        start = time.monotonic()
+        rows = score_group(self.run_id, self.evaluator, self.task, self.candidates, self.repeat)
+        return ScoredGroup(rows, time.monotonic() - start)
+
+
+# Makes every call and returns what each returned, in call order; a call that raised gives its
+# exception there, and the other calls are still made. A scorer may make calls concurrently
+# but never changes what a call returns.
+Scorer = Callable[[Sequence[GroupCall]], list["ScoredGroup | Exception"]]
+
+
+def score_serially(calls: Sequence[GroupCall]) -> list[ScoredGroup | Exception]:
+    """The `Scorer` that makes one call at a time, in order."""
+    results: list[ScoredGroup | Exception] = []
+    for call in calls:
+        try:
+            results.append(call())
+        except Exception as err:  # the caller decides what a failed call costs
+            results.append(err)
+    return results
 
 
 def run_id_for(settings: Settings, rollouts: pl.DataFrame) -> str:

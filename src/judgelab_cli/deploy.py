@@ -64,6 +64,17 @@ def check_api(url: str, timeout_s: float = 5.0) -> None:
         ) from None
 
 
+def _drain_prefect_workers(timeout_s: float = 10.0) -> None:
+    """Send the run logs and events Prefect still queues to the server before it stops, as
+    Prefect's own test harness does: left queued, they are retried against the stopped server
+    at interpreter exit, for minutes when a process has run two temporary servers."""
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    APILogWorker.drain_all(timeout=timeout_s, at_exit=False)
+    EventsWorker.drain_all(timeout=timeout_s, at_exit=False)
+
+
 @contextmanager
 def temporary_prefect_server(timeout_s: float | None = None) -> Iterator[str]:
     """Start Prefect's API server for this process, yield its URL (set as PREFECT_API_URL
@@ -122,7 +133,10 @@ def temporary_prefect_server(timeout_s: float | None = None) -> Iterator[str]:
         os.environ["PREFECT_API_URL"] = url
         try:
             with temporary_settings(updates={PREFECT_API_URL: url}):
-                yield url
+                try:
+                    yield url
+                finally:
+                    _drain_prefect_workers()
         finally:
             if previous is None:
                 os.environ.pop("PREFECT_API_URL", None)

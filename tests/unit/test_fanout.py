@@ -21,6 +21,7 @@ from flows.fanout import (
     Lanes,
     Unit,
     fan_out,
+    run_units,
 )
 from judgelab.config import parse_settings
 from judgelab.models.endpoint import DEFAULT_ENDPOINT_CONCURRENCY
@@ -50,6 +51,12 @@ def unit_task(lane: str, i: int, delay: float, fail: bool = False) -> int:
 @flow(task_runner=ThreadPoolTaskRunner(max_workers=16))
 def fan_flow(units: list[Unit], limits: dict[str, int]) -> list[int]:
     return fan_out(unit_task, units, limits, stage="test")
+
+
+@flow(task_runner=ThreadPoolTaskRunner(max_workers=16))
+def returning_flow(units: list[Unit], limits: dict[str, int]) -> list[int | str]:
+    results = run_units(unit_task, units, limits, return_exceptions=True)
+    return [f"error: {r}" if isinstance(r, Exception) else r for r in results]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -97,6 +104,15 @@ def test_no_new_unit_starts_after_a_failure() -> None:
     with pytest.raises(RuntimeError):
         fan_flow(work, {"a": 2})
     assert sorted(_finished) == [0, 1]
+
+
+def test_with_return_exceptions_a_failed_unit_gives_its_error_and_the_rest_still_run() -> None:
+    # one at a time: units 2 and 3 start only after unit 1 failed
+    work = units("a", 4, delay=0.05)
+    work[1] = Unit("a", {"lane": "a", "i": 1, "delay": 0.0, "fail": True})
+    assert returning_flow(work, {"a": 1}) == [0, "error: unit 1 failed", 20, 30]
+    assert _finished == [0, 1, 2, 3]
+    assert _peak["a"] == 1
 
 
 def test_lanes_from_the_model_registry() -> None:

@@ -6,14 +6,17 @@ rewards on groups sampled from it, the pass rate of those same samples under the
 0..E-1 also carry the GRPO step that turned policy_e into policy_{e+1}; row E has none.
 
 All judges train in lockstep on one base model, one LoRA adapter each: an epoch's rollouts
-for every judge come from one batched decode. With several training seeds (`train.seeds`)
-each (judge, seed) is one more policy in the lockstep: its own adapter, initialised from its
-seed, and its own training draws; the held-out tasks and draws are the same for every seed.
-After every row a policy's checkpoint `step-NNN` (NNN = optimiser steps taken) holds its
-adapter, optimiser state and history so far, written atomically. A rerun resumes each
-policy from its newest checkpoint: no epoch is lost or repeated. Samples are cached per row
-by the adapter's content hash, so the base round (identical for every judge of a seed) is
-drawn once.
+for every judge come from one batched decode, and all of the epoch's calls (each judge on its
+training groups, the tests on every training and held-out group) go to one `Scorer` at once,
+which may make them concurrently (the training flow's fans them out); each result is used by
+its call's place, so no row depends on the concurrency. With several training seeds
+(`train.seeds`) each (judge, seed) is one more policy in the lockstep: its own adapter,
+initialised from its seed, and its own training draws; the held-out tasks and draws are the
+same for every seed. After every row a policy's checkpoint `step-NNN` (NNN = optimiser steps
+taken) holds its adapter, optimiser state and history so far, written atomically. A rerun
+resumes each policy from its newest checkpoint: no epoch is lost or repeated. Samples are
+cached per row by the adapter's content hash, so the base round (identical for every judge of
+a seed) is drawn once.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from itertools import chain
 from pathlib import Path
 from statistics import median, stdev
 from typing import Any
@@ -34,12 +38,14 @@ from judgelab.evaluators.base import Evaluator
 from judgelab.evaluators.registry import ExecutionEvaluator
 from judgelab.io import atomic_dir, write_json
 from judgelab.rollouts.generate import policy_messages, sample_seed
-from judgelab.scoring import score_group
+from judgelab.scoring import GroupCall, ScoredGroup, Scorer, score_serially
 from judgelab.training.grpo import StepStats, Trajectory, group_advantages, grpo_step, has_spread
 from judgelab.training.policy import Policy, Sample
-from judgelab.verdicts import Candidate, Task, Verdict
+from judgelab.verdicts import Candidate, Task
 
 log = logging.getLogger(__name__)
+
+TESTS_RUN = "train-tests"  # the run id of the tests' calls (their rows' run_id is not kept)
 
 
 @dataclass
@@ -286,17 +292,52 @@ class JudgeRun:
         return self.name if self.seed is None else f"{self.name}/seed-{self.seed}"
 
 
+@dataclass(frozen=True)
+class Drawn:
+    """One judge's round in one epoch: its requests (the training groups, then the held-out
+    prompts) and the samples each drew, from the adapter whose content hash is `adapter`."""
+
+    run: JudgeRun
+    adapter: str
+    requests: list[Request]
+    groups: list[list[Sample]]
+
+
+@dataclass(frozen=True)
+class GroupScores:
+    """One group of a judge's round: its candidates, the judge's rows (None for a held-out
+    group, which no judge sees) and the tests' rows."""
+
+    task: Task
+    request: Request
+    samples: list[Sample]
+    candidates: list[Candidate]
+    judged: ScoredGroup | None
+    tests: ScoredGroup
+
+
+@dataclass(frozen=True)
+class EpochScores:
+    """One judge's round, scored: its training groups, then its held-out groups."""
+
+    drawn: Drawn
+    train: list[GroupScores]
+    heldout: list[GroupScores]
+
+
 class Trainer:
     """Trains one policy per judge for `settings.epochs` epochs, in lockstep, resumably.
 
     All judges' policies are adapters on one base model. Each epoch, one batched decode
     draws every judge's groups and held-out rows (a wide batch costs little more than a
-    narrow one on CPU); then each judge scores its own groups and takes its own GRPO step.
+    narrow one on CPU); then every judge's groups are scored together (`score`) and each
+    judge takes its own GRPO step.
     Each judge checkpoints on its own, so after a crash judges may resume at different
-    epochs: an epoch's round then holds only the judges that are at it. A run with a seed
-    (`JudgeRun.seed`) draws its training samples from that seed and starts from the LoRA
-    initialisation of that seed (`Policy.init_adapter`); runs without one use `train.seed`
-    and the policy's own initialisation, as before seeds existed.
+    epochs: an epoch's round then holds only the judges that are at it. A judge whose calls
+    failed takes no step; the others still step and checkpoint, then its error is raised. A
+    run with a seed (`JudgeRun.seed`) draws its training samples from that seed and starts
+    from the LoRA initialisation of that seed (`Policy.init_adapter`); runs without one use
+    `train.seed` and the policy's own initialisation, as before seeds existed.
     """
 
     def __init__(
@@ -310,9 +351,11 @@ class Trainer:
         executor: Evaluator,
         policy_factory: Callable[[dict[str, Path | None]], Policy],
         selection_file: Path | None = None,
+        scorer: Scorer = score_serially,
     ) -> None:
         """`heldout`: the held-out tasks (`select: fixed`) or the pool to choose them from
-        (`select: mixed`); the choice is kept in `selection_file` (JSON) for resumes."""
+        (`select: mixed`); the choice is kept in `selection_file` (JSON) for resumes.
+        `scorer` makes the judge and test calls (`judgelab.scoring.Scorer`)."""
         names = [r.key for r in runs]
         if not runs or len(set(names)) != len(names):
             raise ConfigError(f"train.judges: need distinct (judge, seed) runs, got {names}")
@@ -332,12 +375,13 @@ class Trainer:
         self.cache = cache
         self.executor = executor
         self.policy_factory = policy_factory
+        self.scorer = scorer
 
     def _tasks_for(self, epoch: int) -> list[Task]:
         n = self.settings.groups_per_epoch
         return [self.tasks[(epoch * n + g) % len(self.tasks)] for g in range(n)]
 
-    def _requests(self, run: JudgeRun, epoch: int) -> list[Request]:
+    def requests(self, run: JudgeRun, epoch: int) -> list[Request]:
         """The epoch's training groups, then the held-out prompts (fixed seeds every epoch).
         Seeds do not depend on the judge: equal adapters draw equal rows (policy_0). Training
         draws depend on the run's seed; held-out draws on `heldout.seed` alone."""
@@ -420,7 +464,7 @@ class Trainer:
             active = [r for r in pending if next_epoch[r.key] == epoch]
             if not active:
                 continue
-            plans = {r.key: self._requests(r, epoch) for r in active}
+            plans = {r.key: self.requests(r, epoch) for r in active}
             hashes = {self.adapter[r.key]: policy.adapter_hash(self.adapter[r.key])
                       for r in active}  # fmt: skip
             t0 = time.monotonic()
@@ -430,12 +474,21 @@ class Trainer:
             report(f"epoch {epoch}/{epochs}: sampled {rows} rows in {rollout_s:.0f} s", total)
             if self.heldout is None:  # epoch 0 drew the whole pool: choose, keep the chosen
                 groups = self._select(epoch, active, plans, groups)
+            drawn = []
             for r in active:
                 mine, groups = groups[: len(plans[r.key])], groups[len(plans[r.key]) :]
-                row, trajectories = self._evaluate(
-                    r, epoch, hashes[self.adapter[r.key]], plans[r.key], mine, policy
-                )
+                drawn.append(Drawn(r, hashes[self.adapter[r.key]], plans[r.key], mine))
+            failure: Exception | None = None
+            for d, scores in zip(drawn, self.score(epoch, drawn), strict=True):
+                r = d.run
+                if isinstance(scores, Exception):
+                    log.error("%s epoch %d: scoring failed, no step: %s", r.key, epoch, scores)
+                    failure = failure or scores
+                    continue
+                row = self.epoch_row(epoch, scores)
                 row.rollout_s = rollout_s
+                row.dtype, row.device = policy.dtype, policy.device
+                trajectories = self._trajectories(scores, policy)
                 report(f"epoch {epoch}/{epochs}: {r.key} scored, {_row_summary(row)}", total)
                 if epoch < epochs:
                     t0 = time.monotonic()
@@ -461,6 +514,8 @@ class Trainer:
                 self._save(r, epoch, policy, optimizers[r.key], histories[r.key])
                 next_epoch[r.key] = epoch + 1
                 log.info("%s epoch %d/%d: %s", r.key, epoch, epochs, _row_summary(row))
+            if failure is not None:
+                raise failure
         return histories
 
     def _load_selection(self, resuming: bool) -> None:
@@ -495,11 +550,16 @@ class Trainer:
         n_train = len(self._tasks_for(epoch))
         first = plans[active[0].key]
         pool_groups = groups[n_train : len(first)]
+        calls = [
+            GroupCall(TESTS_RUN, self.executor, task, candidates(task, req.messages, s, "heldout"))
+            for task, req, s in zip(self.pool, first[n_train:], pool_groups, strict=True)
+        ]
         rates: dict[str, float | None] = {}  # None: fewer than 2 draws tested (sandbox errors)
-        for task, req, samples in zip(self.pool, first[n_train:], pool_groups, strict=True):
-            cands = candidates(task, req.messages, samples, "heldout")
-            known = [v.score for v in self.executor.score_group(task, cands) if v.score is not None]
-            rates[task.task_id] = sum(known) / len(known) if len(known) >= 2 else None
+        for call, result in zip(calls, self.scorer(calls), strict=True):
+            if isinstance(result, Exception):
+                raise result
+            known = [r["score"] for r in result.rows if r["score"] is not None]
+            rates[call.task.task_id] = sum(known) / len(known) if len(known) >= 2 else None
         order = [t.task_id for t in self.pool if rates[t.task_id] is not None]
         chosen, filled = select_heldout(rates, order, self.settings.heldout.limit)
         self.heldout = [t for t in self.pool if t.task_id in chosen]
@@ -529,71 +589,96 @@ class Trainer:
         row.clip_fraction = stats.clip_fraction
         row.ratio_mean = stats.ratio_mean
 
-    def _evaluate(
-        self,
-        run: JudgeRun,
-        epoch: int,
-        adapter: str,
-        requests: Sequence[Request],
-        groups: Sequence[list[Sample]],
-        policy: Policy,
-    ) -> tuple[EpochRow, list[Trajectory]]:
+    def _calls(
+        self, epoch: int, drawn: Drawn
+    ) -> tuple[list[tuple[GroupCall, GroupCall]], list[GroupCall]]:
+        """A judge's calls for its round: (the judge, the tests) on each training group, and
+        the tests on each held-out group. Flattened in this order, a serial run's order."""
         tasks = self._tasks_for(epoch)
+        assert self.heldout is not None  # chosen before any round is scored
+        n = len(tasks)
+        train = []
+        tag = f"train|{drawn.adapter}|{epoch}"
+        for task, req, samples in zip(tasks, drawn.requests[:n], drawn.groups[:n], strict=True):
+            cands = candidates(task, req.messages, samples, tag)
+            judged = GroupCall(f"train-{drawn.run.name}", drawn.run.judge, task, cands)
+            train.append((judged, GroupCall(TESTS_RUN, self.executor, task, cands)))
+        heldout = [
+            GroupCall(TESTS_RUN, self.executor, task, candidates(task, req.messages, s, "heldout"))
+            for task, req, s in zip(self.heldout, drawn.requests[n:], drawn.groups[n:], strict=True)
+        ]
+        return train, heldout
+
+    def score(self, epoch: int, drawn: Sequence[Drawn]) -> list[EpochScores | Exception]:
+        """Every judge's round of `epoch`, scored: all their calls go to the scorer at once.
+        A judge any of whose calls failed gets the first such error in place of its scores."""
+        plans = [self._calls(epoch, d) for d in drawn]
+        flat = [c for train, heldout in plans for c in [*chain(*train), *heldout]]
+        results = iter(self.scorer(flat))
+        out: list[EpochScores | Exception] = []
+        for d, (train, heldout) in zip(drawn, plans, strict=True):
+            mine = [next(results) for _ in range(2 * len(train) + len(heldout))]
+            failed = next((r for r in mine if isinstance(r, Exception)), None)
+            if failed is not None:
+                out.append(failed)
+                continue
+            done = iter([r for r in mine if isinstance(r, ScoredGroup)])  # in call order
+            n = len(train)
+            out.append(
+                EpochScores(
+                    d,
+                    [GroupScores(judged.task, d.requests[g], d.groups[g], judged.candidates,
+                                 next(done), next(done))
+                     for g, (judged, _) in enumerate(train)],
+                    [GroupScores(call.task, d.requests[n + h], d.groups[n + h], call.candidates,
+                                 None, next(done))
+                     for h, call in enumerate(heldout)],
+                )
+            )  # fmt: skip
+        return out
+
+    def epoch_row(self, epoch: int, scores: EpochScores) -> EpochRow:
+        """The judge's history row for `epoch` from its scored round, and its samples; the
+        GRPO step's columns, `rollout_s`, `dtype` and `device` are the caller's to fill in."""
+        run = scores.drawn.run
         rewards: list[float] = []
         passes: list[float] = []
-        trajectories: list[Trajectory] = []
         skipped = unscored = out_of_range = n_samples = tokens = truth_unscored = 0
-        score_s = 0.0
         records: list[dict] = []
-        for g, (task, req, samples) in enumerate(zip(tasks, requests, groups, strict=False)):
-            cands = candidates(task, req.messages, samples, f"train|{adapter}|{epoch}")
-            t0 = time.monotonic()
-            rows = score_group(f"train-{run.name}", run.judge, task, cands, repeat=0)
-            score_s += time.monotonic() - t0
-            truth: list[Verdict] = self.executor.score_group(task, cands)
+        for group in scores.train:
+            assert group.judged is not None
+            rows, truth = group.judged.rows, group.tests.rows
             # a sandbox error is no verdict on the code: neither a pass nor a failure
-            passes += [v.score for v in truth if v.score is not None]
-            truth_unscored += sum(v.score is None for v in truth)
+            passes += [v["score"] for v in truth if v["score"] is not None]
+            truth_unscored += sum(v["score"] is None for v in truth)
             records += [
-                _sample_record(run.name, epoch, "train", c, s, r, v.score)
-                for c, s, r, v in zip(cands, samples, rows, truth, strict=True)
+                _sample_record(run.name, epoch, "train", c, smp, r, v["score"])
+                for c, smp, r, v in zip(group.candidates, group.samples, rows, truth, strict=True)
             ]
-            n_samples += len(samples)
-            tokens += sum(len(s.token_ids) for s in samples)
-            scored = [(s, r["score"]) for s, r in zip(samples, rows, strict=True)
-                      if r["status"] == "scored"]  # fmt: skip
+            n_samples += len(group.samples)
+            tokens += sum(len(smp.token_ids) for smp in group.samples)
             unscored += sum(r["status"] != "scored" for r in rows)
             out_of_range += sum(bool(r["out_of_range"]) for r in rows)
-            group_rewards = [r for _, r in scored]
+            group_rewards = [r["score"] for r in rows if r["status"] == "scored"]
             rewards += group_rewards
             if not has_spread(group_rewards):
                 skipped += 1
-                continue
-            prompt = policy.prompt_ids(req.messages)
-            for (s, _), adv in zip(scored, group_advantages(group_rewards), strict=True):
-                if adv != 0.0:  # ART drops zero-advantage trajectories
-                    trajectories.append(Trajectory(prompt, s.token_ids, s.logprobs, adv, g))
-        t0 = time.monotonic()
         held_scores = []
-        assert self.heldout is not None  # chosen before any row is evaluated
-        for task, req, samples in zip(
-            self.heldout, requests[len(tasks) :], groups[len(tasks) :], strict=True
-        ):
-            cands = candidates(task, req.messages, samples, "heldout")
-            verdicts = self.executor.score_group(task, cands)
-            for c, smp, verdict in zip(cands, samples, verdicts, strict=True):
-                passed = verdict.score
+        for group in scores.heldout:
+            for c, smp, verdict in zip(
+                group.candidates, group.samples, group.tests.rows, strict=True
+            ):
+                passed = verdict["score"]
                 if passed is None:
                     truth_unscored += 1
                 else:
                     held_scores.append(passed)
                 records.append(_sample_record(run.name, epoch, "heldout", c, smp, None, passed))
-        heldout_s = time.monotonic() - t0
-        row = EpochRow(
+        return EpochRow(
             judge=run.name,
             epoch=epoch,
-            adapter=adapter,
-            groups=len(tasks),
+            adapter=scores.drawn.adapter,
+            groups=len(scores.train),
             groups_skipped=skipped,
             samples=n_samples,
             **reward_stats(rewards),
@@ -604,13 +689,29 @@ class Trainer:
             heldout_n=len(held_scores),
             truth_unscored=truth_unscored,
             completion_tokens_mean=tokens / max(n_samples, 1),
-            score_s=score_s,
-            heldout_s=heldout_s,
-            dtype=policy.dtype,
-            device=policy.device,
+            # the seconds each call took where it ran (calls made together overlap in time)
+            score_s=sum(g.judged.seconds for g in scores.train if g.judged is not None),
+            heldout_s=sum(g.tests.seconds for g in scores.heldout),
             records=records,
         )
-        return row, trajectories
+
+    @staticmethod
+    def _trajectories(scores: EpochScores, policy: Policy) -> list[Trajectory]:
+        """The GRPO batch: every judged sample of a group with reward spread, but those with
+        no advantage (ART drops them)."""
+        trajectories: list[Trajectory] = []
+        for g, group in enumerate(scores.train):
+            assert group.judged is not None
+            scored = [(smp, r["score"]) for smp, r in zip(group.samples, group.judged.rows,
+                      strict=True) if r["status"] == "scored"]  # fmt: skip
+            group_rewards = [r for _, r in scored]
+            if not has_spread(group_rewards):
+                continue
+            prompt = policy.prompt_ids(group.request.messages)
+            for (smp, _), adv in zip(scored, group_advantages(group_rewards), strict=True):
+                if adv != 0.0:
+                    trajectories.append(Trajectory(prompt, smp.token_ids, smp.logprobs, adv, g))
+        return trajectories
 
     def _save(
         self, run: JudgeRun, epoch: int, policy: Policy, optimizer: Any, history: list[dict]

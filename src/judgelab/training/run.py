@@ -15,6 +15,7 @@ from judgelab.evaluators.registry import build_evaluator
 from judgelab.io import write_parquet
 from judgelab.models.server import serve
 from judgelab.paths import cache_dir
+from judgelab.scoring import Scorer, score_serially
 from judgelab.tasks.humaneval import load_humaneval
 from judgelab.training.layout import HELDOUT_FILE, HISTORY_FILE, SAMPLES_FILE, planned_runs
 from judgelab.training.loop import (
@@ -62,15 +63,24 @@ def check_backend(backend: str) -> None:
     )
 
 
+def judge_models(settings: Settings) -> list[str]:
+    """The registry models the judges in `train.judges` call (sorted)."""
+    specs = [settings.evaluator(judge) for judge in settings.train.judges]
+    return sorted({s.judge_model for s in specs if s.judge_model is not None})
+
+
 def train_judges(
     settings: Settings,
     tasks: list[Task],
     out_root: Path,
     on_progress: Callable[[str, int], None] | None = None,
+    scorer: Scorer = score_serially,
 ) -> dict[str, Path]:
     """Train (or resume) one policy per judge in `train.judges` and seed in `train.seeds`
     (`train.seed` alone when empty), in lockstep; returns each run's history file by
-    `JudgeRun.key` (`out_root/<judge>/history.parquet`, or `out_root/<judge>/seed-<s>/...`)."""
+    `JudgeRun.key` (`out_root/<judge>/history.parquet`, or `out_root/<judge>/seed-<s>/...`).
+    `scorer` makes each epoch's judge and test calls (the training flow's runs them
+    concurrently, in lanes)."""
     from judgelab.training.policy import Policy
 
     train = settings.train
@@ -78,9 +88,8 @@ def train_judges(
     specs = {judge: settings.evaluator(judge) for judge in train.judges}
     policy_model = settings.model(train.policy)
     assert isinstance(policy_model, EmbeddedModel)  # checked by Settings
-    judge_models = sorted({s.judge_model for s in specs.values() if s.judge_model is not None})
     executor = ExecutionJudge(default_executor_spec(settings.scores.evaluators))
-    with serve(settings, judge_models) as endpoints:
+    with serve(settings, judge_models(settings)) as endpoints:
         judge_cache = JsonCache(cache_dir(), "judge")
         judges = {
             judge: build_evaluator(spec, endpoints, judge_cache) for judge, spec in specs.items()
@@ -101,6 +110,7 @@ def train_judges(
             policy_factory=lambda adapters: Policy(
                 policy_model.zoo, train.lora, train.device, dtype=train.dtype, adapters=adapters
             ),
+            scorer=scorer,
         )
         histories = trainer.run(on_progress)
     paths = {}
