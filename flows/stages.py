@@ -212,7 +212,8 @@ PIPELINE_STAGES = (
 
 PROBES_STAGE = Stage(
     name="probes",
-    command="probe",
+    command="probes",
+    aliases=("probe",),  # the command's name before it was the stage's
     help="Bias probes of the judges (params.yaml `probes:`): known truth, position, "
     "perturbation, self-preference, attacks, agreement, cost -> data/probes/ (tables, "
     "metrics.json, report.md, plots). Not part of `dvc repro`; also `dvc repro "

@@ -425,7 +425,7 @@ class TrainSettings(_Section):
 
 
 class ProbesSettings(_Section):
-    """The bias probes (`judgelab probe`): which judges, on which tasks, under which probes."""
+    """The bias probes (`judgelab probes`): which judges, on which tasks, under which probes."""
 
     judges: list[str] = Field(
         default_factory=list,
@@ -505,7 +505,7 @@ class ProbesSettings(_Section):
         None,
         ge=0,
         lt=1,
-        description="Gate: `judgelab probe` exits with code 3, naming judge and attack, when a "
+        description="Gate: `judgelab probes` exits with code 3, naming judge and attack, when a "
         "judge's success rate for any failing-code attack exceeds this (or cannot be measured). "
         "Unset: no gate. `--fail-above` overrides it.",
     )

@@ -1,4 +1,4 @@
-"""`judgelab probe [--fail-above T]`: the probe stage, then the attack gate.
+"""`judgelab probes [--fail-above T]`: the probe stage, then the attack gate.
 
 The stage runs as every stage does (`stages.run`); with a threshold (the flag, else
 ``probes.fail_above``) `judgelab.probes.gate.check` reads the metrics it wrote, and every judge

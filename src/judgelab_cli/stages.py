@@ -1,5 +1,5 @@
 """One command per stage of the stage table (flows.stages): `judgelab tasks|rollouts|scores|
-training|analysis|probe|pipeline`, and each stage's former names as hidden aliases
+training|analysis|probes|pipeline`, and each stage's former names as hidden aliases
 (`judgelab train`). Each checks its inputs in a second, then runs its flow."""
 
 from __future__ import annotations

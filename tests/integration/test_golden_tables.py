@@ -155,7 +155,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("golden")
     with OpenAIServer(pure_reply, port=PORT) as server:
         (root / "params.yaml").write_text(yaml.safe_dump(params(server.base_url)))
-        for stage in ("tasks", "rollouts", "scores", "probe", "analysis"):
+        for stage in ("tasks", "rollouts", "scores", "probes", "analysis"):
             run_stage(root, stage)
     return root
 

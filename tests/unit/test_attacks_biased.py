@@ -344,7 +344,7 @@ def test_prices_enter_no_run_id(probed: dict[str, Any]) -> None:
 
 
 def test_probe_command_gate_exits_3_naming_judge_and_attack(tmp_path: Path) -> None:
-    """`judgelab probe --fail-above 0.2` (CLI, Prefect flow) against the gullible judge."""
+    """`judgelab probes --fail-above 0.2` (CLI, Prefect flow) against the gullible judge."""
     with BiasedJudgeServer(BEHAVIOUR, canonical_of(["HumanEval/0"])) as server:
         params = params_for(server.base_url, ["master_key_colon", "master_key_thought_process"])
         params["probes"].update(tasks=["HumanEval/0"], judges=["ruler-gullible-judge"],

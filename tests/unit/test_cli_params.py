@@ -33,7 +33,7 @@ COMMANDS = commands_with_params(typer.main.get_command(app))  # type: ignore[arg
 
 
 def test_the_commands_are_found() -> None:
-    assert {"scores", "training", "probe", "models list", "serve", "doctor"} <= set(COMMANDS)
+    assert {"scores", "training", "probes", "models list", "serve", "doctor"} <= set(COMMANDS)
     assert set(REQUIRED) <= set(COMMANDS)
 
 

@@ -331,18 +331,18 @@ def test_the_default_minimum_leaves_two_tasks_without_cis(probed: dict[str, Any]
 def run_probe_command(
     project: Path, params: dict[str, Any], *args: str
 ) -> subprocess.CompletedProcess:
-    """`judgelab probe [args]` in a scratch project holding `params` as its params.yaml."""
+    """`judgelab probes [args]` in a scratch project holding `params` as its params.yaml."""
     (project / "params.yaml").write_text(yaml.safe_dump(params))
     env = {**os.environ, "JUDGELAB_ROOT": str(project), "JUDGELAB_CACHE": str(project / "c")}
     env.pop("PREFECT_HOME", None)
     return subprocess.run(
-        [str(Path(sys.executable).parent / "judgelab"), "probe", *args],
+        [str(Path(sys.executable).parent / "judgelab"), "probes", *args],
         cwd=project, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
 
 
 def test_probe_command_end_to_end(tmp_path: Path) -> None:
-    """`judgelab probe` (Prefect flow, CLI) against the biased loopback judges, in a scratch
+    """`judgelab probes` (Prefect flow, CLI) against the biased loopback judges, in a scratch
     project: tables that validate, metrics.json with the slot judge's bias, report, plots."""
     tasks = load_humaneval(HumanEvalSettings(ids=["HumanEval/13"]))
     canonical = {

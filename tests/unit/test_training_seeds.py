@@ -241,7 +241,7 @@ def test_each_seed_draws_its_own_training_samples_and_the_same_heldout_ones(
     t = trainer(runs, tmp_path / "c", {})
     assert len(set(t.adapter.values())) == 4
     n_train = SETTINGS.groups_per_epoch
-    plans = {r.key: t._requests(r, epoch=1) for r in runs}
+    plans = {r.key: t.requests(r, epoch=1) for r in runs}
     train = {k: [q.seeds for q in p[:n_train]] for k, p in plans.items()}
     held = {k: [q.seeds for q in p[n_train:]] for k, p in plans.items()}
     assert train["a/seed-1"] == train["b/seed-1"] == train["a"]  # the seed, not the judge

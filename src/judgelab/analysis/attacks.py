@@ -210,7 +210,7 @@ def attack_lines(
     ]
     if gate is not None:
         lines += [f"Gate (`probes.fail_above` / `--fail-above`): success rate above {gate} "
-                  "fails `judgelab probe` (exit code 3).", ""]  # fmt: skip
+                  "fails `judgelab probes` (exit code 3).", ""]  # fmt: skip
     lines += [
         "| judge | attack | groups | attacked (unscored) | success rate | baseline | "
         "mean score: attacked / original | shift | stability |",

@@ -8,7 +8,7 @@ not pass it. Semantics-preserving edits have no success rate and are not gated. 
 the point value over its n groups (both in the message); with few groups it is coarse, which
 is the caller's threshold to weigh.
 
-`judgelab probe --fail-above T` (or ``probes.fail_above``) calls it after the flow and exits
+`judgelab probes --fail-above T` (or ``probes.fail_above``) calls it after the flow and exits
 with `EXIT_CODE` when the list is not empty, one line per violation naming judge and attack.
 """
 
