@@ -7,10 +7,14 @@ under tests/golden/ — row order, columns, types and values; only wall-clock co
 dropped. `JUDGELAB_REGEN_GOLDEN=1` rewrites the copies (review the diff before committing).
 
 Training runs on its own: GRPO of the embedded SmolLM2-135M (float32, on the CPU) for two
-judges, a loopback RULER judge and the format rule, from the committed tasks table. Its
-floating-point values are compared to a relative 1e-5: matrix kernels differ between CPU
-instruction sets (AVX2, AVX-512) in their last bits; every other cell, the sampled completions
-included, must be equal.
+judges, a loopback RULER judge and the format rule, from the committed tasks table. Matrix
+kernels differ between CPU instruction sets (AVX2, AVX-512) in their last bits, and a GRPO step
+carries that on: measured on an AVX-512 Xeon against the copies made on an AVX2-only EPYC,
+the first loss differed by 1.1e-5 relative, grad norms by 2e-7. So its floating-point values
+are compared to a relative 1e-4, and the adapter hashes (of the weights after each step) and
+the candidate ids made from them are compared by which rows share one (the first distinct
+value is 0, the next 1, ...), not by their digits; every other cell, the sampled completions,
+rewards and pass rates included, must be equal.
 """
 
 from __future__ import annotations
@@ -126,8 +130,26 @@ def training_params(base_url: str) -> dict[str, Any]:
     return config
 
 
+# Training's hashes of the LoRA weights after a step, and the ids built from them: the same
+# structure on every CPU, not the same digits (module docstring).
+WEIGHT_HASH_COLUMNS = ("adapter", "candidate_id")
+
+
 def comparable(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.drop([c for c in frame.columns if c in CLOCK_COLUMNS])
+
+
+def by_first_occurrence(frame: pl.DataFrame) -> pl.DataFrame:
+    """Each hash column as the order in which its distinct values first appear."""
+    columns = [c for c in WEIGHT_HASH_COLUMNS if c in frame.columns]
+    return frame.with_columns(
+        pl.Series(c, _first_occurrence(frame[c].to_list()), dtype=pl.Int64) for c in columns
+    )
+
+
+def _first_occurrence(values: list[Any]) -> list[int]:
+    order: dict[Any, int] = {}
+    return [order.setdefault(v, len(order)) for v in values]
 
 
 def clockless(value: Any) -> Any:
@@ -177,13 +199,17 @@ def same_cells(a: Any, b: Any, rel: float) -> bool:
     return a == b
 
 
-def assert_matches_golden(frame: pl.DataFrame, name: str, rel: float = 0.0) -> None:
+def assert_matches_golden(
+    frame: pl.DataFrame, name: str, rel: float = 0.0, hashes_by_structure: bool = False
+) -> None:
     frame = comparable(frame)
     golden = GOLDEN / f"{name}.parquet"
     if REGEN:
         golden.parent.mkdir(exist_ok=True)
         frame.write_parquet(golden)
     expected = pl.read_parquet(golden)
+    if hashes_by_structure:
+        frame, expected = by_first_occurrence(frame), by_first_occurrence(expected)
     assert frame.schema == expected.schema
     assert frame.height == expected.height
     diff = [
@@ -202,7 +228,8 @@ def test_table_matches_committed(project: Path, name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(TRAINING_TABLES))
 def test_training_table_matches_committed(trained: Path, name: str) -> None:
-    assert_matches_golden(pl.read_parquet(trained / TRAINING_TABLES[name]), name, rel=1e-5)
+    table = pl.read_parquet(trained / TRAINING_TABLES[name])
+    assert_matches_golden(table, name, rel=1e-4, hashes_by_structure=True)
 
 
 def test_training_heldout_choice_matches_committed(trained: Path) -> None:
