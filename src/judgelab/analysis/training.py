@@ -92,11 +92,7 @@ def heldout_change(
             "final": y[idx].mean(axis=1),
             "delta": (y[idx] - x[idx]).mean(axis=1),
         }
-    for name, values in draws.items():
-        interval = percentile_ci(values, len(tasks), min_groups)
-        out[f"{name}_ci"] = [interval.low, interval.high] if interval.valid else None
-        out["ci_reason"] = interval.reason
-    return out
+    return out | _cis(draws, len(tasks), min_groups)
 
 
 def heldout_change_across_seeds(
@@ -153,8 +149,14 @@ def heldout_change_across_seeds(
     draws: dict[str, np.ndarray | None] = dict.fromkeys(("base", "final", "delta"))
     if n_boot > 0 and len(tasks) >= min_groups:
         draws = dict(two_level_bootstrap(x, y, m, n_boot, np.random.default_rng(seed)))
+    return out | _cis(draws, len(tasks), min_groups)
+
+
+def _cis(draws: Mapping[str, np.ndarray | None], n_tasks: int, min_groups: int) -> dict[str, Any]:
+    """`<name>_ci` ([low, high], or None) for each figure's draws, and the `ci_reason`."""
+    out: dict[str, Any] = {}
     for name, values in draws.items():
-        interval = percentile_ci(values, len(tasks), min_groups)
+        interval = percentile_ci(values, n_tasks, min_groups)
         out[f"{name}_ci"] = [interval.low, interval.high] if interval.valid else None
         out["ci_reason"] = interval.reason
     return out
