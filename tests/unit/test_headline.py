@@ -69,6 +69,24 @@ def test_probe_cells_once_the_probes_have_run(tmp_path: Path) -> None:
     assert table["format"][COLUMNS.index("position consistency")] == "not probed"
 
 
+def test_probe_cells_show_the_noise_floor_where_the_probes_measured_one(tmp_path: Path) -> None:
+    data = audit_only(tmp_path)
+    (data / "probes").mkdir()
+    metrics = json.loads((GOLDEN / "probe_metrics.json").read_text())
+    probe = metrics["judges"]["ruler-a"]
+    probe["position"]["position_consistency_noise_floor"] = 0.75
+    probe["perturbation"]["claims"]["robustness_rate_noise_floor"] = 0.5
+    (data / "probes" / "metrics.json").write_text(json.dumps(metrics))
+    ruler = dict(zip(COLUMNS, rows(findings_table(data))["ruler-a"], strict=True))
+    consistency = probe["position"]["position_consistency"]
+    assert ruler["position consistency"] == (
+        f"{consistency:.3f} (n = 4, too few for a CI); noise floor 0.750"
+    )
+    comments, claims = ruler["robust to comments / claims"].split(" / ")
+    assert "noise floor" not in comments  # none measured for it
+    assert claims.endswith("; noise floor 50.0%")
+
+
 def test_training_cell(tmp_path: Path) -> None:
     data = audit_only(tmp_path)
     metrics = json.loads((data / "analysis" / "metrics.json").read_text())

@@ -53,14 +53,26 @@ def _rate(ev: dict[str, Any], key: str, count: str) -> str:
     return NA if rate is None else f"{fmt_pct(rate)} ({ev.get(count, 0)} of {ev['n_rows']})"
 
 
+def _beside_floor(t: dict[str, Any], key: str, pct: bool = False) -> str:
+    """`with_n`, then the figure's noise floor where the probes measured one: what a judge
+    with no such bias but this judge's repeat noise shows (README, "Bias probes")."""
+    cell = with_n(t, key, pct)
+    floor = t.get(f"{key}_noise_floor")
+    if floor is None or cell == NA:
+        return cell
+    return f"{cell}; noise floor {fmt_pct(floor) if pct else fmt_num(floor)}"
+
+
 def _probe_cells(probe: dict[str, Any] | None) -> list[str]:
     if probe is None:
         return [NOT_RUN] * 3
-    position = with_n(probe.get("position", {}), "position_consistency")
+    position = _beside_floor(probe.get("position", {}), "position_consistency")
     self_gap = with_n(probe.get("self_preference", {}), "self_gap")
     perturbation = probe.get("perturbation", {})
     robust = " / ".join(
-        with_n(perturbation[kind], "robustness_rate", pct=True) if kind in perturbation else NA
+        _beside_floor(perturbation[kind], "robustness_rate", pct=True)
+        if kind in perturbation
+        else NA
         for kind in ("comments", "claims")
     )
     return [position, self_gap, robust]
