@@ -10,7 +10,7 @@ in one *lane* share a limit on how many run at once; lanes run side by side:
 - one lane for local work (rules, the sandbox): one unit per core, or the embedded lane
   while the embedded server runs.
 
-Local units (no model call) go to the runner in batches once a lane has many of them: a task
+Units of the local lane go to the runner in batches once there are many of them: a task
 run costs the engine a few ms of CPU and a handful of events, about what a quick rule or
 sandbox verdict costs itself, and on a 2-core host that CPU is taken from the judge calls in
 flight beside them (docs/BENCHMARKS.md, scaling). A batch is one task run that calls its units
@@ -68,7 +68,6 @@ class Unit:
     lane: str
     kwargs: dict[str, Any] = field(hash=False)
     label: str = ""
-    local: bool = False  # calls no model: may share a task run with other local units
 
 
 class Lanes:
@@ -93,10 +92,6 @@ class Lanes:
             return EMBEDDED_LANE
         return f"model:{model}"
 
-    def unit(self, model: str | None, kwargs: dict[str, Any], label: str = "") -> Unit:
-        """The unit of work that calls `model` (None: local work) with the task's `kwargs`."""
-        return Unit(self.of(model), kwargs, label, local=model is None)
-
 
 class _Failed:
     """A unit's error inside a batch, returned in its place (the batch itself succeeds)."""
@@ -117,22 +112,18 @@ def _local_batch(unit_task: Any, calls: list[dict[str, Any]]) -> list[Any]:
 
 
 def _work_items(units: Sequence[Unit], limits: Mapping[str, int]) -> dict[str, deque[list[int]]]:
-    """Each lane's queue of work items, in unit order: one unit's index, or a batch of
-    consecutive local units' indices."""
+    """Each lane's queue of work items, in unit order: one unit's index, or (the local lane)
+    a batch of units' indices. Local work beside an embedded server shares that server's lane
+    and is not batched: there a model call, not a task run, is what takes the time."""
     by_lane: dict[str, list[int]] = {}
     for i, u in enumerate(units):
         by_lane.setdefault(u.lane, []).append(i)
     queues: dict[str, deque[list[int]]] = {}
     for lane, indices in by_lane.items():
-        n_local = sum(units[i].local for i in indices)
-        size = min(LOCAL_BATCH, max(1, n_local // (4 * max(1, limits.get(lane, 1)))))
-        items: deque[list[int]] = deque()
-        for i in indices:
-            batch = items[-1] if items else []
-            if units[i].local and batch and len(batch) < size and units[batch[-1]].local:
-                batch.append(i)
-            else:
-                items.append([i])
+        size = 1
+        if lane == LOCAL_LANE:
+            size = min(LOCAL_BATCH, max(1, len(indices) // (4 * max(1, limits.get(lane, 1)))))
+        items = deque(indices[j : j + size] for j in range(0, len(indices), size))
         queues[lane] = items
     return queues
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
-from flows.fanout import UNIT_TASK, Lanes, fan_out
+from flows.fanout import UNIT_TASK, Lanes, Unit, fan_out
 from flows.stages import PROBES
 from judgelab.analysis.cost import judge_costing
 from judgelab.analysis.probes import run_probe_analysis
@@ -78,7 +78,7 @@ def probe_flow(params: Path = Path("params.yaml"), out: Path = PROBES) -> Path:
             )
             family = families[spec.name][1]
             units += [
-                lanes.unit(spec.judge_model,
+                Unit(lanes.of(spec.judge_model),
                      {"run_id": run_id, "evaluator": judge.for_view(v), "family": family,
                       "group": g, "view": v},
                      f"{spec.name}: {g.group_id} {v.name} r{v.repeat}")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
-from flows.fanout import UNIT_TASK, Lanes, fan_out
+from flows.fanout import UNIT_TASK, Lanes, Unit, fan_out
 from flows.stages import ROLLOUTS, TASKS
 from judgelab.cache import JsonCache
 from judgelab.config import RolloutSettings, Settings, load_settings
@@ -45,7 +45,7 @@ def rollouts_flow(
     lanes = Lanes(settings, [policy])
     with serve(settings, [policy]) as endpoints:
         units = [
-            lanes.unit(policy, {"settings": settings.rollouts, "task_": t,
+            Unit(lanes.of(policy), {"settings": settings.rollouts, "task_": t,
                                     "endpoint": endpoints[policy]}, t.task_id)
             for t in task_list
         ]  # fmt: skip

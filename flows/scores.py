@@ -6,7 +6,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
-from flows.fanout import UNIT_TASK, Lanes, fan_out
+from flows.fanout import UNIT_TASK, Lanes, Unit, fan_out
 from flows.stages import ROLLOUTS, SCORES, TASKS
 from judgelab.cache import JsonCache
 from judgelab.config import load_settings
@@ -53,8 +53,8 @@ def scores_flow(
         # Evaluator-major order: the embedded server's lane takes its units in this order, so
         # it swaps models as rarely as in a serial run.
         units = [
-            lanes.unit(
-                ev.spec.judge_model,
+            Unit(
+                lanes.of(ev.spec.judge_model),
                 {
                     "run_id": run_id,
                     "evaluator": ev,

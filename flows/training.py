@@ -22,7 +22,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
-from flows.fanout import UNIT_TASK, Lanes, run_units
+from flows.fanout import UNIT_TASK, Lanes, Unit, run_units
 from flows.stages import TASKS, TRAINING
 from judgelab.config import Settings, load_settings
 from judgelab.progress import progress
@@ -44,7 +44,7 @@ def fanned_out(settings: Settings, on_done: Callable[[str], None] = lambda label
 
     def score(calls: Sequence[GroupCall]) -> list[ScoredGroup | Exception]:
         units = [
-            lanes.unit(c.evaluator.spec.judge_model, {"call": c},
+            Unit(lanes.of(c.evaluator.spec.judge_model), {"call": c},
                  f"{c.evaluator.name} {c.task.task_id}")
             for c in calls
         ]  # fmt: skip

@@ -121,44 +121,44 @@ def test_with_return_exceptions_a_failed_unit_gives_its_error_and_the_rest_still
     assert _peak["a"] == 1
 
 
-def local_units(lane: str, n: int, delay: float = 0.0) -> list[Unit]:
-    return [Unit(lane, {"lane": lane, "i": i, "delay": delay}, local=True) for i in range(n)]
+def local_units(n: int, delay: float = 0.0) -> list[Unit]:
+    return units(LOCAL_LANE, n, delay=delay)
 
 
 def test_many_local_units_share_task_runs_and_keep_their_order_and_limit() -> None:
     # 2 slots, 24 local units: batches of 24 // (4 * 2) = 3, so 8 task runs, 2 at a time
-    work = local_units("l", 24, delay=0.02) + units("m", 4, start=24, delay=0.05)
-    assert fan_flow(work, {"l": 2, "m": 4}) == [i * 10 for i in range(28)]
+    work = local_units(24, delay=0.02) + units("m", 4, start=24, delay=0.05)
+    assert fan_flow(work, {LOCAL_LANE: 2, "m": 4}) == [i * 10 for i in range(28)]
     batches = {run for i in range(24) for run in _runs[i]}
     assert len(batches) == 8
     assert all(len(_runs[i]) == 1 for i in range(28))
-    assert _peak["l"] == 2
-    # model calls never share a task run, with each other or with local work
+    assert _peak[LOCAL_LANE] == 2
+    # no other lane's units share a task run, with each other or with local work
     assert len({run for i in range(24, 28) for run in _runs[i]} | batches) == 12
 
 
 def test_batches_never_exceed_local_batch_and_a_few_local_units_run_alone() -> None:
-    fan_flow(local_units("l", 200), {"l": 1})
+    fan_flow(local_units(200), {LOCAL_LANE: 1})
     runs = [run for i in range(200) for run in _runs[i]]
     assert max(runs.count(r) for r in set(runs)) == LOCAL_BATCH
     _runs.clear()
-    fan_flow(local_units("l", 7), {"l": 2})  # 7 // 8 = 0: no batches in a small run
+    fan_flow(local_units(7), {LOCAL_LANE: 2})  # 7 // 8 = 0: no batches in a small run
     assert len({run for i in range(7) for run in _runs[i]}) == 7
 
 
 def test_a_local_unit_that_fails_in_its_batch_runs_again_alone_then_raises() -> None:
-    work = local_units("l", 16)
-    work[5] = Unit("l", {"lane": "l", "i": 5, "delay": 0.0, "fail": True}, local=True)
+    work = local_units(16)
+    work[5] = Unit(LOCAL_LANE, {"lane": LOCAL_LANE, "i": 5, "delay": 0.0, "fail": True})
     with pytest.raises(RuntimeError, match="unit 5 failed"):
-        fan_flow(work, {"l": 1})
+        fan_flow(work, {LOCAL_LANE: 1})
     assert len(_runs[5]) == 2  # once in its batch of 4, once alone
     assert _finished.count(5) == 2
 
 
 def test_with_return_exceptions_a_failed_local_unit_costs_its_batch_nothing() -> None:
-    work = local_units("l", 16)
-    work[5] = Unit("l", {"lane": "l", "i": 5, "delay": 0.0, "fail": True}, local=True)
-    results = returning_flow(work, {"l": 1})
+    work = local_units(16)
+    work[5] = Unit(LOCAL_LANE, {"lane": LOCAL_LANE, "i": 5, "delay": 0.0, "fail": True})
+    results = returning_flow(work, {LOCAL_LANE: 1})
     assert results == [i * 10 if i != 5 else "error: unit 5 failed" for i in range(16)]
     assert all(_finished.count(i) == 1 for i in range(16) if i != 5)
 
@@ -185,8 +185,6 @@ def test_lanes_from_the_model_registry() -> None:
     assert lanes.of("local") == EMBEDDED_LANE
     assert lanes.of("hosted") == "model:hosted"
     assert lanes.of(None) == LOCAL_LANE
-    assert lanes.unit(None, {}).local and lanes.unit(None, {}).lane == LOCAL_LANE
-    assert not lanes.unit("hosted", {}).local
     # local work waits beside a running embedded server
     assert Lanes(settings, ["hosted", "local"]).of(None) == EMBEDDED_LANE
     limits = lanes.limits
