@@ -10,6 +10,13 @@ in one *lane* share a limit on how many run at once; lanes run side by side:
 - one lane for local work (rules, the sandbox): one unit per core, or the embedded lane
   while the embedded server runs.
 
+Units of the local lane go to the runner in batches once there are many of them: a task
+run costs the engine a few ms of CPU and a handful of events, about what a quick rule or
+sandbox verdict costs itself, and on a 2-core host that CPU is taken from the judge calls in
+flight beside them (docs/BENCHMARKS.md, scaling). A batch is one task run that calls its units
+in turn; a unit that raises there runs again alone, as its own task run with the task's
+retries, so failures behave as without batches.
+
 Units go to the flow's task runner (Prefect's thread pool, or Dask: `task_runner`), and each
 result is stored at its unit's index, so the output is the same whatever the concurrency.
 Retries are the task's own (Prefect). When a unit still fails, the units in flight finish (their
@@ -31,6 +38,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from prefect import task
 from prefect.cache_policies import NONE
 from prefect.futures import PrefectFuture, as_completed
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
@@ -45,6 +53,11 @@ log = logging.getLogger("judgelab.flows.fanout")
 # caches are content-addressed already, and hashing each unit's inputs (an evaluator, a group)
 # cost about a quarter of the CPU of a loopback judge call (docs/BENCHMARKS.md, scaling).
 UNIT_TASK: dict[str, Any] = {"retries": 2, "retry_delay_seconds": 5, "cache_policy": NONE}
+
+# The most local units in one batch. A lane of n local units with limit L gets batches of
+# n // (4 L) (at least 1, at most this): four batches per slot keep the slots evenly busy,
+# and a small run (the default `make run`) has no batches at all.
+LOCAL_BATCH = 8
 
 EMBEDDED_LANE = "embedded"
 LOCAL_LANE = "local"
@@ -78,6 +91,41 @@ class Lanes:
         if isinstance(self.settings.model(model), EmbeddedModel):
             return EMBEDDED_LANE
         return f"model:{model}"
+
+
+class _Failed:
+    """A unit's error inside a batch, returned in its place (the batch itself succeeds)."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+@task(name="local-batch", retries=0, cache_policy=NONE)
+def _local_batch(unit_task: Any, calls: list[dict[str, Any]]) -> list[Any]:
+    results: list[Any] = []
+    for kwargs in calls:
+        try:
+            results.append(unit_task.fn(**kwargs))
+        except Exception as err:  # noqa: BLE001 (the unit runs again alone, with retries)
+            results.append(_Failed(err))
+    return results
+
+
+def _work_items(units: Sequence[Unit], limits: Mapping[str, int]) -> dict[str, deque[list[int]]]:
+    """Each lane's queue of work items, in unit order: one unit's index, or (the local lane)
+    a batch of units' indices. Local work beside an embedded server shares that server's lane
+    and is not batched: there a model call, not a task run, is what takes the time."""
+    by_lane: dict[str, list[int]] = {}
+    for i, u in enumerate(units):
+        by_lane.setdefault(u.lane, []).append(i)
+    queues: dict[str, deque[list[int]]] = {}
+    for lane, indices in by_lane.items():
+        size = 1
+        if lane == LOCAL_LANE:
+            size = min(LOCAL_BATCH, max(1, len(indices) // (4 * max(1, limits.get(lane, 1)))))
+        items = deque(indices[j : j + size] for j in range(0, len(indices), size))
+        queues[lane] = items
+    return queues
 
 
 def task_runner(runner: RunnerSettings) -> TaskRunner:
@@ -132,10 +180,9 @@ def run_units(
     units in flight finish and its error is raised. With `return_exceptions` the error (an
     `Exception`) is that unit's result and every other unit still runs."""
     results: list[Any] = [None] * len(units)
-    queues: dict[str, deque[int]] = {}
-    for i, u in enumerate(units):
-        queues.setdefault(u.lane, deque()).append(i)
-    running: dict[PrefectFuture[Any], int] = {}
+    queues = _work_items(units, limits)
+    batch_task = _local_batch.with_options(name=f"{getattr(task, 'name', 'unit')}-batch")
+    running: dict[PrefectFuture[Any], list[int]] = {}
     busy: Counter[str] = Counter()
     first: dict[str, float] = {}  # lane -> when its first unit was submitted
     last: dict[str, float] = {}  # lane -> when its last result came back
@@ -144,29 +191,48 @@ def run_units(
     def fill() -> None:
         for lane, queue in queues.items():
             while queue and busy[lane] < max(1, limits.get(lane, 1)) and error is None:
-                i = queue.popleft()
+                item = queue.popleft()
                 first.setdefault(lane, time.monotonic())
-                running[task.submit(**units[i].kwargs)] = i
+                if len(item) == 1:
+                    future = task.submit(**units[item[0]].kwargs)
+                else:
+                    future = batch_task.submit(task, [units[i].kwargs for i in item])
+                running[future] = item
                 busy[lane] += 1
 
     fill()
     while running:
         future = next(as_completed(list(running)))
-        i = running.pop(future)
-        busy[units[i].lane] -= 1
-        last[units[i].lane] = time.monotonic()
+        item = running.pop(future)
+        lane = units[item[0]].lane
+        busy[lane] -= 1
+        last[lane] = time.monotonic()
         try:
-            results[i] = future.result()
+            value = future.result()
         except Exception as err:
-            if not return_exceptions:
+            if len(item) > 1:  # the batch itself failed, not one of its units
+                value = [_Failed(err)] * len(item)
+            elif not return_exceptions:
                 error = error or err
                 continue
-            results[i] = err
+            else:
+                value = err
         except BaseException as err:  # noqa: BLE001 (re-raised once the others finish)
             error = error or err
             continue
+        if len(item) == 1:
+            results[item[0]] = value
+            if not isinstance(value, Exception):
+                on_done(units[item[0]])
         else:
-            on_done(units[i])
+            failed = []
+            for i, outcome in zip(item, value, strict=True):
+                if isinstance(outcome, _Failed):
+                    failed.append([i])
+                else:
+                    results[i] = outcome
+                    on_done(units[i])
+            queues[lane].extendleft(reversed(failed))  # again alone, with the task's retries
         fill()
     if error is not None:
         raise error

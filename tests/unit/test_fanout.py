@@ -13,10 +13,12 @@ from collections.abc import Iterator
 
 import pytest
 from prefect import flow, task
+from prefect.context import TaskRunContext
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.fanout import (
     EMBEDDED_LANE,
+    LOCAL_BATCH,
     LOCAL_LANE,
     Lanes,
     Unit,
@@ -30,11 +32,14 @@ _lock = threading.Lock()
 _now: Counter[str] = Counter()
 _peak: Counter[str] = Counter()
 _finished: list[int] = []
+_runs: dict[int, set[str]] = {}  # unit -> the ids of the task runs it ran in
 
 
 @task(retries=0)
 def unit_task(lane: str, i: int, delay: float, fail: bool = False) -> int:
+    run = TaskRunContext.get()
     with _lock:
+        _runs.setdefault(i, set()).add(str(run.task_run.id) if run else "none")
         _now[lane] += 1
         _peak[lane] = max(_peak[lane], _now[lane])
     try:
@@ -72,6 +77,7 @@ def clean() -> None:
     _now.clear()
     _peak.clear()
     _finished.clear()
+    _runs.clear()
 
 
 def units(lane: str, n: int, start: int = 0, delay: float = 0.2) -> list[Unit]:
@@ -113,6 +119,48 @@ def test_with_return_exceptions_a_failed_unit_gives_its_error_and_the_rest_still
     assert returning_flow(work, {"a": 1}) == [0, "error: unit 1 failed", 20, 30]
     assert _finished == [0, 1, 2, 3]
     assert _peak["a"] == 1
+
+
+def local_units(n: int, delay: float = 0.0) -> list[Unit]:
+    return units(LOCAL_LANE, n, delay=delay)
+
+
+def test_many_local_units_share_task_runs_and_keep_their_order_and_limit() -> None:
+    # 2 slots, 24 local units: batches of 24 // (4 * 2) = 3, so 8 task runs, 2 at a time
+    work = local_units(24, delay=0.02) + units("m", 4, start=24, delay=0.05)
+    assert fan_flow(work, {LOCAL_LANE: 2, "m": 4}) == [i * 10 for i in range(28)]
+    batches = {run for i in range(24) for run in _runs[i]}
+    assert len(batches) == 8
+    assert all(len(_runs[i]) == 1 for i in range(28))
+    assert _peak[LOCAL_LANE] == 2
+    # no other lane's units share a task run, with each other or with local work
+    assert len({run for i in range(24, 28) for run in _runs[i]} | batches) == 12
+
+
+def test_batches_never_exceed_local_batch_and_a_few_local_units_run_alone() -> None:
+    fan_flow(local_units(200), {LOCAL_LANE: 1})
+    runs = [run for i in range(200) for run in _runs[i]]
+    assert max(runs.count(r) for r in set(runs)) == LOCAL_BATCH
+    _runs.clear()
+    fan_flow(local_units(7), {LOCAL_LANE: 2})  # 7 // 8 = 0: no batches in a small run
+    assert len({run for i in range(7) for run in _runs[i]}) == 7
+
+
+def test_a_local_unit_that_fails_in_its_batch_runs_again_alone_then_raises() -> None:
+    work = local_units(16)
+    work[5] = Unit(LOCAL_LANE, {"lane": LOCAL_LANE, "i": 5, "delay": 0.0, "fail": True})
+    with pytest.raises(RuntimeError, match="unit 5 failed"):
+        fan_flow(work, {LOCAL_LANE: 1})
+    assert len(_runs[5]) == 2  # once in its batch of 4, once alone
+    assert _finished.count(5) == 2
+
+
+def test_with_return_exceptions_a_failed_local_unit_costs_its_batch_nothing() -> None:
+    work = local_units(16)
+    work[5] = Unit(LOCAL_LANE, {"lane": LOCAL_LANE, "i": 5, "delay": 0.0, "fail": True})
+    results = returning_flow(work, {LOCAL_LANE: 1})
+    assert results == [i * 10 if i != 5 else "error: unit 5 failed" for i in range(16)]
+    assert all(_finished.count(i) == 1 for i in range(16) if i != 5)
 
 
 def test_lanes_from_the_model_registry() -> None:
