@@ -336,8 +336,11 @@ class HeldOutSettings(_Section):
     before the first epoch the base policy draws `samples` completions at `temperature` for
     each task of the pool HumanEval[offset : offset + pool]; the first `limit` tasks (in
     HumanEval order) whose pass rate is strictly between 0 and 1 are held out, filled up
-    with the pool's tasks closest to a 0.5 pass rate when too few qualify. The choice is
-    written to data/training/heldout.json and kept for every epoch and judge.
+    with the pool's tasks closest to a 0.5 pass rate when too few qualify. These draws only
+    choose: epoch 0 measures the chosen tasks on draws of their own, so the baseline of a
+    task chosen for a pass rate of 1/2 is not 1/2 by construction (no regression to the
+    mean in the gain). The choice is written to data/training/heldout.json and kept for
+    every epoch and judge.
     `select: fixed` holds out HumanEval[offset : offset + limit] as they are.
     """
 

@@ -285,9 +285,22 @@ class ScriptedTests(PointwiseEvaluator):
         return Verdict.scored(1.0 if passed else 0.0)
 
 
+class SeedLog(Policy):
+    """The real policy, noting the seeds of each batched decode."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.rounds: list[list[int]] = []
+
+    def sample(self, *args: object, **kwargs: object) -> list:  # type: ignore[override]
+        self.rounds.append(list(kwargs["seeds"]))  # type: ignore[call-overload]
+        return super().sample(*args, **kwargs)  # type: ignore[arg-type]
+
+
 def test_heldout_tasks_are_chosen_where_the_base_policy_is_mixed(tmp_path: Path) -> None:
     import json
 
+    from judgelab.rollouts.generate import sample_seed
     from judgelab.training.loop import samples_frame
 
     settings = TrainSettings(
@@ -302,9 +315,11 @@ def test_heldout_tasks_are_chosen_where_the_base_policy_is_mixed(tmp_path: Path)
         heldout=load_humaneval(HumanEvalSettings(offset=100, limit=4)),
         cache=JsonCache(tmp_path / "c", "samples"),
         executor=ScriptedTests(ExecutionEvaluator(name="execution")),
-        policy_factory=lambda adapters: Policy(ZOO, LORA, "cpu", dtype="auto", adapters=adapters),
+        policy_factory=lambda adapters: policies.append(
+            SeedLog(ZOO, LORA, "cpu", dtype="auto", adapters=adapters)) or policies[-1],
         selection_file=tmp_path / "heldout.json",
-    )
+    )  # fmt: skip
+    policies: list[SeedLog] = []
     rows = trainer.run()["variety"]
     choice = json.loads((tmp_path / "heldout.json").read_text())
     assert choice["heldout"] == ["HumanEval/101"] and choice["filled"] == []
@@ -315,6 +330,14 @@ def test_heldout_tasks_are_chosen_where_the_base_policy_is_mixed(tmp_path: Path)
     assert set(held["task_id"]) == {"HumanEval/101"}  # every epoch, only the chosen task
     assert [r["heldout_n"] for r in rows] == [2, 2]
     assert rows[0]["heldout_pass_rate"] == 0.5
+    # The choice has draws of its own: epoch 0's baseline is measured on fresh ones, so a
+    # task chosen for its base rate of 1/2 does not start at 1/2 by construction.
+    seed = lambda kind, t: [sample_seed(0, f"{kind}|{t}", i) for i in range(2)]  # noqa: E731
+    choice_round, epoch0 = policies[0].rounds[:2]
+    pool = [f"HumanEval/{n}" for n in range(100, 104)]
+    assert choice_round == [x for t in pool for x in seed("select", t)]
+    assert epoch0[-2:] == seed("heldout", "HumanEval/101")
+    assert not set(choice_round) & set(epoch0)
 
 
 def test_seeded_adapters_start_apart_and_are_all_the_base_policy() -> None:

@@ -408,8 +408,12 @@ class Trainer:
                 held.temperature,
                 held.max_tokens,
             )  # fmt: skip
-            for t in (self.pool if self.heldout is None else self.heldout)
+            for t in self._chosen()
         ]
+
+    def _chosen(self) -> list[Task]:
+        assert self.heldout is not None, "select: mixed chooses the held-out tasks first"
+        return self.heldout
 
     def run(
         self,
@@ -456,10 +460,14 @@ class Trainer:
                 optimizers[r.key].load_state_dict(state)
                 log.info("%s: resuming at epoch %d", r.key, ckpt.steps)
         sampler = Sampler(policy, self.cache)
-        total = sum(
+        total = (self.heldout is None) + sum(
             1 + sum(1 + (e < epochs) for r in pending if next_epoch[r.key] <= e)
             for e in range(min(next_epoch.values()), epochs + 1)
         )
+        if self.heldout is None:  # select: mixed, not chosen yet (so no run has a checkpoint)
+            first = self.adapter[pending[0].key]
+            self._select(sampler, first, policy.adapter_hash(first))
+            report(f"held-out tasks chosen: {[t.task_id for t in self._chosen()]}", total)
         for epoch in range(min(next_epoch.values()), epochs + 1):
             active = [r for r in pending if next_epoch[r.key] == epoch]
             if not active:
@@ -472,8 +480,6 @@ class Trainer:
             rollout_s = time.monotonic() - t0
             rows = sum(len(q.seeds) for r in active for q in plans[r.key])
             report(f"epoch {epoch}/{epochs}: sampled {rows} rows in {rollout_s:.0f} s", total)
-            if self.heldout is None:  # epoch 0 drew the whole pool: choose, keep the chosen
-                groups = self._select(epoch, active, plans, groups)
             drawn = []
             for r in active:
                 mine, groups = groups[: len(plans[r.key])], groups[len(plans[r.key]) :]
@@ -538,21 +544,30 @@ class Trainer:
                 "of this run is unknown; delete the training output to retrain"
             )
 
-    def _select(
-        self,
-        epoch: int,
-        active: Sequence[JudgeRun],
-        plans: dict[str, list[Request]],
-        groups: list[list[Sample]],
-    ) -> list[list[Sample]]:
-        """Choose the held-out tasks from the base policy's draws on the pool (epoch 0, every
-        adapter still the base model), write the choice, and keep only the chosen rows."""
-        n_train = len(self._tasks_for(epoch))
-        first = plans[active[0].key]
-        pool_groups = groups[n_train : len(first)]
+    def _select(self, sampler: Sampler, adapter: str, adapter_hash: str) -> None:
+        """Choose the held-out tasks on a draw of their own: the base policy (`adapter`, not
+        yet trained) samples every pool task with seeds kept for the choice, and its tests
+        pick the tasks. Epoch 0 then measures the chosen tasks on fresh draws (`requests`):
+        measured on the draws that chose them, the baseline of a task chosen because its
+        pass rate was 1/2 would be 1/2 by construction, and every judge's gain would include
+        that regression to the mean. The choice is written to `selection_file`."""
+        held = self.settings.heldout
+        requests = [
+            Request(
+                adapter,
+                policy_messages(self.rollout, t),
+                tuple(
+                    sample_seed(held.seed, f"select|{t.task_id}", i) for i in range(held.samples)
+                ),
+                held.temperature,
+                held.max_tokens,
+            )  # fmt: skip
+            for t in self.pool
+        ]
+        groups = sampler.round(requests, {adapter: adapter_hash})
         calls = [
-            GroupCall(TESTS_RUN, self.executor, task, candidates(task, req.messages, s, "heldout"))
-            for task, req, s in zip(self.pool, first[n_train:], pool_groups, strict=True)
+            GroupCall(TESTS_RUN, self.executor, task, candidates(task, req.messages, s, "select"))
+            for task, req, s in zip(self.pool, requests, groups, strict=True)
         ]
         rates: dict[str, float | None] = {}  # None: fewer than 2 draws tested (sandbox errors)
         for call, result in zip(calls, self.scorer(calls), strict=True):
@@ -561,11 +576,13 @@ class Trainer:
             known = [r["score"] for r in result.rows if r["score"] is not None]
             rates[call.task.task_id] = sum(known) / len(known) if len(known) >= 2 else None
         order = [t.task_id for t in self.pool if rates[t.task_id] is not None]
-        chosen, filled = select_heldout(rates, order, self.settings.heldout.limit)
+        chosen, filled = select_heldout(rates, order, held.limit)
         self.heldout = [t for t in self.pool if t.task_id in chosen]
         body = {
             "rule": "mixed: the first train.heldout.limit pool tasks whose base pass rate is "
             "strictly between 0 and 1, filled up with those closest to 0.5",
+            "draws": "the base policy's own draws for the choice (seeds 'select|<task>'); "
+            "epoch 0 measures the chosen tasks on fresh draws (seeds 'heldout|<task>')",
             "pool": [t.task_id for t in self.pool],
             "base_pass_rate": rates,
             "heldout": chosen,
@@ -574,13 +591,6 @@ class Trainer:
         assert self.selection_file is not None
         write_json(self.selection_file, body)
         log.info("held-out tasks %s (base pass rates %s)", chosen, [rates[t] for t in chosen])
-        keep = [i for i, t in enumerate(self.pool) if t.task_id in chosen]
-        out: list[list[Sample]] = []
-        for r in active:
-            mine, groups = groups[: len(plans[r.key])], groups[len(plans[r.key]) :]
-            plans[r.key] = plans[r.key][:n_train] + [plans[r.key][n_train + i] for i in keep]
-            out += mine[:n_train] + [mine[n_train + i] for i in keep]
-        return out
 
     @staticmethod
     def _record_step(row: EpochRow, stats: StepStats) -> None:
