@@ -714,3 +714,24 @@ def test_a_call_outside_judge_call_gets_a_complete_context(server: OpenAIServer)
         litellm.acompletion(model=model, messages=[{"role": "user", "content": "hi"}])
     )
     assert reply.choices[0].message.content == "plain reply"
+
+
+def test_a_judge_is_ready_before_its_first_call(server: OpenAIServer) -> None:
+    """Building a judge builds its endpoint's client on the judge loop and loads what the
+    first call would load (docs/BENCHMARKS.md, scaling: in a concurrent lane the whole first
+    wave waited behind it); it sends nothing."""
+    import litellm.main
+
+    from judgelab.evaluators.transport.loop import _judge_loop
+    from judgelab.models import client
+
+    ep = endpoint(server)
+    loop_id = id(_judge_loop())
+    built = lambda: [k for k in client._clients if k[0] == "AsyncOpenAI" and k[1] == loop_id  # noqa: E731
+                     and k[3] == ep.base_url]  # fmt: skip
+    assert built() == []
+    RulerJudge(ruler_spec(), ep)
+    assert len(built()) == 1 and "encoding" in vars(litellm.main)  # tiktoken's, loaded
+    RubricJudge(rubric_spec(), ep)  # the same endpoint: prepared once, one client
+    assert len(built()) == 1
+    assert server.requests == []

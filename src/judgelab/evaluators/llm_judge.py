@@ -38,7 +38,7 @@ from judgelab.errors import (
 )
 from judgelab.evaluators.base import Evaluator
 from judgelab.evaluators.registry import JudgeCallSettings, LLMJudgeSettings
-from judgelab.evaluators.transport.provider import CallRecord, register_endpoint
+from judgelab.evaluators.transport.provider import CallRecord, prepare, register_endpoint
 from judgelab.models.endpoint import Endpoint
 from judgelab.models.ratelimit import retry_delay
 from judgelab.verdicts import Verdict
@@ -178,12 +178,14 @@ class LLMJudge(Evaluator):
         self.cache = cache
         self._sleep = sleep
         self.litellm_model = register_endpoint(endpoint)
+        prepare(endpoint)
 
     def __setstate__(self, state: dict) -> None:
         # Unpickled in another process (a Dask worker): litellm there has not heard of the
         # endpoint yet.
         self.__dict__.update(state)
         register_endpoint(self.endpoint)
+        prepare(self.endpoint)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, endpoint={self.endpoint!r})"
