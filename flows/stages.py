@@ -103,8 +103,9 @@ def _judge_models(settings: Settings) -> list[str]:
 
 
 def _trained_judge_models(settings: Settings) -> list[str]:
-    specs = [settings.evaluator(name) for name in settings.train.judges]
-    return [spec.judge_model for spec in specs if spec.judge_model is not None]
+    from judgelab.training.run import judge_models
+
+    return judge_models(settings)
 
 
 def _probe_models(settings: Settings) -> list[str]:

@@ -277,3 +277,14 @@ def test_reference_params_are_valid_settings() -> None:
                 assert part in value, f"reference/params.yaml lacks {key} ({stage.name})"
                 value = value[part]
     assert settings.tasks.humaneval.limit >= 30 and len(settings.probes.tasks) >= 10
+
+
+def test_each_stage_names_the_models_it_calls() -> None:
+    """The models a stage needs served: training's are its judges' (execution calls none)."""
+    from judgelab.config import load_settings
+
+    settings = load_settings(ROOT / "params.yaml")
+    assert settings.train.judges == ["execution", "ruler-qwen-1.5b"]
+    training = next(s for s in STAGES if s.name == "training")
+    assert training.models(settings) == ["qwen-1.5b"]
+    assert "qwen-1.5b" in PIPELINE.models(settings)
