@@ -55,11 +55,15 @@ NO_TESTS = "task has no tests"
 NO_CODE = "no code in answer"
 PASSED = "tests passed"
 FAILED = "tests failed: "  # + the last line of stderr
+FORGED = "forged: "  # + what the code did to fake a pass (it left early, or forged a value)
 
-Outcome = Literal["passed", "tests_failed", "not_parsed", "no_code", "sandbox_error", "no_tests"]
+Outcome = Literal[
+    "passed", "tests_failed", "forged", "not_parsed", "no_code", "sandbox_error", "no_tests"
+]
 OUTCOMES: tuple[Outcome, ...] = (
     "passed",
     "tests_failed",  # the code ran and did not pass: a test, timeout, memory, a signal
+    "forged",  # the code tried to fake a pass (left before the tests finished, a forged value)
     "not_parsed",  # the program did not compile: no test ran
     "no_code",  # nothing to run
     "sandbox_error",  # the sandbox could not run it: no verdict on the code
@@ -139,6 +143,8 @@ def outcome(
         return "passed"
     if reason == NO_CODE:
         return "no_code"
+    if (reason or "").startswith(FORGED):
+        return "forged"
     text = explanation or ""
     compile_error = (reason or "").removeprefix(FAILED).startswith(_COMPILE_ERRORS)
     if compile_error and _TRACEBACK not in text and _NOT_COMPILED.search(text):
