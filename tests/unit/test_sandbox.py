@@ -278,6 +278,7 @@ def test_result_is_json() -> None:
         "duration_s": r.duration_s,
         "stdout_tail": "hi\n",
         "stderr_tail": "",
+        "channel": "",
     }
     assert isinstance(r, SandboxResult)
 

@@ -476,3 +476,41 @@ def test_a_refused_namespace_is_a_loud_warning_not_a_silent_gap(
         assert len(hits) == 1, warnings  # loud, and once per process, not once per run
         assert "SANDBOX WEAKER THAN DOCUMENTED" in hits[0]
     host.assert_unchanged()
+
+
+# --------------------------------------------------------------------------- seccomp
+
+_SYSCALLS = """
+import ctypes, json, os, threading, subprocess
+libc = ctypes.CDLL(None, use_errno=True)
+def errno_of(result):
+    return 0 if result == 0 else ctypes.get_errno()
+out = {
+    "unshare(user)": errno_of(libc.unshare(0x10000000)),
+    "unshare(mount)": errno_of(libc.unshare(0x20000)),
+    "mount": errno_of(libc.mount(b"none", b"/tmp", b"tmpfs", 0, None)),
+    "ptrace(traceme)": errno_of(libc.ptrace(0, 0, None, None)),
+    "clone3": errno_of(libc.syscall(435, None, 0)),
+}
+t = threading.Thread(target=lambda: None); t.start(); t.join()  # clone3 refused: glibc falls back
+out["a thread and a child still start"] = subprocess.run(["true"]).returncode
+print(json.dumps(out))
+"""
+
+
+@needs_root
+def test_calls_the_code_has_no_use_for_are_refused(host: Host) -> None:
+    """A new user namespace (the way to a root of its own), mounts and ptrace fail with EPERM
+    under the seccomp filter; clone3 with ENOSYS, and threads and subprocesses still work."""
+    r = host.run(_SYSCALLS)
+    assert r.status == "passed", r.stderr_tail
+    got = json.loads(r.stdout_tail)
+    assert got == {
+        "unshare(user)": errno.EPERM,
+        "unshare(mount)": errno.EPERM,
+        "mount": errno.EPERM,
+        "ptrace(traceme)": errno.EPERM,
+        "clone3": errno.ENOSYS,
+        "a thread and a child still start": 0,
+    }
+    host.assert_unchanged()

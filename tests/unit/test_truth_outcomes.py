@@ -47,6 +47,7 @@ ANSWERS = {
         "tests_failed",
     ),
     "timeout": ("<code>\ndef add(a, b):\n    while True:\n        pass\n</code>", "tests_failed"),
+    "left early": ("<code>\nimport os\ndef add(a, b):\n    os._exit(0)\n</code>", "forged"),
 }
 
 
@@ -162,7 +163,7 @@ def test_truth_counts_each_outcome() -> None:
     assert kinds == {c: k for c, (k, _) in CANDIDATES.items()}
     summary = truth.summary()
     assert summary["outcomes"] == {
-        "passed": 6, "tests_failed": 6, "not_parsed": 3, "no_code": 3, "sandbox_error": 1,
+        "passed": 6, "tests_failed": 6, "forged": 0, "not_parsed": 3, "no_code": 3, "sandbox_error": 1,
         "no_tests": 0, "no_execution_row": 0,
     }  # fmt: skip
     assert (summary["n_passing"], summary["n_failing"], summary["n_candidates_no_truth"]) == (

@@ -50,8 +50,10 @@ What is NOT guaranteed:
 - No cgroup: memory is bounded per process by RLIMIT_AS, not in total across the up to
   MAX_PROCESSES processes the code may start; the OOM killer is the final backstop. CPU is
   bounded per process by RLIMIT_CPU and in total by the wall-clock deadline.
-- No seccomp filter: the code can make any system call its uid and namespaces allow; a
-  kernel exploit escapes the sandbox. This is process isolation, not a virtual machine.
+- A seccomp filter refuses the system calls the code has no use for (new namespaces,
+  mounts, ptrace, BPF, kernel modules and keys, io_uring: sandbox_init.DENIED); every other
+  call its uid and namespaces allow is open, and a kernel exploit through one of them escapes
+  the sandbox. This is process isolation, not a virtual machine.
 - World-readable files outside the hidden directories (system files, other users' world-
   readable files) can be read, though not changed.
 - When we are NOT root, only the first four points hold: no private uid, no namespaces.
@@ -99,6 +101,24 @@ _LAUNCHER = (Path(__file__).parent / "sandbox_init.py").read_text(encoding="utf-
 _warned: set[str] = set()
 
 
+CHANNEL_FD = 3  # the runner's channel, in the code's process
+
+
+@dataclass(frozen=True)
+class Runner:
+    """A trusted program that runs the code itself (the execution harness, harness.py).
+
+    It is written as runner.py beside main.py and run instead of it (`python -I -B
+    runner.py`, under every limit the code has), with `stdin` on its standard input followed
+    by EOF, and fd CHANNEL_FD open for writing: what it writes there comes back as
+    SandboxResult.channel (the last `channel_limit` bytes).
+    """
+
+    source: str
+    stdin: bytes = b""
+    channel_limit: int = 1 << 20
+
+
 @dataclass(frozen=True)
 class SandboxResult:
     """What happened to one run.
@@ -112,6 +132,7 @@ class SandboxResult:
     stdout_tail / stderr_tail: the last `output_limit` bytes, decoded as UTF-8 (invalid
     bytes replaced); when more was written, they start with a "[... N bytes dropped ...]"
     line, so each is at most output_limit + 40 characters long.
+    channel: what a Runner wrote to its channel ("" without one).
     """
 
     status: SandboxStatus
@@ -120,6 +141,7 @@ class SandboxResult:
     duration_s: float
     stdout_tail: str
     stderr_tail: str
+    channel: str = ""
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -361,12 +383,14 @@ def run_python(
     cpu_s: float | None = None,
     memory_mb: int = 1024,
     output_limit: int = 64_000,
+    runner: Runner | None = None,
 ) -> SandboxResult:
     """Run `code` as a Python program in the sandbox and report what happened.
 
     timeout_s: wall-clock limit. cpu_s: CPU-time limit (whole seconds, rounded up;
     defaults to timeout_s). memory_mb: address-space limit per process. output_limit:
-    bytes of stdout and of stderr to keep (the tail).
+    bytes of stdout and of stderr to keep (the tail). runner: a trusted program that runs
+    `code` (main.py) itself and reports on a channel (see Runner); None runs main.py.
     """
     started = time.monotonic()
     if timeout_s <= 0 or (cpu_s is not None and cpu_s <= 0):
@@ -381,11 +405,11 @@ def run_python(
             workdir = _make_workdir(uid)
             try:
                 (workdir / "main.py").write_text(code, encoding="utf-8", errors="surrogatepass")
+                if runner is not None:
+                    (workdir / "runner.py").write_text(runner.source, encoding="utf-8")
                 return _run_in(workdir, uid, launch.python, timeout_s, cpu_limit, memory_mb,
-                               max(0, output_limit))  # fmt: skip
+                               max(0, output_limit), runner)  # fmt: skip
             finally:
-                if uid is not None:
-                    _kill_all_of(uid)
                 _remove_tree(workdir)
     except OSError as err:
         return _error(f"sandbox could not run the code: {err}", started)
@@ -423,31 +447,44 @@ def _run_in(
     cpu_limit: int,
     memory_mb: int,
     output_limit: int,
+    runner: Runner | None = None,
 ) -> SandboxResult:
     report_r, report_w = os.pipe()
+    channel_r, channel_w = os.pipe() if runner is not None else (-1, -1)
     isolate = os.geteuid() == 0 and USE_NAMESPACES
     hide = ":".join(_hidden_dirs(python, workdir)) if isolate else ""
     limits = [cpu_limit, memory_mb * 1024 * 1024, FILE_SIZE_MB * 1024 * 1024, MAX_PROCESSES]
+    script = "main.py" if runner is None else "runner.py"
     argv = [str(report_w), str(-1 if uid is None else uid), "1" if isolate else "0",
-            str(workdir), hide, *map(str, limits), python]  # fmt: skip
+            str(workdir), hide, *map(str, limits), python, str(channel_w), script]  # fmt: skip
+    passed_fds = (report_w,) if runner is None else (report_w, channel_w)
     started = time.monotonic()
     try:
         # The launcher runs as us (root) to unshare and mount; it drops to `uid` itself.
         proc = subprocess.Popen(
             [python, "-I", "-B", "-c", _LAUNCHER, *argv],
-            cwd=workdir, env=_child_env(workdir), stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(report_w,),
+            cwd=workdir, env=_child_env(workdir),
+            stdin=subprocess.DEVNULL if runner is None else subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=passed_fds,
             start_new_session=True, umask=0o077,
         )  # fmt: skip
     except OSError:
-        os.close(report_r)
+        for fd in (report_r, channel_r):
+            if fd >= 0:
+                os.close(fd)
         raise
     finally:
-        os.close(report_w)
+        for fd in passed_fds:
+            os.close(fd)
     assert proc.stdout is not None and proc.stderr is not None
     out = _TailReader(proc.stdout, output_limit)
     err = _TailReader(proc.stderr, output_limit)
     report = _TailReader(os.fdopen(report_r, "rb"), 16_384)
+    channel = None
+    if runner is not None:
+        assert proc.stdin is not None
+        channel = _TailReader(os.fdopen(channel_r, "rb"), runner.channel_limit)
+        _feed(proc.stdin, runner.stdin)
 
     # Wait without reaping, so the pid (and process group id) stays ours until killpg.
     exited = threading.Event()
@@ -474,6 +511,7 @@ def _run_in(
         _kill_all_of(uid)  # children that left the process group; frees the pipes
     stdout_tail, stderr_tail = out.finish(2.0), err.finish(2.0)
     lines = report.finish(2.0).splitlines()
+    said = channel.finish(2.0) if channel is not None else ""
 
     for line in lines:
         if line.startswith("warn "):
@@ -489,4 +527,17 @@ def _run_in(
     else:  # the deadline's SIGKILL reached the code before it exited
         exit_code, cpu_used = -signal.SIGKILL, 0.0
     status_ = _classify(exit_code, timed_out, cpu_used, cpu_limit, stderr_tail)
-    return SandboxResult(status_, exit_code, timed_out, duration, stdout_tail, stderr_tail)
+    return SandboxResult(status_, exit_code, timed_out, duration, stdout_tail, stderr_tail, said)
+
+
+def _feed(stream: IO[bytes], data: bytes) -> None:
+    """Write `data` to the code's stdin and close it, on a thread: a program that never reads
+    must not block us once the pipe is full."""
+
+    def write() -> None:
+        with contextlib.suppress(OSError, ValueError):
+            stream.write(data)
+        with contextlib.suppress(OSError, ValueError):
+            stream.close()
+
+    threading.Thread(target=write, daemon=True, name="sandbox-stdin").start()

@@ -4,7 +4,7 @@ Never imported by judgelab: sandbox.py passes this file's text to `python -I -B 
 runs with the standard library only, as the caller (root when privileges are dropped),
 before and around the untrusted code, which it never executes in its own interpreter.
 
-argv: fd uid isolate workdir hide cpu mem fsize nproc python
+argv: fd uid isolate workdir hide cpu mem fsize nproc python channel script
   fd        the report pipe (close-on-exec in the code, which can never write to it)
   uid       the uid/gid to run the code as, or -1 to keep ours
   isolate   "1": try new network, pid, mount and ipc namespaces
@@ -12,10 +12,13 @@ argv: fd uid isolate workdir hide cpu mem fsize nproc python
   hide      NUL-separated directories to cover with an empty read-only tmpfs
   cpu mem fsize nproc   RLIMIT_CPU (s), RLIMIT_AS (bytes), RLIMIT_FSIZE (bytes), RLIMIT_NPROC
   python    the code's interpreter
+  channel   a pipe to leave open in the code process as fd 3 (CHANNEL), or -1
+  script    the file the code's interpreter runs: main.py, or the runner that loads it
 
 Processes: this launcher unshares the namespaces, then forks a supervisor (pid 1 of the new
 pid namespace) that sets up the mounts and forks the code. The code process drops
-privileges, sets the limits and execs `python -I -B main.py`. The supervisor reaps every
+privileges, sets the limits, installs the seccomp filter (seccomp_filter) and execs
+`python -I -B <script>`. The supervisor reaps every
 process (it is their init) until the code exits, reports the code's wait status and CPU
 time, and exits: as pid 1 its exit makes the kernel SIGKILL everything left in the
 namespace, including children that detached with setsid().
@@ -43,7 +46,9 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
 MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID = 1, 2
 SYS_MOUNT_SETATTR, AT_FDCWD, AT_RECURSIVE = 442, -100, 0x8000  # same number on every arch
-PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 1, 38, 22, 2
+CHANNEL = 3
+F_DUPFD_CLOEXEC = 1030
 INSIDE = "/tmp/sandbox"  # where the workdir appears in the mount namespace: the same path
 # every run, so tracebacks and __file__ (which land in verdict explanations) are reproducible
 
@@ -105,6 +110,139 @@ def isolate_files(fd: int, workdir: bytes, hide: list[bytes], fresh_proc: bool) 
     return workdir
 
 
+# ------------------------------------------------------------------ seccomp
+# System calls the code has no use for and that widen the kernel it can attack: creating or
+# entering namespaces (the way to a root of its own, and from there mount and the rest),
+# mounts, tracing other processes, kernel modules and keys, BPF, io_uring, perf. Each fails
+# with EPERM; clone3 with ENOSYS, so that glibc falls back to clone, whose namespace flags are
+# refused. The list and its reasons: docs/SECURITY.md.
+DENIED = (
+    "unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "open_tree", "move_mount",
+    "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr", "ptrace",
+    "process_vm_readv", "process_vm_writev", "bpf", "perf_event_open", "userfaultfd",
+    "keyctl", "add_key", "request_key", "init_module", "finit_module", "delete_module",
+    "kexec_load", "kexec_file_load", "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "name_to_handle_at", "open_by_handle_at", "swapon", "swapoff", "reboot", "acct", "syslog",
+)  # fmt: skip
+SYSCALLS = {  # AUDIT_ARCH -> name -> number
+    0xC000003E: {  # x86_64
+        "unshare": 272,
+        "setns": 308,
+        "mount": 165,
+        "umount2": 166,
+        "pivot_root": 155,
+        "chroot": 161,
+        "ptrace": 101,
+        "process_vm_readv": 310,
+        "process_vm_writev": 311,
+        "bpf": 321,
+        "perf_event_open": 298,
+        "userfaultfd": 323,
+        "keyctl": 250,
+        "add_key": 248,
+        "request_key": 249,
+        "init_module": 175,
+        "finit_module": 313,
+        "delete_module": 176,
+        "kexec_load": 246,
+        "kexec_file_load": 320,
+        "name_to_handle_at": 303,
+        "open_by_handle_at": 304,
+        "swapon": 167,
+        "swapoff": 168,
+        "reboot": 169,
+        "acct": 163,
+        "syslog": 103,
+        "clone": 56,
+    },
+    0xC00000B7: {  # aarch64
+        "unshare": 97,
+        "setns": 268,
+        "mount": 40,
+        "umount2": 39,
+        "pivot_root": 41,
+        "chroot": 51,
+        "ptrace": 117,
+        "process_vm_readv": 270,
+        "process_vm_writev": 271,
+        "bpf": 280,
+        "perf_event_open": 241,
+        "userfaultfd": 282,
+        "keyctl": 219,
+        "add_key": 217,
+        "request_key": 218,
+        "init_module": 105,
+        "finit_module": 273,
+        "delete_module": 106,
+        "kexec_load": 104,
+        "kexec_file_load": 294,
+        "name_to_handle_at": 264,
+        "open_by_handle_at": 265,
+        "swapon": 224,
+        "swapoff": 225,
+        "reboot": 142,
+        "acct": 89,
+        "syslog": 116,
+        "clone": 220,
+    },
+}
+COMMON_SYSCALLS = {  # the same number on every architecture
+    "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428,
+    "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
+    "clone3": 435, "mount_setattr": 442,
+}  # fmt: skip
+NAMESPACE_FLAGS = 0x7E020080  # CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET|NEWTIME
+EPERM, ENOSYS = 1, 38
+RET_ALLOW, RET_ERRNO = 0x7FFF0000, 0x00050000
+LD_W_ABS, JEQ_K, JSET_K, JGE_K, RET_K = 0x20, 0x15, 0x45, 0x35, 0x06
+X32_BIT = 0x40000000
+
+
+class SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte),
+                ("k", ctypes.c_uint32)]  # fmt: skip
+
+
+class SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(SockFilter))]
+
+
+def audit_arch() -> int | None:
+    machine = os.uname().machine
+    return {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}.get(machine)
+
+
+def seccomp_program(arch: int) -> list[tuple[int, int, int, int]]:
+    """Classic BPF over struct seccomp_data {int nr; u32 arch; u64 ip; u64 args[6]}."""
+    numbers = {**SYSCALLS[arch], **COMMON_SYSCALLS}
+    denied = sorted({numbers[name] for name in DENIED})
+    prog = [(LD_W_ABS, 0, 0, 4), (JEQ_K, 1, 0, arch), (RET_K, 0, 0, RET_ERRNO | EPERM),
+            (LD_W_ABS, 0, 0, 0)]  # fmt: skip
+    if arch == 0xC000003E:  # the x32 ABI's numbers are another way in
+        prog.append((JGE_K, 0, 1, X32_BIT))
+        prog.append((RET_K, 0, 0, RET_ERRNO | EPERM))
+    for nr in denied:
+        prog += [(JEQ_K, 0, 1, nr), (RET_K, 0, 0, RET_ERRNO | EPERM)]
+    prog += [(JEQ_K, 0, 1, numbers["clone3"]), (RET_K, 0, 0, RET_ERRNO | ENOSYS)]
+    prog += [(JEQ_K, 0, 3, numbers["clone"]), (LD_W_ABS, 0, 0, 16),  # args[0], low half
+             (JSET_K, 0, 1, NAMESPACE_FLAGS), (RET_K, 0, 0, RET_ERRNO | EPERM)]  # fmt: skip
+    prog.append((RET_K, 0, 0, RET_ALLOW))
+    return prog
+
+
+def seccomp_filter(fd: int) -> None:
+    """Install the filter on this process and all it starts (needs no_new_privs first)."""
+    arch = audit_arch()
+    if arch is None:
+        say(fd, f"warn seccomp filter unavailable: no syscall table for {os.uname().machine}")
+        return
+    prog = seccomp_program(arch)
+    array = (SockFilter * len(prog))(*[SockFilter(*ins) for ins in prog])
+    fprog = SockFprog(len(prog), array)
+    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        say(fd, f"warn seccomp filter unavailable: {os.strerror(ctypes.get_errno())}")
+
+
 def cap(kind: int, soft: int, hard: int) -> None:
     """Lower a limit; never above the current hard limit."""
     cur = resource.getrlimit(kind)[1]
@@ -113,8 +251,14 @@ def cap(kind: int, soft: int, hard: int) -> None:
     resource.setrlimit(kind, (soft, hard))
 
 
-def run_code(fd: int, uid: int, limits: list[int], python: str, workdir: bytes) -> None:
+def run_code(fd: int, uid: int, limits: list[int], python: str, workdir: bytes,
+             channel: int, script: str) -> None:  # fmt: skip
     cpu, mem, fsize, nproc = limits
+    fd = move_above(fd, CHANNEL)  # fd 3 is the channel's place
+    if channel >= 0:
+        high = move_above(channel, CHANNEL)
+        os.dup2(high, CHANNEL)  # inheritable: the code's interpreter keeps it
+        os.close(high)
     if uid >= 0:
         os.setgroups([])
         os.setgid(uid)
@@ -126,13 +270,25 @@ def run_code(fd: int, uid: int, limits: list[int], python: str, workdir: bytes) 
     cap(resource.RLIMIT_FSIZE, fsize, fsize)
     cap(resource.RLIMIT_NPROC, nproc, nproc)
     os.set_inheritable(fd, False)
+    seccomp_filter(fd)
     say(fd, "limits-set")
     env = dict(os.environ, HOME=workdir.decode(), TMPDIR=workdir.decode())
-    os.execve(python, [python, "-I", "-B", "main.py"], env)
+    os.execve(python, [python, "-I", "-B", script], env)
+
+
+def move_above(fd: int, low: int) -> int:
+    """`fd` as a close-on-exec descriptor numbered above `low` (the old one closed)."""
+    if fd > low:
+        return fd
+    import fcntl
+
+    moved = fcntl.fcntl(fd, F_DUPFD_CLOEXEC, low + 1)
+    os.close(fd)
+    return moved
 
 
 def supervise(fd: int, uid: int, workdir: bytes, hide: list[bytes], limits: list[int],
-              python: str, unshared: set[str]) -> None:  # fmt: skip
+              python: str, unshared: set[str], channel: int, script: str) -> None:  # fmt: skip
     libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)  # dies (and with it the namespace) with the launcher
     if "mount namespace" in unshared:
         try:
@@ -143,7 +299,7 @@ def supervise(fd: int, uid: int, workdir: bytes, hide: list[bytes], limits: list
     code = os.fork()
     if code == 0:
         try:
-            run_code(fd, uid, limits, python, workdir)
+            run_code(fd, uid, limits, python, workdir, channel, script)
         except BaseException as err:  # noqa: BLE001 - reported, then the code is not run
             say(fd, f"setup failed: {err!r}")
         os._exit(125)
@@ -159,16 +315,18 @@ def main() -> None:
     workdir = sys.argv[4].encode()
     hide = [p.encode() for p in sys.argv[5].split(":") if p]
     limits = [int(a) for a in sys.argv[6:10]]
-    python = sys.argv[10]
+    python, channel, script = sys.argv[10], int(sys.argv[11]), sys.argv[12]
     unshared = unshare(fd) if isolate else set()
     supervisor = os.fork()  # pid 1 of the new pid namespace, when there is one
     if supervisor == 0:
         try:
-            supervise(fd, uid, workdir, hide, limits, python, unshared)
+            supervise(fd, uid, workdir, hide, limits, python, unshared, channel, script)
         except BaseException as err:  # noqa: BLE001
             say(fd, f"setup failed: {err!r}")
         os._exit(0)  # as pid 1 this SIGKILLs every process left in the namespace
     os.close(fd)
+    if channel >= 0:
+        os.close(channel)
     os.waitpid(supervisor, 0)
 
 

