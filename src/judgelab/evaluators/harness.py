@@ -210,13 +210,22 @@ def tampering(before, program):
         if not isinstance(module, types.ModuleType):
             continue  # typing.io and the like: a class standing in sys.modules
         for attr, obj in list(vars(module).items()):
-            code = getattr(obj, "__code__", None) or getattr(
-                getattr(obj, "__func__", None), "__code__", None
-            )
-            made_here = getattr(code, "co_filename", None) == program
-            if made_here or (isinstance(obj, type) and obj.__module__ == "__main__"):
+            if _made_by_the_code(obj, program):
                 return f"replaced {name}.{attr} with its own"
     return None
+
+
+def _made_by_the_code(obj, program):
+    """A function, method, class or instance that main.py defined (or a partial of one)."""
+    kind = type(obj)
+    if kind is types.FunctionType:
+        return obj.__code__.co_filename == program
+    if kind is types.MethodType or kind.__name__ == "partial":
+        inner = getattr(obj, "__func__", None) or getattr(obj, "func", None)
+        return inner is not None and _made_by_the_code(inner, program)
+    if kind.__module__ == "__main__":
+        return True
+    return isinstance(obj, type) and obj.__module__ == "__main__"
 
 
 def _planted(module):

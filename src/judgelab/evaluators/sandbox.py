@@ -74,6 +74,7 @@ import math
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -94,6 +95,7 @@ MAX_PROCESSES = 64  # RLIMIT_NPROC: processes (and threads) of the sandbox uid
 UID_BASE = 1_879_100_000  # private uids UID_BASE .. UID_BASE + UID_POOL - 1 (root only)
 UID_POOL = 128
 USE_NAMESPACES = True  # root only; False exists to measure what the namespaces add
+USE_WARM_LAUNCHER = True  # False: a new launcher interpreter per run (bench/sandbox.py)
 MIN_MEMORY_MB = 32  # below this the interpreter itself cannot start
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 _LOCK_DIR_NAME = "judgelab-sandbox-locks"
@@ -179,6 +181,11 @@ class _TailReader:
                 del self._buf[: -self._limit]
         with contextlib.suppress(OSError):
             self._stream.close()
+
+    def wait(self, timeout: float) -> bool:
+        """True once the pipe reached EOF (every writer gone) within `timeout` seconds."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
 
     def finish(self, wait_s: float) -> str:
         """Wait for EOF (all writers dead) and return the bounded tail."""
@@ -313,6 +320,11 @@ def _private_uid():  # type: ignore[no-untyped-def]
 
 def _kill_all_of(uid: int) -> None:
     """SIGKILL every process of `uid`: kill(-1) as that uid is atomic with respect to fork."""
+    warm = _warm_launcher(_get_launch().python)
+    if warm is not None:
+        with contextlib.suppress(OSError):
+            warm.ask({"kind": "kill-uid", "uid": uid})
+            return
     kill = shutil.which("kill", path=SAFE_PATH)
     if kill is None:
         log.warning("sandbox: no kill(1) found; escaped processes of uid %d may survive", uid)
@@ -449,68 +461,51 @@ def _run_in(
     output_limit: int,
     runner: Runner | None = None,
 ) -> SandboxResult:
-    report_r, report_w = os.pipe()
-    channel_r, channel_w = os.pipe() if runner is not None else (-1, -1)
     isolate = os.geteuid() == 0 and USE_NAMESPACES
     hide = ":".join(_hidden_dirs(python, workdir)) if isolate else ""
     limits = [cpu_limit, memory_mb * 1024 * 1024, FILE_SIZE_MB * 1024 * 1024, MAX_PROCESSES]
     script = "main.py" if runner is None else "runner.py"
-    argv = [str(report_w), str(-1 if uid is None else uid), "1" if isolate else "0",
-            str(workdir), hide, *map(str, limits), python, str(channel_w), script]  # fmt: skip
-    passed_fds = (report_w,) if runner is None else (report_w, channel_w)
+    warm = _warm_launcher(python)
+    in_process = warm is not None and runner is not None
+    backstop = math.ceil(timeout_s) + 30  # the launcher's own alarm, should we never kill it
+    argv = ["REPORT", str(-1 if uid is None else uid), "1" if isolate else "0", str(workdir),
+            hide, *map(str, limits), python, "CHANNEL", script, "1" if in_process else "0",
+            str(backstop)]  # fmt: skip
+    pipes = _Pipes.open(runner)
     started = time.monotonic()
     try:
-        # The launcher runs as us (root) to unshare and mount; it drops to `uid` itself.
-        proc = subprocess.Popen(
-            [python, "-I", "-B", "-c", _LAUNCHER, *argv],
-            cwd=workdir, env=_child_env(workdir),
-            stdin=subprocess.DEVNULL if runner is None else subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=passed_fds,
-            start_new_session=True, umask=0o077,
-        )  # fmt: skip
+        launcher: _WarmRun | _ColdRun | None = None
+        if warm is not None:
+            try:
+                launcher = _WarmRun(warm, workdir, argv, pipes)
+            except OSError as err:
+                _warn_once(f"the warm launcher failed ({err}); starting one per run")
+                _warm_broken.add((python, _LAUNCHER))
+                argv[12] = "0"
+        if launcher is None:
+            launcher = _ColdRun(python, workdir, argv, pipes)
     except OSError:
-        for fd in (report_r, channel_r):
-            if fd >= 0:
-                os.close(fd)
+        pipes.close_ours()
         raise
     finally:
-        for fd in passed_fds:
-            os.close(fd)
-    assert proc.stdout is not None and proc.stderr is not None
-    out = _TailReader(proc.stdout, output_limit)
-    err = _TailReader(proc.stderr, output_limit)
-    report = _TailReader(os.fdopen(report_r, "rb"), 16_384)
+        pipes.close_theirs()
+    out = _TailReader(os.fdopen(pipes.stdout_r, "rb"), output_limit)
+    err = _TailReader(os.fdopen(pipes.stderr_r, "rb"), output_limit)
+    report = _TailReader(os.fdopen(pipes.report_r, "rb"), 16_384)
     channel = None
     if runner is not None:
-        assert proc.stdin is not None
-        channel = _TailReader(os.fdopen(channel_r, "rb"), runner.channel_limit)
-        _feed(proc.stdin, runner.stdin)
-
-    # Wait without reaping, so the pid (and process group id) stays ours until killpg.
-    exited = threading.Event()
-
-    def wait_exit() -> None:
-        with contextlib.suppress(ChildProcessError):
-            os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
-        exited.set()
-
-    threading.Thread(target=wait_exit, daemon=True, name="sandbox-waiter").start()
+        channel = _TailReader(os.fdopen(pipes.channel_r, "rb"), runner.channel_limit)
+        _feed(os.fdopen(pipes.stdin_w, "wb"), runner.stdin)
     deadline = started + timeout_s
-    timed_out = not exited.wait(max(0.0, deadline - time.monotonic()))
+    timed_out = not launcher.wait(report, max(0.0, deadline - time.monotonic()))
     # Killing the launcher's group kills the supervisor, pid 1 of the namespace, and so
     # every process in it; without a pid namespace only the group (and, below, the uid).
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    exited.wait()
-    try:
-        os.waitpid(proc.pid, 0)
-    except ChildProcessError:  # someone else in this process reaped it
-        raise OSError(f"lost track of sandbox process {proc.pid}") from None
+    launcher.kill_and_reap()
     duration = time.monotonic() - started
-    if uid is not None:
+    lines = report.finish(2.0).splitlines()
+    if uid is not None and (not isolate or "warn pid namespace unavailable" in " ".join(lines)):
         _kill_all_of(uid)  # children that left the process group; frees the pipes
     stdout_tail, stderr_tail = out.finish(2.0), err.finish(2.0)
-    lines = report.finish(2.0).splitlines()
     said = channel.finish(2.0) if channel is not None else ""
 
     for line in lines:
@@ -528,6 +523,157 @@ def _run_in(
         exit_code, cpu_used = -signal.SIGKILL, 0.0
     status_ = _classify(exit_code, timed_out, cpu_used, cpu_limit, stderr_tail)
     return SandboxResult(status_, exit_code, timed_out, duration, stdout_tail, stderr_tail, said)
+
+
+# --------------------------------------------------------------------------- launching
+
+
+@dataclass
+class _Pipes:
+    """The run's pipes: ours to read (and the runner's stdin to write), theirs to pass on."""
+
+    stdout_r: int
+    stdout_w: int
+    stderr_r: int
+    stderr_w: int
+    report_r: int
+    report_w: int
+    channel_r: int = -1
+    channel_w: int = -1
+    stdin_r: int = -1
+    stdin_w: int = -1
+
+    @classmethod
+    def open(cls, runner: Runner | None) -> _Pipes:
+        pipes = cls(*os.pipe(), *os.pipe(), *os.pipe())
+        if runner is not None:
+            pipes.channel_r, pipes.channel_w = os.pipe()
+            pipes.stdin_r, pipes.stdin_w = os.pipe()
+        return pipes
+
+    def theirs(self) -> list[int]:
+        """stdin, stdout, stderr, report and (with a runner) the channel, in that order."""
+        fds = [self.stdin_r, self.stdout_w, self.stderr_w, self.report_w, self.channel_w]
+        return [fd for fd in fds if fd >= 0] if self.stdin_r >= 0 else fds[1:4]
+
+    def close_theirs(self) -> None:
+        for fd in (self.stdin_r, self.stdout_w, self.stderr_w, self.report_w, self.channel_w):
+            if fd >= 0:
+                os.close(fd)
+
+    def close_ours(self) -> None:
+        for fd in (self.stdout_r, self.stderr_r, self.report_r, self.channel_r, self.stdin_w):
+            if fd >= 0:
+                os.close(fd)
+
+
+def _launcher_argv(argv: list[str], pipes: _Pipes) -> list[str]:
+    return [str(pipes.report_w), *argv[1:10], str(pipes.channel_w), *argv[11:]]
+
+
+class _ColdRun:
+    """The launcher as a new interpreter (`python -c sandbox_init.py`), our own child."""
+
+    def __init__(self, python: str, workdir: Path, argv: list[str], pipes: _Pipes) -> None:
+        passed = tuple(fd for fd in (pipes.report_w, pipes.channel_w) if fd >= 0)
+        # The launcher runs as us (root) to unshare and mount; it drops to `uid` itself.
+        self.proc = subprocess.Popen(
+            [python, "-I", "-B", "-c", _LAUNCHER, *_launcher_argv(argv, pipes)],
+            cwd=workdir, env=_child_env(workdir),
+            stdin=pipes.stdin_r if pipes.stdin_r >= 0 else subprocess.DEVNULL,
+            stdout=pipes.stdout_w, stderr=pipes.stderr_w, pass_fds=passed,
+            start_new_session=True, umask=0o077,
+        )  # fmt: skip
+        # Wait without reaping, so the pid (and process group id) stays ours until killpg.
+        self.exited = threading.Event()
+        threading.Thread(target=self._wait, daemon=True, name="sandbox-waiter").start()
+
+    def _wait(self) -> None:
+        with contextlib.suppress(ChildProcessError):
+            os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOWAIT)
+        self.exited.set()
+
+    def wait(self, report: _TailReader, timeout: float) -> bool:
+        return self.exited.wait(timeout)
+
+    def kill_and_reap(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.exited.wait()
+        try:
+            os.waitpid(self.proc.pid, 0)
+        except ChildProcessError:  # someone else in this process reaped it
+            raise OSError(f"lost track of sandbox process {self.proc.pid}") from None
+
+
+class _WarmRun:
+    """The launcher forked by the warm launcher, which reaps it when we say so: until then
+    its pid, and so its process group, cannot be reused."""
+
+    def __init__(self, warm: _WarmLauncher, workdir: Path, argv: list[str], pipes: _Pipes):
+        self.warm = warm
+        request = {"kind": "launch", "argv": argv, "workdir": str(workdir)}
+        self.pid = warm.ask(request, pipes.theirs())["pid"]
+
+    def wait(self, report: _TailReader, timeout: float) -> bool:
+        """The run is over when the report pipe closes: the supervisor (the code's parent)
+        holds it to the end, the code never does."""
+        return report.wait(timeout)
+
+    def kill_and_reap(self) -> None:
+        self.warm.ask({"kind": "kill", "pid": self.pid})
+        self.warm.ask({"kind": "reap", "pid": self.pid})
+
+
+class _WarmLauncher:
+    """One warm launcher (sandbox_init.serve) per judgelab process and interpreter: a run
+    costs a fork of it instead of two interpreter starts. Requests are one at a time."""
+
+    def __init__(self, python: str) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with theirs:
+            self.proc = subprocess.Popen(
+                [python, "-I", "-B", "-c", _LAUNCHER, "serve", str(theirs.fileno())],
+                cwd="/", env=_child_env(Path("/")), stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, pass_fds=(theirs.fileno(),),
+                start_new_session=True, umask=0o077,
+            )  # fmt: skip
+        self.sock = ours
+        self.lock = threading.Lock()
+
+    def ask(self, request: dict[str, object], fds: list[int] | None = None) -> dict[str, int]:
+        with self.lock:
+            try:
+                socket.send_fds(self.sock, [json.dumps(request).encode()], fds or [])
+                reply = self.sock.recv(4096)
+            except OSError as err:
+                raise OSError(f"the sandbox's warm launcher failed: {err}") from None
+        if not reply:
+            raise OSError(f"the sandbox's warm launcher exited ({self.proc.poll()})")
+        return json.loads(reply)
+
+    def close(self) -> None:
+        self.sock.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(5)
+
+
+_warm: dict[tuple[str, str], _WarmLauncher] = {}
+_warm_broken: set[tuple[str, str]] = set()
+_warm_lock = threading.Lock()
+
+
+def _warm_launcher(python: str) -> _WarmLauncher | None:
+    """The warm launcher for `python`, started on first use; None when USE_WARM_LAUNCHER is
+    off. One that died is replaced (its runs in flight fail as sandbox errors)."""
+    key = (python, _LAUNCHER)  # a launcher changed at run time (tests) gets its own
+    if not USE_WARM_LAUNCHER or key in _warm_broken:
+        return None
+    with _warm_lock:
+        warm = _warm.get(key)
+        if warm is None or warm.proc.poll() is not None:
+            warm = _warm[key] = _WarmLauncher(python)
+        return warm
 
 
 def _feed(stream: IO[bytes], data: bytes) -> None:

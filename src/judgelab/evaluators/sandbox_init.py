@@ -4,7 +4,8 @@ Never imported by judgelab: sandbox.py passes this file's text to `python -I -B 
 runs with the standard library only, as the caller (root when privileges are dropped),
 before and around the untrusted code, which it never executes in its own interpreter.
 
-argv: fd uid isolate workdir hide cpu mem fsize nproc python channel script
+argv: fd uid isolate workdir hide cpu mem fsize nproc python channel script in_process deadline
+   (or `serve <socket fd>`: the warm launcher, see `serve`)
   fd        the report pipe (close-on-exec in the code, which can never write to it)
   uid       the uid/gid to run the code as, or -1 to keep ours
   isolate   "1": try new network, pid, mount and ipc namespaces
@@ -14,6 +15,9 @@ argv: fd uid isolate workdir hide cpu mem fsize nproc python channel script
   python    the code's interpreter
   channel   a pipe to leave open in the code process as fd 3 (CHANNEL), or -1
   script    the file the code's interpreter runs: main.py, or the runner that loads it
+  in_process "1": run the script in this interpreter (forked from `serve`), not a new one
+  deadline  seconds after which SIGALRM ends the launcher, and with it the run, whatever
+            happens to the caller
 
 Processes: this launcher unshares the namespaces, then forks a supervisor (pid 1 of the new
 pid namespace) that sets up the mounts and forks the code. The code process drops
@@ -30,10 +34,13 @@ Lines written to fd:
   "setup failed: <text>"   the code was not run
 """
 
+import contextlib
 import ctypes
 import os
 import resource
+import signal
 import sys
+import types
 
 CLONE_NEWNET, CLONE_NEWPID, CLONE_NEWNS, CLONE_NEWIPC = 0x40000000, 0x20000000, 0x20000, 0x8000000
 NAMESPACES = (
@@ -49,6 +56,7 @@ SYS_MOUNT_SETATTR, AT_FDCWD, AT_RECURSIVE = 442, -100, 0x8000  # same number on 
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 1, 38, 22, 2
 CHANNEL = 3
 F_DUPFD_CLOEXEC = 1030
+MAX_FD = 1 << 16
 INSIDE = "/tmp/sandbox"  # where the workdir appears in the mount namespace: the same path
 # every run, so tracebacks and __file__ (which land in verdict explanations) are reproducible
 
@@ -252,7 +260,7 @@ def cap(kind: int, soft: int, hard: int) -> None:
 
 
 def run_code(fd: int, uid: int, limits: list[int], python: str, workdir: bytes,
-             channel: int, script: str) -> None:  # fmt: skip
+             channel: int, script: str, in_process: bool) -> None:  # fmt: skip
     cpu, mem, fsize, nproc = limits
     fd = move_above(fd, CHANNEL)  # fd 3 is the channel's place
     if channel >= 0:
@@ -273,7 +281,34 @@ def run_code(fd: int, uid: int, limits: list[int], python: str, workdir: bytes,
     seccomp_filter(fd)
     say(fd, "limits-set")
     env = dict(os.environ, HOME=workdir.decode(), TMPDIR=workdir.decode())
+    if in_process:
+        run_in_process(script, env)
     os.execve(python, [python, "-I", "-B", script], env)
+
+
+def run_in_process(script: str, env: dict[str, str]) -> None:
+    """Run `script` in this interpreter, a fork of the warm launcher (`serve`), as
+    `python -I -B <script>` would: the same interpreter and flags, with nothing of ours left
+    open but stdin, stdout, stderr and the channel. Only for a runner that leaves through
+    os._exit (the harness); it never returns."""
+    os.closerange(CHANNEL + 1, MAX_FD)  # the report pipe among them: its lines stay ours
+    try:
+        os.environ.clear()
+        os.environ.update(env)
+        sys.argv = [script]
+        path = os.path.abspath(script)
+        with open(path, encoding="utf-8") as handle:
+            code = compile(handle.read(), path, "exec")
+        main = types.ModuleType("__main__")
+        main.__file__ = path
+        sys.modules["__main__"] = main
+        exec(code, vars(main))
+    except BaseException:  # noqa: BLE001 - the runner's own failure, shown as CPython would
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        os._exit(1)
 
 
 def move_above(fd: int, low: int) -> int:
@@ -288,7 +323,8 @@ def move_above(fd: int, low: int) -> int:
 
 
 def supervise(fd: int, uid: int, workdir: bytes, hide: list[bytes], limits: list[int],
-              python: str, unshared: set[str], channel: int, script: str) -> None:  # fmt: skip
+              python: str, unshared: set[str], channel: int, script: str,
+              in_process: bool) -> None:  # fmt: skip
     libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)  # dies (and with it the namespace) with the launcher
     if "mount namespace" in unshared:
         try:
@@ -299,7 +335,7 @@ def supervise(fd: int, uid: int, workdir: bytes, hide: list[bytes], limits: list
     code = os.fork()
     if code == 0:
         try:
-            run_code(fd, uid, limits, python, workdir, channel, script)
+            run_code(fd, uid, limits, python, workdir, channel, script, in_process)
         except BaseException as err:  # noqa: BLE001 - reported, then the code is not run
             say(fd, f"setup failed: {err!r}")
         os._exit(125)
@@ -310,17 +346,22 @@ def supervise(fd: int, uid: int, workdir: bytes, hide: list[bytes], limits: list
             return
 
 
-def main() -> None:
-    fd, uid, isolate = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"
-    workdir = sys.argv[4].encode()
-    hide = [p.encode() for p in sys.argv[5].split(":") if p]
-    limits = [int(a) for a in sys.argv[6:10]]
-    python, channel, script = sys.argv[10], int(sys.argv[11]), sys.argv[12]
+def launch(argv: list[str]) -> None:
+    """One run: argv as the module docstring says (without the program name)."""
+    fd, uid, isolate = int(argv[0]), int(argv[1]), argv[2] == "1"
+    workdir = argv[3].encode()
+    hide = [p.encode() for p in argv[4].split(":") if p]
+    limits = [int(a) for a in argv[5:9]]
+    python, channel, script = argv[9], int(argv[10]), argv[11]
+    in_process, deadline = argv[12] == "1", int(argv[13])
+    signal.alarm(deadline)  # a backstop: the launcher, and so the run, ends even if we die
     unshared = unshare(fd) if isolate else set()
     supervisor = os.fork()  # pid 1 of the new pid namespace, when there is one
     if supervisor == 0:
+        signal.alarm(0)
         try:
-            supervise(fd, uid, workdir, hide, limits, python, unshared, channel, script)
+            supervise(fd, uid, workdir, hide, limits, python, unshared, channel, script,
+                      in_process)  # fmt: skip
         except BaseException as err:  # noqa: BLE001
             say(fd, f"setup failed: {err!r}")
         os._exit(0)  # as pid 1 this SIGKILLs every process left in the namespace
@@ -328,6 +369,94 @@ def main() -> None:
     if channel >= 0:
         os.close(channel)
     os.waitpid(supervisor, 0)
+
+
+# ------------------------------------------------------------------ the warm launcher
+
+
+def serve(control: int) -> None:
+    """The warm launcher: started once per judgelab process, it forks a launcher for each
+    run instead of starting an interpreter, and answers on the `control` socket (SEQPACKET,
+    one JSON message a request, descriptors beside it):
+      {"kind": "launch", "argv": [...], "workdir": path}, fds [stdout, stderr, report] or
+          [stdin, stdout, stderr, report, channel]  -> {"pid": launcher}  (argv as `launch`
+          takes it; its report and channel numbers are replaced by the descriptors received;
+          without a stdin, /dev/null)
+      {"kind": "kill", "pid": p}     SIGKILL p's process group (p not yet reaped: no reuse)
+      {"kind": "reap", "pid": p}     wait for p  -> {"status": s}
+      {"kind": "kill-uid", "uid": u} SIGKILL every process of u, from a child running as u
+    It exits when the caller's end closes. Single-threaded, so every fork is safe."""
+    import ast  # noqa: F401 - the harness's imports, loaded once for every fork
+    import json
+    import socket
+    import traceback  # noqa: F401
+
+    sock = socket.socket(fileno=control)
+    while True:
+        message, fds, _, _ = socket.recv_fds(sock, 1 << 16, 8)
+        if not message:
+            os._exit(0)
+        request = json.loads(message)
+        kind = request["kind"]
+        reply: dict[str, int] = {}
+        if kind == "launch":
+            reply["pid"] = fork_launcher(sock, request, fds)
+        elif kind == "kill":
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(request["pid"], signal.SIGKILL)
+        elif kind == "reap":
+            reply["status"] = os.waitpid(request["pid"], 0)[1]
+        elif kind == "kill-uid":
+            kill_uid(request["uid"])
+        sock.send(json.dumps(reply).encode())
+
+
+def fork_launcher(sock: object, request: dict, fds: list[int]) -> int:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            sock.close()  # type: ignore[attr-defined]  # the run never holds our control socket
+            os.setsid()
+            os.umask(0o077)
+            os.chdir(request["workdir"])
+            os.environ.update(HOME=request["workdir"], TMPDIR=request["workdir"])
+            if len(fds) == 3:
+                fds = [os.open(os.devnull, os.O_RDONLY), *fds, -1]
+            for target, fd in zip((0, 1, 2), fds[:3], strict=True):
+                os.dup2(fd, target)
+            argv = list(request["argv"])
+            argv[0], argv[10] = str(fds[3]), str(fds[4])
+            for fd in fds[:3]:
+                if fd > 2:
+                    os.close(fd)
+            launch(argv)
+        except BaseException:  # noqa: BLE001 - nothing ran; the report pipe's EOF says so
+            pass
+        os._exit(0)
+    for fd in fds:
+        os.close(fd)
+    return pid
+
+
+def kill_uid(uid: int) -> None:
+    """kill(-1) as `uid` is atomic with respect to fork."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
+            pass
+        os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def main() -> None:
+    if sys.argv[1] == "serve":
+        serve(int(sys.argv[2]))
+    launch(sys.argv[1:])
 
 
 if __name__ == "__main__":
