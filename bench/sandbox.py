@@ -46,8 +46,12 @@ def humaneval(n: int) -> list[tuple[Task, str]]:
     return [
         (
             Task(
-                task_id=p["task_id"], source="humaneval", request=p["prompt"],
-                prompt=p["prompt"], entry_point=p["entry_point"], test=p["test"],
+                task_id=p["task_id"],
+                source="humaneval",
+                request=p["prompt"],
+                prompt=p["prompt"],
+                entry_point=p["entry_point"],
+                test=p["test"],
             ),  # fmt: skip
             p["prompt"] + p["canonical_solution"],
         )

@@ -347,3 +347,46 @@ def test_cli_reports_every_status(
     verdict = json.loads(result.stdout)
     assert verdict["status"] == status, verdict
     assert "never runs" not in verdict["stdout_tail"]
+
+
+# --------------------------------------------------------------------------- warm launcher
+
+_PROGRAMS = {
+    "passed": ("print('out')", 10),
+    "failed": ("import sys\nsys.stderr.write('err\\n')\nraise SystemExit(3)", 10),
+    "timeout": ("import time\ntime.sleep(30)", 0.5),
+    "killed": ("import os, signal\nos.kill(os.getpid(), signal.SIGABRT)", 10),
+}
+
+
+def test_the_warm_and_the_cold_launcher_give_the_same_results(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The cold path (a launcher interpreter per run) is the fallback: it must stay right."""
+    got = {}
+    for warm in (True, False):
+        monkeypatch.setattr(sandbox, "USE_WARM_LAUNCHER", warm)
+        for name, (code, timeout_s) in _PROGRAMS.items():
+            r = run_python(code, timeout_s=timeout_s)
+            got[warm, name] = (r.status, r.exit_code, r.stdout_tail, r.stderr_tail)
+    for name in _PROGRAMS:
+        assert got[True, name] == got[False, name], name
+        assert got[True, name][0] == name
+
+
+def test_the_warm_launcher_leaves_with_its_caller() -> None:
+    """It exits when the judgelab process that started it is gone, leaving nothing."""
+    program = (
+        "from judgelab.evaluators import sandbox\n"
+        "assert sandbox.run_python('pass', timeout_s=10).status == 'passed'\n"
+        "print(*[w.proc.pid for w in sandbox._warm.values()])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=True
+    )
+    pids = [int(p) for p in out.stdout.split()]
+    assert len(pids) == 1
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pids[0]}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not Path(f"/proc/{pids[0]}").exists(), "the warm launcher outlived its caller"

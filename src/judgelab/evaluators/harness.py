@@ -42,14 +42,13 @@ import builtins
 import json
 import os
 import sys
-import traceback
 import types
 
 # The harness's own functions resolve builtins in this private copy (CPython binds a
 # function's builtins when it is created), so the code cannot change them under it.
 __builtins__ = dict(vars(builtins))
 HERE = __file__
-_write, _exit, _fstat = os.write, os._exit, os.fstat
+_write, _exit, _fstat, _excepthook = os.write, os._exit, os.fstat, sys.__excepthook__
 MODULES = sys.modules
 CHANNEL = 3
 PLAIN_ATOMS = (int, float, bool, str, bytes, complex, type(None))
@@ -90,22 +89,30 @@ def leave(status):
 
 
 def print_exception(err):
-    """As CPython's default hook prints it, without the harness's own frames."""
-    te = traceback.TracebackException.from_exception(err)
-    for exc in _chain(te):
-        exc.stack = traceback.StackSummary.from_list([f for f in exc.stack if f.filename != HERE])
+    """As CPython's default hook prints it (its own printer: the same text, "Did you mean"
+    included), without the harness's own frames."""
+    seen = set()
+    chained = err
+    while chained is not None and id(chained) not in seen:
+        seen.add(id(chained))
+        chained.__traceback__ = _without_harness(chained.__traceback__)
+        chained = chained.__cause__ or chained.__context__
     try:
-        sys.__stderr__.write("".join(te.format()))
+        _excepthook(type(err), err, err.__traceback__)
     except Exception:  # noqa: BLE001
         pass
 
 
-def _chain(te):
-    seen = []
-    while te is not None and te not in seen:
-        seen.append(te)
-        te = te.__cause__ or te.__context__
-    return seen
+def _without_harness(tb):
+    kept = []
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename != HERE:
+            kept.append(tb)
+        tb = tb.tb_next
+    rebuilt = None
+    for entry in reversed(kept):
+        rebuilt = types.TracebackType(rebuilt, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return rebuilt
 
 
 def on_system_exit(err, when):

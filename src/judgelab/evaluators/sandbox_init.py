@@ -389,7 +389,6 @@ def serve(control: int) -> None:
     import ast  # noqa: F401 - the harness's imports, loaded once for every fork
     import json
     import socket
-    import traceback  # noqa: F401
 
     sock = socket.socket(fileno=control)
     while True:
