@@ -61,10 +61,10 @@ def humaneval(n: int) -> list[tuple[Task, str]]:
 
 def differential(cases: int, copies: int) -> list[tuple[Task, str]]:
     code = "def main_solution(n, k):\n    return sorted(str(n * i % 97) for i in range(k))\n"
-    pairs = [
-        IOCase(input={"n": n, "k": n % 7 + 1}, output=sorted(str(n * i % 97) for i in range(n % 7 + 1)))
-        for n in range(cases)
-    ]  # fmt: skip
+    def expected(n: int) -> list[str]:
+        return sorted(str(n * i % 97) for i in range(n % 7 + 1))
+
+    pairs = [IOCase(input={"n": n, "k": n % 7 + 1}, output=expected(n)) for n in range(cases)]
     task = Task(
         task_id="diff", source="custom", request="main_solution", prompt="",
         entry_point="main_solution", test=check_function("main_solution", pairs),
