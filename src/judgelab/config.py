@@ -374,7 +374,8 @@ class TrainSettings(_Section):
     )
     backend: Literal["torch", "art"] = Field(
         "torch",
-        description="torch: LoRA GRPO on CPU or CUDA. art: ART's LocalBackend (NVIDIA GPU).",
+        description="torch: LoRA GRPO on CPU or CUDA. art: ART's LocalBackend (NVIDIA GPU), "
+        "not wired into the epoch loop yet: the training stage refuses it with the reason.",
     )
     policy: str = Field(
         "qwen-0.5b", description="An embedded model: its GGUF is loaded into transformers."

@@ -136,6 +136,10 @@ def render() -> str:
         "`src/judgelab/config.py` (evaluator kinds: `src/judgelab/evaluators/registry.py`) by",
         "`python -m judgelab.config_docs`; do not edit by hand.",
         "",
+        "The default column is what a key takes when `params.yaml` leaves it out. The shipped",
+        "`params.yaml` sets many keys to other values (e.g. `train.epochs: 2`, held-out",
+        "`limit: 2`), sized for `make run`: the value in effect is the one in your file.",
+        "",
     ]
     seen: set[type[BaseModel]] = set()
 

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 MARK = {"ok": "[green]ok[/]", "warn": "[yellow]warn[/]", "fail": "[red]FAIL[/]"}
@@ -29,7 +30,8 @@ def doctor(
     table.add_column("status", no_wrap=True)
     table.add_column("detail", overflow="fold")
     for c in checks:
-        table.add_row(c.name, MARK[c.status], c.detail)
+        # a detail is text, not markup: the cpu row's "[avx avx2 ...]" must print as written
+        table.add_row(c.name, MARK[c.status], escape(c.detail))
     Console(width=max(100, Console().width)).print(table)
     failed = [c.name for c in checks if c.status == "fail"]
     if failed:

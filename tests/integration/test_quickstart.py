@@ -1,6 +1,7 @@
-"""README's "Audit your own judge in five minutes", run as written: its audit.yaml (only the
-judge's base_url changed, to a loopback OpenAI-compatible judge) and its command, in a copy
-of the project's inputs/ with the shipped example tasks and candidates."""
+"""README's "Audit your own judge", run as written: its my-audit/params.yaml (only the judge's
+base_url changed, to a loopback OpenAI-compatible judge) and its commands, beside a copy of the
+project's inputs/ with the shipped example tasks and candidates. my-audit/ is a project root
+of its own: nothing lands in the checkout's data/."""
 
 from __future__ import annotations
 
@@ -25,25 +26,30 @@ pytestmark = pytest.mark.integration
 
 def quickstart() -> tuple[str, list[str]]:
     readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Audit your own judge in five minutes", 1)[1].split("\n## ", 1)[0]
+    section = readme.split("## Audit your own judge\n", 1)[1].split("\n## ", 1)[0]
     (config,) = re.findall(r"```yaml\n(.*?)```", section, re.S)
     (commands,) = re.findall(r"```bash\n(.*?)```", section, re.S)
-    return config, [c for c in commands.splitlines() if c.strip()]
+    return config, [c for c in commands.splitlines() if c.strip() and not c.startswith("#")]
 
 
 def test_readme_quickstart_gives_a_report(tmp_path: Path) -> None:
     config, commands = quickstart()
     assert "http://127.0.0.1:8000/v1" in config
+    # tmp_path plays the checkout: its inputs/ and .venv (README's ../.venv/bin/judgelab)
     shutil.copytree(ROOT / "inputs", tmp_path / "inputs")
-    (tmp_path / ".venv").symlink_to(BIN.parent)  # README's .venv/bin/judgelab
+    (tmp_path / ".venv").symlink_to(BIN.parent)
+    project = tmp_path / "my-audit"
+    project.mkdir()
+    env = scratch_env(project)
+    del env["JUDGELAB_ROOT"]  # found as README's reader finds it: the params.yaml in cwd
     with OpenAIServer(pure_reply) as server:
-        (tmp_path / "audit.yaml").write_text(
+        (project / "params.yaml").write_text(
             config.replace("http://127.0.0.1:8000/v1", server.base_url)
         )
         start = time.monotonic()
         for command in commands:
             proc = subprocess.run(
-                command, shell=True, cwd=tmp_path, env=scratch_env(tmp_path),
+                command, shell=True, cwd=tmp_path, env=env,
                 capture_output=True, text=True, timeout=600,
             )  # fmt: skip
             assert proc.returncode == 0, f"{command}:\n{proc.stderr[-4000:]}"
@@ -52,7 +58,8 @@ def test_readme_quickstart_gives_a_report(tmp_path: Path) -> None:
     # 3 RULER groups + 7 rubric calls, one repeat
     assert len(judged) == 3 + 7
 
-    data = tmp_path / "data"
+    assert not (tmp_path / "data").exists()  # the checkout's data/ is left alone
+    data = project / "data"
     report = (data / "analysis" / "report.md").read_text()
     metrics = json.loads((data / "analysis" / "metrics.json").read_text())
     assert {"ruler-mine", "rubric-mine"} <= set(metrics["evaluators"])
@@ -61,7 +68,7 @@ def test_readme_quickstart_gives_a_report(tmp_path: Path) -> None:
     assert "zero-advantage" in report.lower()
     # provenance on top: the scratch project is no git checkout; the judge is an endpoint
     head = report.split("\n## ", 1)[0]
-    assert "Computed from code: not a git checkout; `audit.yaml` sha256" in head
+    assert "Computed from code: not a git checkout; `params.yaml` sha256" in head
     assert f"my-judge `endpoint:{server.base_url.rstrip('/')}|my-judge-model`" in head
     # the truth: 2 of the 3 tasks have tests; the candidates' verdicts as their code says
     scores = pl.read_parquet(data / "scores" / "scores.parquet")

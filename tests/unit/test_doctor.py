@@ -132,3 +132,23 @@ def test_doctor_passes_on_this_checkout() -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "llama-cpp-python 0.3.36" in proc.stdout
+
+
+def test_the_cpu_row_shows_the_instruction_sets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cpu row prints "<model> [avx avx2 ...]" as written: Rich took the bracketed flag
+    list for markup and printed "AMD EPYC ; native bfloat16; 2 cores"."""
+    from typer.testing import CliRunner
+
+    from judgelab.hardware import CpuInfo
+    from judgelab_cli import app
+
+    cpu = CpuInfo("AMD EPYC 9R14", frozenset({"avx", "avx2", "avx512f", "avx512_bf16", "fma"}))
+    monkeypatch.setattr("judgelab.doctor.cpu_info", lambda: cpu)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("JUDGELAB_ROOT", raising=False)
+    monkeypatch.setenv("COLUMNS", "400")  # one line per check
+    output = CliRunner().invoke(app, ["doctor", "-p", "nope.yaml"]).output
+    (row,) = [line for line in output.splitlines() if line.strip("│ ").startswith("cpu ")]
+    assert "AMD EPYC 9R14 [avx avx2 avx512_bf16 avx512f fma]; native bfloat16; " in row, row

@@ -1,0 +1,87 @@
+"""docs/METRICS.md's worked group of four and its power table are what the definitions give:
+each figure recomputed here from the doc's own table (GRPO advantages by training's function,
+tasks needed by the power module's)."""
+
+from __future__ import annotations
+
+import re
+from itertools import product
+from pathlib import Path
+
+from judgelab.analysis.power import groups_needed
+from judgelab.training.grpo import group_advantages
+
+DOC = (Path(__file__).resolve().parents[2] / "docs" / "METRICS.md").read_text()
+
+
+def group() -> dict[str, tuple[bool, float, float]]:
+    rows = re.findall(r"^\| ([A-D]) \| (pass|fail) \| ([0-9.]+) \| ([0-9.]+) \|$", DOC, re.M)
+    return {c: (t == "pass", float(s1), float(s2)) for c, t, s1, s2 in rows}
+
+
+def pairs() -> list[tuple[str, str]]:
+    g = group()
+    return [(p, f) for p, f in product(g, g) if g[p][0] and not g[f][0]]
+
+
+def test_the_worked_group_is_mixed_with_four_pairs() -> None:
+    assert len(group()) == 4
+    assert len(pairs()) == 4
+
+
+def test_pairwise_accuracy_tie_rate_and_the_half_credit_version() -> None:
+    g = group()
+    right = sum(g[p][1] > g[f][1] for p, f in pairs())
+    ties = sum(g[p][1] == g[f][1] for p, f in pairs())
+    assert (right, ties) == (2, 1)
+    assert f"**{right} of 4 = {right / 4:.2f}**" in DOC
+    assert f"1 of 4 = {ties / 4:.2f}" in DOC
+    assert f"would give {(right + ties / 2) / 4:.3f}" in DOC
+
+
+def test_top1_and_its_chance_level() -> None:
+    g = group()
+    top = max(g, key=lambda c: g[c][1])
+    assert [c for c in g if g[c][1] == g[top][1]] == [top] and g[top][0]
+    assert f"{top} (0.9) is the unique top" in DOC
+    assert "2 of 4 = 0.5" in DOC
+
+
+def test_advantages_and_their_gap() -> None:
+    g = group()
+    names = list(g)
+    judge = dict(zip(names, group_advantages([g[c][1] for c in names]), strict=True))
+    tests = dict(zip(names, group_advantages([float(g[c][0]) for c in names]), strict=True))
+    scores = [g[c][1] for c in names]
+    mean = sum(scores) / 4
+    std = (sum((x - mean) ** 2 for x in scores) / 4) ** 0.5
+    assert f"mean {mean:.3f} and standard deviation {std:.3f}" in DOC
+    shown = ", ".join(f"{c} {'+' if a >= 0 else '−'}{abs(a):.2f}" for c, a in judge.items())
+    assert shown in DOC
+
+    def gap(adv: dict[str, float]) -> float:
+        passing = [adv[c] for c in names if g[c][0]]
+        failing = [adv[c] for c in names if not g[c][0]]
+        return sum(passing) / len(passing) - sum(failing) / len(failing)
+
+    assert f"**{gap(judge):.2f}** for the judge against **{gap(tests):.1f}**" in DOC
+    ordered = all(judge[p] > judge[f] for p, f in pairs())
+    assert not ordered and "does **not** count" in DOC
+
+
+def test_order_consistent_accuracy_and_false_praise() -> None:
+    g = group()
+    both = sum(g[p][1] > g[f][1] and g[p][2] > g[f][2] for p, f in pairs())
+    assert f"**{both} of 4 = {both / 4:.2f}**" in DOC
+    failing = [c for c in g if not g[c][0]]
+    absolute = sum(g[c][1] >= 0.8 for c in failing)
+    within = sum(any(g[c][1] >= g[p][1] for p in g if g[p][0]) for c in failing)
+    assert f"**{absolute} of 2**" in DOC and f"**{within} of 2**" in DOC
+
+
+def test_the_power_table_is_the_power_modules() -> None:
+    rows = re.findall(r"^\| (0\.\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \|$", DOC, re.M)
+    assert len(rows) == 3
+    for sd, *cells in rows:
+        needed = [groups_needed(float(sd), d) for d in (0.05, 0.10, 0.15, 0.20)]
+        assert [int(c) for c in cells] == needed, sd
