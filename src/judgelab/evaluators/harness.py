@@ -198,8 +198,9 @@ def _standard(name):
     return name.split(".")[0] in sys.stdlib_module_names
 
 
-def tampering(before, program):
-    """The first change the code made to builtins or a standard module, or None."""
+def tampering(before, program, watched):
+    """The first change the code made to builtins, to the standard modules in sys.modules, or
+    to a function of a `watched` module (those the tests and the harness use), or None."""
     names, modules = before
     if sys.modules is not MODULES:
         return "replaced sys.modules"
@@ -214,7 +215,7 @@ def tampering(before, program):
             return f"replaced the module {name}"
         if name not in modules and _planted(module):
             return f"planted a fake module {name}"
-        if not isinstance(module, types.ModuleType):
+        if not isinstance(module, types.ModuleType) or name.split(".")[0] not in watched:
             continue  # typing.io and the like: a class standing in sys.modules
         for attr, obj in list(vars(module).items()):
             if _made_by_the_code(obj, program):
@@ -233,6 +234,20 @@ def _made_by_the_code(obj, program):
     if kind.__module__ == "__main__":
         return True
     return isinstance(obj, type) and obj.__module__ == "__main__"
+
+
+def imported(nodes):
+    """The top-level names of the modules `nodes` import, with the harness's own."""
+    import ast
+
+    names = {"sys", "os", "json", "math", "types"}
+    for node in nodes:
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Import):
+                names.update(alias.name.split(".")[0] for alias in inner.names)
+            elif isinstance(inner, ast.ImportFrom) and inner.module and not inner.level:
+                names.add(inner.module.split(".")[0])
+    return names
 
 
 def _planted(module):
@@ -317,10 +332,11 @@ def main():
         print_exception(err.with_traceback(None))
         leave(1)
     trusted, module, tests, call = split(tree, spec)
+    watched = imported(trusted + tests)
     before = snapshot()
     namespace = fresh_main(program)
     run(compiled(module, program), namespace, "before the tests ran")
-    why = tampering(before, program)
+    why = tampering(before, program, watched)
     if why:
         forged(why)
     entry = spec["entry_point"]
@@ -336,7 +352,7 @@ def main():
             tests_ns[entry] = guard(namespace[entry])
         if call is not None:
             run(compiled([call], program), tests_ns, "before the tests finished")
-    why = tampering(before, program)
+    why = tampering(before, program, watched)
     if why:
         forged(why)
     if not same_file(CHANNEL, channel):

@@ -104,6 +104,7 @@ _warned: set[str] = set()
 
 
 CHANNEL_FD = 3  # the runner's channel, in the code's process
+_PIPE_BUF = 60_000  # stdin this small is written before the run starts (a pipe holds 64 KiB)
 
 
 @dataclass(frozen=True)
@@ -472,6 +473,10 @@ def _run_in(
             hide, *map(str, limits), python, "CHANNEL", script, "1" if in_process else "0",
             str(backstop)]  # fmt: skip
     pipes = _Pipes.open(runner)
+    if runner is not None and len(runner.stdin) <= _PIPE_BUF:
+        os.write(pipes.stdin_w, runner.stdin)  # fits the pipe: there before the code starts
+        os.close(pipes.stdin_w)
+        pipes.stdin_w = -1
     started = time.monotonic()
     try:
         launcher: _WarmRun | _ColdRun | None = None
@@ -495,7 +500,8 @@ def _run_in(
     channel = None
     if runner is not None:
         channel = _TailReader(os.fdopen(pipes.channel_r, "rb"), runner.channel_limit)
-        _feed(os.fdopen(pipes.stdin_w, "wb"), runner.stdin)
+        if pipes.stdin_w >= 0:
+            _feed(os.fdopen(pipes.stdin_w, "wb"), runner.stdin)
     deadline = started + timeout_s
     timed_out = not launcher.wait(report, max(0.0, deadline - time.monotonic()))
     # Killing the launcher's group kills the supervisor, pid 1 of the namespace, and so

@@ -387,10 +387,12 @@ def serve(control: int) -> None:
       {"kind": "kill-uid", "uid": u} SIGKILL every process of u, from a child running as u
     It exits when the caller's end closes. Single-threaded, so every fork is safe."""
     import ast  # noqa: F401 - the harness's imports, loaded once for every fork
+    import gc
     import json
     import socket
 
     sock = socket.socket(fileno=control)
+    gc.freeze()  # the collector of a fork never walks (and so copies) the launcher's objects
     while True:
         message, fds, _, _ = socket.recv_fds(sock, 1 << 16, 8)
         if not message:
