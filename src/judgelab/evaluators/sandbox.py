@@ -1,8 +1,11 @@
 """Run untrusted Python in a subprocess sandbox. Generated code never runs in our process.
 
 `run_python(code, timeout_s=...)` writes `code` to `main.py` in a fresh temporary directory
-and runs it with `python -I -B main.py` in a child process. It returns a `SandboxResult`;
-it does not raise for anything the code does.
+and runs it with `python -I -B main.py` in a child process, or, given a `Runner` (the
+execution evaluator's test harness), runs the runner, which loads main.py itself. It returns
+a `SandboxResult`; it does not raise for anything the code does. Each run's launcher is a
+fork of one warm launcher per process (sandbox_init.serve), not a new interpreter, and a
+runner runs in a fork of it too; USE_WARM_LAUNCHER = False starts one per run.
 
 What is guaranteed (on Linux):
 - A fresh temporary directory is the working directory, HOME and TMPDIR; it is removed
