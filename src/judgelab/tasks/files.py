@@ -119,8 +119,7 @@ def check_function(entry_point: str, cases: list[IOCase]) -> str:
 
 _CHECK_FUNCTION = re.compile(
     r"def check\(candidate\):\n    for i, \(args, expected\) in enumerate\((?P<pairs>.*)\):\n"
-    r"        got = candidate\((?:\*args|\*\*args\) if isinstance\(args, dict\) else "
-    r"candidate\(\*args)\)\n        assert got == expected, \(\n",
+    r"        got = ",
     re.DOTALL,
 )
 
