@@ -100,3 +100,12 @@ def test_a_helper_the_tests_use_comes_from_the_task_not_the_answer(judge: Execut
         and outcome(verdict.status, verdict.score, verdict.reason, verdict.explanation)
         == "tests_failed"
     ), verdict
+
+
+def test_only_check_function_s_own_text_runs_in_io_mode() -> None:
+    """A test that merely starts like a generated one is run as written (check mode)."""
+    assert io_cases(IO_TASK.test) is not None
+    assert io_cases(IO_TASK.test + "    assert candidate(0, 0) == 1\n") is None
+    assert io_cases(IO_TASK.test.replace("expected {expected!r}", "wanted")) is None
+    assert io_cases("def check(candidate):\n    assert candidate(1, 2) == 3\n") is None
+    assert io_cases(None) is None
