@@ -19,7 +19,7 @@ from pandera.errors import SchemaError, SchemaErrors
 
 from judgelab.errors import TableError
 
-SOURCES = ["humaneval", "autorl", "custom"]
+SOURCES = ["humaneval", "autorl", "custom", "codeio"]
 PROTOCOLS = ["rule", "execution", "ruler", "rubric"]
 STATUSES = ["scored", "unscored"]
 

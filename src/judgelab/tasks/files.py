@@ -34,7 +34,9 @@ SOURCE = "custom"
 class IOCase(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    input: list[Any] = Field(description="The positional arguments.")
+    input: list[Any] | dict[str, Any] = Field(
+        description="The arguments: a list (positional) or an object (by name)."
+    )
     output: Any = Field(description="The value the call must return (==).")
 
 
@@ -76,15 +78,17 @@ class TaskRow(BaseModel):
 
 
 def check_function(entry_point: str, cases: list[IOCase]) -> str:
-    """HumanEval's ``check(candidate)`` for input/output pairs: each call must return a value
-    equal (==) to its output; the first that does not fails with what it returned."""
+    """HumanEval's ``check(candidate)`` for input/output pairs: each call (``candidate(*args)``
+    for a list, ``candidate(**args)`` for an object) must return a value equal (==) to its
+    output; the first that does not fails with what it returned."""
     pairs = repr([(case.input, case.output) for case in cases])
     return (
         "def check(candidate):\n"
         f"    for i, (args, expected) in enumerate({pairs}):\n"
-        "        got = candidate(*args)\n"
+        "        got = candidate(**args) if isinstance(args, dict) else candidate(*args)\n"
+        "        shown = args if isinstance(args, dict) else tuple(args)\n"
         "        assert got == expected, (\n"
-        f'            f"case {{i}}: {entry_point}{{tuple(args)!r}} returned {{got!r}}, "\n'
+        f'            f"case {{i}}: {entry_point}{{shown!r}} returned {{got!r}}, "\n'
         '            f"expected {expected!r}"\n'
         "        )\n"
     )
