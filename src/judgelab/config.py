@@ -213,7 +213,9 @@ class RunnerSettings(_Section):
 class HumanEvalSettings(_Section):
     enabled: bool = True
     offset: int = Field(0, ge=0, le=163)
-    limit: int = Field(6, ge=0, le=164)
+    limit: Annotated[int, Field(ge=0, le=164)] | Literal["all"] = Field(
+        6, description="Problems from `offset` on (0 to 164); all: every one to HumanEval/163."
+    )
     ids: list[str] = Field(
         default_factory=list, description="Explicit ids; overrides offset/limit."
     )

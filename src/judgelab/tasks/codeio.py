@@ -47,6 +47,7 @@ from judgelab.config import CodeIOSettings
 from judgelab.errors import ConfigError
 from judgelab.evaluators.sandbox import SandboxResult, run_python
 from judgelab.tasks.files import IOCase, check_function
+from judgelab.tasks.loaded import Loaded
 from judgelab.verdicts import Task
 
 log = logging.getLogger(__name__)
@@ -537,3 +538,9 @@ def load_codeio(settings: CodeIOSettings, runner: Runner = run_python) -> CodeIO
     log.info("codeio: %d of %d items became tasks; dropped %s", len(tasks), len(chosen),
              dict(Counter(d.reason for d in drops)))  # fmt: skip
     return CodeIOResult(tasks, report(settings, path, len(chosen), tasks, drops))
+
+
+def codeio_source(settings: CodeIOSettings, root: Path) -> Loaded:
+    """The task-source loader (`judgelab.tasks.registry`)."""
+    result = load_codeio(settings)
+    return Loaded(result.tasks, result.report or None)

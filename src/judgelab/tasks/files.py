@@ -22,10 +22,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from judgelab.errors import ConfigError
 from judgelab.io import read_records
+from judgelab.tasks.loaded import Loaded
 from judgelab.verdicts import Task
 
 SOURCE = "custom"
@@ -38,6 +40,15 @@ class IOCase(BaseModel):
         description="The arguments: a list (positional) or an object (by name)."
     )
     output: Any = Field(description="The value the call must return (==).")
+
+    @field_validator("input", mode="before")
+    @classmethod
+    def _list_or_object(cls, value: Any) -> Any:
+        if not isinstance(value, list | dict):
+            raise PydanticCustomError(
+                "list_type", "Input should be a valid list (or an object of named arguments)"
+            )
+        return value
 
 
 class TaskRow(BaseModel):
@@ -135,3 +146,8 @@ def load_task_files(files: list[str], root: Path) -> list[Task]:
         path = Path(name) if Path(name).is_absolute() else root / name
         tasks += load_task_file(path, f"tasks.files[{i}]")
     return tasks
+
+
+def files_source(files: list[str], root: Path) -> Loaded:
+    """The task-source loader (`judgelab.tasks.registry`)."""
+    return Loaded(load_task_files(files, root))

