@@ -128,17 +128,19 @@ def test_each_failure_in_the_sandbox_is_its_own_reason() -> None:
     assert "exit 3" in details["exits"]
 
 
-def test_a_hang_the_budget_cannot_stop_costs_only_its_item() -> None:
-    """An item that swallows the budget's alarm is killed with its run at the deadline; the
-    item after it runs again in a run of its own."""
-    hang = "import signal\ndef main_solution(a, b):\n" \
-           "    signal.signal(signal.SIGALRM, signal.SIG_IGN)\n    while True:\n        a += 1"  # fmt: skip
+def test_a_hang_in_c_or_a_killed_run_costs_only_its_item() -> None:
+    """A loop inside one C call (no signal handler runs) is killed at the item's budget; an
+    item that kills the whole sandboxed run loses itself only: the items after it run again
+    in a run of their own."""
+    hang = "def main_solution(a, b):\n    return sum(range(10**13))"
+    killer = "import os, signal\ndef main_solution(a, b):\n    os.kill(os.getppid(), signal.SIGKILL)"
     good = "def main_solution(a, b):\n    return a + sum(b)"
-    settings = CodeIOSettings(enabled=True, cases=2, item_timeout_s=0.2, batch=5, workers=1)
-    tasks, drops = make_tasks([("hang", item(hang)), ("good", item(good))], settings)
+    settings = CodeIOSettings(enabled=True, cases=2, item_timeout_s=0.5, batch=5, workers=1)
+    raw = [("hang", item(hang)), ("killer", item(killer)), ("good", item(good))]
+    tasks, drops = make_tasks(raw, settings)
     assert [t.task_id for t in tasks] == ["good"]
-    assert [(d.task_id, d.reason) for d in drops] == [("hang", "slow")]
-    assert "sandbox timeout" in drops[0].detail
+    assert [(d.task_id, d.reason) for d in drops] == [("hang", "slow"), ("killer", "crashed")]
+    assert "sandbox killed" in drops[1].detail
 
 
 def test_real_items_become_tasks_their_references_pass(real: tuple[list[Task], dict]) -> None:

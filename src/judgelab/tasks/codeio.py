@@ -11,11 +11,12 @@ An item becomes a task whose request asks for ``main_solution(<the spec's argume
 whose tests are `cases` input/output pairs: inputs from the item's generator, seeded per case
 from (`seed`, file, item, case), passed through JSON (what is stored is what was run), and
 outputs from the reference code, called by keyword. Generator and reference are third-party
-code: they run only in the sandbox, many items per run, each item under its own time budget
-(`item_timeout_s`) inside the run; a run the sandbox kills (a hang past the budget, a crash,
-memory) loses only the item it was on, and the rest of its batch runs again. Every item runs
-twice, in two processes with differently seeded global `random` (and numpy's, if loaded) and
-their own hash seeds; both runs must give the same JSON.
+code: they run only in the sandbox, many items per sandbox run (`batch`), each item in a
+process of its own forked inside the run (no item sees what another did to the interpreter)
+and killed at its time budget (`item_timeout_s`); a run that dies all the same loses only the
+item it was on, and the rest of its batch runs again. Every item runs twice, in two sandbox
+runs with differently seeded global `random` (and numpy's, if loaded) and their own hash
+seeds; both must give the same JSON.
 
 Dropped items are counted by reason (`REASONS`), each with a detail, in the source's report;
 nothing is dropped silently. Before anything runs, an item is dropped as `malformed` (a missing
@@ -271,32 +272,23 @@ def prepare(raw: Any, task_id: str, settings: CodeIOSettings) -> Item | Drop:
 
 # --------------------------------------------------------------------------- the sandboxed runs
 
-# The program one sandbox run executes: every item of its batch in turn, each under a budget
-# (SIGALRM, re-armed until the item gives up), its results on a private channel (a duplicate
-# of stdout; the items' own prints go to /dev/null), one line per event, prefixed by a nonce.
+# The program one sandbox run executes: every item of its batch in turn, each in a child
+# process of its own (fork: no item sees what another did to the interpreter), which the
+# program kills when it is over its budget (a loop in C that no signal interrupts as well).
+# The child's prints go to /dev/null; its result comes back on a pipe; the program reports on
+# a private channel (a duplicate of stdout), one line per event, prefixed by a nonce.
 _PROGRAM = r'''
-import json, os, random, signal, sys
+import json, os, random, select, signal, sys, time
 from random import Random
 
 NONCE, SOLVE_SEED, BUDGET, MAX_CHARS = {nonce!r}, {solve_seed!r}, {budget!r}, {max_chars!r}
 ITEMS = json.loads({items!r})
 _chan = os.fdopen(os.dup(1), "w", encoding="utf-8")
-_null = os.open(os.devnull, os.O_WRONLY)
-os.dup2(_null, 1)
-sys.setrecursionlimit(10_000)
 
 
 def send(obj):
     _chan.write(NONCE + json.dumps(obj) + "\n")
     _chan.flush()
-
-
-class Slow(BaseException):
-    pass
-
-
-def on_alarm(*_):
-    raise Slow()
 
 
 def seed_globals(seed):
@@ -314,14 +306,14 @@ def run(item):
         gen, solve = ns[item["generator"]], ns["main_solution"]
         cases, size = [], 0
         for seed in item["seeds"]:
-            stage = "generator_error"
+            stage, part = "generator_error", ""
             seed_globals(seed)
             args = gen(Random(seed))
             if not isinstance(args, dict):
                 return {{"reason": stage, "detail": "returned a %s, not a dict" % type(args).__name__}}
             stage, part = "unserialisable", "an input"
             text = json.dumps(args, allow_nan=False, sort_keys=True)
-            stage = "reference_error"
+            stage, part = "reference_error", ""
             seed_globals(SOLVE_SEED * 1_000_003 + seed)
             out = solve(**json.loads(text))
             stage, part = "unserialisable", "an output"
@@ -331,8 +323,6 @@ def run(item):
                 return {{"reason": "too_large", "detail": "the cases exceed %d characters" % MAX_CHARS}}
             cases.append([text, out_text])
         return {{"cases": cases}}
-    except Slow:
-        return {{"reason": "slow", "detail": "over %gs (%s)" % (BUDGET, stage)}}
     except MemoryError:
         return {{"reason": "memory", "detail": "MemoryError (%s)" % stage}}
     except BaseException as err:
@@ -340,16 +330,48 @@ def run(item):
         return {{"reason": stage, "detail": "%s%s: %s" % (head, type(err).__name__, str(err)[:200])}}
 
 
-signal.signal(signal.SIGALRM, on_alarm)
+def in_child(item):
+    # returns only through os._exit: the child never runs the parent's loop
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read_end)
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.dup2(null, 2)
+            sys.setrecursionlimit(10_000)
+            data = json.dumps(run(item)).encode()
+            with os.fdopen(write_end, "wb") as out:
+                out.write(data)
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    deadline, chunks = time.monotonic() + BUDGET, []
+    while True:
+        left = deadline - time.monotonic()
+        ready = select.select([read_end], [], [], max(left, 0))[0] if left > 0 else []
+        if not ready:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            os.close(read_end)
+            return {{"reason": "slow", "detail": "over %gs" % BUDGET}}
+        chunk = os.read(read_end, 1 << 20)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(read_end)
+    _, status = os.waitpid(pid, 0)
+    if chunks:
+        return json.loads(b"".join(chunks))
+    if os.WIFSIGNALED(status):
+        return {{"reason": "crashed", "detail": "killed by signal %d" % os.WTERMSIG(status)}}
+    return {{"reason": "crashed", "detail": "the process left (exit %d)" % os.waitstatus_to_exitcode(status)}}
+
+
 for item in ITEMS:
     send({{"start": item["task_id"]}})
-    try:
-        signal.setitimer(signal.ITIMER_REAL, BUDGET, 0.5)
-        result = run(item)
-    except Slow:
-        result = {{"reason": "slow", "detail": "over %gs" % BUDGET}}
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0, 0)
+    result = in_child(item)
     result["task_id"] = item["task_id"]
     send(result)
 '''
