@@ -25,18 +25,20 @@ import platform
 import re
 import time
 from collections import Counter
+from pathlib import Path
 
 from judgelab.config import CodeIOSettings
 from judgelab.tasks.codeio import load_codeio
 
 
 def cpu() -> str:
-    text = open("/proc/cpuinfo").read()
+    text = Path("/proc/cpuinfo").read_text()
     name = re.search(r"model name\s*:\s*(.*)", text)
     flags = set(re.search(r"flags\s*:\s*(.*)", text).group(1).split())  # type: ignore[union-attr]
     wanted = ["avx2", "avx512f", "avx512_bf16", "amx_tile"]
-    return f"{name.group(1) if name else platform.processor()}, {os.cpu_count()} cores, " + " ".join(
-        f for f in wanted if f in flags
+    return (
+        f"{name.group(1) if name else platform.processor()}, {os.cpu_count()} cores, "
+        + " ".join(f for f in wanted if f in flags)
     )
 
 

@@ -4,6 +4,7 @@ budget), every dropped item counted by reason, the same settings giving the same
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import sys
 from pathlib import Path
@@ -11,11 +12,12 @@ from typing import Any
 
 import pytest
 
-from judgelab.config import CodeIOSettings
+from judgelab.config import CodeIOSettings, TasksSettings
 from judgelab.errors import ConfigError
 from judgelab.evaluators.execution import ExecutionJudge
 from judgelab.evaluators.registry import ExecutionEvaluator
 from judgelab.io import write_parquet
+from judgelab.probes.design import calibration_group, canonical_source, execution_check
 from judgelab.tasks import tasks_frame, tasks_from_frame
 from judgelab.tasks.codeio import (
     REASONS,
@@ -29,10 +31,17 @@ from judgelab.tasks.codeio import (
     select,
     spec_arguments,
 )
+from judgelab.tasks.registry import tasks_by_id
 from judgelab.verdicts import Candidate, Task
 
-SPEC = "Input:\n  `a` (int): first.\n  `b` (list of int): second.\n\nOutput:\n  `return` (int): sum."
-GENERATOR = "def generate_input(rng):\n    return {'a': rng.randint(0, 9), 'b': [rng.randint(0, 9)]}"
+ROOT = Path(__file__).resolve().parents[2]
+
+SPEC = (
+    "Input:\n  `a` (int): first.\n  `b` (list of int): second.\n\nOutput:\n  `return` (int): sum."
+)
+GENERATOR = (
+    "def generate_input(rng):\n    return {'a': rng.randint(0, 9), 'b': [rng.randint(0, 9)]}"
+)
 # Items at offset 3 of codeio-hq: 3 and 5 are deterministic, 4's reference calls random.
 REAL = CodeIOSettings(enabled=True, offset=3, limit=3, cases=3)
 
@@ -74,7 +83,9 @@ def test_selection_filters_orders_and_slices() -> None:
 
 def test_the_spec_names_the_arguments() -> None:
     assert spec_arguments(SPEC) == ["a", "b"]
-    nested = "Input:\n  `cfg` (dict): settings:\n    - `depth` (int): d.\n\nOutput:\n  `return` (int)"
+    nested = (
+        "Input:\n  `cfg` (dict): settings:\n    - `depth` (int): d.\n\nOutput:\n  `return` (int)"
+    )
     assert spec_arguments(nested) == ["cfg"]
     assert spec_arguments("Output:\n  `return` (int)") is None
 
@@ -94,7 +105,9 @@ def test_the_spec_names_the_arguments() -> None:
          "non_stdlib_import", "scipy"),
     ],
 )  # fmt: skip
-def test_items_that_cannot_run_are_dropped_before_running(raw: Any, reason: str, detail: str) -> None:
+def test_items_that_cannot_run_are_dropped_before_running(
+    raw: Any, reason: str, detail: str
+) -> None:
     dropped = prepare(raw, "codeio-hq/7", CodeIOSettings())
     assert isinstance(dropped, Drop) and dropped.reason == reason and detail in dropped.detail
     assert dropped.reason in REASONS
@@ -121,8 +134,8 @@ def test_each_failure_in_the_sandbox_is_its_own_reason() -> None:
     assert [t.task_id for t in tasks] == ["good", "good2"]
     got = {d.task_id: d.reason for d in drops}
     assert got == {"gen": "generator_error", "ref": "reference_error", "prints": "returns_none",
-                   "const": "constant_output", "set": "unserialisable", "random": "nondeterministic",
-                   "slow": "slow", "exits": "crashed"}  # fmt: skip
+                   "const": "constant_output", "set": "unserialisable", "slow": "slow",
+                   "random": "nondeterministic", "exits": "crashed"}  # fmt: skip
     details = {d.task_id: d.detail for d in drops}
     assert "IndexError" in details["ref"] and "an output: TypeError" in details["set"]
     assert "exit 3" in details["exits"]
@@ -133,7 +146,9 @@ def test_a_hang_in_c_or_a_killed_run_costs_only_its_item() -> None:
     item that kills the whole sandboxed run loses itself only: the items after it run again
     in a run of their own."""
     hang = "def main_solution(a, b):\n    return sum(range(10**13))"
-    killer = "import os, signal\ndef main_solution(a, b):\n    os.kill(os.getppid(), signal.SIGKILL)"
+    killer = (
+        "import os, signal\ndef main_solution(a, b):\n    os.kill(os.getppid(), signal.SIGKILL)"
+    )
     good = "def main_solution(a, b):\n    return a + sum(b)"
     settings = CodeIOSettings(enabled=True, cases=2, item_timeout_s=0.5, batch=5, workers=1)
     raw = [("hang", item(hang)), ("killer", item(killer)), ("good", item(good))]
@@ -183,3 +198,26 @@ def test_disabled_reads_nothing_and_a_wrong_version_is_named(monkeypatch: Any) -
     monkeypatch.setattr(codeio, "PACKAGE_VERSION", "9.9.9")
     with pytest.raises(ConfigError, match="reasoning-gym 0.1.25 is installed"):
         data_file("codeio-hq.jsonl.gz")
+
+
+def test_the_probes_build_a_known_truth_group_from_a_codeio_task(
+    real: tuple[list[Task], dict],
+) -> None:
+    """probes.tasks may name a CodeI/O item: it is built with tasks.codeio's settings (the
+    tests the tasks table has), its reference is the canonical member as it is (a whole
+    program, not a body under the stub) and its mutants fail its tests in the sandbox."""
+    settings = TasksSettings.model_validate({"codeio": {"cases": REAL.cases}})
+    tasks = tasks_by_id(settings, ROOT, ["codeio-hq/3", "HumanEval/0"], "probes.tasks")
+    assert [t.task_id for t in tasks] == ["codeio-hq/3", "HumanEval/0"]
+    assert tasks[0] == real[0][0]
+    reference = tasks[0].canonical_solution
+    assert reference is not None
+    assert canonical_source(tasks[0]) == ast.unparse(ast.parse(reference))
+    group = calibration_group(tasks[0], ["operator_flip", "dropped_return"], execution_check(), 0)
+    kinds = sorted(m.kind for m in group.members)
+    assert kinds.count("canonical") == 1 and "mutant" in kinds
+    assert all(m.passed is False for m in group.members if m.kind == "mutant")
+    with pytest.raises(ConfigError, match="codeio-hq/4 cannot be a task: nondeterministic"):
+        tasks_by_id(settings, ROOT, ["codeio-hq/4"], "probes.tasks")
+    with pytest.raises(ConfigError, match=r"probes.tasks: no task source holds \['mbpp/1'\]"):
+        tasks_by_id(settings, ROOT, ["mbpp/1"], "probes.tasks")

@@ -34,7 +34,9 @@ def test_every_source_has_its_settings_and_the_schema_knows_it() -> None:
 
 def test_the_sources_give_the_golden_table_as_before() -> None:
     """The golden settings (HumanEval 0-5, no AutoRL) through the registry: the same table."""
-    settings = TasksSettings.model_validate({"humaneval": {"limit": 6}, "autorl": {"enabled": False}})
+    settings = TasksSettings.model_validate(
+        {"humaneval": {"limit": 6}, "autorl": {"enabled": False}}
+    )
     tasks, reports = load_sources(settings, ROOT)
     assert reports == {}
     assert tasks_frame(tasks).equals(pl.read_parquet(GOLDEN))

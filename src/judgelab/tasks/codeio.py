@@ -189,7 +189,9 @@ def spec_arguments(spec: str) -> list[str] | None:
     if m is None:
         return None
     entry = re.compile(r"^(\s*)(?:-\s*)?`([^`]+)`")
-    found = [(len(e.group(1)), e.group(2)) for ln in m.group(1).splitlines() if (e := entry.match(ln))]
+    found = [
+        (len(e.group(1)), e.group(2)) for ln in m.group(1).splitlines() if (e := entry.match(ln))
+    ]
     if not found:
         return None
     indent = min(i for i, _ in found)
@@ -221,7 +223,9 @@ def prepare(raw: Any, task_id: str, settings: CodeIOSettings) -> Item | Drop:
         return Drop(task_id, "malformed", detail)
 
     if not isinstance(raw, dict):
-        return bad(raw if isinstance(raw, str) else f"an item is a JSON object, not {type(raw).__name__}")
+        return bad(
+            raw if isinstance(raw, str) else f"an item is a JSON object, not {type(raw).__name__}"
+        )
     for key in REQUIRED:
         if not isinstance(raw.get(key), str) or not raw[key].strip():
             return bad(f"field {key!r} is missing or not a non-empty string")
@@ -234,7 +238,9 @@ def prepare(raw: Any, task_id: str, settings: CodeIOSettings) -> Item | Drop:
         except (SyntaxError, ValueError) as err:
             return bad(f"field {key!r} does not parse: {err}")
     mains = [
-        n for n in trees["code_sample"].body if isinstance(n, ast.FunctionDef) and n.name == ENTRY_POINT
+        n
+        for n in trees["code_sample"].body
+        if isinstance(n, ast.FunctionDef) and n.name == ENTRY_POINT
     ]
     if not mains:
         return bad(f"code_sample defines no top-level {ENTRY_POINT}")
@@ -277,7 +283,7 @@ def prepare(raw: Any, task_id: str, settings: CodeIOSettings) -> Item | Drop:
 # program kills when it is over its budget (a loop in C that no signal interrupts as well).
 # The child's prints go to /dev/null; its result comes back on a pipe; the program reports on
 # a private channel (a duplicate of stdout), one line per event, prefixed by a nonce.
-_PROGRAM = r'''
+_PROGRAM = r"""
 import json, os, random, select, signal, sys, time
 from random import Random
 
@@ -310,7 +316,8 @@ def run(item):
             seed_globals(seed)
             args = gen(Random(seed))
             if not isinstance(args, dict):
-                return {{"reason": stage, "detail": "returned a %s, not a dict" % type(args).__name__}}
+                kind = type(args).__name__
+                return {{"reason": stage, "detail": "returned a %s, not a dict" % kind}}
             stage, part = "unserialisable", "an input"
             text = json.dumps(args, allow_nan=False, sort_keys=True)
             stage, part = "reference_error", ""
@@ -320,14 +327,16 @@ def run(item):
             out_text = json.dumps(out, allow_nan=False, sort_keys=True)
             size += len(text) + len(out_text)
             if size > MAX_CHARS:
-                return {{"reason": "too_large", "detail": "the cases exceed %d characters" % MAX_CHARS}}
+                detail = "the cases exceed %d characters" % MAX_CHARS
+                return {{"reason": "too_large", "detail": detail}}
             cases.append([text, out_text])
         return {{"cases": cases}}
     except MemoryError:
         return {{"reason": "memory", "detail": "MemoryError (%s)" % stage}}
     except BaseException as err:
         head = part + ": " if part else ""
-        return {{"reason": stage, "detail": "%s%s: %s" % (head, type(err).__name__, str(err)[:200])}}
+        detail = "%s%s: %s" % (head, type(err).__name__, str(err)[:200])
+        return {{"reason": stage, "detail": detail}}
 
 
 def in_child(item):
@@ -366,7 +375,8 @@ def in_child(item):
         return json.loads(b"".join(chunks))
     if os.WIFSIGNALED(status):
         return {{"reason": "crashed", "detail": "killed by signal %d" % os.WTERMSIG(status)}}
-    return {{"reason": "crashed", "detail": "the process left (exit %d)" % os.waitstatus_to_exitcode(status)}}
+    code = os.waitstatus_to_exitcode(status)
+    return {{"reason": "crashed", "detail": "the process left (exit %d)" % code}}
 
 
 for item in ITEMS:
@@ -374,7 +384,7 @@ for item in ITEMS:
     result = in_child(item)
     result["task_id"] = item["task_id"]
     send(result)
-'''
+"""
 
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 
@@ -397,7 +407,9 @@ def _program(items: Sequence[Item], settings: CodeIOSettings, solve_seed: int, n
 def _killed_reason(result: SandboxResult) -> tuple[str, str]:
     """Why the run died on the item it was running."""
     last = next((ln for ln in reversed(result.stderr_tail.splitlines()) if ln.strip()), "")
-    detail = f"sandbox {result.status}, exit {result.exit_code}" + (f": {last[:200]}" if last else "")
+    detail = f"sandbox {result.status}, exit {result.exit_code}" + (
+        f": {last[:200]}" if last else ""
+    )
     if result.status == "timeout":
         return "slow", detail
     if result.status == "memory":
@@ -470,9 +482,15 @@ def judge_outcomes(first: Outcome, second: Outcome | None) -> Outcome:
         return {"reason": second["reason"], "detail": f"second run only: {second['detail']}"}
     for n, (a, b) in enumerate(zip(first["cases"], second["cases"], strict=True)):
         if a[0] != b[0]:
-            return {"reason": "nondeterministic", "detail": f"case {n}: the generator's inputs differ"}
+            return {
+                "reason": "nondeterministic",
+                "detail": f"case {n}: the generator's inputs differ",
+            }
         if a[1] != b[1]:
-            return {"reason": "nondeterministic", "detail": f"case {n}: the reference's outputs differ"}
+            return {
+                "reason": "nondeterministic",
+                "detail": f"case {n}: the reference's outputs differ",
+            }
     outputs = [c[1] for c in first["cases"]]
     if all(o == "null" for o in outputs):
         return {"reason": "returns_none", "detail": "every output is None (does it print?)"}
@@ -549,7 +567,9 @@ def report(settings: CodeIOSettings, path: Path, selected: int, tasks: list[Task
         "selected": selected,
         "kept": len(tasks),
         "dropped": {r: counts[r] for r in REASONS if counts[r]},
-        "dropped_items": [{"task_id": d.task_id, "reason": d.reason, "detail": d.detail} for d in drops],
+        "dropped_items": [
+            {"task_id": d.task_id, "reason": d.reason, "detail": d.detail} for d in drops
+        ],
     }
 
 
@@ -559,7 +579,9 @@ def load_codeio(settings: CodeIOSettings, runner: Runner = run_python) -> CodeIO
     path = data_file(FILES[settings.file])
     items = read_items(path)
     chosen = select(items, settings)
-    tasks, drops = make_tasks([(f"{settings.file}/{i}", items[i]) for i in chosen], settings, runner)
+    tasks, drops = make_tasks(
+        [(f"{settings.file}/{i}", items[i]) for i in chosen], settings, runner
+    )
     log.info("codeio: %d of %d items became tasks; dropped %s", len(tasks), len(chosen),
              dict(Counter(d.reason for d in drops)))  # fmt: skip
     return CodeIOResult(tasks, report(settings, path, len(chosen), tasks, drops))
@@ -581,7 +603,9 @@ def codeio_by_ids(settings: CodeIOSettings, root: Path, ids: Sequence[str]) -> l
         if not wanted:
             continue
         items = read_items(data_file(filename))
-        inside = [(i, items[int(i.split("/")[1])]) for i in wanted if int(i.split("/")[1]) < len(items)]
+        inside = [
+            (i, items[int(i.split("/")[1])]) for i in wanted if int(i.split("/")[1]) < len(items)
+        ]
         built, drops = make_tasks(inside, settings)
         if drops:
             d = drops[0]
