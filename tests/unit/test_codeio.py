@@ -6,18 +6,26 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from judgelab.config import CodeIOSettings, TasksSettings
+from judgelab.config import (
+    MUTANT_KINDS,
+    CodeIOSettings,
+    HumanEvalSettings,
+    RolloutSettings,
+    TasksSettings,
+)
 from judgelab.errors import ConfigError
 from judgelab.evaluators.execution import ExecutionJudge
 from judgelab.evaluators.registry import ExecutionEvaluator
 from judgelab.io import write_parquet
 from judgelab.probes.design import calibration_group, canonical_source, execution_check
+from judgelab.rollouts.imported import import_candidates
 from judgelab.tasks import tasks_frame, tasks_from_frame
 from judgelab.tasks.codeio import (
     REASONS,
@@ -31,6 +39,9 @@ from judgelab.tasks.codeio import (
     select,
     spec_arguments,
 )
+from judgelab.tasks.contrast import Skipped, contrast_groups
+from judgelab.tasks.contrast import main as contrast_main
+from judgelab.tasks.humaneval import load_humaneval
 from judgelab.tasks.registry import tasks_by_id
 from judgelab.verdicts import Candidate, Task
 
@@ -221,3 +232,33 @@ def test_the_probes_build_a_known_truth_group_from_a_codeio_task(
         tasks_by_id(settings, ROOT, ["codeio-hq/4"], "probes.tasks")
     with pytest.raises(ConfigError, match=r"probes.tasks: no task source holds \['mbpp/1'\]"):
         tasks_by_id(settings, ROOT, ["mbpp/1"], "probes.tasks")
+
+
+def test_known_truth_contrast_groups_need_no_policy(
+    real: tuple[list[Task], dict], tmp_path: Path
+) -> None:
+    """HumanEval's canonical solution and a CodeI/O reference, each with mutants the sandbox
+    proved wrong: rows `rollouts.candidates` imports, every writer named."""
+    [humaneval] = load_humaneval(HumanEvalSettings(ids=["HumanEval/0"]))
+    tasks = [humaneval, real[0][0]]
+    table = tmp_path / "tasks.parquet"
+    write_parquet(table, tasks_frame(tasks))
+    out = tmp_path / "contrast.jsonl"
+    contrast_main([str(table), str(out), "--k", "4", "--non-answer"])
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    check = execution_check()
+    by_id = {t.task_id: t for t in tasks}
+    for task in tasks:
+        group = [r for r in rows if r["task_id"] == task.task_id]
+        writers = sorted(r["policy"] for r in group)
+        assert len(group) == 4 and writers.count("reference") == 1 and "non_answer" in writers
+        assert len(set(writers) & set(MUTANT_KINDS)) >= 1
+        for r in group:  # the truth each writer stands for, checked again in the sandbox
+            assert check(by_id[r["task_id"]], r["completion"]) is (r["policy"] == "reference")
+    imported = import_candidates(out, "rollouts.candidates", tasks, RolloutSettings())
+    assert [r["policy"] for r in imported] == [r["policy"] for r in rows]
+    no_ref = Task(
+        task_id="t", source="custom", prompt="p", entry_point="f", test="def check(c): pass"
+    )
+    rows2, skipped = contrast_groups([no_ref], 4, check)
+    assert rows2 == [] and skipped == [Skipped("t", "no tests or no reference solution")]
