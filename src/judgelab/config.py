@@ -260,6 +260,11 @@ class CodeIOSettings(_Section):
     max_test_chars: int = Field(
         20_000, ge=200, description="Longest test source kept (larger: dropped, too_large)."
     )
+    verify_reference: bool = Field(
+        True,
+        description="Run each reference as a candidate is, against its tests (one sandbox run "
+        "per task); a task whose reference fails them is dropped (reference_fails_tests).",
+    )
     batch: int = Field(64, ge=1, le=1000, description="Items per sandbox run.")
     workers: int = Field(2, ge=1, le=64, description="Sandbox runs at once.")
 

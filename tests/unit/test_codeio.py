@@ -139,6 +139,8 @@ def test_each_failure_in_the_sandbox_is_its_own_reason() -> None:
         "slow": item("def main_solution(a, b):\n    while True:\n        a += 1"),
         "exits": item("import os\ndef main_solution(a, b):\n    os._exit(3)"),
         "good2": item(good.replace("+ 0.5", "- 1")),
+        # right when imported, wrong when run as the harness runs a candidate (a script)
+        "script": item(good + "\nif __name__ == '__main__':\n    main_solution = max"),
     }
     settings = CodeIOSettings(enabled=True, cases=3, item_timeout_s=0.5, batch=20, workers=1)
     tasks, drops = make_tasks(list(raw.items()), settings)
@@ -146,7 +148,8 @@ def test_each_failure_in_the_sandbox_is_its_own_reason() -> None:
     got = {d.task_id: d.reason for d in drops}
     assert got == {"gen": "generator_error", "ref": "reference_error", "prints": "returns_none",
                    "const": "constant_output", "set": "unserialisable", "slow": "slow",
-                   "random": "nondeterministic", "exits": "crashed"}  # fmt: skip
+                   "random": "nondeterministic", "exits": "crashed",
+                   "script": "reference_fails_tests"}  # fmt: skip
     details = {d.task_id: d.detail for d in drops}
     assert "IndexError" in details["ref"] and "an output: TypeError" in details["set"]
     assert "exit 3" in details["exits"]

@@ -75,6 +75,7 @@ REASONS = (
     "crashed",  # the process died on this item (a signal, an exit)
     "nondeterministic",  # two runs disagree
     "too_large",  # the test source exceeds max_test_chars
+    "reference_fails_tests",  # run as a candidate is, the reference does not pass its tests
 )
 
 REQUEST_TEMPLATE = (
@@ -284,12 +285,13 @@ def prepare(raw: Any, task_id: str, settings: CodeIOSettings) -> Item | Drop:
 # The child's prints go to /dev/null; its result comes back on a pipe; the program reports on
 # a private channel (a duplicate of stdout), one line per event, prefixed by a nonce.
 _PROGRAM = r"""
-import json, os, random, select, signal, sys, time
+import json, os, random, select, signal, sys, tempfile, time
 from random import Random
 
 NONCE, SOLVE_SEED, BUDGET, MAX_CHARS = {nonce!r}, {solve_seed!r}, {budget!r}, {max_chars!r}
 ITEMS = json.loads({items!r})
 _chan = os.fdopen(os.dup(1), "w", encoding="utf-8")
+WORKDIR = os.getcwd()
 
 
 def send(obj):
@@ -346,9 +348,11 @@ def in_child(item):
     if pid == 0:
         try:
             os.close(read_end)
+            os.close(_chan.fileno())  # the item cannot write on the report channel
             null = os.open(os.devnull, os.O_WRONLY)
             os.dup2(null, 1)
             os.dup2(null, 2)
+            os.chdir(tempfile.mkdtemp(dir=WORKDIR))  # no item reads the files another wrote
             sys.setrecursionlimit(10_000)
             data = json.dumps(run(item)).encode()
             with os.fdopen(write_end, "wb") as out:
@@ -552,8 +556,41 @@ def make_tasks(
             continue
         built = build_task(it, verdict["cases"], settings)
         (drops if isinstance(built, Drop) else tasks).append(built)  # type: ignore[arg-type]
+    if settings.verify_reference:
+        tasks, failed = verify_references(tasks, settings)
+        drops += failed
     drops.sort(key=lambda d: order[d.task_id])
     return tasks, drops
+
+
+def verify_references(tasks: list[Task], settings: CodeIOSettings) -> tuple[list[Task], list[Drop]]:
+    """Each task's reference, run as a candidate is (the execution evaluator, in the sandbox),
+    must pass the tests made from it: a task the harness cannot pass with its own reference
+    (a value the comparison does not accept, a name the harness uses) is dropped."""
+    from judgelab.evaluators.execution import ExecutionJudge
+    from judgelab.evaluators.registry import ExecutionEvaluator
+    from judgelab.verdicts import Candidate
+
+    limit = settings.item_timeout_s + 5.0
+    spec = ExecutionEvaluator(
+        name="execution", timeout_s=limit, cpu_s=limit, memory_mb=settings.memory_mb
+    )
+    pairs = [
+        (t, Candidate(t.task_id, "reference", 0, f"```python\n{t.canonical_solution}\n```"))
+        for t in tasks
+    ]
+    verdicts = ExecutionJudge(spec).score_many(pairs, workers=settings.workers)
+    kept: list[Task] = []
+    drops: list[Drop] = []
+    for task, verdict in zip(tasks, verdicts, strict=True):
+        if verdict.status != "scored":  # the sandbox's fault, not the item's
+            raise RuntimeError(f"tasks.codeio: could not run {task.task_id}: {verdict.reason}")
+        if verdict.score == 1.0:
+            kept.append(task)
+        else:
+            detail = _ADDRESS.sub("0x…", (verdict.reason or "")[:300])
+            drops.append(Drop(task.task_id, "reference_fails_tests", detail))
+    return kept, drops
 
 
 def report(settings: CodeIOSettings, path: Path, selected: int, tasks: list[Task],
