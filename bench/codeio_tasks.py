@@ -2,8 +2,9 @@
 item per sandbox run.
 
 The tasks stage's CodeI/O work, as `judgelab tasks` does it (`load_codeio`): read the wheel's
-data file, check each item, run every runnable item's generator and reference twice in the
-sandbox (two processes), build the tasks. Paths:
+data file, check each item, run every runnable item's generator and reference `runs` times in
+the sandbox (3 processes), build the tasks, run each kept task's reference as a candidate
+against its tests (`verify_reference`). Paths:
 
 - `batched`: `tasks.codeio.batch` items per sandbox run (the default, 64), `workers` runs at
   once;

@@ -260,6 +260,15 @@ class CodeIOSettings(_Section):
     max_test_chars: int = Field(
         20_000, ge=200, description="Longest test source kept (larger: dropped, too_large)."
     )
+    runs: int = Field(
+        3,
+        ge=2,
+        le=10,
+        description="Runs of each item, each in a process with its own hash seed and global "
+        "random seed; all must agree (else nondeterministic). More runs catch rarer "
+        "disagreements (a set of two strings comes out in the same order in n runs about "
+        "once in 2^(n-1)).",
+    )
     verify_reference: bool = Field(
         True,
         description="Run each reference as a candidate is, against its tests (one sandbox run "

@@ -14,9 +14,9 @@ outputs from the reference code, called by keyword. Generator and reference are 
 code: they run only in the sandbox, many items per sandbox run (`batch`), each item in a
 process of its own forked inside the run (no item sees what another did to the interpreter)
 and killed at its time budget (`item_timeout_s`); a run that dies all the same loses only the
-item it was on, and the rest of its batch runs again. Every item runs twice, in two sandbox
-runs with differently seeded global `random` (and numpy's, if loaded) and their own hash
-seeds; both must give the same JSON.
+item it was on, and the rest of its batch runs again. Every item runs `runs` times (3), in
+as many sandbox runs with differently seeded global `random` (and numpy's, if loaded) and
+their own hash seeds; all must give the same JSON.
 
 Dropped items are counted by reason (`REASONS`), each with a detail, in the source's report;
 nothing is dropped silently. Before anything runs, an item is dropped as `malformed` (a missing
@@ -476,24 +476,24 @@ def _parallel(
     return {k: v for part in parts for k, v in part.items()}
 
 
-def judge_outcomes(first: Outcome, second: Outcome | None) -> Outcome:
-    """An item's verdict from its two runs: the first run's failure, the second's, a
-    disagreement (nondeterministic), or cases that test nothing (returns_none, constant)."""
+def judge_outcomes(first: Outcome, second: Outcome | None, run: int = 2) -> Outcome:
+    """An item's verdict from its first run and another (`second`, run number `run`; None:
+    the first alone): either's failure, a disagreement (nondeterministic), or cases that test
+    nothing (returns_none, constant_output)."""
     if "reason" in first:
         return first
-    assert second is not None
-    if "reason" in second:
-        return {"reason": second["reason"], "detail": f"second run only: {second['detail']}"}
-    for n, (a, b) in enumerate(zip(first["cases"], second["cases"], strict=True)):
+    if second is not None and "reason" in second:
+        return {"reason": second["reason"], "detail": f"run {run} only: {second['detail']}"}
+    for n, (a, b) in enumerate(zip(first["cases"], (second or first)["cases"], strict=True)):
         if a[0] != b[0]:
             return {
                 "reason": "nondeterministic",
-                "detail": f"case {n}: the generator's inputs differ",
+                "detail": f"case {n}: the generator's inputs differ in run {run}",
             }
         if a[1] != b[1]:
             return {
                 "reason": "nondeterministic",
-                "detail": f"case {n}: the reference's outputs differ",
+                "detail": f"case {n}: the reference's outputs differ in run {run}",
             }
     outputs = [c[1] for c in first["cases"]]
     if all(o == "null" for o in outputs):
@@ -544,12 +544,15 @@ def make_tasks(
     for task_id, raw in raw_items:
         prepared = prepare(raw, task_id, settings)
         (drops if isinstance(prepared, Drop) else items).append(prepared)  # type: ignore[arg-type]
-    first = _parallel(items, settings, 1, runner)
-    again = [it for it in items if "reason" not in first[it.task_id]]
-    second = _parallel(again, settings, 2, runner)
+    verdicts = _parallel(items, settings, 1, runner)
+    for run in range(2, settings.runs + 1):  # each run a process with its own hash seed
+        again = [it for it in items if "reason" not in verdicts[it.task_id]]
+        other = _parallel(again, settings, run, runner)
+        for it in again:
+            verdicts[it.task_id] = judge_outcomes(verdicts[it.task_id], other[it.task_id], run)
     tasks: list[Task] = []
     for it in items:
-        verdict = judge_outcomes(first[it.task_id], second.get(it.task_id))
+        verdict = judge_outcomes(verdicts[it.task_id], None)
         if "reason" in verdict:
             detail = _ADDRESS.sub("0x…", str(verdict["detail"]))
             drops.append(Drop(it.task_id, verdict["reason"], detail))
