@@ -62,6 +62,10 @@ def main() -> None:
     n = report["selected"]
     print(f"batched ({base.batch}/run, {base.workers} workers): {n} items in {wall:.1f} s, "
           f"{n / wall:.1f} items/s, kept {report['kept']} ({report['kept'] / n:.1%})")  # fmt: skip
+    w_nv, r_nv = run(base.model_copy(update={"verify_reference": False}))
+    print(f"  without verify_reference: {w_nv:.1f} s, kept {r_nv['kept']}: the references' "
+          f"check costs {wall - w_nv:.1f} s ({(wall - w_nv) / max(report['kept'], 1) * 1000:.0f} "
+          "ms per kept task)")  # fmt: skip
     counts = Counter(report["dropped"])
     for reason, count in counts.most_common():
         print(f"  dropped {reason}: {count} ({count / n:.1%})")
