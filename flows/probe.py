@@ -1,10 +1,10 @@
 """probes stage: bias probes of the configured judges -> data/probes/ (tables, metrics, report).
 
-Known-truth, self-preference, perturbed and attacked groups are built from HumanEval
-(probes.tasks) and the zoo policies, then every probed judge scores every view through the
-scores stage's evaluator code; what each call cost goes to calls.parquet. Judge calls are
-cached, so an interrupted run resumes where it stopped. The gate (probes.fail_above) is the
-CLI's, after the flow.
+Known-truth, self-preference, perturbed and attacked groups are built from the tasks named in
+probes.tasks (HumanEval, CodeI/O, your files: judgelab.tasks.registry.tasks_by_id) and the zoo
+policies, then every probed judge scores every view through the scores stage's evaluator code;
+what each call cost goes to calls.parquet. Judge calls are cached, so an interrupted run
+resumes where it stopped. The gate (probes.fail_above) is the CLI's, after the flow.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from flows.stages import PROBES
 from judgelab.analysis.cost import judge_costing
 from judgelab.analysis.probes import run_probe_analysis
 from judgelab.cache import JsonCache
-from judgelab.config import HumanEvalSettings, load_settings
+from judgelab.config import load_settings
 from judgelab.evaluators.base import Evaluator
 from judgelab.evaluators.registry import ExecutionEvaluator, build_evaluator
 from judgelab.io import write_parquet
 from judgelab.models.server import serve
-from judgelab.paths import cache_dir
+from judgelab.paths import cache_dir, project_root
 from judgelab.probes.calls import calls_frame, record_calls
 from judgelab.probes.design import ProbeGroup, View, execution_check
 from judgelab.probes.run import (
@@ -39,7 +39,7 @@ from judgelab.probes.run import (
     run_id_for,
     score_view,
 )
-from judgelab.tasks.humaneval import load_humaneval
+from judgelab.tasks.registry import tasks_by_id
 
 
 @task(name="probe-view", **UNIT_TASK)
@@ -56,7 +56,7 @@ def probe_flow(params: Path = Path("params.yaml"), out: Path = PROBES) -> Path:
     settings = load_settings(params)
     require_judges(settings)
     logger = get_run_logger()
-    tasks = load_humaneval(HumanEvalSettings(ids=list(settings.probes.tasks)))
+    tasks = tasks_by_id(settings.tasks, project_root(), settings.probes.tasks, "probes.tasks")
     exec_spec = next(
         (e for e in settings.scores.evaluators if isinstance(e, ExecutionEvaluator)), None
     )

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 # The files that cross stage boundaries, relative to the project root.
 TASKS = Path("data/tasks/tasks.parquet")
+TASKS_DROPPED = Path("data/tasks/dropped.json")  # what each task source left out, and why
 ROLLOUTS = Path("data/rollouts/rollouts.parquet")
 SCORES = Path("data/scores/scores.parquet")
 TRAINING = Path("data/training")
@@ -147,9 +148,10 @@ PIPELINE_STAGES = (
     Stage(
         name="tasks",
         command="tasks",
-        help="Freeze the coding tasks: HumanEval subset + AutoRL requests written by the policy.",
+        help="Freeze the coding tasks: HumanEval, your task files, CodeI/O (tests computed in the "
+        "sandbox) + AutoRL requests written by the policy.",
         flow=_tasks_flow,
-        writes=(TASKS,),
+        writes=(TASKS, TASKS_DROPPED),
         params=("tasks", "models"),
         models=_autorl_model,
     ),

@@ -1,5 +1,6 @@
-"""tasks stage: HumanEval problems + your task files + AutoRL requests written by the policy
--> tasks.parquet."""
+"""tasks stage: the task sources (HumanEval, your task files, CodeI/O; judgelab.tasks.registry)
++ AutoRL requests written by the policy -> tasks.parquet, and what each source left out and
+why -> dropped.json."""
 
 from __future__ import annotations
 
@@ -7,23 +8,22 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
-from flows.stages import TASKS
+from flows.stages import TASKS, TASKS_DROPPED
 from judgelab.cache import JsonCache
-from judgelab.config import AutoRLSettings, HumanEvalSettings, load_settings
-from judgelab.io import write_parquet
+from judgelab.config import AutoRLSettings, TasksSettings, load_settings
+from judgelab.io import write_json, write_parquet
 from judgelab.models.endpoint import Endpoint
 from judgelab.models.server import serve
 from judgelab.paths import cache_dir, project_root
 from judgelab.tasks import tasks_frame
 from judgelab.tasks.autorl import generate_autorl
-from judgelab.tasks.files import load_task_files
-from judgelab.tasks.humaneval import load_humaneval
+from judgelab.tasks.registry import load_sources
 from judgelab.verdicts import Task
 
 
-@task(name="load-humaneval")
-def load_humaneval_task(settings: HumanEvalSettings) -> list[Task]:
-    return load_humaneval(settings)
+@task(name="load-task-sources")
+def load_sources_task(settings: TasksSettings) -> tuple[list[Task], dict]:
+    return load_sources(settings, project_root())
 
 
 @task(name="generate-autorl", retries=2, retry_delay_seconds=5)
@@ -32,16 +32,21 @@ def generate_autorl_task(settings: AutoRLSettings, endpoint: Endpoint) -> list[T
 
 
 @flow(name="judgelab-tasks")
-def tasks_flow(params: Path = Path("params.yaml"), out: Path = TASKS) -> Path:
+def tasks_flow(params: Path = Path("params.yaml"), out: Path = TASKS.parent) -> Path:
+    """Writes `out`/tasks.parquet and `out`/dropped.json; returns the tasks table's path."""
     settings = load_settings(params)
     logger = get_run_logger()
-    tasks = load_humaneval_task(settings.tasks.humaneval)
-    tasks += load_task_files(settings.tasks.files, project_root())
+    tasks, reports = load_sources_task(settings.tasks)
     autorl = settings.tasks.autorl
     if autorl.enabled and autorl.n:
         with serve(settings, [autorl.model]) as endpoints:
             tasks += generate_autorl_task(autorl, endpoints[autorl.model])
     frame = tasks_frame(tasks)
-    write_parquet(out, frame)
-    logger.info("wrote %d tasks to %s", frame.height, out)
-    return out
+    table = Path(out) / TASKS.name
+    write_parquet(table, frame)
+    write_json(Path(out) / TASKS_DROPPED.name, reports)
+    for name, report in reports.items():
+        logger.info("%s: kept %s of %s, dropped %s", name, report.get("kept"),
+                    report.get("selected"), report.get("dropped"))  # fmt: skip
+    logger.info("wrote %d tasks to %s", frame.height, table)
+    return table

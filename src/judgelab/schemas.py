@@ -18,8 +18,9 @@ import polars as pl
 from pandera.errors import SchemaError, SchemaErrors
 
 from judgelab.errors import TableError
+from judgelab.tasks.registry import SOURCE_NAMES
 
-SOURCES = ["humaneval", "autorl", "custom"]
+SOURCES = list(SOURCE_NAMES)  # the task sources' names (the registry is their one list)
 PROTOCOLS = ["rule", "execution", "ruler", "rubric"]
 STATUSES = ["scored", "unscored"]
 

@@ -134,7 +134,8 @@ def test_a_task_id_from_two_sources_is_refused() -> None:
 
 
 def test_the_tasks_stage_freezes_them(tmp_path: Path) -> None:
-    """`judgelab tasks` with only a task file: the frozen table holds its tasks, tests and all."""
+    """`judgelab tasks` with a task file and three CodeI/O items: the frozen table holds the
+    tasks, tests and all, and dropped.json the CodeI/O item left out, with its reason."""
     (tmp_path / "inputs").mkdir()
     (tmp_path / "inputs" / "mine.jsonl").write_text(EXAMPLE.read_text())
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
@@ -142,6 +143,7 @@ def test_the_tasks_stage_freezes_them(tmp_path: Path) -> None:
         "humaneval": {"enabled": False},
         "autorl": {"enabled": False},
         "files": ["inputs/mine.jsonl"],
+        "codeio": {"enabled": True, "offset": 3, "limit": 3, "cases": 3},
     }
     params["tracking"] = {"enabled": False}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
@@ -151,8 +153,14 @@ def test_the_tasks_stage_freezes_them(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     frame = validate_file(tmp_path / "data" / "tasks" / "tasks.parquet", "tasks")
-    assert frame["task_id"].to_list() == ["mine/clamp", "mine/word_count", "mine/explain"]
+    assert frame["task_id"].to_list() == [
+        "mine/clamp", "mine/word_count", "mine/explain", "codeio-hq/3", "codeio-hq/5"
+    ]  # fmt: skip
     assert frame["test"].null_count() == 1
+    dropped = json.loads((tmp_path / "data" / "tasks" / "dropped.json").read_text())
+    assert list(dropped) == ["codeio"]
+    assert (dropped["codeio"]["selected"], dropped["codeio"]["kept"]) == (3, 2)
+    assert dropped["codeio"]["dropped"] == {"nondeterministic": 1}
 
 
 # --- your own candidates (rollouts.candidates) -------------------------------------------

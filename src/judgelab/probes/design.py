@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from judgelab.cache import digest
 from judgelab.config import RolloutSettings
 from judgelab.errors import ConfigError
+from judgelab.evaluators.execution import defines_function
 from judgelab.evaluators.registry import ExecutionEvaluator
 from judgelab.probes.perturb import NON_ANSWER, answer, mutants, permutations, perturb
 from judgelab.rollouts.generate import policy_messages
@@ -101,12 +102,17 @@ def _ordered(task: Task, group_id: str, probe: str, members: list[Member], seed:
 
 
 def canonical_source(task: Task) -> str:
-    """The task's canonical solution as one normalised function (docstring kept)."""
+    """The task's canonical solution as one normalised program (docstring kept): a body
+    (HumanEval's) under the prompt's stub, a whole program (CodeI/O's reference) as it is,
+    the rule the execution evaluator applies to candidates."""
     if not task.canonical_solution or not task.entry_point:
         raise ConfigError(
             f"probes.tasks: {task.task_id} has no canonical solution to build a known-truth group"
         )
-    return ast.unparse(ast.parse(task.prompt + task.canonical_solution))
+    code = task.canonical_solution
+    if not defines_function(code, task.entry_point):  # a body (HumanEval's): under its stub
+        code = task.prompt + code
+    return ast.unparse(ast.parse(code))
 
 
 def calibration_group(task: Task, kinds: list[str], check: Check, seed: int) -> ProbeGroup:

