@@ -655,8 +655,7 @@ def findings(metrics: dict[str, Any]) -> list[str]:
             f"**{judge}**: the judge's reward {verdict} over {m['epochs']} epochs "
             f"({_f(m['reward_first_epoch'])} → {_f(m['reward_last_epoch'])}); held-out pass "
             f"rate {_f(h['base'], True)} → {_f(h['final'], True)} "
-            f"({change}, {h['n_tasks']} held-out tasks)."
-            + alignment_sentence(m)
+            f"({change}, {h['n_tasks']} held-out tasks)." + alignment_sentence(m)
         )
     return out
 
@@ -715,9 +714,14 @@ def _seeds_finding(judge: str, m: dict[str, Any], verdict: str, change: str) -> 
         else f"seed {s} –"
         for s, p in m["per_seed"].items()
     )  # fmt: skip
-    alarm = alignment_sentence(m) + " " + "; ".join(
-        f"seed {s}: {alarm_text(p['alignment']['alarm'])}" for s, p in m["per_seed"].items()
-    ) + "."
+    alarm = (
+        alignment_sentence(m)
+        + " "
+        + "; ".join(
+            f"seed {s}: {alarm_text(p['alignment']['alarm'])}" for s, p in m["per_seed"].items()
+        )
+        + "."
+    )
     return (
         f"**{judge}** ({m['n_seeds']} training seeds): the judge's reward {verdict} over "
         f"{m['epochs']} epochs (mean over seeds {_f(m['reward_first_epoch'])} → "

@@ -69,9 +69,7 @@ class GroupAlignment:
         return len(set(self.passed)) > 1 and self.push > 0
 
 
-def group_alignment(
-    advantages: Sequence[float], passed: Sequence[float | None]
-) -> GroupAlignment:
+def group_alignment(advantages: Sequence[float], passed: Sequence[float | None]) -> GroupAlignment:
     """The group's candidates the tests gave a verdict on (None: the sandbox could not test)."""
     kept = [(a, p) for a, p in zip(advantages, passed, strict=True) if p is not None]
     return GroupAlignment(tuple(a for a, _ in kept), tuple(float(p) for _, p in kept))
