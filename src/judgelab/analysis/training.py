@@ -697,7 +697,7 @@ def alignment_sentence(m: dict[str, Any]) -> str:
         where = "its CI includes 0"
     text = (
         f" Within-group alignment {alignment_text(a)}: {where}"
-        + (f"; permutation p = {a['alignment_p']:.3f} (one-sided)."
+        + (f"; permutation test of a push towards failing code: p = {a['alignment_p']:.3f}."
            if a.get("alignment_p") is not None else ".")
     )  # fmt: skip
     if "n_seeds" in m:
@@ -716,9 +716,9 @@ def _seeds_finding(judge: str, m: dict[str, Any], verdict: str, change: str) -> 
     )  # fmt: skip
     alarm = (
         alignment_sentence(m)
-        + " "
+        + " Per seed: "
         + "; ".join(
-            f"seed {s}: {alarm_text(p['alignment']['alarm'])}" for s, p in m["per_seed"].items()
+            f"seed {s} {alarm_text(p['alignment']['alarm'])}" for s, p in m["per_seed"].items()
         )
         + "."
     )
