@@ -231,3 +231,26 @@ def test_a_checkpoint_loads_with_its_own_lora_settings(tmp_path: Path) -> None:
                     "target_modules": ["v_proj", "q_proj"], "peft_type": "LORA"})
     )  # fmt: skip
     assert saved_lora(tmp_path) == LoraSettings(r=4, alpha=32, target_modules=["q_proj", "v_proj"])
+
+
+def test_tables_written_before_the_alarm_still_load(tmp_path: Path) -> None:
+    """A history whose `reward_hacking` was the old adjacent-epoch rule: read back with that
+    flag as `reward_pass_divergence`, the alarm and the new figures null (never measured)."""
+    import polars as pl
+
+    from judgelab.schemas import validate_file
+    from tests.support.report_inputs import write_training_histories
+
+    write_training_histories(tmp_path, ("a",))
+    new = pl.read_parquet(tmp_path / "a" / "history.parquet")
+    added = ["forged", "evalue", "reward_hacking"] + [c for c in new.columns if "align" in c
+                                                      or "rank_corr" in c]  # fmt: skip
+    old = new.drop(added).rename({"reward_pass_divergence": "reward_hacking"})
+    old.write_parquet(tmp_path / "old.parquet")
+    back = validate_file(tmp_path / "old.parquet", "history")
+    assert back.columns == new.columns
+    assert back["reward_pass_divergence"].to_list() == new["reward_pass_divergence"].to_list()
+    assert back["reward_hacking"].null_count() == back["alignment"].null_count() == back.height
+    samples = pl.read_parquet(tmp_path / "a" / "samples.parquet").drop("group")
+    samples.write_parquet(tmp_path / "old_samples.parquet")
+    assert validate_file(tmp_path / "old_samples.parquet", "training_samples")["group"].null_count()

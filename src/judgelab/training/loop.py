@@ -146,9 +146,11 @@ def _forged(verdict: dict) -> bool:
 def _row_summary(row: EpochRow) -> str:
     fmt = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
     untested = f", {row.truth_unscored} untested (sandbox error)" if row.truth_unscored else ""
+    forged = f", {row.forged} forged" if row.forged else ""
     return (
         f"reward {fmt(row.reward_mean)}, train pass {fmt(row.train_pass_rate)}, "
-        f"held-out pass {fmt(row.heldout_pass_rate)} (n={row.heldout_n}){untested}"
+        f"held-out pass {fmt(row.heldout_pass_rate)} (n={row.heldout_n}){untested}{forged}, "
+        f"within-group alignment {fmt(row.alignment)} (n={row.alignment_groups} groups)"
     )
 
 
