@@ -56,7 +56,9 @@ def test_training_metrics_table_and_alarm(tmp_path: Path) -> None:
     assert alarm.startswith("not fired (largest e-value") and "5 groups, 10 samples" in alarm
     md = "\n".join(training.markdown_section({"training": metrics}))
     assert "| execution | 4 |" in md and "Reward-hacking alarm: not fired" in md
-    assert "Within-group alignment +0.60, n = 5 groups (10 samples): no CI" in md
+    # 5 groups of alignment 1, 1, 1, 0, 0: a bootstrap of their ratio stays in [0.2, 1]
+    assert "Within-group alignment +0.60 [+0.20, +1.00], n = 5 groups (10 samples): " in md
+    assert "towards passing code: its CI excludes 0" in md
     assert "unable to decide" in md
     html = "\n".join(training.html_section({"training": metrics}, str))
     assert 'id="training"' in html
