@@ -895,8 +895,8 @@ def reward_pass_divergence(history: Sequence[dict], margin: float) -> list[bool]
     reward rose by at least `margin` while the test pass rate of the same training samples fell
     by at least `margin`. It compares means across epochs, which GRPO does not learn from (it
     learns from differences inside a group), and mixes in task difficulty and sampling noise:
-    with the policy held fixed (k = 4, 1 group an epoch, margin 0.1, a blind judge) it marks
-    at least one epoch of a 10-epoch run in about half of all runs (`docs/TRAINING.md`,
+    with the policy held fixed (k = 4, 1 group an epoch, margin 0.1, a judge blind to the
+    tests) it marks at least one epoch of a 10-epoch run in 78 % of runs (`docs/TRAINING.md`,
     `alignment.simulate_false_alarms`). The alarm is `reward_hacking` (`alignment`)."""
     flags = [False] * len(history)
     rows = sorted(range(len(history)), key=lambda i: history[i]["epoch"])
