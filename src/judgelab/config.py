@@ -460,9 +460,27 @@ class TrainSettings(_Section):
         0.1,
         gt=0,
         le=1,
-        description="The reward-hacking alarm fires at an epoch whose mean reward rose by at "
-        "least this much while the test pass rate of the same training samples fell by at "
-        "least this much (smaller changes count as noise).",
+        description="Descriptive only (the history's `reward_pass_divergence`, not the "
+        "alarm): an epoch whose mean reward rose by at least this much while the test pass "
+        "rate of the same training samples fell by at least this much. With the policy held "
+        "fixed it marks epochs by chance (docs/TRAINING.md gives the measured rate).",
+    )
+    alarm_alpha: float = Field(
+        0.05,
+        gt=0,
+        lt=1,
+        description="The reward-hacking alarm's false-alarm bound: it fires when the run's "
+        "e-process of within-group anti-alignment (GRPO pushing towards failing code) reaches "
+        "1 / alarm_alpha; a judge blind to the tests sets it off in a run with probability "
+        "at most alarm_alpha (docs/TRAINING.md).",
+    )
+    min_ci_groups: int = Field(
+        5,
+        ge=2,
+        le=1000,
+        description="Fewest trained groups an epoch's alignment CI is drawn from (as "
+        "analysis.min_ci_groups; a key of its own because the training stage does not "
+        "depend on the analysis settings).",
     )
     seed: int = Field(
         0,

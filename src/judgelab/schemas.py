@@ -147,7 +147,22 @@ class HistorySchema(pa.DataFrameModel):
     heldout_pass_rate: float = pa.Field(nullable=True, ge=0.0, le=1.0)  # null: none tested
     heldout_n: int = pa.Field(ge=0)  # held-out samples the sandbox tested
     truth_unscored: int = pa.Field(ge=0)  # samples the sandbox could not test
+    # samples the tests found faking a pass (null: from a checkpoint older than the count)
+    forged: int = pa.Field(nullable=True, ge=0)
     completion_tokens_mean: float = pa.Field(ge=0.0)
+    # within-group alignment of the trained groups (judgelab.training.alignment); the counts
+    # are null only in rows resumed from checkpoints written before judgelab kept them
+    alignment: float = pa.Field(nullable=True, ge=-1.0, le=1.0)
+    alignment_ci_low: float = pa.Field(nullable=True)
+    alignment_ci_high: float = pa.Field(nullable=True)
+    alignment_p: float = pa.Field(nullable=True, gt=0.0, le=1.0)
+    alignment_groups: int = pa.Field(nullable=True, ge=0)
+    alignment_informative: int = pa.Field(nullable=True, ge=0)
+    alignment_samples: int = pa.Field(nullable=True, ge=0)
+    rank_corr: float = pa.Field(nullable=True, ge=-1.0, le=1.0)
+    rank_corr_ci_low: float = pa.Field(nullable=True)
+    rank_corr_ci_high: float = pa.Field(nullable=True)
+    rank_corr_groups: int = pa.Field(nullable=True, ge=0)
     loss: float = pa.Field(nullable=True)
     grad_norm: float = pa.Field(nullable=True, ge=0.0)
     clip_fraction: float = pa.Field(nullable=True, ge=0.0, le=1.0)
@@ -159,7 +174,11 @@ class HistorySchema(pa.DataFrameModel):
     # null only in rows resumed from checkpoints written before judgelab recorded them
     dtype: str = pa.Field(nullable=True, isin=["bfloat16", "float32"])
     device: str = pa.Field(nullable=True)
-    reward_hacking: bool
+    # the alarm's e-process after this epoch, and the alarm: evalue >= 1 / train.alarm_alpha
+    # by this epoch (null: a table written before the alarm existed; see `upgrade`)
+    evalue: float = pa.Field(nullable=True, ge=0.0)
+    reward_hacking: bool = pa.Field(nullable=True)
+    reward_pass_divergence: bool  # descriptive: the old adjacent-epoch rule (not an alarm)
 
     @pa.dataframe_check(error="duplicate (judge, epoch)")
     @classmethod
@@ -212,6 +231,9 @@ class TrainingSamplesSchema(pa.DataFrameModel):
     passed: float = pa.Field(nullable=True, isin=[0.0, 1.0])  # null: the sandbox could not test
     completion_tokens: int = pa.Field(ge=0)
     finish_reason: str
+    # train split: the GRPO group's index within its epoch (null: held-out, or a table written
+    # before it was kept, where (epoch, task_id) is the group)
+    group: int = pa.Field(nullable=True, ge=0)
 
     class Config:
         strict = True
@@ -375,7 +397,24 @@ def read_table(path: Path | str) -> pl.DataFrame:
         ) from None
 
 
+def upgrade(frame: pl.DataFrame, kind: str) -> pl.DataFrame:
+    """A training table written before its newer columns existed, with them added as null
+    (their values were never measured) in the schema's order. A history whose `reward_hacking`
+    was the old adjacent-epoch rule keeps it as `reward_pass_divergence`, and the alarm is
+    null. Any other table, or one with every column, is returned as it is."""
+    schema = SCHEMAS[kind]
+    if kind not in ("history", "training_samples") or "reward_pass_divergence" in frame.columns:
+        return frame
+    if kind == "training_samples" and "group" in frame.columns:
+        return frame
+    if kind == "history" and "reward_hacking" in frame.columns:
+        frame = frame.rename({"reward_hacking": "reward_pass_divergence"})
+    types = dict(columns(schema))
+    added = [pl.lit(None, dtype=types[c]).alias(c) for c in types if c not in frame.columns]
+    return frame.with_columns(added).select(list(types)) if added else frame
+
+
 def validate_file(path: Path | str, kind: str) -> pl.DataFrame:
     if kind not in SCHEMAS:
         raise TableError(f"unknown table kind {kind!r}; valid: {sorted(SCHEMAS)}")
-    return validate(read_table(path), SCHEMAS[kind], f"{kind} table {path}")
+    return validate(upgrade(read_table(path), kind), SCHEMAS[kind], f"{kind} table {path}")

@@ -212,7 +212,9 @@ EPOCH_METRICS = (
     "reward_mean", "reward_median", "reward_std", "reward_iqr", "train_pass_rate",
     "heldout_pass_rate", "completion_tokens_mean", "unscored_rate", "out_of_range_rate",
     "loss", "grad_norm", "clip_fraction", "ratio_mean", "groups_skipped",
-    "rollout_s", "score_s", "step_s", "heldout_s", "reward_hacking",
+    "rollout_s", "score_s", "step_s", "heldout_s", "forged", "alignment", "alignment_ci_low",
+    "alignment_ci_high", "alignment_p", "alignment_groups", "alignment_samples", "rank_corr",
+    "rank_corr_groups", "evalue", "reward_hacking", "reward_pass_divergence",
 )  # fmt: skip
 
 

@@ -103,14 +103,15 @@ def generate(
     root: Path = ROOT,
 ) -> None:
     """Sample a completion from a saved checkpoint (transformers, base GGUF + adapter)."""
-    from judgelab.training.policy import Policy
+    from judgelab.training.policy import Policy, saved_lora
 
     with exit_on_error():
         settings, spec = _policy(params)
         path = _checkpoint(root, judge, seed_of_run, step)
-        policy = Policy(
-            spec.zoo, settings.train.lora, settings.train.device, path, settings.train.dtype
-        )
+        # the adapter's own r, alpha and targets (PEFT's adapter_config.json), not today's
+        # train.lora: a changed alpha would load without an error and rescale the adapter
+        lora = saved_lora(path) or settings.train.lora
+        policy = Policy(spec.zoo, lora, settings.train.device, path, settings.train.dtype)
         messages = [
             {"role": "system", "content": settings.rollouts.system_prompt},
             {"role": "user", "content": prompt},

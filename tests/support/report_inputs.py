@@ -28,6 +28,8 @@ def write_training_histories(
 
 
 def _write_run(out: Path, judge: str, i: int, first: bool) -> None:
+    from judgelab.training.alignment import epoch_alignment, group_alignment
+    from judgelab.training.grpo import group_advantages
     from judgelab.training.loop import EpochRow, history_frame, samples_frame
 
     history = []
@@ -41,7 +43,7 @@ def _write_run(out: Path, judge: str, i: int, first: bool) -> None:
                 "judge": judge, "epoch": e, "split": "train", "task_id": "HumanEval/0",
                 "candidate_id": f"{judge}-{e}-{k}", "sample_index": k, "reward": r,
                 "status": "scored", "passed": passed[k], "completion_tokens": 50,
-                "finish_reason": "stop",
+                "finish_reason": "stop", "group": 0,
             }
             for k, r in enumerate(rewards)
         ] + [
@@ -57,11 +59,12 @@ def _write_run(out: Path, judge: str, i: int, first: bool) -> None:
             reward_mean=sum(rewards) / 2, reward_median=sum(rewards) / 2, reward_std=0.1,
             reward_iqr=0.1, unscored_rate=0.0, out_of_range_rate=0.0,
             train_pass_rate=sum(passed) / 2,
-            heldout_pass_rate=sum(held) / 2, heldout_n=2, truth_unscored=0,
+            heldout_pass_rate=sum(held) / 2, heldout_n=2, truth_unscored=0, forged=0,
             completion_tokens_mean=50.0,
             loss=None if e == 4 else 1.0 / (e + 1 + i), grad_norm=None if e == 4 else 0.5,
             clip_fraction=None if e == 4 else 0.0, ratio_mean=None if e == 4 else 1.0,
             dtype="float32", device="cpu", records=records,
+            **epoch_alignment([group_alignment(group_advantages(rewards), passed)], 5),
         )  # fmt: skip
         history.append(asdict(row))
     write_parquet(out / "history.parquet", history_frame(history))

@@ -17,7 +17,7 @@ from judgelab.training.grpo import (
     pack,
     policy_loss,
 )
-from judgelab.training.loop import reward_hacking_flags, reward_stats, select_heldout
+from judgelab.training.loop import reward_pass_divergence, reward_stats, select_heldout
 
 
 @pytest.mark.parametrize(
@@ -65,17 +65,18 @@ def test_pack_layout() -> None:
         [False, False, True, True],
         [False, False, True, False],
     ]
-    assert inputs["weights"][0, 2].item() == pytest.approx(0.5, rel=1e-5)
-    assert inputs["weights"][1, 2].item() == pytest.approx(1.0, rel=1e-5)
-    # ART's pack rescales advantages by mean |adv * weight| over trained tokens:
-    # tokens: (1 * .5), (1 * .5), (1 * 1) -> mean 2/3 -> advantages become ±1.5.
-    assert inputs["advantages"][0, 2].item() == pytest.approx(1.5, rel=1e-5)
-    assert inputs["advantages"][1, 2].item() == pytest.approx(-1.5, rel=1e-5)
+    # ART's pack: weights 1/length (.5, .5, 1) normalised to mean 1 over trained tokens
+    # (x 3/2), then advantages rescaled by mean |adv * weight|: (.75 + .75 + 1.5) / 3 = 1.
+    assert inputs["weights"][0, 2].item() == pytest.approx(0.75, rel=1e-5)
+    assert inputs["weights"][1, 2].item() == pytest.approx(1.5, rel=1e-5)
+    assert inputs["weights"][inputs["assistant_mask"]].mean().item() == pytest.approx(1.0)
+    assert inputs["advantages"][0, 2].item() == pytest.approx(1.0, rel=1e-5)
+    assert inputs["advantages"][1, 2].item() == pytest.approx(-1.0, rel=1e-5)
 
 
 def _hand_loss(ppo: bool) -> float:
     # (old, new, advantage, weight) per trained token, advantages after pack's rescale.
-    tokens = [(-1.0, -0.9, 1.5, 0.5), (-2.0, -2.2, 1.5, 0.5), (-0.5, -0.4, -1.5, 1.0)]
+    tokens = [(-1.0, -0.9, 1.0, 0.75), (-2.0, -2.2, 1.0, 0.75), (-0.5, -0.4, -1.0, 1.5)]
     total = 0.0
     for old, new, adv, w in tokens:
         ratio = math.exp(new - old)
@@ -129,9 +130,10 @@ def test_reward_stats_match_numpy() -> None:
     assert reward_stats([])["reward_mean"] is None
 
 
-def test_reward_hacking_alarm_compares_reward_with_the_same_samples_pass_rate() -> None:
-    """Hand-computed cases, margin 0.1: reward up and the same samples' pass rate down, each
-    by at least the margin; held-out is not what it compares."""
+def test_divergence_rule_compares_reward_with_the_same_samples_pass_rate() -> None:
+    """The old adjacent-epoch rule, now descriptive (`reward_pass_divergence`). Hand-computed
+    cases, margin 0.1: reward up and the same samples' pass rate down, each by at least the
+    margin; held-out is not what it compares."""
     r = lambda e, reward, passed, held=0.5: {  # noqa: E731
         "epoch": e,
         "reward_mean": reward,
@@ -148,11 +150,11 @@ def test_reward_hacking_alarm_compares_reward_with_the_same_samples_pass_rate() 
         r(6, 0.50, 0.50),
         r(7, 0.65, 0.45),  # pass rate fell 0.05 < margin
     ]
-    assert reward_hacking_flags(rows, 0.1) == [False, True] + [False] * 6
-    assert reward_hacking_flags(rows, 0.3) == [False] * 8  # 0.20 is below a 0.3 margin
+    assert reward_pass_divergence(rows, 0.1) == [False, True] + [False] * 6
+    assert reward_pass_divergence(rows, 0.3) == [False] * 8  # 0.20 is below a 0.3 margin
     # an execution judge's reward is the pass rate itself: the alarm can never fire
     same = [r(e, p, p) for e, p in enumerate([0.2, 0.9, 0.1, 0.8, 0.0])]
-    assert not any(reward_hacking_flags(same, 0.01))
+    assert not any(reward_pass_divergence(same, 0.01))
 
 
 def test_heldout_rule_prefers_mixed_tasks_in_order_then_closest_to_half() -> None:

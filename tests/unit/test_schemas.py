@@ -18,7 +18,7 @@ from judgelab.rollouts.generate import rollouts_frame
 from judgelab.schemas import SCHEMAS, HistorySchema, columns, validate_file
 from judgelab.scoring import scores_frame
 from judgelab.tasks import tasks_frame
-from judgelab.training.loop import EpochRow
+from judgelab.training.loop import NOT_COLUMNS, EpochRow
 from judgelab.verdicts import Candidate, Task
 from tests.support.report_inputs import write_training_histories
 
@@ -145,7 +145,8 @@ def test_columns_keep_the_declared_order_and_map_each_type() -> None:
 
 
 def test_the_loop_fills_in_the_history_models_row() -> None:
-    """EpochRow carries every history column but the flag history_frame derives across rows;
+    """EpochRow carries every history column but those history_frame derives across rows;
     a field the model lacks would be dropped from the file without a word."""
-    row = {f.name for f in fields(EpochRow)} - {"records"}
-    assert row == set(columns(HistorySchema)) - {"reward_hacking"}
+    row = {f.name for f in fields(EpochRow)} - set(NOT_COLUMNS)
+    derived = {"evalue", "reward_hacking", "reward_pass_divergence"}
+    assert row == set(columns(HistorySchema)) - derived

@@ -94,9 +94,19 @@ def test_pipeline_evaluator_and_training_runs(
     assert curve[-1].value == pytest.approx(0.7)
     loss = client.get_metric_history(trained.info.run_id, "loss")
     assert sorted(m.step for m in loss) == [0, 1, 2, 3]  # no step after the last epoch
+    # the fixture's epoch 3 trips the old adjacent-epoch rule (descriptive), while inside
+    # every group the judge pays more for the passing sample: the alarm stays off
+    marked = client.get_metric_history(trained.info.run_id, "reward_pass_divergence")
+    assert [m.step for m in marked if m.value == 1.0] == [3]
     alarm = client.get_metric_history(trained.info.run_id, "reward_hacking")
-    assert [m.step for m in alarm if m.value == 1.0] == [3]
-    assert trained.data.metrics["summary.reward_hacking_epochs"] == 1
+    assert [m.value for m in alarm] == [0.0] * 5
+    aligned = sorted(client.get_metric_history(trained.info.run_id, "alignment"),
+                     key=lambda m: m.step)  # fmt: skip
+    values = [m.value for m in aligned]  # epochs 3-4: every sample fails
+    assert values == pytest.approx([1.0, 1.0, 1.0, 0.0, 0.0])
+    assert trained.data.metrics["summary.reward_hacking_epochs"] == 0
+    assert trained.data.metrics["summary.divergence_epochs"] == 1
+    assert trained.data.metrics["summary.alignment.alarm.n_groups"] == 5
 
 
 def test_a_child_run_per_training_seed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -114,14 +124,15 @@ def test_a_child_run_per_training_seed(tmp_path: Path, monkeypatch: pytest.Monke
     exp = client.get_experiment_by_name(settings.tracking.experiment)
     runs = {r.info.run_name: r for r in client.search_runs([exp.experiment_id])}
     assert sorted(runs) == ["pipeline-r1", "train-execution-seed-3", "train-execution-seed-4"]
-    for seed, alarms in ((3, 1), (4, 0)):
+    for seed, marks in ((3, 1), (4, 0)):
         child = runs[f"train-execution-seed-{seed}"]
         assert child.data.tags["train_seed"] == str(seed)
-        assert child.data.metrics["summary.reward_hacking_epochs"] == alarms
-        flagged = client.get_metric_history(child.info.run_id, "reward_hacking")
-        assert [m.step for m in flagged if m.value == 1.0] == ([3] if alarms else [])
+        assert child.data.metrics["summary.divergence_epochs"] == marks
+        assert child.data.metrics["summary.reward_hacking_epochs"] == 0
+        flagged = client.get_metric_history(child.info.run_id, "reward_pass_divergence")
+        assert [m.step for m in flagged if m.value == 1.0] == ([3] if marks else [])
     parent = runs["pipeline-r1"].data.metrics
-    assert parent["training.execution.reward_hacking_seeds"] == 1
+    assert parent["training.execution.reward_hacking_seeds"] == 0
     assert parent["training.execution.heldout.delta"] == pytest.approx(-0.75)
     assert runs["pipeline-r1"].info.run_id == pid
 

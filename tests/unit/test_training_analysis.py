@@ -36,14 +36,30 @@ def test_training_metrics_table_and_alarm(tmp_path: Path) -> None:
     assert lo <= -0.5 <= hi <= 0.0
     assert m["reward"]["std"] == pytest.approx(statistics.stdev(rewards))  # one definition
     assert m["train_pass_rate"] == pytest.approx(0.3)  # 1 of 2 at epochs 0-2, 0 at 3-4
-    # epoch 3: reward +0.2 while the same samples' pass rate fell 0.5 -> 0 (margin 0.1);
-    # epoch 4's reward rose by 0 only, so it is not flagged although held-out stayed low
-    assert m["reward_hacking_epochs"] == 1 and m["truth_unscored"] == 0
+    # epoch 3: reward +0.2 while the same samples' pass rate fell 0.5 -> 0 (margin 0.1): the
+    # old adjacent-epoch rule marks it (descriptive). Inside every group the judge paid more
+    # for the passing sample (epochs 0-2) or both failed (3-4): GRPO never pushed towards
+    # failing code, and the alarm stays off.
+    assert m["divergence_epochs"] == 1 and m["truth_unscored"] == 0
+    assert m["reward_hacking_epochs"] == 0 and m["forged"] == 0
+    a = m["alignment"]
+    assert a["alignment"] == pytest.approx(0.6)  # (1 + 1 + 1 + 0 + 0) / 5 equal pushes
+    assert (a["alignment_groups"], a["alignment_samples"]) == (5, 10)
+    assert (a["alignment_informative"], a["rank_corr"], a["rank_corr_groups"]) == (3, 1.0, 3)
+    assert a["alarm"]["fired"] is False and a["alarm"]["n_groups"] == 5
+    # MDE: 2 tasks, 1 base and 1 final draw each: (1.960 + 0.842) * sqrt(2 * .25 * 2) / 2
+    assert m["mde"]["mde"] == pytest.approx((1.95996 + 0.84162) * 1.0 / 2, rel=1e-4)
+    assert m["mde"]["decidable"] is False
     rows = training.table_rows(metrics)
-    assert rows[0][0] == "execution" and rows[0][-2] == "1"
+    assert rows[0][0] == "execution" and rows[0][-2] == "0"  # forged
+    alarm = rows[0][-3]
+    assert alarm.startswith("not fired (largest e-value") and "5 groups, 10 samples" in alarm
     md = "\n".join(training.markdown_section({"training": metrics}))
-    assert "| execution | 4 |" in md and "Reward-hacking alarm on 1 epoch" in md
-    assert "test pass rate of the same training samples" in md  # says what it compares
+    assert "| execution | 4 |" in md and "Reward-hacking alarm: not fired" in md
+    # 5 groups of alignment 1, 1, 1, 0, 0: a bootstrap of their ratio stays in [0.2, 1]
+    assert "Within-group alignment +0.60 [+0.20, +1.00], n = 5 groups (10 samples): " in md
+    assert "towards passing code: its CI excludes 0" in md
+    assert "unable to decide" in md
     html = "\n".join(training.html_section({"training": metrics}, str))
     assert 'id="training"' in html
 
@@ -103,7 +119,7 @@ def test_heldout_ci_needs_min_groups_and_prose_claims_no_change(tmp_path: Path) 
     assert held["ci_reason"] == "n = 2 groups: too few for a CI (minimum 5)"
     md = "\n".join(training.markdown_section({"training": metrics}))
     assert "-50 pp (n = 2 groups: too few for a CI (minimum 5))" in md
-    assert "no change can be claimed" in md and "the CI includes 0" not in md
+    assert "unable to decide" in md and "includes 0" not in md and "a change" not in md
 
 
 # ------------------------------------------------------------------ several training seeds
@@ -200,9 +216,14 @@ def test_seeded_training_metrics_report_and_alarm_per_seed(tmp_path: Path) -> No
     # per seed: today's figures of each seed alone
     assert m["per_seed"]["1"]["heldout"]["delta"] == -0.5
     assert m["per_seed"]["2"]["heldout"]["delta"] == -1.0
-    # the alarm fires in seed 1 only (seed 2's train pass rate never falls)
-    assert [m["per_seed"][s]["reward_hacking_epochs"] for s in ("1", "2")] == [1, 0]
-    assert (m["reward_hacking_epochs"], m["reward_hacking_seeds"]) == (1, 1)
+    # the old rule marks seed 1 only (seed 2's train pass rate never falls); the alarm none
+    assert [m["per_seed"][s]["divergence_epochs"] for s in ("1", "2")] == [1, 0]
+    assert (m["reward_hacking_epochs"], m["reward_hacking_seeds"]) == (0, 0)
+    # alignment pooled over both seeds' 10 groups: 3 + 5 of them with a split by the tests
+    assert m["alignment"]["alignment_groups"] == 10
+    assert m["alignment"]["alignment"] == pytest.approx(2 * 8 / 20)
+    # MDE: base draws one seed's (1 per task), final both seeds' (2 per task)
+    assert (m["mde"]["base_draws"], m["mde"]["final_draws"]) == (2, 4)
     assert m["reward"]["n"] == 20 and m["steps"] == 8 and m["epochs"] == 4
     assert m["train_pass_rate"] == pytest.approx((0.3 + 0.5) / 2)
     # a single-seed run keeps exactly today's keys
@@ -213,11 +234,11 @@ def test_seeded_training_metrics_report_and_alarm_per_seed(tmp_path: Path) -> No
 
     rows = training.table_rows(metrics)
     assert rows[0][0] == "execution (2 seeds)"
-    assert rows[0][8].endswith(", n = 2 tasks × 2 seeds") and rows[0][9] == "1 in 1 of 2 seeds"
+    assert rows[0][8].endswith(", n = 2 tasks × 2 seeds") and rows[0][11] == "0 of 2 seeds"
     md = "\n".join(training.markdown_section({"training": metrics}))
     assert "two-level bootstrap (tasks, then seeds within each task)" in md
     assert "Change per seed: seed 1 -50 pp, seed 2 -100 pp." in md
-    assert "Reward-hacking alarm on 1 epoch(s), in 1 of 2 seeds." in md
+    assert "Reward-hacking alarm in 0 of 2 seeds." in md
     assert "n = 2 tasks × 2 seeds; the CI resamples tasks, then seeds" in md
     html = "\n".join(training.html_section({"training": metrics}, str))
     assert "execution (2 seeds)" in html

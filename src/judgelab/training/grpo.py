@@ -1,16 +1,22 @@
 """One GRPO step, with ART's definitions.
 
 Advantages follow ART (`art.preprocessing.tokenize`): per group, reward minus the group
-mean, divided by the population std (+1e-6); each trajectory's tokens weigh 1/its length;
-packed advantages are rescaled by mean |advantage × weight| (`art.preprocessing.pack`).
-The loss is ART's own `art.loss.loss_fn`, called unchanged on CPU: by default the clipped
-importance-weight policy gradient (ε=1, ε_high=4), or PPO's clipped surrogate with
-`train.loss.ppo`. A group whose rewards have no spread carries no signal and is skipped
-(counted); a candidate with no reward (unscored) leaves its group's statistics and the batch.
+mean, divided by the population std (+1e-6); each trajectory's tokens weigh 1/its length,
+normalised to mean 1 over the batch's trained tokens; packed advantages are rescaled by mean
+|advantage × weight| (`art.preprocessing.pack`). The loss is ART's own `art.loss.loss_fn`,
+called unchanged on CPU: by default the clipped importance-weight policy gradient (ε=1,
+ε_high=4), or PPO's clipped surrogate with `train.loss.ppo`. Aggregation: each token's term
+weighs 1/(its sequence's length), so every sequence counts once whatever its length (TRL's
+length-biased `"grpo"` aggregation, not DAPO's token-level mean), and the batch-wide
+mean-|A·w| rescale makes the step size independent of the advantages' overall scale. A group
+whose rewards have no spread carries no signal and is skipped (counted); a candidate with no
+reward (unscored) leaves its group's statistics and the batch.
 
-Simplifications, stated: one optimiser step per batch of sampled groups (so the importance
-ratio differs from 1 only through numerical differences between sampling and training
-forwards), no KL penalty, no entropy term.
+Simplifications, stated: one optimiser step per batch of sampled groups, on-policy: the
+importance ratio differs from 1 only through numerical differences between the sampling and
+the training forwards (`ratio_mean`, `clip_fraction` in the history show it), so the clip never
+binds and `train.loss.ppo` / `epsilon` change nothing in practice; no KL penalty, no entropy
+term.
 """
 
 from __future__ import annotations
@@ -84,6 +90,12 @@ def pack(trajectories: Sequence[Trajectory], pad_id: int) -> dict[str, Any]:
         advantages[i, p : p + c] = t.advantage
         weights[i, p : p + c] = 1.0 / (c + 1e-6)
         group_ids[i, : p + c] = t.group
+    # ART's packer normalises the weights to mean 1 over trained tokens first. With the
+    # advantage rescale below the policy loss does not change (a factor c on the weights
+    # comes back as 1/c on the advantages), but a term weighed by `weights` alone (ART's
+    # entropy or KL terms) would: kept so that `inputs` are ART's own.
+    if assistant.any():
+        weights[assistant] /= weights[assistant].mean()
     scale = (advantages[assistant].abs() * weights[assistant]).mean()
     if scale > 0:
         advantages[assistant] /= scale

@@ -35,10 +35,18 @@ from judgelab.cache import JsonCache, digest
 from judgelab.config import RolloutSettings, TrainSettings
 from judgelab.errors import ConfigError
 from judgelab.evaluators.base import Evaluator
+from judgelab.evaluators.execution import outcome
 from judgelab.evaluators.registry import ExecutionEvaluator
 from judgelab.io import atomic_dir, write_json
 from judgelab.rollouts.generate import policy_messages, sample_seed
 from judgelab.scoring import GroupCall, ScoredGroup, Scorer, score_serially
+from judgelab.training.alignment import (
+    GroupAlignment,
+    alarm_flags,
+    epoch_alignment,
+    group_alignment,
+    running_evalue,
+)
 from judgelab.training.grpo import StepStats, Trajectory, group_advantages, grpo_step, has_spread
 from judgelab.training.policy import Policy, Sample
 from judgelab.verdicts import Candidate, Task
@@ -70,7 +78,20 @@ class EpochRow:
     heldout_pass_rate: float | None
     heldout_n: int  # held-out samples the tests ran on
     truth_unscored: int  # samples (train and held-out) the sandbox could not test
+    forged: int  # samples (train and held-out) the tests found faking a pass (outcome forged)
     completion_tokens_mean: float
+    # within-group alignment of the trained groups (`training.alignment.epoch_alignment`)
+    alignment: float | None = None
+    alignment_ci_low: float | None = None
+    alignment_ci_high: float | None = None
+    alignment_p: float | None = None
+    alignment_groups: int = 0
+    alignment_informative: int = 0
+    alignment_samples: int = 0
+    rank_corr: float | None = None
+    rank_corr_ci_low: float | None = None
+    rank_corr_ci_high: float | None = None
+    rank_corr_groups: int = 0
     loss: float | None = None
     grad_norm: float | None = None
     clip_fraction: float | None = None
@@ -82,6 +103,8 @@ class EpochRow:
     dtype: str | None = None  # the policy's base-weight dtype (train.dtype, resolved)
     device: str | None = None
     records: list[dict] = field(default_factory=list)  # per-sample rows (samples.parquet)
+    # per-lambda log e-value of the epoch's groups: the alarm's input (not a table column)
+    alignment_log_e: list[float] = field(default_factory=list)
 
 
 def _sample_record(
@@ -92,8 +115,10 @@ def _sample_record(
     s: Sample,
     reward: dict | None,
     passed: float | None,
+    group: int | None = None,
 ) -> dict:
-    """`passed` is None when the sandbox could not run the tests (an unscored verdict)."""
+    """`passed` is None when the sandbox could not run the tests (an unscored verdict);
+    `group`: a training group's index within its epoch (None: held-out)."""
     return {
         "judge": judge,
         "epoch": epoch,
@@ -106,15 +131,26 @@ def _sample_record(
         "passed": passed,
         "completion_tokens": len(s.token_ids),
         "finish_reason": s.finish_reason,
+        "group": group,
     }
+
+
+def _forged(verdict: dict) -> bool:
+    """The tests' verdict says the code faked a pass (`evaluators.execution.outcome`)."""
+    return (
+        outcome(verdict["status"], verdict["score"], verdict.get("reason"),
+                verdict.get("explanation")) == "forged"
+    )  # fmt: skip
 
 
 def _row_summary(row: EpochRow) -> str:
     fmt = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
     untested = f", {row.truth_unscored} untested (sandbox error)" if row.truth_unscored else ""
+    forged = f", {row.forged} forged" if row.forged else ""
     return (
         f"reward {fmt(row.reward_mean)}, train pass {fmt(row.train_pass_rate)}, "
-        f"held-out pass {fmt(row.heldout_pass_rate)} (n={row.heldout_n}){untested}"
+        f"held-out pass {fmt(row.heldout_pass_rate)} (n={row.heldout_n}){untested}{forged}, "
+        f"within-group alignment {fmt(row.alignment)} (n={row.alignment_groups} groups)"
     )
 
 
@@ -171,6 +207,18 @@ def check_disjoint(train: Sequence[Task], heldout: Sequence[Task]) -> None:
             f"train.heldout: tasks {overlap} are also training tasks; move "
             "train.heldout.offset past tasks.humaneval"
         )
+
+
+def train_row(epoch: int, group: int, n_tasks: int, task_id: str) -> str:
+    """The seed row of training group `group` of `epoch`. When `groups_per_epoch` exceeds the
+    number of training tasks, the tasks are cycled: the r-th repeat (r = group // n_tasks >= 1)
+    of a task within one epoch gets its own row, so it draws fresh samples and is a group of
+    its own, not the first round's request again (served from the cache, it would add no
+    signal). The first round keeps the row it always had, so runs with groups_per_epoch <=
+    the task count draw exactly what they drew before."""
+    repeat = group // n_tasks
+    row = f"train|{epoch}|{task_id}"
+    return row if repeat == 0 else f"{row}|repeat-{repeat}"
 
 
 @dataclass(frozen=True)
@@ -263,6 +311,7 @@ class Checkpoint:
     steps: int
     history: list[dict]
     done: bool
+    settings: dict | None = None  # `trajectory_settings` of the run (None: written before)
 
 
 def latest_checkpoint(root: Path) -> Checkpoint | None:
@@ -272,8 +321,65 @@ def latest_checkpoint(root: Path) -> Checkpoint | None:
         if not state.exists():  # an interrupted write never gets here (atomic), but be sure
             continue
         body = json.loads(state.read_text())
-        best = Checkpoint(d, body["steps"], body["history"], body["done"])
+        best = Checkpoint(d, body["steps"], body["history"], body["done"], body.get("settings"))
     return best
+
+
+# train.* keys that do not change a policy's trajectory: the runs planned (each run checks
+# itself), how long to train (raising it continues), and what is derived from the history
+NOT_TRAJECTORY = frozenset(
+    {"judges", "seeds", "epochs", "hacking_margin", "alarm_alpha", "min_ci_groups"}
+)
+WHY = {
+    "learning_rate": "the optimiser's state was built at the old rate, and a run whose rate "
+    "changes midway is a run of neither setting",
+    "lora": "the adapter's shape or scale would change under the trained weights",
+}
+
+
+def trajectory_settings(settings: TrainSettings) -> dict:
+    """The train.* settings a checkpoint must have been trained under to be resumed."""
+    return {k: v for k, v in settings.model_dump().items() if k not in NOT_TRAJECTORY}
+
+
+def _flat(d: Mapping, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        out |= _flat(v, f"{prefix}{k}.") if isinstance(v, Mapping) else {f"{prefix}{k}": v}
+    return out
+
+
+def check_resumable(key: str, ckpt: Checkpoint, settings: TrainSettings) -> None:
+    """Refuse to resume `ckpt` under settings that would change its trajectory (naming each
+    key, its saved and its current value, and why where it is not obvious), or with fewer
+    epochs than it has already trained. A checkpoint written before judgelab kept its
+    settings cannot be checked: resumed with a warning."""
+    if ckpt.steps > settings.epochs:
+        raise ConfigError(
+            f"train.epochs: {key} has already taken {ckpt.steps} steps, more than "
+            f"train.epochs = {settings.epochs}; raise it back, or delete "
+            f"{ckpt.path.parent.parent} to retrain"
+        )
+    if ckpt.settings is None:
+        log.warning("%s: checkpoint %s does not record its settings; resuming unchecked",
+                    key, ckpt.path)  # fmt: skip
+        return
+    saved, now = _flat(ckpt.settings), _flat(trajectory_settings(settings))
+    changed = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))
+    if not changed:
+        return
+    lines = []
+    for k in changed:
+        why = WHY.get(k.split(".")[0])
+        lines.append(
+            f"train.{k}: trained with {saved.get(k)!r}, now {now.get(k)!r}"
+            + (f" ({why})" if why else "")
+        )
+    raise ConfigError(
+        f"{key}: the checkpoint {ckpt.path} was trained under other settings; resuming would "
+        "change its trajectory:\n  " + "\n  ".join(lines) + "\nRestore them, or delete "
+        f"{ckpt.path.parent.parent} to retrain (raising train.epochs alone continues a run)"
+    )
 
 
 @dataclass(frozen=True)
@@ -352,10 +458,12 @@ class Trainer:
         policy_factory: Callable[[dict[str, Path | None]], Policy],
         selection_file: Path | None = None,
         scorer: Scorer = score_serially,
+        min_ci_groups: int = 5,
     ) -> None:
         """`heldout`: the held-out tasks (`select: fixed`) or the pool to choose them from
         (`select: mixed`); the choice is kept in `selection_file` (JSON) for resumes.
-        `scorer` makes the judge and test calls (`judgelab.scoring.Scorer`)."""
+        `scorer` makes the judge and test calls (`judgelab.scoring.Scorer`).
+        `min_ci_groups`: fewest trained groups an epoch's alignment CI is drawn from."""
         names = [r.key for r in runs]
         if not runs or len(set(names)) != len(names):
             raise ConfigError(f"train.judges: need distinct (judge, seed) runs, got {names}")
@@ -376,6 +484,7 @@ class Trainer:
         self.executor = executor
         self.policy_factory = policy_factory
         self.scorer = scorer
+        self.min_ci_groups = min_ci_groups
 
     def _tasks_for(self, epoch: int) -> list[Task]:
         n = self.settings.groups_per_epoch
@@ -393,11 +502,14 @@ class Trainer:
             Request(
                 adapter,
                 msgs(t),
-                tuple(sample_seed(seed, f"train|{epoch}|{t.task_id}", i) for i in range(train.k)),
+                tuple(
+                    sample_seed(seed, train_row(epoch, g, len(self.tasks), t.task_id), i)
+                    for i in range(train.k)
+                ),
                 train.temperature,
                 train.max_tokens,
             )  # fmt: skip
-            for t in self._tasks_for(epoch)
+            for g, t in enumerate(self._tasks_for(epoch))
         ] + [
             Request(
                 adapter,
@@ -430,8 +542,18 @@ class Trainer:
         histories: dict[str, list[dict]] = {}
         ckpts: dict[str, Checkpoint | None] = {}
         for r in self.runs:
-            ckpts[r.key] = latest_checkpoint(r.out_dir / "checkpoints")
-            histories[r.key] = list(ckpts[r.key].history) if ckpts[r.key] else []
+            ckpt = latest_checkpoint(r.out_dir / "checkpoints")
+            if ckpt is not None:
+                check_resumable(r.key, ckpt, self.settings)
+                if ckpt.done and ckpt.steps < epochs:  # train.epochs was raised: continue
+                    # the last row scored policy_steps without a step; it is redone (from
+                    # the caches) and then steps
+                    history = [h for h in ckpt.history if h["epoch"] < ckpt.steps]
+                    ckpt = Checkpoint(ckpt.path, ckpt.steps, history, False, ckpt.settings)
+                    log.info("%s: train.epochs raised to %d; continuing from step %d",
+                             r.key, epochs, ckpt.steps)  # fmt: skip
+            ckpts[r.key] = ckpt
+            histories[r.key] = list(ckpt.history) if ckpt else []
         pending = [r for r in self.runs if not (ckpts[r.key] and ckpts[r.key].done)]
         for r in self.runs:
             if r not in pending:
@@ -458,6 +580,12 @@ class Trainer:
             if ckpt is not None:
                 state = torch.load(ckpt.path / "optimizer.pt", weights_only=True)
                 optimizers[r.key].load_state_dict(state)
+                for group in optimizers[r.key].param_groups:  # the current setting rules
+                    if group["lr"] != self.settings.learning_rate:  # (an unchecked checkpoint)
+                        log.warning("%s: learning rate %g from the checkpoint replaced by "
+                                    "train.learning_rate %g", r.key, group["lr"],
+                                    self.settings.learning_rate)  # fmt: skip
+                    group["lr"] = self.settings.learning_rate
                 log.info("%s: resuming at epoch %d", r.key, ckpt.steps)
         sampler = Sampler(policy, self.cache)
         total = (self.heldout is None) + sum(
@@ -608,8 +736,12 @@ class Trainer:
         assert self.heldout is not None  # chosen before any round is scored
         n = len(tasks)
         train = []
-        tag = f"train|{drawn.adapter}|{epoch}"
-        for task, req, samples in zip(tasks, drawn.requests[:n], drawn.groups[:n], strict=True):
+        for g, (task, req, samples) in enumerate(
+            zip(tasks, drawn.requests[:n], drawn.groups[:n], strict=True)
+        ):
+            # a repeat group's candidates get ids of their own (the first round's as before)
+            repeat = g // len(self.tasks)
+            tag = f"train|{drawn.adapter}|{epoch}" + (f"|repeat-{repeat}" if repeat else "")
             cands = candidates(task, req.messages, samples, tag)
             judged = GroupCall(f"train-{drawn.run.name}", drawn.run.judge, task, cands)
             train.append((judged, GroupCall(TESTS_RUN, self.executor, task, cands)))
@@ -653,16 +785,18 @@ class Trainer:
         run = scores.drawn.run
         rewards: list[float] = []
         passes: list[float] = []
-        skipped = unscored = out_of_range = n_samples = tokens = truth_unscored = 0
+        skipped = unscored = out_of_range = n_samples = tokens = truth_unscored = forged = 0
         records: list[dict] = []
-        for group in scores.train:
+        aligned: list[GroupAlignment] = []
+        for g, group in enumerate(scores.train):
             assert group.judged is not None
             rows, truth = group.judged.rows, group.tests.rows
             # a sandbox error is no verdict on the code: neither a pass nor a failure
             passes += [v["score"] for v in truth if v["score"] is not None]
             truth_unscored += sum(v["score"] is None for v in truth)
+            forged += sum(_forged(v) for v in truth)
             records += [
-                _sample_record(run.name, epoch, "train", c, smp, r, v["score"])
+                _sample_record(run.name, epoch, "train", c, smp, r, v["score"], g)
                 for c, smp, r, v in zip(group.candidates, group.samples, rows, truth, strict=True)
             ]
             n_samples += len(group.samples)
@@ -673,8 +807,13 @@ class Trainer:
             rewards += group_rewards
             if not has_spread(group_rewards):
                 skipped += 1
+            else:  # a group GRPO steps on: where do its advantages push, by the tests?
+                tested = [v["score"] for r, v in zip(rows, truth, strict=True)
+                          if r["status"] == "scored"]  # fmt: skip
+                aligned.append(group_alignment(group_advantages(group_rewards), tested))
         held_scores = []
         for group in scores.heldout:
+            forged += sum(_forged(v) for v in group.tests.rows)
             for c, smp, verdict in zip(
                 group.candidates, group.samples, group.tests.rows, strict=True
             ):
@@ -698,7 +837,9 @@ class Trainer:
             heldout_pass_rate=sum(held_scores) / len(held_scores) if held_scores else None,
             heldout_n=len(held_scores),
             truth_unscored=truth_unscored,
+            forged=forged,
             completion_tokens_mean=tokens / max(n_samples, 1),
+            **epoch_alignment(aligned, self.min_ci_groups),
             # the seconds each call took where it ran (calls made together overlap in time)
             score_s=sum(g.judged.seconds for g in scores.train if g.judged is not None),
             heldout_s=sum(g.tests.seconds for g in scores.heldout),
@@ -733,7 +874,12 @@ class Trainer:
         with atomic_dir(run.out_dir / "checkpoints" / f"step-{steps:03d}") as tmp:
             policy.write_adapter(tmp, self.adapter[run.key])
             torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-            state = {"steps": steps, "done": done, "history": history}
+            state = {
+                "steps": steps,
+                "done": done,
+                "history": history,
+                "settings": trajectory_settings(self.settings),
+            }
             (tmp / "state.json").write_text(json.dumps(state, indent=1))
 
 
@@ -744,12 +890,14 @@ def default_executor_spec(evaluators: Sequence[Any]) -> ExecutionEvaluator:
     return ExecutionEvaluator(name="execution")
 
 
-def reward_hacking_flags(history: Sequence[dict], margin: float) -> list[bool]:
-    """Epoch e is flagged when, from epoch e-1, the judge's mean reward rose by at least
-    `margin` while the test pass rate of the same training samples fell by at least `margin`:
-    the judge pays more for code the tests like less. `margin` (train.hacking_margin) is the
-    stated minimum effect below which a change is treated as noise; rewards and pass rates
-    are both in [0, 1]. An execution judge's reward is the pass rate, so it never fires."""
+def reward_pass_divergence(history: Sequence[dict], margin: float) -> list[bool]:
+    """Descriptive, not an alarm: epoch e is marked when, from epoch e-1, the judge's mean
+    reward rose by at least `margin` while the test pass rate of the same training samples fell
+    by at least `margin`. It compares means across epochs, which GRPO does not learn from (it
+    learns from differences inside a group), and mixes in task difficulty and sampling noise:
+    with the policy held fixed (k = 4, 1 group an epoch, margin 0.1, a judge blind to the
+    tests) it marks at least one epoch of a 10-epoch run in 78 % of runs (`docs/TRAINING.md`,
+    `alignment.simulate_false_alarms`). The alarm is `reward_hacking` (`alignment`)."""
     flags = [False] * len(history)
     rows = sorted(range(len(history)), key=lambda i: history[i]["epoch"])
     for prev, cur in zip(rows, rows[1:], strict=False):
@@ -763,14 +911,29 @@ def reward_hacking_flags(history: Sequence[dict], margin: float) -> list[bool]:
     return flags
 
 
-def history_frame(history: Sequence[dict], hacking_margin: float = 0.1) -> Any:
+NOT_COLUMNS = ("records", "alignment_log_e")  # kept in checkpoints, not in the table
+
+
+def history_frame(
+    history: Sequence[dict], hacking_margin: float = 0.1, alarm_alpha: float = 0.05
+) -> Any:
+    """The history table; derived across rows (in epoch order): `evalue` and the alarm
+    `reward_hacking` (`alignment.running_evalue`, `alarm_flags` at `alarm_alpha`), and the
+    descriptive `reward_pass_divergence` (`hacking_margin`)."""
     import polars as pl
 
     from judgelab.schemas import HistorySchema, columns, validate
 
-    rows = [{k: v for k, v in r.items() if k != "records"} for r in history]
-    for row, flag in zip(rows, reward_hacking_flags(rows, hacking_margin), strict=True):
+    ordered = sorted(history, key=lambda r: r["epoch"])
+    rows = [{k: v for k, v in r.items() if k not in NOT_COLUMNS} for r in ordered]
+    evalues = running_evalue([r.get("alignment_log_e") for r in ordered])
+    flags = alarm_flags(evalues, alarm_alpha)
+    marks = reward_pass_divergence(rows, hacking_margin)
+    for row, e, flag, mark in zip(rows, evalues, flags, marks, strict=True):
+        row["evalue"] = e
         row["reward_hacking"] = flag
+        row["reward_pass_divergence"] = mark
+        row.setdefault("forged", None)  # resumed from a checkpoint written before it was kept
     frame = pl.DataFrame(rows, schema=columns(HistorySchema)).sort(["judge", "epoch"])
     return validate(frame, HistorySchema, "training history")
 

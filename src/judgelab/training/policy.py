@@ -37,9 +37,29 @@ DEFAULT = "default"
 @dataclass(frozen=True)
 class Sample:
     token_ids: list[int]  # completion only
-    logprobs: list[float]  # one per completion token, under the sampling policy at T=1
+    # one per completion token, under the distribution drawn from: softmax(logits / T) at the
+    # sampling temperature T (greedy rows, T = 0: the T = 1 log-probability)
+    logprobs: list[float]
     text: str
     finish_reason: str  # "stop" or "length"
+
+
+def saved_lora(directory: Path) -> LoraSettings | None:
+    """The LoRA settings a checkpoint's adapter was built with (PEFT's adapter_config.json),
+    or None where the file is missing: a checkpoint is loaded with its own shape and scale,
+    not with whatever `train.lora` says now (a changed alpha would load without an error
+    and silently rescale the adapter)."""
+    file = directory / "adapter_config.json"
+    if not file.exists():
+        return None
+    body = json.loads(file.read_text())
+    targets = body["target_modules"]
+    return LoraSettings(
+        r=body["r"],
+        alpha=body["lora_alpha"],
+        dropout=body.get("lora_dropout", 0.0),
+        target_modules=sorted(targets) if isinstance(targets, list | set) else [targets],
+    )
 
 
 def _torch() -> Any:

@@ -111,6 +111,7 @@ def train_judges(
                 policy_model.zoo, train.lora, train.device, dtype=train.dtype, adapters=adapters
             ),
             scorer=scorer,
+            min_ci_groups=train.min_ci_groups,
         )
         histories = trainer.run(on_progress)
     paths = {}
@@ -118,5 +119,7 @@ def train_judges(
         history = histories[run.key]
         write_parquet(run.out_dir / SAMPLES_FILE, samples_frame(history))
         paths[run.key] = run.out_dir / HISTORY_FILE
-        write_parquet(paths[run.key], history_frame(history, train.hacking_margin))
+        write_parquet(
+            paths[run.key], history_frame(history, train.hacking_margin, train.alarm_alpha)
+        )
     return paths

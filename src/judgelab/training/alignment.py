@@ -1,0 +1,288 @@
+"""Within-group alignment: where GRPO's push goes, measured against the tests, and an alarm.
+
+GRPO learns only from differences inside a group: candidate i of a group is pushed up or down
+in proportion to its advantage A_i = (r_i - mean r) / (std r + 1e-6) (`grpo.group_advantages`,
+ART's definition). Whether a judge teaches the policy to pass the tests is therefore a
+within-group question, and mean rewards across epochs cannot answer it (task difficulty and
+sampling noise mix in). Per epoch, over the trained groups (those whose judge rewards have
+spread, the ones GRPO steps on) and the candidates the tests gave a verdict:
+
+- alignment = 2 * sum_i A_i * passed_i / sum_i |A_i|, summed over every trained group. As
+  sum_i A_i = 0 in a group, it is +1 when all of the upward push goes to passing code and all
+  of the downward push to failing code, -1 when the reverse, 0 when the push is blind to the
+  tests (or every candidate of the group passed, or every one failed). Twice the share in the
+  issue's definition, so that it spans [-1, 1]. Its CI: a percentile cluster bootstrap over
+  groups (the ratio re-formed in each resample), only from `min_groups` groups or more.
+- rank correlation: Spearman's rho of reward and test verdict inside each group with spread in
+  both, averaged over those groups (its own n).
+- p (one-sided): a within-group permutation test of "the judge's advantages are blind to the
+  tests" against "they favour failing code": the advantages are permuted among a group's tested
+  candidates, independently per group (Monte Carlo, `PERMUTATIONS` draws, a fixed seed).
+
+**The alarm** is sequential, over the whole run: an e-process. Each trained group g gives, for
+each lambda in `LAMBDAS`, the e-value exp(lambda * t_g) / E_perm[exp(lambda * t_g)], with t_g =
+-sum A_i passed_i / sum |A_i| (the group's anti-alignment) and the expectation over the group's
+permutations (exact up to `EXACT_MAX` tested candidates, Monte Carlo beyond). Under the null (the
+judge's advantages are exchangeable with respect to the tests: a blind judge) each has
+expectation 1 given the past, so the running product over groups and epochs is a test
+martingale for each lambda, and so is their average. The alarm fires at epoch e when that
+average, over every group trained so far, reaches 1 / alpha. By Ville's inequality a blind
+judge sets it off at any epoch of a run, however long, with probability at most alpha; a judge
+that favours passing code, less often still. `simulate_false_alarms` measures it with the
+policy held fixed (`docs/TRAINING.md` records the full figure).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import permutations
+
+import numpy as np
+
+LAMBDAS = (0.5, 1.0, 2.0, 4.0, 8.0)  # the e-process's mixture grid (uniform weights)
+EXACT_MAX = 7  # up to this many tested candidates, a group's permutations are enumerated
+PERMUTATIONS = 2000  # Monte Carlo draws for p-values (and e-values of larger groups)
+BOOTSTRAP = 1000
+SEED = 0
+
+
+@dataclass(frozen=True)
+class GroupAlignment:
+    """One trained group: GRPO's advantages of its tested candidates and their verdicts."""
+
+    advantages: tuple[float, ...]
+    passed: tuple[float, ...]
+
+    @property
+    def push(self) -> float:
+        return sum(abs(a) for a in self.advantages)
+
+    @property
+    def push_to_passing(self) -> float:
+        return sum(a * p for a, p in zip(self.advantages, self.passed, strict=True))
+
+    @property
+    def informative(self) -> bool:
+        """The tests split the group and the judge's advantages are not all zero."""
+        return len(set(self.passed)) > 1 and self.push > 0
+
+
+def group_alignment(advantages: Sequence[float], passed: Sequence[float | None]) -> GroupAlignment:
+    """The group's candidates the tests gave a verdict on (None: the sandbox could not test)."""
+    kept = [(a, p) for a, p in zip(advantages, passed, strict=True) if p is not None]
+    return GroupAlignment(tuple(a for a, _ in kept), tuple(float(p) for _, p in kept))
+
+
+def _ranks(x: Sequence[float]) -> np.ndarray:
+    """Average ranks (ties share their mean rank)."""
+    v = np.asarray(x, dtype=float)
+    order = np.argsort(v, kind="stable")
+    ranks = np.empty(len(v))
+    ranks[order] = np.arange(len(v), dtype=float)
+    for value in np.unique(v):
+        tied = v == value
+        ranks[tied] = ranks[tied].mean()
+    return ranks
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Spearman's rho (Pearson's on average ranks); None when either side has no spread."""
+    if len(x) < 2 or len(set(x)) < 2 or len(set(y)) < 2:
+        return None
+    rx, ry = _ranks(x), _ranks(y)
+    rx, ry = rx - rx.mean(), ry - ry.mean()
+    return _clamp(float((rx * ry).sum() / math.sqrt((rx * rx).sum() * (ry * ry).sum())))
+
+
+def _ratio(groups: Sequence[GroupAlignment]) -> float | None:
+    push = sum(g.push for g in groups)
+    if push <= 0:
+        return None
+    return _clamp(2 * sum(g.push_to_passing for g in groups) / push)
+
+
+def _clamp(x: float) -> float:
+    """Into [-1, 1]: the bound holds exactly; float sums can pass it by an ulp."""
+    return min(1.0, max(-1.0, x))
+
+
+def _bootstrap_ci(
+    num: np.ndarray, den: np.ndarray, rng: np.random.Generator
+) -> tuple[float, float] | None:
+    n = len(num)
+    idx = rng.integers(0, n, size=(BOOTSTRAP, n))
+    d = den[idx].sum(axis=1)
+    ok = d > 0
+    if not ok.any():
+        return None
+    values = num[idx].sum(axis=1)[ok] / d[ok]
+    low, high = np.percentile(values, [2.5, 97.5])
+    return _clamp(float(low)), _clamp(float(high))
+
+
+def permutation_p(groups: Sequence[GroupAlignment], rng: np.random.Generator) -> float | None:
+    """One-sided Monte Carlo p-value of the pooled alignment being this low under the blind
+    judge's null: (1 + #{permuted <= observed}) / (1 + draws)."""
+    live = [g for g in groups if g.informative]
+    if not live:
+        return None
+    observed = sum(g.push_to_passing for g in live)
+    total = np.zeros(PERMUTATIONS)
+    for g in live:
+        a, p = np.asarray(g.advantages), np.asarray(g.passed)
+        perm = np.argsort(rng.random((PERMUTATIONS, len(a))), axis=1)
+        total += (a[perm] * p).sum(axis=1)
+    hits = int((total <= observed + 1e-12).sum())
+    return (1 + hits) / (1 + PERMUTATIONS)
+
+
+def group_log_e(g: GroupAlignment, rng: np.random.Generator) -> list[float]:
+    """log e-value of the group's anti-alignment, one per lambda in `LAMBDAS` (module doc)."""
+    if not g.informative:
+        return [0.0] * len(LAMBDAS)
+    a, p = np.asarray(g.advantages), np.asarray(g.passed)
+    if len(a) <= EXACT_MAX:
+        perms = np.array(list(permutations(range(len(a)))))
+    else:
+        perms = np.argsort(rng.random((PERMUTATIONS, len(a))), axis=1)
+    null = -(a[perms] * p).sum(axis=1) / g.push
+    t = -g.push_to_passing / g.push
+    out = []
+    for lam in LAMBDAS:
+        # log mean exp, stably
+        top = float((lam * null).max())
+        log_mgf = top + math.log(float(np.exp(lam * null - top).mean()))
+        out.append(lam * t - log_mgf)
+    return out
+
+
+def epoch_alignment(groups: Sequence[GroupAlignment], min_groups: int) -> dict:
+    """An epoch's alignment figures (the history's `alignment*`, `rank_corr*` columns) and the
+    per-lambda log e-value of its groups (`alignment_log_e`, kept beside the row for the
+    alarm)."""
+    rng = np.random.default_rng(SEED)
+    value = _ratio(groups)
+    ci = None
+    if value is not None and len(groups) >= min_groups:
+        num = np.array([2 * g.push_to_passing for g in groups])
+        den = np.array([g.push for g in groups])
+        ci = _bootstrap_ci(num, den, rng)
+    rhos = [r for g in groups if (r := spearman(g.advantages, g.passed)) is not None]
+    rho_ci = None
+    if len(rhos) >= min_groups:
+        x = np.array(rhos)
+        means = x[rng.integers(0, len(x), size=(BOOTSTRAP, len(x)))].mean(axis=1)
+        low, high = np.percentile(means, [2.5, 97.5])
+        rho_ci = (float(low), float(high))
+    log_e = [0.0] * len(LAMBDAS)
+    for g in groups:
+        log_e = [s + v for s, v in zip(log_e, group_log_e(g, rng), strict=True)]
+    return {
+        "alignment": value,
+        "alignment_ci_low": ci[0] if ci else None,
+        "alignment_ci_high": ci[1] if ci else None,
+        "alignment_p": permutation_p(groups, rng),
+        "alignment_groups": len(groups),
+        "alignment_informative": sum(g.informative for g in groups),
+        "alignment_samples": sum(len(g.passed) for g in groups),
+        "rank_corr": sum(rhos) / len(rhos) if rhos else None,
+        "rank_corr_ci_low": rho_ci[0] if rho_ci else None,
+        "rank_corr_ci_high": rho_ci[1] if rho_ci else None,
+        "rank_corr_groups": len(rhos),
+        "alignment_log_e": log_e,
+    }
+
+
+def running_evalue(log_e_rows: Sequence[Sequence[float] | None]) -> list[float]:
+    """The e-process after each epoch: the mean over lambdas of exp(sum of the log e-values of
+    every group so far). A row without groups (or from before judgelab kept them) adds 0."""
+    totals = [0.0] * len(LAMBDAS)
+    out = []
+    for row in log_e_rows:
+        if row:
+            totals = [t + v for t, v in zip(totals, row, strict=True)]
+        top = max(totals)
+        out.append(math.exp(top) * sum(math.exp(t - top) for t in totals) / len(totals))
+    return out
+
+
+def alarm_flags(evalues: Sequence[float], alpha: float) -> list[bool]:
+    """Epoch e is flagged when the e-process has reached 1 / alpha by then (it stays raised:
+    evidence once gathered is not lost)."""
+    out, raised = [], False
+    for e in evalues:
+        raised = raised or e >= 1 / alpha
+        out.append(raised)
+    return out
+
+
+# ------------------------------------------------------------------ false-alarm simulation
+
+
+def _simulated_group(
+    rng: np.random.Generator, k: int, pass_rate: float, judge: str
+) -> tuple[list[float], list[float]]:
+    """One group from a fixed policy: test verdicts ~ Bernoulli(task's pass rate), the task's
+    rate ~ Beta around `pass_rate`; rewards on RULER's 0.1 grid, blind to the tests (`blind`)
+    or lower for passing code (`anti`)."""
+    rate = rng.beta(2 * pass_rate + 0.1, 2 * (1 - pass_rate) + 0.1)
+    passed = (rng.random(k) < rate).astype(float)
+    noise = rng.random(k)
+    raw = noise if judge == "blind" else 0.6 * noise + 0.4 * (1 - passed)
+    rewards = np.round(raw, 1)
+    return rewards.tolist(), passed.tolist()
+
+
+def simulate_false_alarms(
+    runs: int,
+    epochs: int,
+    groups: int,
+    k: int,
+    alpha: float,
+    margin: float,
+    pass_rate: float = 0.5,
+    judge: str = "blind",
+    seed: int = 0,
+) -> dict:
+    """With the policy held fixed (every epoch's groups from the same distribution), the share
+    of runs of `epochs` + 1 rows in which the e-process alarm fires (`alarm`), and in which the
+    old adjacent-epoch rule fires (`adjacent`: mean reward up by `margin` while the same
+    samples' pass rate fell by `margin`, `reward_pass_divergence`). `judge='anti'` plants a
+    judge that favours failing code: the alarm's power."""
+    from judgelab.training.grpo import group_advantages, has_spread
+
+    rng = np.random.default_rng(seed)
+    fired = adjacent = 0
+    for _ in range(runs):
+        rows, history = [], []
+        for _epoch in range(epochs + 1):
+            trained, rewards, passes = [], [], []
+            for _g in range(groups):
+                r, p = _simulated_group(rng, k, pass_rate, judge)
+                rewards += r
+                passes += p
+                if has_spread(r):
+                    trained.append(group_alignment(group_advantages(r), p))
+            log_e = [0.0] * len(LAMBDAS)
+            for g in trained:
+                log_e = [s + v for s, v in zip(log_e, group_log_e(g, rng), strict=True)]
+            rows.append(log_e)
+            history.append((sum(rewards) / len(rewards), sum(passes) / len(passes)))
+        fired += any(alarm_flags(running_evalue(rows), alpha))
+        adjacent += any(
+            b[0] - a[0] >= margin and a[1] - b[1] >= margin
+            for a, b in zip(history, history[1:], strict=False)
+        )
+    return {
+        "runs": runs,
+        "epochs": epochs,
+        "groups": groups,
+        "k": k,
+        "alpha": alpha,
+        "margin": margin,
+        "judge": judge,
+        "alarm_rate": fired / runs,
+        "adjacent_rate": adjacent / runs,
+    }
