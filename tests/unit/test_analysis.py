@@ -658,15 +658,18 @@ def test_report_headlines_group_judges_within_task(tmp_path: Path) -> None:
     md = (tmp_path / "report.md").read_text()
     header = md.split("## Headline", 1)[1].split("\n")[2]
     columns = [c.strip() for c in header.strip("|").split("|")]
-    assert columns[3:6] == [
-        "pairwise acc. (within task)",
-        "top-1 acc. (within task)",
-        "tied pairs (within task)",
+    assert columns[3:7] == [
+        "strict pairwise acc. (ties wrong)",
+        "tie rate",
+        "top-1 acc. − chance",
+        "advantage fidelity",
     ]
+    assert "pairwise acc. (ties ½, secondary)" in columns
     assert "ROC-AUC (pooled, absolute scale)" in columns
     assert "false praise (score ≥ threshold, absolute scale)" in columns
     judge = findings("judge", metrics["evaluators"]["judge"])
-    assert judge[0].startswith("no ranking claim") and judge[1].startswith("within tasks")
+    assert judge[0].startswith("on mixed tasks, where GRPO learns: strict pairwise accuracy")
+    assert judge[1].startswith("no ranking claim") and judge[2].startswith("within tasks")
     assert any("(absolute scale)" in line and "praises failing" in line for line in judge)
     rubric = findings("rub", metrics["evaluators"]["rub"])
     assert not any("absolute scale" in line for line in rubric)  # pointwise: absolute is fine
