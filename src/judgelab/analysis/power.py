@@ -265,7 +265,7 @@ def verdict(a: str, b: str, p: dict[str, Any]) -> str:
     if p["separated"]:
         better = a if p["difference"] > 0 else b
         return f"{better} higher (Holm-adjusted p < alpha)"
-    if p["p_value"] is None:
+    if p.get("p_value") is None:
         return "not tested: " + (p.get("power_reason") or p.get("reason") or "no CI")
     return "not separated"
 
@@ -276,7 +276,7 @@ def rows(power: dict[str, Any], fmt: Formatter) -> list[list[str]]:
         holm_p = "n/a" if p.get("p_holm") is None else f"{p['p_holm']:.3f}"
         out.append(
             [f"{a} − {b}", fmt(p, "difference"), str(p["n_groups"]), holm_p,
-             _cell(p["groups_needed_margin"]), _cell(p["groups_needed_observed"]),
+             _cell(p.get("groups_needed_margin")), _cell(p.get("groups_needed_observed")),
              verdict(a, b, p)]
         )  # fmt: skip
     return out
