@@ -383,8 +383,10 @@ def _position_lines(pos: dict[str, Any], notes: _Notes) -> list[str]:
     slots = pos.get("slots", {})
     return [
         f"- position ({pos['n_groups']} groups, {pos['n_swapped_pairs']} swapped candidate "
-        f"pairs): position consistency {_fig(pos, 'position_consistency', notes)}, preference "
-        f"fairness {_fig(pos, 'preference_fairness', notes)}",
+        f"pairs, {pos.get('n_flat_pairs', 0)} of them flat: tied in both orders, left out of "
+        f"consistency): position consistency {_fig(pos, 'position_consistency', notes)}, "
+        f"preference fairness (Shi et al.) {_fig(pos, 'preference_fairness', notes)}, "
+        f"tie-aware {_fig(pos, 'preference_fairness_tie_aware', notes)}",
         f"- position-driven pairs: {driven} of {pos['n_swapped_pairs']}: "
         f"{pos['n_primacy_preferred']} primacy-preferred, {pos['n_recency_preferred']} "
         f"recency-preferred, {pos['n_primacy_tied']} tied in one order while the earlier-shown "
