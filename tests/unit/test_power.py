@@ -26,13 +26,25 @@ from tests.unit.test_analysis import (
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _fixed_point(
+    n: int, var: float, margin: float, alpha: float = 0.05, power: float = 0.8
+) -> bool:
+    from scipy import stats as st
+
+    t_sum = st.t.ppf(1 - alpha / 2, n - 1) + st.t.ppf(power, n - 1)
+    return n == math.ceil(t_sum**2 * var / margin**2)
+
+
 def test_groups_needed_by_hand() -> None:
-    # z_0.975 = 1.959964, z_0.8 = 0.841621; (2.801585 * 0.2 / 0.05)^2 = 125.58 -> 126
-    assert groups_needed(0.2, 0.05) == 126
-    # independent, two judges with SD 0.2 each: 2.801585^2 * 0.08 / 0.0025 = 251.16 -> 252
-    assert groups_needed(0.2, 0.05, sd_other=0.2) == 252
-    # alpha 0.01, power 0.9: (2.575829 + 1.281552)^2 * 0.1^2 / 0.1^2 = 14.88 -> 15
-    assert groups_needed(0.1, 0.1, alpha=0.01, power=0.9) == 15
+    # The normal approximation first: z_0.975 = 1.959964, z_0.8 = 0.841621,
+    # (2.801585 * 0.2 / 0.05)^2 = 125.58 -> 126; then t quantiles with n - 1 df raise it:
+    # (t_0.975,127 + t_0.8,127)^2 * 16 = (1.978820 + 0.844461)^2 * 16 = 127.5 -> 128.
+    assert groups_needed(0.2, 0.05) == 128 and _fixed_point(128, 0.04, 0.05)
+    # independent, two judges with SD 0.2 each: 251.16 under z, 254 under t
+    assert groups_needed(0.2, 0.05, sd_other=0.2) == 254 and _fixed_point(254, 0.08, 0.05)
+    # alpha 0.01, power 0.9: 14.88 -> 15 under z; (t_0.995,17 + t_0.9,17)^2 = 17.9 -> 18
+    assert groups_needed(0.1, 0.1, alpha=0.01, power=0.9) == 18
+    assert _fixed_point(18, 0.01, 0.1, alpha=0.01, power=0.9)
 
 
 def test_linearised_is_the_paired_difference_with_equal_pairs() -> None:
@@ -77,8 +89,9 @@ def test_compare_t_interval_and_p_by_hand_and_against_scipy() -> None:
     assert (out["difference_ci_low"] > 0) == (out["p_value"] < 0.05)
     sd = np.std(d, ddof=1)
     assert out["sd_difference"] == pytest.approx(sd)
-    assert out["groups_needed_margin"] == math.ceil((2.801585 * sd / 0.05) ** 2)
-    assert out["groups_needed_observed"] == math.ceil((2.801585 * sd / d.mean()) ** 2)
+    assert out["groups_needed_margin"] == groups_needed(sd, 0.05)
+    assert _fixed_point(out["groups_needed_margin"], sd**2, 0.05)
+    assert out["groups_needed_observed"] == groups_needed(sd, d.mean())
     assert out["p_holm"] is None and out["separated"] is False  # Holm runs over all pairs
 
 

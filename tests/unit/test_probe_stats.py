@@ -672,3 +672,35 @@ def test_perturbation_effect_needs_controls() -> None:
     assert out["effect"] is None and out["effect_ci_low"] is None
     assert "no unperturbed control" in out["reasons"]["effect"]
     assert out["n_control"] == 0
+
+
+def test_order_consistent_accuracy_by_hand() -> None:
+    """JudgeBench's rule: a (passing, failing) pair is right only when the passing one wins in
+    both orders; a tie in either order, or a loss, is not right."""
+    from judgelab.analysis.probes import calibration
+
+    entries = []
+    # group a: p1 passes, f1 and f2 fail. Identity: p1 .9, f1 .5, f2 .9 (tie with p1).
+    # Reversal: p1 .8, f1 .2, f2 .1. Pairs: (p1, f1) right in both; (p1, f2) tied once: wrong.
+    for view, scores in (("perm:0", (0.9, 0.5, 0.9)), ("perm:1", (0.8, 0.2, 0.1))):
+        for slot, (cid, passed, s) in enumerate(
+            zip(("a-p1", "a-f1", "a-f2"), (True, False, False), scores, strict=True)
+        ):
+            entries.append({"group_id": "a", "view": view, "candidate_id": cid,
+                            "slot": slot if view == "perm:0" else 2 - slot, "score": s,
+                            "passed": passed})  # fmt: skip
+    # group b: p wins in identity, loses in reversal: wrong; scored in one view only: left out
+    for view, s_p, s_f in (("perm:0", 0.7, 0.3), ("perm:1", 0.2, 0.6)):
+        entries += [{"group_id": "b", "view": view, "candidate_id": "b-p", "slot": 0,
+                     "score": s_p, "passed": True},
+                    {"group_id": "b", "view": view, "candidate_id": "b-f", "slot": 1,
+                     "score": s_f, "passed": False}]  # fmt: skip
+    entries.append({"group_id": "b", "view": "perm:0", "candidate_id": "b-f2", "slot": 2,
+                    "score": 0.0, "passed": False})  # fmt: skip
+    out = calibration(probe_rows(entries), 0.8, 50, 0, min_groups=5)
+    assert (out["order_consistent_pairs"], out["order_pairs"]) == (1, 3)
+    assert out["order_consistent_accuracy"] == pytest.approx(1 / 3)
+    assert out["order_consistent_accuracy_n_groups"] == 2
+    assert (
+        out["order_consistent_accuracy_ci_reason"] == "n = 2 groups: too few for a CI (minimum 5)"
+    )

@@ -59,6 +59,7 @@ COLUMNS = (
     "unscored",
     "out of range",
     "zero-advantage mixed groups",
+    "order-consistent acc. (probes)",
     "position consistency",
     "self-preference gap",
     "robust to comments / claims",
@@ -103,7 +104,8 @@ def _beside_floor(t: dict[str, Any], key: str, pct: bool = False) -> str:
 
 def _probe_cells(probe: dict[str, Any] | None) -> list[str]:
     if probe is None:
-        return [NOT_RUN] * 3
+        return [NOT_RUN] * 4
+    order = with_n(probe.get("calibration", {}), "order_consistent_accuracy")
     position = _beside_floor(probe.get("position", {}), "position_consistency")
     self_gap = with_n(probe.get("self_preference", {}), "self_gap")
     perturbation = probe.get("perturbation", {})
@@ -113,7 +115,7 @@ def _probe_cells(probe: dict[str, Any] | None) -> list[str]:
         else NA
         for kind in ("comments", "claims")
     )
-    return [position, self_gap, robust]
+    return [order, position, self_gap, robust]
 
 
 def _training_cell(trained: dict[str, Any] | None) -> str:
@@ -151,9 +153,9 @@ def findings_rows(analysis: dict[str, Any], probes: dict[str, Any] | None) -> li
         ev = analysis["evaluators"][name]
         t = ev.get("truth", {})
         probe = (probes or {}).get("judges", {}).get(name)
-        probe_cells = _probe_cells(probe) if probes is not None else [NOT_RUN] * 3
+        probe_cells = _probe_cells(probe) if probes is not None else [NOT_RUN] * 4
         if probes is not None and probe is None:
-            probe_cells = ["not probed"] * 3
+            probe_cells = ["not probed"] * 4
         if name not in trained_judges:
             train_cell = "not trained"
         else:
@@ -327,7 +329,10 @@ def audit_document(data_dir: Path) -> str:
         "advantages (score − mean) / std with the tests' (1 = as the tests, 0 = no signal). "
         "False praise within group: failing candidates scored at or above a passing one of "
         f"their group. False praise ≥ threshold ({threshold}) is on an absolute scale, which "
-        "a group judge (RULER) does not have: it is not a basis for comparing protocols.",
+        "a group judge (RULER) does not have: it is not a basis for comparing protocols. "
+        "Order-consistent accuracy (probes): on the known-truth probe groups judged in two "
+        "orders, the share of (passing, failing) pairs whose passing candidate wins in both. "
+        "Position consistency leaves out flat pairs (tied in both orders).",
         "",
         f"## Paired comparisons ({LABELS.get(power.get('endpoint') or '', 'primary')})",
         "",

@@ -21,12 +21,13 @@ Contract (pure numpy over the truth module's per-task sums; nothing here reads f
   when the Holm-adjusted p is below `alpha`: the only verdict the ranking reads.
 - Power, per pair from that pair's own s_u, only from at least `min_groups` shared tasks
   (below that: "cannot estimate yet", with the number of mixed groups it needs): tasks
-  needed to detect a difference d at two-sided level alpha with power 1 - beta (normal
-  approximation, z from `statistics.NormalDist`),
-    n = ceil(((z_{1-alpha/2} + z_{1-beta}) s_u / d)^2),
+  needed to detect a difference d at two-sided level alpha with power 1 - beta,
+    n = ceil(((t_{1-alpha/2, n-1} + t_{1-beta, n-1}) s_u / d)^2),
+  solved by iteration from the normal approximation (z from `statistics.NormalDist`); the
+  planted-judge self-test (docs/SELFTEST.md) found the normal one short of its power,
   for d = the configured margin (`groups_needed_margin`) and d = the observed |D|
   (`groups_needed_observed`); `groups_needed_independent` the same for the margin with each
-  judge on its own tasks, n = ceil((z_{1-alpha/2} + z_{1-beta})^2 (s_A^2 + s_B^2) / d^2)
+  judge on its own tasks, (s_A^2 + s_B^2) in place of s_u^2, tasks
   per judge. Null, with `power_reason`, when the SD is 0. No figure here is a maximum over
   pairs: the ranking quotes it for its top contenders only.
 - `pairs[a][b]` (a < b by name) holds each pair's figures; `too_small` says plainly that the
@@ -68,10 +69,20 @@ def _z_sum(alpha: float, power: float) -> float:
 def groups_needed(
     sd: float, margin: float, alpha: float = 0.05, power: float = 0.8, sd_other: float | None = None
 ) -> int:
-    """Tasks needed to detect `margin` (normal approximation; module docstring). `sd` alone:
-    paired, the SD of the per-task difference. With `sd_other`: independent, per judge."""
+    """Tasks needed to detect `margin` (module docstring): the normal approximation, then t
+    quantiles with n - 1 degrees of freedom until n settles (the paired t-test the comparison
+    runs; the normal one asks for too few tasks when n is small). `sd` alone: paired, the SD
+    of the per-task difference. With `sd_other`: independent, per judge."""
     var = sd**2 if sd_other is None else sd**2 + sd_other**2
-    return math.ceil(_z_sum(alpha, power) ** 2 * var / margin**2)
+    n = max(2, math.ceil(_z_sum(alpha, power) ** 2 * var / margin**2))
+    for _ in range(100):
+        df = n - 1
+        t_sum = float(scipy_stats.t.ppf(1 - alpha / 2, df) + scipy_stats.t.ppf(power, df))
+        new = max(2, math.ceil(t_sum**2 * var / margin**2))
+        if new == n:
+            break
+        n = new
+    return n
 
 
 def linearised(credit: np.ndarray, pairs: np.ndarray) -> np.ndarray:
