@@ -61,11 +61,11 @@ from judgelab.analysis.attacks import attack_bias, attack_lines, plot_attacks  #
 from judgelab.analysis.bias import (  # noqa: E402
     PERM,
     figure_with_ci,
-    view_scores,
     noise_floor,
     perturbation_bias,
     position_bias,
     self_preference,
+    view_scores,
 )
 from judgelab.analysis.cost import (  # noqa: E402
     JudgeCosting,
