@@ -82,7 +82,7 @@ def test_probe_cells_once_the_probes_have_run(tmp_path: Path) -> None:
     ruler = dict(zip(COLUMNS, table["ruler-a"], strict=True))
     probe = json.loads((GOLDEN / "probe_metrics.json").read_text())["judges"]["ruler-a"]
     consistency = probe["position"]["position_consistency"]
-    assert ruler["position consistency"] == f"{consistency:.3f} (n = 4)†"
+    assert ruler["position consistency"] == f"{consistency:.3f} (n = 2)†"  # 2 tasks
     assert table["format"][COLUMNS.index("position consistency")] == "not probed"
 
 
@@ -96,7 +96,7 @@ def test_probe_cells_show_the_noise_floor_where_the_probes_measured_one(tmp_path
     (data / "probes" / "metrics.json").write_text(json.dumps(metrics))
     ruler = dict(zip(COLUMNS, rows(findings_table(data))["ruler-a"], strict=True))
     consistency = probe["position"]["position_consistency"]
-    assert ruler["position consistency"] == (f"{consistency:.3f} (n = 4)†; noise floor 0.750")
+    assert ruler["position consistency"] == (f"{consistency:.3f} (n = 2)†; noise floor 0.750")
     comments, claims = ruler["robust to comments / claims"].split(" / ")
     assert "noise floor" not in comments  # none measured for it
     assert claims.endswith("; noise floor 50.0%")

@@ -1,7 +1,9 @@
 """Bias probes, figures per judge: position, perturbation (verbosity and superficial cues),
-self-preference and the noise floor, each with a 95 % cluster-bootstrap CI over probe groups
-when there are at least `min_groups` groups (below that: the value, null CI bounds and the
-reason in ``<figure>_ci_reason``, as every figure of judgelab: `analysis.stats.Interval`).
+self-preference and the noise floor, each with a 95 % cluster-bootstrap CI when there are at
+least `min_groups` clusters (below that: the value, null CI bounds and the reason in
+``<figure>_ci_reason``, as every figure of judgelab: `analysis.stats.Interval`). For position
+and the noise floor the clusters are tasks (`by_task`: a task's calibration and
+self-preference groups are one cluster; `n_tasks`, and `<figure>_n_groups` counts tasks).
 
 Input is the probe scores table (`judgelab.schemas.ProbeScoresSchema`) filtered to one judge's
 evaluator. A *group* is the set of candidates judged together; a *view* is one judge call's
@@ -152,6 +154,22 @@ def _explain(out: dict[str, Any], why: dict[str, str]) -> None:
             out.setdefault("reasons", {})[key] = reason
 
 
+def by_task(rows: pl.DataFrame, groups: list[str], parts: list[dict[str, Any]]) -> list[Any]:
+    """Per-group sums added up per task: a task's probe groups (its calibration and its
+    self-preference group) share the task's difficulty, so the bootstrap resamples tasks,
+    not groups. A group without a task id is a cluster of its own."""
+    task = dict(rows.select("group_id", "task_id").unique(subset="group_id").iter_rows())
+    merged: dict[str, dict[str, Any]] = {}
+    for g, p in zip(groups, parts, strict=True):
+        key = task.get(g) or g
+        if key not in merged:
+            merged[key] = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in p.items()}
+        else:
+            for k, v in p.items():
+                merged[key][k] = merged[key][k] + v
+    return [merged[t] for t in sorted(merged)]
+
+
 def _ratio(num: float, den: float) -> float | None:
     return float(num / den) if den else None
 
@@ -270,8 +288,9 @@ def position_bias(rows: pl.DataFrame, n_boot: int, seed: int, *, min_groups: int
     if not multi:
         out["reason"] = "no group was scored under two or more permutations"
         return out
-    parts = [_position_parts(v, sizes[g], k) for g, v in multi.items()]
+    parts = by_task(rows, list(multi), [_position_parts(v, sizes[g], k) for g, v in multi.items()])
     n = len(parts)
+    out["n_tasks"] = n
     every = np.arange(n)
 
     def ratio(num: str, den: str) -> Callable[[np.ndarray], float | None]:
@@ -381,6 +400,7 @@ def noise_floor(
             int(r["slot"]) if r["slot"] is not None else None,
         )
     parts: list[dict[str, float]] = []
+    part_groups: list[str] = []
     for g in sorted(calls):
         by_call = calls[g]
         if len(by_call) < 2:
@@ -388,13 +408,14 @@ def noise_floor(
         size = sizes[g]
         p = dict.fromkeys(
             ("top_same", "top_pairs", "pairs", "consistent", "instability", "delta_sum",
-             "delta_n", "robust", "robust_n", "stability", "ordered_pairs",
+             "delta_n", "robust", "robust_n", "stability_sum", "stability_n", "ordered_pairs",
              "ordered_consistent"), 0.0,
         )  # fmt: skip
         full = [c for c in by_call.values() if len(c) == size]
         tops = [top_of(c) for c in full]
         named = Counter(t for t in tops if t is not None)
-        p["stability"] = max(named.values(), default=0) / len(full) if full else float("nan")
+        p["stability_sum"] = max(named.values(), default=0) / len(full) if full else 0.0
+        p["stability_n"] = 1.0 if full else 0.0
         for a, b in itertools.combinations([by_call[r] for r in sorted(by_call)], 2):
             common = sorted(set(a) & set(b))
             if len(common) == size:
@@ -426,6 +447,7 @@ def noise_floor(
                                                  itertools.combinations(s, 2)]))  # fmt: skip
                 p["delta_n"] += 1
         parts.append(p)
+        part_groups.append(g)
     out: dict[str, Any] = {"repeats": sorted(repeats), "n_groups": len(parts),
                            "tolerance": tolerance}  # fmt: skip
     if not parts:
@@ -434,15 +456,15 @@ def noise_floor(
             f"{sorted(repeats)} (probes.repeats too low?)"
         )
         return out
+    parts = by_task(rows, part_groups, parts)
     n = len(parts)
+    out["n_tasks"] = n
 
     def r(num: str, den: str) -> Callable[[np.ndarray], float | None]:
         return lambda idx: _ratio(sum(parts[i][num] for i in idx),
                                   sum(parts[i][den] for i in idx))  # fmt: skip
 
-    def stability(idx: np.ndarray) -> float | None:
-        vals = [parts[i]["stability"] for i in idx if np.isfinite(parts[i]["stability"])]
-        return float(np.mean(vals)) if vals else None
+    stability = r("stability_sum", "stability_n")  # mean over groups with a full call
 
     fig = {"boot": n_boot, "seed": seed, "min_groups": min_groups}
     _figure(out, "position_consistency", n, r("ordered_consistent", "ordered_pairs"), **fig)
