@@ -348,6 +348,13 @@ class PowerSettings(_Section):
 
 
 class AnalysisSettings(_Section):
+    primary: Literal["pairwise_accuracy_strict", "advantage_fidelity", "top1_over_chance"] = Field(
+        "pairwise_accuracy_strict",
+        description="The endpoint judges are ranked and recommended by, on mixed groups "
+        "(analysis/truth.py): pairwise_accuracy_strict (a tie is not right), advantage_fidelity "
+        "(within-group correlation of the judge's GRPO advantages with the tests'), "
+        "top1_over_chance (best-of-k accuracy minus the passing share).",
+    )
     praise_threshold: float = Field(0.8, ge=0, le=1)
     bins: int = Field(10, ge=2, le=100)
     bootstrap: int = Field(1000, ge=0, le=100000)

@@ -25,6 +25,7 @@ def _register() -> None:
         models,
         power,
         sandbox,
+        selftest,
         serve,
         stages,
         ui,
@@ -35,6 +36,7 @@ def _register() -> None:
     app.command()(serve.serve)
     app.command()(doctor.doctor)
     app.command()(power.power)
+    app.command()(selftest.selftest)
     app.add_typer(ui.app, name="ui")
     app.add_typer(validate.app, name="validate")
     app.add_typer(models.app, name="models")

@@ -34,15 +34,15 @@ def power(
         typer.Option("--power", min=0.0, max=1.0, help="Chance of detecting a true margin."),
     ] = None,
 ) -> None:
-    """Say, from the variance between tasks in a scores table, how many tasks with passing and
-    failing candidates it takes to separate each pair of judges' pairwise accuracy, and
-    whether this audit is big enough to rank its judges."""
+    """Compare every pair of judges on the primary endpoint (analysis.primary), Holm-corrected,
+    and say, from each pair's own spread between tasks, how many tasks with passing and
+    failing candidates it takes to separate them."""
     from pydantic import ValidationError
 
-    from judgelab.analysis.power import power_analysis, rows, summary
+    from judgelab.analysis.power import HEADER, power_analysis, rows, summary
     from judgelab.analysis.report import fmt_ci
     from judgelab.analysis.stats import evaluator_stats
-    from judgelab.analysis.truth import execution_truth, resample_weights
+    from judgelab.analysis.truth import execution_truth
     from judgelab.config import load_settings
     from judgelab.schemas import validate_file
 
@@ -57,14 +57,12 @@ def power(
             raise typer.BadParameter(str(err)) from None
         table = validate_file(scores, "scores")
     truth = execution_truth(table)
-    weights = resample_weights(len(truth.tasks), analysis.bootstrap, analysis.seed)
     result = power_analysis(
-        table, truth, evaluator_stats(table), knobs, weights, analysis.min_ci_groups
+        table, truth, evaluator_stats(table), knobs, analysis.min_ci_groups, analysis.primary
     )
     out = Table(title=f"judgelab power: margin {knobs.margin:g}, alpha {knobs.alpha:g}, "
                 f"power {knobs.power:g}")  # fmt: skip
-    for column in ("judges", "difference", "tasks", "needed (paired)", "needed (independent)",
-                   "verdict"):  # fmt: skip
+    for column in HEADER:
         out.add_column(column, overflow="fold")
     for row in rows(result, fmt_ci):
         out.add_row(*row)

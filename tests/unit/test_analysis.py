@@ -503,7 +503,11 @@ def test_no_ci_from_fewer_than_min_groups_in_metrics_and_report(tmp_path: Path) 
         assert t[f"{key}_ci_reason"] == TOO_FEW and t[f"{key}_n_groups"] == 2, key
         assert t[f"{key}_undefined_resamples"] is None, key
     md = (tmp_path / "report.md").read_text()
-    assert f"0.417 ({TOO_FEW})" in md  # pairwise accuracy 2.5/6
+    # tables: the value and n compactly, the rule once in a footnote under each table
+    headline = md.split("## Headline", 1)[1].split("## ", 1)[0]
+    assert "| 0.417 (n = 2)† |" in headline and TOO_FEW not in headline
+    assert headline.count("† Fewer task groups than the minimum (5) behind the figure") == 1
+    assert f"0.417 ({TOO_FEW})" in md  # pairwise accuracy 2.5/6, in the findings' prose
     assert f"75.0% ({TOO_FEW})" in md  # false praise
     assert "0.417 [" not in md and "75.0% [" not in md
     # the same data with the minimum lowered to 2 gets its (degenerate) interval back
@@ -658,15 +662,18 @@ def test_report_headlines_group_judges_within_task(tmp_path: Path) -> None:
     md = (tmp_path / "report.md").read_text()
     header = md.split("## Headline", 1)[1].split("\n")[2]
     columns = [c.strip() for c in header.strip("|").split("|")]
-    assert columns[3:6] == [
-        "pairwise acc. (within task)",
-        "top-1 acc. (within task)",
-        "tied pairs (within task)",
+    assert columns[3:7] == [
+        "strict pairwise acc. (ties wrong)",
+        "tie rate",
+        "top-1 acc. − chance",
+        "advantage fidelity",
     ]
+    assert "pairwise acc. (ties ½, secondary)" in columns
     assert "ROC-AUC (pooled, absolute scale)" in columns
     assert "false praise (score ≥ threshold, absolute scale)" in columns
     judge = findings("judge", metrics["evaluators"]["judge"])
-    assert judge[0].startswith("no ranking claim") and judge[1].startswith("within tasks")
+    assert judge[0].startswith("on mixed tasks, where GRPO learns: strict pairwise accuracy")
+    assert judge[1].startswith("no ranking claim") and judge[2].startswith("within tasks")
     assert any("(absolute scale)" in line and "praises failing" in line for line in judge)
     rubric = findings("rub", metrics["evaluators"]["rub"])
     assert not any("absolute scale" in line for line in rubric)  # pointwise: absolute is fine

@@ -7,16 +7,24 @@ import json
 import shutil
 from pathlib import Path
 
-from judgelab.analysis.headline import COLUMNS, findings_table
+from judgelab.analysis.headline import (
+    COLUMNS,
+    COMPACT_COLUMNS,
+    audit_document,
+    findings_block,
+    findings_table,
+    splice,
+)
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 
 
 def rows(table: str) -> dict[str, list[str]]:
     lines = table.strip().splitlines()
-    assert lines[0] == "| " + " | ".join(COLUMNS) + " |"
-    cells = [line.strip("| ").split(" | ") for line in lines[2:]]
-    return {row[1]: row for row in cells}
+    columns = COLUMNS if lines[0] == "| " + " | ".join(COLUMNS) + " |" else COMPACT_COLUMNS
+    assert lines[0] == "| " + " | ".join(columns) + " |"
+    cells = [line.strip("| ").split(" | ") for line in lines[2:] if line.startswith("|")]
+    return {row[columns.index("judge")]: row for row in cells}
 
 
 def audit_only(tmp_path: Path) -> Path:
@@ -27,16 +35,23 @@ def audit_only(tmp_path: Path) -> Path:
 
 def test_audit_cells_with_their_n_and_no_ci_below_the_minimum(tmp_path: Path) -> None:
     table = rows(findings_table(audit_only(tmp_path)))
-    assert list(table) == ["format", "rubric-b", "ruler-a", "syntax"]  # not the truth
-    # no CI, so no pair is separated: one tier, in name order (accuracy cannot order it)
-    assert {row[0] for row in table.values()} == {"1"}
+    # rank order (strict pairwise accuracy), ties by name; not the truth
+    assert list(table) == ["rubric-b", "format", "syntax", "ruler-a"]
+    # no CI, so no pair is compared: every judge could hold every place
+    assert {row[0] for row in table.values()} == {"1–4"}
     ruler = dict(zip(COLUMNS, table["ruler-a"], strict=True))
-    # golden: pairwise 0.384615 over 4 mixed groups (< min_ci_groups 5): no CI
-    assert ruler["pairwise acc., mixed groups"] == "0.385 (n = 4, too few for a CI)"
-    assert ruler["top-1 acc."] == "0.250 (n = 4, too few for a CI)"
-    assert ruler["false praise (≥ threshold)"] == "0.0% (n = 4, too few for a CI)"
+    # golden: strict pairwise 5/13 over 4 mixed groups (< min_ci_groups 5): no CI
+    assert ruler["strict pairwise acc."] == "0.385 (n = 4)†"
+    assert ruler["pairwise acc. (ties ½)"] == "0.385 (n = 4)†"
+    assert ruler["false praise ≥ threshold (absolute scale)"] == "0.0% (n = 4)†"
+    assert ruler["false praise within group"] == "54.5% (n = 4)†"
     assert ruler["unscored"] == "0.0% (0 of 48)"  # 24 candidates x 2 repeats
-    assert ruler["zero-advantage groups"] == "16.7% (2 of 12)"
+    assert ruler["zero-advantage mixed groups"] == "0.0% (0 of 4)"
+    assert "† Fewer task groups than the minimum (5) for a CI" not in findings_table(
+        tmp_path
+    )  # the table alone; README's block and the document carry the footnote once
+    block = findings_block(tmp_path)
+    assert block.count("† Fewer task groups than the minimum (5) for a CI") == 1
     assert ruler["position consistency"] == "not run yet"
     assert ruler["held-out pass rate after training (Δ)"] == "not trained"
 
@@ -46,15 +61,17 @@ def test_a_valid_ci_is_shown_with_its_groups(tmp_path: Path) -> None:
     metrics = json.loads((data / "analysis" / "metrics.json").read_text())
     t = metrics["evaluators"]["ruler-a"]["truth"]
     t |= {
-        "pairwise_accuracy_ci_low": 0.25,
-        "pairwise_accuracy_ci_high": 0.5,
-        "pairwise_accuracy_ci_reason": None,
-        "pairwise_accuracy_n_groups": 7,
-        "pairwise_accuracy_undefined_resamples": 0,
+        "pairwise_accuracy_strict_ci_low": 0.25,
+        "pairwise_accuracy_strict_ci_high": 0.5,
+        "pairwise_accuracy_strict_ci_reason": None,
+        "pairwise_accuracy_strict_n_groups": 7,
+        "pairwise_accuracy_strict_undefined_resamples": 0,
     }
     (data / "analysis" / "metrics.json").write_text(json.dumps(metrics))
     ruler = dict(zip(COLUMNS, rows(findings_table(data))["ruler-a"], strict=True))
-    assert ruler["pairwise acc., mixed groups"] == "0.385 [0.250, 0.500], n = 7"
+    assert ruler["strict pairwise acc."] == "0.385 [0.250, 0.500], n = 7"
+    compact = rows(findings_block(data).split("\n\n")[0])["ruler-a"]
+    assert compact[1] == "0.385 [0.250, 0.500], n = 7; 0.0% tied"
 
 
 def test_probe_cells_once_the_probes_have_run(tmp_path: Path) -> None:
@@ -65,7 +82,7 @@ def test_probe_cells_once_the_probes_have_run(tmp_path: Path) -> None:
     ruler = dict(zip(COLUMNS, table["ruler-a"], strict=True))
     probe = json.loads((GOLDEN / "probe_metrics.json").read_text())["judges"]["ruler-a"]
     consistency = probe["position"]["position_consistency"]
-    assert ruler["position consistency"] == f"{consistency:.3f} (n = 4, too few for a CI)"
+    assert ruler["position consistency"] == f"{consistency:.3f} (n = 2)†"  # 2 tasks
     assert table["format"][COLUMNS.index("position consistency")] == "not probed"
 
 
@@ -79,9 +96,7 @@ def test_probe_cells_show_the_noise_floor_where_the_probes_measured_one(tmp_path
     (data / "probes" / "metrics.json").write_text(json.dumps(metrics))
     ruler = dict(zip(COLUMNS, rows(findings_table(data))["ruler-a"], strict=True))
     consistency = probe["position"]["position_consistency"]
-    assert ruler["position consistency"] == (
-        f"{consistency:.3f} (n = 4, too few for a CI); noise floor 0.750"
-    )
+    assert ruler["position consistency"] == (f"{consistency:.3f} (n = 2)†; noise floor 0.750")
     comments, claims = ruler["robust to comments / claims"].split(" / ")
     assert "noise floor" not in comments  # none measured for it
     assert claims.endswith("; noise floor 50.0%")
@@ -111,24 +126,42 @@ def test_training_cell(tmp_path: Path) -> None:
     assert table["format"][column] == "not trained"
 
 
-def test_rows_follow_the_ranking_tiers(tmp_path: Path) -> None:
-    """A judge whose paired difference to every judge of the tier above has a CI excluding 0
-    starts the next tier (judgelab.analysis.ranking); rows follow the tiers."""
+def test_rows_follow_the_rank_intervals(tmp_path: Path) -> None:
+    """A judge separated below every other (Holm) ranks last, the others share 1–3; the
+    README block and the audit document say the same in their prose."""
     data = audit_only(tmp_path)
     metrics = json.loads((data / "analysis" / "metrics.json").read_text())
     pairs: dict = {}
     for other in ("format", "rubric-b", "syntax"):
         x, y = sorted((other, "ruler-a"))
-        pairs.setdefault(x, {})[y] = {"separated": True}
-    metrics["power"] = {**metrics.get("power", {}), "pairs": pairs}
+        diff = -0.1 if x == "ruler-a" else 0.1  # the other judge is the higher one
+        pairs.setdefault(x, {})[y] = {"separated": True, "difference": diff, "n_groups": 9,
+                                      "p_value": 0.001, "p_holm": 0.01}  # fmt: skip
+    metrics["power"] = {**metrics.get("power", {}), "pairs": pairs, "n_comparisons": 3}
     (data / "analysis" / "metrics.json").write_text(json.dumps(metrics))
     table = rows(findings_table(data))
     assert [(row[0], name) for name, row in table.items()] == [
-        ("1", "format"),
-        ("1", "rubric-b"),
-        ("1", "syntax"),
-        ("2", "ruler-a"),
+        ("1–3", "rubric-b"),
+        ("1–3", "format"),
+        ("1–3", "syntax"),
+        ("4", "ruler-a"),
     ]
+    block = findings_block(data)
+    for other in ("format", "rubric-b", "syntax"):
+        assert f"{other} above ruler-a (" in block
+    doc = audit_document(data)
+    assert "format above ruler-a (" in doc and "| ruler-a | 4 |" in doc
+
+
+def test_splice_replaces_only_the_block() -> None:
+    readme = (
+        "intro\n<!-- reference-findings:begin -->\nold\n<!-- reference-findings:end -->\nrest\n"
+    )
+    out = splice(readme, "new\n")
+    assert (
+        out
+        == "intro\n<!-- reference-findings:begin -->\nnew\n<!-- reference-findings:end -->\nrest\n"
+    )
 
 
 def test_training_cell_over_seeds_names_tasks_and_seeds(tmp_path: Path) -> None:

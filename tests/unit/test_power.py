@@ -26,13 +26,25 @@ from tests.unit.test_analysis import (
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _fixed_point(
+    n: int, var: float, margin: float, alpha: float = 0.05, power: float = 0.8
+) -> bool:
+    from scipy import stats as st
+
+    t_sum = st.t.ppf(1 - alpha / 2, n - 1) + st.t.ppf(power, n - 1)
+    return n == math.ceil(t_sum**2 * var / margin**2)
+
+
 def test_groups_needed_by_hand() -> None:
-    # z_0.975 = 1.959964, z_0.8 = 0.841621; (2.801585 * 0.2 / 0.05)^2 = 125.58 -> 126
-    assert groups_needed(0.2, 0.05) == 126
-    # independent, two judges with SD 0.2 each: 2.801585^2 * 0.08 / 0.0025 = 251.16 -> 252
-    assert groups_needed(0.2, 0.05, sd_other=0.2) == 252
-    # alpha 0.01, power 0.9: (2.575829 + 1.281552)^2 * 0.1^2 / 0.1^2 = 14.88 -> 15
-    assert groups_needed(0.1, 0.1, alpha=0.01, power=0.9) == 15
+    # The normal approximation first: z_0.975 = 1.959964, z_0.8 = 0.841621,
+    # (2.801585 * 0.2 / 0.05)^2 = 125.58 -> 126; then t quantiles with n - 1 df raise it:
+    # (t_0.975,127 + t_0.8,127)^2 * 16 = (1.978820 + 0.844461)^2 * 16 = 127.5 -> 128.
+    assert groups_needed(0.2, 0.05) == 128 and _fixed_point(128, 0.04, 0.05)
+    # independent, two judges with SD 0.2 each: 251.16 under z, 254 under t
+    assert groups_needed(0.2, 0.05, sd_other=0.2) == 254 and _fixed_point(254, 0.08, 0.05)
+    # alpha 0.01, power 0.9: 14.88 -> 15 under z; (t_0.995,17 + t_0.9,17)^2 = 17.9 -> 18
+    assert groups_needed(0.1, 0.1, alpha=0.01, power=0.9) == 18
+    assert _fixed_point(18, 0.01, 0.1, alpha=0.01, power=0.9)
 
 
 def test_linearised_is_the_paired_difference_with_equal_pairs() -> None:
@@ -57,36 +69,61 @@ def test_delta_method_variance_matches_the_cluster_bootstrap() -> None:
     assert np.std(u, ddof=1) / math.sqrt(n) == pytest.approx(np.std(boot), rel=0.08)
 
 
-def test_compare_separates_only_with_a_ci_that_excludes_zero() -> None:
+def test_compare_t_interval_and_p_by_hand_and_against_scipy() -> None:
+    """With one pair count per task the comparison is a paired t-test on the per-task
+    differences: scipy's ttest_rel gives the same p, and the interval excludes 0 exactly
+    when p < 0.05."""
+    from scipy import stats as st
+
     knobs = PowerSettings()
     pairs = np.full(12, 4.0)
-    good, bad = np.full(12, 4.0), np.r_[np.full(6, 1.0), np.full(6, 2.0)]
-    w = resample_weights(12, 500, 0)
-    out = compare((good, pairs), (bad, pairs), knobs, w, min_groups=5)
-    assert out["difference"] == pytest.approx(1 - 18 / 48) and out["separated"]
-    # the same two judges on 4 tasks: no CI, so not separated, whatever the gap
-    few = compare((good[4:8], pairs[4:8]), (bad[4:8], pairs[4:8]), knobs, w[:, :4], 5)
-    assert few["difference_ci_low"] is None and not few["separated"] and few["too_small"]
+    good = np.r_[np.full(6, 4.0), np.full(6, 3.0)]
+    bad = np.r_[np.full(3, 1.0), np.full(6, 2.0), np.full(3, 4.0)]
+    out = compare((good, pairs), (bad, pairs), knobs, min_groups=5)
+    d = good / 4 - bad / 4
+    ref = st.ttest_rel(good / 4, bad / 4)
+    assert out["difference"] == pytest.approx(d.mean())
+    assert out["p_value"] == pytest.approx(ref.pvalue)
+    half = st.t.ppf(0.975, 11) * np.std(d, ddof=1) / math.sqrt(12)
+    assert out["difference_ci_low"] == pytest.approx(d.mean() - half)
+    assert (out["difference_ci_low"] > 0) == (out["p_value"] < 0.05)
+    sd = np.std(d, ddof=1)
+    assert out["sd_difference"] == pytest.approx(sd)
+    assert out["groups_needed_margin"] == groups_needed(sd, 0.05)
+    assert _fixed_point(out["groups_needed_margin"], sd**2, 0.05)
+    assert out["groups_needed_observed"] == groups_needed(sd, d.mean())
+    assert out["p_holm"] is None and out["separated"] is False  # Holm runs over all pairs
+
+
+def test_below_the_minimum_no_interval_and_no_power_figure() -> None:
+    """Issue 29.5: four shared tasks give neither a CI nor a tasks-needed figure, and the
+    reason says how many mixed groups it needs."""
+    pairs = np.full(4, 4.0)
+    few = compare((np.full(4, 4.0), pairs), (np.r_[1.0, 1, 2, 2], pairs), PowerSettings(), 5)
+    assert few["difference_ci_low"] is None and few["p_value"] is None and few["too_small"]
     assert few["difference_ci_reason"] == "n = 4 groups: too few for a CI (minimum 5)"
-    # the SD of the per-task difference, by hand: d_t = 1 - (1, 1, 2, 2) / 4
-    sd = np.std([0.75, 0.75, 0.5, 0.5], ddof=1)
-    assert few["sd_difference"] == pytest.approx(sd)
-    assert few["groups_needed_paired"] == math.ceil((2.801585 * sd / 0.05) ** 2) == 66
+    assert few["groups_needed_margin"] is None and few["groups_needed_observed"] is None
+    assert few["power_reason"] == (
+        "cannot estimate yet: n = 4 shared mixed tasks; the variance needs at least 5 mixed "
+        "groups judged by both"
+    )
 
 
-def test_report_says_plainly_the_audit_is_too_small(tmp_path: Path) -> None:
+def test_report_says_plainly_the_audit_cannot_estimate_yet(tmp_path: Path) -> None:
     settings = AnalysisSettings(bootstrap=200, seed=7)
     metrics = run_analysis(
         fixture_tasks(), fixture_rollouts(), fixture_scores(), settings, tmp_path
     )
     power = metrics["power"]
-    assert power["can_rank"] is False
+    assert power["can_rank"] is False and power["n_comparisons"] == 0
+    assert power["endpoint"] == "pairwise_accuracy_strict" and power["correction"] == "holm"
     assert {a: set(bs) for a, bs in power["pairs"].items()} == {"dead": {"judge", "rub"},
                                                                 "judge": {"rub"}}  # fmt: skip
     md = (tmp_path / "report.md").read_text()
-    assert "## Power: can this audit rank its judges?" in md
-    assert "This audit is too small to rank its judges" in md
-    assert "has the higher pairwise accuracy" not in md
+    assert "## Paired comparisons and power (strict pairwise accuracy)" in md
+    assert "The power analysis cannot estimate yet: the judges share at most 1 mixed group" in md
+    assert "it needs at least 5 judged by both judges of a pair" in md
+    assert "higher (Holm" not in md and "About" not in md
 
 
 def _many_tasks(n_tasks: int = 40) -> pl.DataFrame:
@@ -109,7 +146,7 @@ def test_a_big_enough_audit_ranks_a_pair() -> None:
                               AnalysisSettings(bootstrap=300))  # fmt: skip
     pair = metrics["power"]["pairs"]["noisy"]["sharp"]
     assert pair["n_groups"] == 40 and pair["difference"] < 0 and pair["separated"]
-    assert pair["difference_ci_high"] < 0
+    assert pair["difference_ci_high"] < 0 and pair["p_holm"] < 0.05
 
 
 def test_power_cli(tmp_path: Path) -> None:
@@ -130,4 +167,4 @@ def test_power_cli(tmp_path: Path) -> None:
         ],  # fmt: skip
     )
     assert result.exit_code == 0, result.output
-    assert "margin 0.1" in result.output and "too small to rank its judges" in result.output
+    assert "margin 0.1" in result.output and "cannot estimate yet" in result.output

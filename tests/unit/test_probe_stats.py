@@ -239,11 +239,14 @@ def test_position_consistency_and_fairness_match_shi(seed: int) -> None:
     rows = views_fixture(seed)
     out = position_bias(rows, 100, 0, min_groups=5)
     pc, pf, pf_ties = shi_by_hand(rows)
-    assert out["position_consistency"] == pytest.approx(pc)
-    assert out["preference_fairness_shi"] == pytest.approx(pf)
-    assert out["preference_fairness"] == pytest.approx(pf_ties)
+    assert out["position_consistency_with_flat"] == pytest.approx(pc)
+    n, flat = out["n_swapped_pairs"], out["n_flat_pairs"]
+    assert out["flat_pair_rate"] == pytest.approx(flat / n)
+    assert out["position_consistency"] == pytest.approx((pc * n - flat) / (n - flat))
+    assert out["preference_fairness"] == pytest.approx(pf)
+    assert out["preference_fairness_tie_aware"] == pytest.approx(pf_ties)
     if out["n_swapped_pairs"] == out["n_primacy_preferred"] + out["n_recency_preferred"] + round(
-        out["position_consistency"] * out["n_swapped_pairs"]
+        out["position_consistency_with_flat"] * out["n_swapped_pairs"]
     ):  # no tie-inconsistencies: PF reduces to (rc - pc) / n
         assert pf == pytest.approx(
             (out["n_recency_preferred"] - out["n_primacy_preferred"]) / out["n_swapped_pairs"]
@@ -471,8 +474,8 @@ def test_the_quoted_ruler_case_reads_as_position_driven() -> None:
     # c2 beats c3 from slot 2.
     assert out["tied_pair_winner_slots"] == {"0": 3, "1": 2, "2": 1}
     # Each pair leans +1/2 towards the earlier slot: PF = -(6 * 1/2) / 6.
-    assert out["preference_fairness"] == pytest.approx(-0.5)
-    assert out["preference_fairness_shi"] == 0.0  # as published: ties count as neither
+    assert out["preference_fairness_tie_aware"] == pytest.approx(-0.5)
+    assert out["preference_fairness"] == 0.0  # as published: ties count as neither
     # Same candidate first vs last: c0 1.0 (slot 0) - 0.0 (slot 3); c3 0.0 - 0.0 -> mean 0.5.
     assert out["slot_effect"] == pytest.approx(0.5)
     assert out["slots"]["0"]["effect"] == pytest.approx(0.5)
@@ -508,7 +511,7 @@ def test_slot_effect_ci_over_groups_against_a_hand_bootstrap() -> None:
     assert out["slot_effect_ci_high"] == pytest.approx(high)
     assert out["slot_effect_ci_reason"] is None
     # PF by hand: every pair of every group leans +1/2 (ties in the mirrored view).
-    assert out["preference_fairness"] == pytest.approx(-0.5)
+    assert out["preference_fairness_tie_aware"] == pytest.approx(-0.5)
     # Two of the groups: value, no CI, the reason.
     two = position_bias(rows.filter(pl.col("group_id").is_in(["g0", "g1"])), 400, 7,
                         min_groups=5)  # fmt: skip
@@ -565,7 +568,7 @@ def test_noise_floor_by_hand_and_beside_every_order_and_perturbation_figure(tmp_
     rows, calls = noisy_judge_rows(3)
     floor = noise_floor(rows, [1, 2], 0.05, 200, 0, min_groups=5)
     # By hand, repeat 1 against repeat 2 in every group (identity order: slot = index).
-    same = pairs = inst = 0.0
+    same = pairs = inst = flat = 0.0
     deltas, robust = [], []
     top_same = 0
     for g in range(6):
@@ -576,6 +579,7 @@ def test_noise_floor_by_hand_and_beside_every_order_and_perturbation_figure(tmp_
             pb = 1.0 if b[x] > b[y] else 0.5 if b[x] == b[y] else 0.0
             pairs += 1
             same += pa == pb
+            flat += pa == pb == 0.5  # tied in both calls: left out of consistency
             inst += abs(pa - pb)
         deltas += [abs(a[c] - b[c]) for c in ids]
         robust += [abs(a[c] - b[c]) <= 0.05 for c in ids]
@@ -583,7 +587,9 @@ def test_noise_floor_by_hand_and_beside_every_order_and_perturbation_figure(tmp_
         tb = [c for c in ids if b[c] == max(b.values())]
         top_same += len(ta) == 1 and ta == tb
     assert floor["n_groups"] == 6 and floor["n_call_pairs"] == 6
-    assert floor["position_consistency"] == pytest.approx(same / pairs)
+    assert flat > 0  # the fixture has flat pairs
+    assert floor["position_consistency"] == pytest.approx((same - flat) / (pairs - flat))
+    assert floor["position_consistency_with_flat"] == pytest.approx(same / pairs)
     assert floor["pair_instability"] == pytest.approx(inst / pairs)
     assert floor["mean_abs_delta"] == pytest.approx(np.mean(deltas))
     assert floor["robustness_rate"] == pytest.approx(np.mean(robust))
@@ -602,7 +608,9 @@ def test_noise_floor_by_hand_and_beside_every_order_and_perturbation_figure(tmp_
     j = m["judges"]["j"]
     assert j["noise_floor"]["temperature"] == 0.7
     assert j["noise_floor"]["repeats"] == [1, 2]  # repeat 0 ran at another temperature
-    assert j["noise_floor"]["position_consistency"] == pytest.approx(same / pairs, abs=1e-6)
+    assert j["noise_floor"]["position_consistency"] == pytest.approx(
+        (same - flat) / (pairs - flat), abs=1e-6
+    )
     pos = j["position"]
     assert pos["position_consistency_noise_floor"] == j["noise_floor"]["position_consistency"]
     assert pos["top_choice_agreement_noise_floor"] == j["noise_floor"]["top_choice_agreement"]
@@ -664,3 +672,35 @@ def test_perturbation_effect_needs_controls() -> None:
     assert out["effect"] is None and out["effect_ci_low"] is None
     assert "no unperturbed control" in out["reasons"]["effect"]
     assert out["n_control"] == 0
+
+
+def test_order_consistent_accuracy_by_hand() -> None:
+    """JudgeBench's rule: a (passing, failing) pair is right only when the passing one wins in
+    both orders; a tie in either order, or a loss, is not right."""
+    from judgelab.analysis.probes import calibration
+
+    entries = []
+    # group a: p1 passes, f1 and f2 fail. Identity: p1 .9, f1 .5, f2 .9 (tie with p1).
+    # Reversal: p1 .8, f1 .2, f2 .1. Pairs: (p1, f1) right in both; (p1, f2) tied once: wrong.
+    for view, scores in (("perm:0", (0.9, 0.5, 0.9)), ("perm:1", (0.8, 0.2, 0.1))):
+        for slot, (cid, passed, s) in enumerate(
+            zip(("a-p1", "a-f1", "a-f2"), (True, False, False), scores, strict=True)
+        ):
+            entries.append({"group_id": "a", "view": view, "candidate_id": cid,
+                            "slot": slot if view == "perm:0" else 2 - slot, "score": s,
+                            "passed": passed})  # fmt: skip
+    # group b: p wins in identity, loses in reversal: wrong; scored in one view only: left out
+    for view, s_p, s_f in (("perm:0", 0.7, 0.3), ("perm:1", 0.2, 0.6)):
+        entries += [{"group_id": "b", "view": view, "candidate_id": "b-p", "slot": 0,
+                     "score": s_p, "passed": True},
+                    {"group_id": "b", "view": view, "candidate_id": "b-f", "slot": 1,
+                     "score": s_f, "passed": False}]  # fmt: skip
+    entries.append({"group_id": "b", "view": "perm:0", "candidate_id": "b-f2", "slot": 2,
+                    "score": 0.0, "passed": False})  # fmt: skip
+    out = calibration(probe_rows(entries), 0.8, 50, 0, min_groups=5)
+    assert (out["order_consistent_pairs"], out["order_pairs"]) == (1, 3)
+    assert out["order_consistent_accuracy"] == pytest.approx(1 / 3)
+    assert out["order_consistent_accuracy_n_groups"] == 2
+    assert (
+        out["order_consistent_accuracy_ci_reason"] == "n = 2 groups: too few for a CI (minimum 5)"
+    )

@@ -102,14 +102,49 @@ def test_the_analysis_of_the_committed_tables_is_the_committed_metrics(tmp_path:
 
 
 def test_readme_opens_with_the_committed_findings() -> None:
-    """README's findings table is the one the committed metrics give (analysis.headline)."""
-    from judgelab.analysis.headline import findings_table
+    """README's findings block (compact table and three bullets) is the one the committed
+    metrics give (analysis.headline), and so is docs/REFERENCE_AUDIT.md."""
+    from judgelab.analysis.headline import AUDIT_DOC, BEGIN, END, audit_document, findings_block
 
     readme = (ROOT / "README.md").read_text()
-    begin, end = "<!-- reference-findings:begin -->", "<!-- reference-findings:end -->"
-    assert begin in readme and end in readme, "README lacks the reference findings block"
-    block = readme.split(begin, 1)[1].split(end, 1)[0]
-    assert block.strip() == findings_table(REFERENCE / "data").strip()
+    assert BEGIN in readme and END in readme, "README lacks the reference findings block"
+    block = readme.split(BEGIN, 1)[1].split(END, 1)[0]
+    regen = "run `python -m judgelab.analysis.headline reference/data --write`"
+    assert block.strip() == findings_block(REFERENCE / "data").strip(), regen
+    assert (ROOT / AUDIT_DOC).read_text() == audit_document(REFERENCE / "data"), regen
     # on README's first pages: after the two commands and the quick start, before the rest
-    assert readme.index("## Audit your own judge\n") < readme.index(begin)
-    assert readme.index(begin) < readme.index("## Limitations")
+    assert readme.index("## Audit your own judge\n") < readme.index(BEGIN)
+    assert readme.index(BEGIN) < readme.index("## Limitations")
+
+
+def test_every_figure_in_the_readme_block_is_in_the_metrics() -> None:
+    """Each number of README's block is a figure of metrics.json as rounded there, or a
+    count/n it states: nothing typed by hand."""
+    import re
+
+    from judgelab.analysis.headline import BEGIN, END
+
+    metrics = json.loads((REFERENCE / "data/analysis/metrics.json").read_text())
+    values: set[str] = set()
+
+    def walk(x: Any) -> None:
+        if isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+        elif isinstance(x, bool) or x is None or isinstance(x, str):
+            return
+        elif isinstance(x, int):
+            values.add(str(x))
+        elif isinstance(x, float):
+            values.update({f"{x:.3f}", f"{abs(x):.3f}", f"{100 * x:.1f}", f"{x:g}"})
+
+    walk(metrics)
+    block = (ROOT / "README.md").read_text().split(BEGIN, 1)[1].split(END, 1)[0]
+    block = block.replace("docs/REFERENCE_AUDIT.md", "")
+    # numbers, not the digits of a name (ruler-qwen-1.5b, smollm2-135m)
+    numbers = re.findall(r"(?<![\w.-])[+-]?\d+(?:\.\d+)?(?![\w-]|\.\d)", block)
+    missing = {n for n in numbers if n.lstrip("+-") not in values and n not in values}
+    assert not missing - {"1", "2", "3", "4", "5", "6", "7"}, sorted(missing)  # ranks 1..7

@@ -9,7 +9,8 @@ truth (`truth`), and writes, atomically (judgelab.io):
   "truth_parseable": {...}}}, "power": {...}, "n_tasks", "n_candidates", "n_score_rows",
   "execution_truth": {...}, "settings": {...}}` (`truth_parseable`: the same figures on
   parseable code only, `truth.Truth.parseable`; `execution_truth` counts each execution
-  outcome; `power`: `analysis.power`, how many tasks it takes to rank each pair of judges).
+  outcome; `power`: every pair of judges compared on `analysis.primary`, Holm-corrected, and
+  how many tasks it takes to separate each pair: `analysis.power`).
   Deterministic for identical inputs and settings: sorted keys, floats rounded to 6 decimals,
   NaN written as null, no timings or wall-clock values (latency goes to the report only).
 - `out_dir/plots/*.csv` (for `dvc plots`) and `out_dir/plots/png/*.png` (`plots`).
@@ -91,7 +92,7 @@ def compute_metrics(
                 cand, t, settings.praise_threshold, w, min_groups=settings.min_ci_groups
             )
     power = power_analysis(
-        scores, truth, evaluators, settings.power, weights, settings.min_ci_groups
+        scores, truth, evaluators, settings.power, settings.min_ci_groups, settings.primary
     )
     return clean_json(
         {

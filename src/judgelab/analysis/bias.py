@@ -1,7 +1,9 @@
 """Bias probes, figures per judge: position, perturbation (verbosity and superficial cues),
-self-preference and the noise floor, each with a 95 % cluster-bootstrap CI over probe groups
-when there are at least `min_groups` groups (below that: the value, null CI bounds and the
-reason in ``<figure>_ci_reason``, as every figure of judgelab: `analysis.stats.Interval`).
+self-preference and the noise floor, each with a 95 % cluster-bootstrap CI when there are at
+least `min_groups` clusters (below that: the value, null CI bounds and the reason in
+``<figure>_ci_reason``, as every figure of judgelab: `analysis.stats.Interval`). For position
+and the noise floor the clusters are tasks (`by_task`: a task's calibration and
+self-preference groups are one cluster; `n_tasks`, and `<figure>_n_groups` counts tasks).
 
 Input is the probe scores table (`judgelab.schemas.ProbeScoresSchema`) filtered to one judge's
 evaluator. A *group* is the set of candidates judged together; a *view* is one judge call's
@@ -19,7 +21,10 @@ Position (views ``perm:*``, repeat 0; Shi et al. 2024, "Judging the Judges"):
 - `position_consistency` (PC, Shi et al.): every candidate pair (a, b) in every pair of views
   in which their order is swapped. The judge's preference in a view is the higher-scored one
   (or "tie"); the pair is consistent when the preference is the same in both views.
-  PC = consistent / n.
+  A pair tied in both views is *flat* (`n_flat_pairs`, `flat_pair_rate`): a flat judge is
+  not consistent, it says nothing, so PC = consistent / n over the pairs that are not flat;
+  `position_consistency_with_flat` keeps Shi et al.'s count (flat pairs consistent). The
+  noise floor's PC leaves flat pairs out the same way.
 - Position-driven pairs, each with its lean towards the earlier-shown candidate: primacy-
   preferred (the earlier-shown one preferred in both views: +1), recency-preferred (the later-
   shown one in both: -1), and a pair tied in one view and ordered in the other (+1/2 when the
@@ -27,12 +32,14 @@ Position (views ``perm:*``, repeat 0; Shi et al. 2024, "Judging the Judges"):
   count a tied-in-one-view pair as neither, so a judge that ranks by slot in one order and
   scores everything 0 in the other reads as fair there; here it does not. The slots that won
   those tied-in-one-view pairs are counted in `tied_pair_winner_slots`.
-- `preference_fairness` (PF) = -(mean lean over the n swapped pairs) = (rc - pc) / n with
-  rc, pc the recency- and primacy-preferred counts, a tied-in-one-view pair counting 1/2. It is
-  Shi et al.'s PF (PF_raw = rc * irr - pc * ipr, min-max normalised over [-n, n]) whenever
-  every inconsistent pair is primacy- or recency-preferred; `preference_fairness_shi` keeps
-  their formula as published (tied-in-one-view pairs count as neither). 0 is fair, < 0 favours
-  earlier slots (primacy), > 0 later slots (recency).
+- `preference_fairness` (PF): Shi et al.'s formula as published, PF_raw = rc * irr - pc * ipr
+  (rc, pc the recency- and primacy-preferred counts, irr, ipr their shares of the
+  inconsistent pairs), min-max normalised over [-n, n]; a pair tied in one view counts as
+  neither. `preference_fairness_tie_aware` = -(mean lean over the n swapped pairs) =
+  (rc - pc) / n with a tied-in-one-view pair counting 1/2 towards the slot that won: a judge
+  that ranks by slot in one order and ties everything in the other reads as fair under the
+  published formula and not under this one. 0 is fair, < 0 favours earlier slots (primacy),
+  > 0 later slots (recency).
 - `slot_effect`: candidate-controlled position effect. Over every pair of views (v, w) of a
   group and every candidate shown first in v and last in w (its group's mirrored slot), the
   mean of score_v - score_w: how much the same candidate gains by being shown first rather
@@ -147,6 +154,22 @@ def _explain(out: dict[str, Any], why: dict[str, str]) -> None:
             out.setdefault("reasons", {})[key] = reason
 
 
+def by_task(rows: pl.DataFrame, groups: list[str], parts: list[dict[str, Any]]) -> list[Any]:
+    """Per-group sums added up per task: a task's probe groups (its calibration and its
+    self-preference group) share the task's difficulty, so the bootstrap resamples tasks,
+    not groups. A group without a task id is a cluster of its own."""
+    task = dict(rows.select("group_id", "task_id").unique(subset="group_id").iter_rows())
+    merged: dict[str, dict[str, Any]] = {}
+    for g, p in zip(groups, parts, strict=True):
+        key = task.get(g) or g
+        if key not in merged:
+            merged[key] = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in p.items()}
+        else:
+            for k, v in p.items():
+                merged[key][k] = merged[key][k] + v
+    return [merged[t] for t in sorted(merged)]
+
+
 def _ratio(num: float, den: float) -> float | None:
     return float(num / den) if den else None
 
@@ -182,7 +205,7 @@ def _position_parts(views: dict[str, Scores], size: int, k: int) -> dict[str, An
         for key in (
             "top_same", "top_pairs", "top_tied_pairs", "pairs", "consistent", "primacy",
             "recency", "primacy_tied", "recency_tied", "lean", "delta_sum", "delta_n",
-            "top_views", "tied_views",
+            "top_views", "tied_views", "flat", "ordered_pairs", "ordered_consistent",
         )
     }  # fmt: skip
     for key in ("slot_sum", "slot_n", "top_slot", "tie_winner", "effect_sum", "effect_n"):
@@ -222,8 +245,12 @@ def _position_parts(views: dict[str, Scores], size: int, k: int) -> dict[str, An
             if None in (slxa, slya, slxb, slyb) or (slxa < slya) == (slxb < slyb):
                 continue  # order not swapped between these views
             parts["pairs"] += 1
+            flat = _pref(sxa, sya) == _pref(sxb, syb) == -1  # tied in both orders
+            parts["flat"] += float(flat)
+            parts["ordered_pairs"] += float(not flat)
             if _pref(sxa, sya) == _pref(sxb, syb):
                 parts["consistent"] += 1
+                parts["ordered_consistent"] += float(not flat)
                 continue
             # p: 1 when the earlier-shown one wins, 1/2 tie, 0 the later-shown one.
             pa = _earlier_wins(sxa, sya) if slxa < slya else _earlier_wins(sya, sxa)
@@ -261,8 +288,9 @@ def position_bias(rows: pl.DataFrame, n_boot: int, seed: int, *, min_groups: int
     if not multi:
         out["reason"] = "no group was scored under two or more permutations"
         return out
-    parts = [_position_parts(v, sizes[g], k) for g, v in multi.items()]
+    parts = by_task(rows, list(multi), [_position_parts(v, sizes[g], k) for g, v in multi.items()])
     n = len(parts)
+    out["n_tasks"] = n
     every = np.arange(n)
 
     def ratio(num: str, den: str) -> Callable[[np.ndarray], float | None]:
@@ -286,9 +314,11 @@ def position_bias(rows: pl.DataFrame, n_boot: int, seed: int, *, min_groups: int
         return _ratio(_sum(parts, idx, "effect_sum")[j], _sum(parts, idx, "effect_n")[j])
 
     fig = {"boot": n_boot, "seed": seed, "min_groups": min_groups}
-    _figure(out, "position_consistency", n, ratio("consistent", "pairs"), **fig)
-    _figure(out, "preference_fairness", n, fairness, **fig)
-    _figure(out, "preference_fairness_shi", n, fairness_shi, **fig)
+    _figure(out, "position_consistency", n, ratio("ordered_consistent", "ordered_pairs"), **fig)
+    _figure(out, "position_consistency_with_flat", n, ratio("consistent", "pairs"), **fig)
+    _figure(out, "flat_pair_rate", n, ratio("flat", "pairs"), **fig)
+    _figure(out, "preference_fairness", n, fairness_shi, **fig)
+    _figure(out, "preference_fairness_tie_aware", n, fairness, **fig)
     _figure(out, "slot_effect", n, slot_effect, **fig)
     _figure(out, "top_choice_agreement", n, ratio("top_same", "top_pairs"), **fig)
     _figure(out, "mean_abs_delta", n, ratio("delta_sum", "delta_n"), **fig)
@@ -296,9 +326,11 @@ def position_bias(rows: pl.DataFrame, n_boot: int, seed: int, *, min_groups: int
     _explain(
         out,
         {
-            "position_consistency": swap,
+            "position_consistency": "no swapped pair was ordered (not tied in both views)",
+            "position_consistency_with_flat": swap,
+            "flat_pair_rate": swap,
             "preference_fairness": swap,
-            "preference_fairness_shi": swap,
+            "preference_fairness_tie_aware": swap,
             "slot_effect": "no candidate was scored both first and last (mirrored orders)",
             "top_choice_agreement": "no two views of a group scored every member",
             "mean_abs_delta": "no candidate was scored in two views",
@@ -307,6 +339,7 @@ def position_bias(rows: pl.DataFrame, n_boot: int, seed: int, *, min_groups: int
     out["n_view_pairs"] = int(_sum(parts, every, "top_pairs"))
     out["n_tied_view_pairs"] = int(_sum(parts, every, "top_tied_pairs"))
     out["n_swapped_pairs"] = int(_sum(parts, every, "pairs"))
+    out["n_flat_pairs"] = int(_sum(parts, every, "flat"))
     out["n_primacy_preferred"] = int(_sum(parts, every, "primacy"))
     out["n_recency_preferred"] = int(_sum(parts, every, "recency"))
     out["n_primacy_tied"] = int(_sum(parts, every, "primacy_tied"))
@@ -367,6 +400,7 @@ def noise_floor(
             int(r["slot"]) if r["slot"] is not None else None,
         )
     parts: list[dict[str, float]] = []
+    part_groups: list[str] = []
     for g in sorted(calls):
         by_call = calls[g]
         if len(by_call) < 2:
@@ -374,12 +408,14 @@ def noise_floor(
         size = sizes[g]
         p = dict.fromkeys(
             ("top_same", "top_pairs", "pairs", "consistent", "instability", "delta_sum",
-             "delta_n", "robust", "robust_n", "stability"), 0.0,
+             "delta_n", "robust", "robust_n", "stability_sum", "stability_n", "ordered_pairs",
+             "ordered_consistent"), 0.0,
         )  # fmt: skip
         full = [c for c in by_call.values() if len(c) == size]
         tops = [top_of(c) for c in full]
         named = Counter(t for t in tops if t is not None)
-        p["stability"] = max(named.values(), default=0) / len(full) if full else float("nan")
+        p["stability_sum"] = max(named.values(), default=0) / len(full) if full else 0.0
+        p["stability_n"] = 1.0 if full else 0.0
         for a, b in itertools.combinations([by_call[r] for r in sorted(by_call)], 2):
             common = sorted(set(a) & set(b))
             if len(common) == size:
@@ -395,7 +431,11 @@ def noise_floor(
                     continue
                 first, second = (x, y) if a[x][1] < a[y][1] else (y, x)
                 p["pairs"] += 1
-                p["consistent"] += float(_pref(a[x][0], a[y][0]) == _pref(b[x][0], b[y][0]))
+                same = _pref(a[x][0], a[y][0]) == _pref(b[x][0], b[y][0])
+                p["consistent"] += float(same)
+                flat = same and _pref(a[x][0], a[y][0]) == -1  # tied in both calls
+                p["ordered_pairs"] += float(not flat)
+                p["ordered_consistent"] += float(same and not flat)
                 p["instability"] += abs(
                     _earlier_wins(a[first][0], a[second][0])
                     - _earlier_wins(b[first][0], b[second][0])
@@ -407,6 +447,7 @@ def noise_floor(
                                                  itertools.combinations(s, 2)]))  # fmt: skip
                 p["delta_n"] += 1
         parts.append(p)
+        part_groups.append(g)
     out: dict[str, Any] = {"repeats": sorted(repeats), "n_groups": len(parts),
                            "tolerance": tolerance}  # fmt: skip
     if not parts:
@@ -415,18 +456,19 @@ def noise_floor(
             f"{sorted(repeats)} (probes.repeats too low?)"
         )
         return out
+    parts = by_task(rows, part_groups, parts)
     n = len(parts)
+    out["n_tasks"] = n
 
     def r(num: str, den: str) -> Callable[[np.ndarray], float | None]:
         return lambda idx: _ratio(sum(parts[i][num] for i in idx),
                                   sum(parts[i][den] for i in idx))  # fmt: skip
 
-    def stability(idx: np.ndarray) -> float | None:
-        vals = [parts[i]["stability"] for i in idx if np.isfinite(parts[i]["stability"])]
-        return float(np.mean(vals)) if vals else None
+    stability = r("stability_sum", "stability_n")  # mean over groups with a full call
 
     fig = {"boot": n_boot, "seed": seed, "min_groups": min_groups}
-    _figure(out, "position_consistency", n, r("consistent", "pairs"), **fig)
+    _figure(out, "position_consistency", n, r("ordered_consistent", "ordered_pairs"), **fig)
+    _figure(out, "position_consistency_with_flat", n, r("consistent", "pairs"), **fig)
     _figure(out, "pair_instability", n, r("instability", "pairs"), **fig)
     _figure(out, "top_choice_agreement", n, r("top_same", "top_pairs"), **fig)
     _figure(out, "stability", n, stability, **fig)

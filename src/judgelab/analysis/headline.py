@@ -1,12 +1,17 @@
-"""README's findings table: one row per judge of a finished audit, every figure with its CI or
-its n, read from the metrics files the stages wrote (nothing recomputed here).
+"""README's findings (a compact table and three bullets) and docs/REFERENCE_AUDIT.md (the full
+table, the recommendation, caveats and paired comparisons) of a finished audit: every figure
+with its CI or its n, read from the metrics files the stages wrote (nothing recomputed here),
+every sentence generated from the figures it names.
 
-`findings_table(data_dir)` takes a project's `data/` folder: `analysis/metrics.json` (the
-audit: agreement with execution truth, score distribution), and, where those parts have run,
-`probes/metrics.json` (position, self-preference, perturbation) and the training figures the
-analysis folded in. A part that has not run says so in its cells; nothing is left blank.
-`python -m judgelab.analysis.headline reference/data` prints it; tests/unit/
-test_reference_results.py holds README's copy to the committed reference audit.
+`findings_table(data_dir)` / `findings_block(data_dir)` / `audit_document(data_dir)` take a
+project's `data/` folder: `analysis/metrics.json` (the audit) and, where those parts have
+run, `probes/metrics.json` and the training figures the analysis folded in. A part that has
+not run says so in its cells; nothing is left blank. A figure from fewer groups than the
+minimum for a CI shows `value (n = 3)†`, with one footnote for the rule.
+
+`python -m judgelab.analysis.headline reference/data` prints README's block;
+`--write` rewrites README.md's block (between its markers) and docs/REFERENCE_AUDIT.md.
+tests/unit/test_reference_results.py holds both to the committed reference audit.
 """
 
 from __future__ import annotations
@@ -16,19 +21,45 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from judgelab.analysis.ranking import rank_judges
-from judgelab.analysis.report import NA, fmt_ci, fmt_num, fmt_pct, interval, zero_advantage_cell
+from judgelab.analysis.power import LABELS
+from judgelab.analysis.power import rows as power_rows
+from judgelab.analysis.ranking import (
+    CAVEAT_COLUMNS,
+    CHANCE,
+    RANK_NOTE,
+    caveat_rows,
+    rank_judges,
+    rank_text,
+    recommendation_sentences,
+)
+from judgelab.analysis.report import NA, NO_CI_MARK, fmt_ci, fmt_num, fmt_pct, interval
 
 NOT_RUN = "not run yet"
-COLUMNS = (
-    "tier",
+BEGIN, END = "<!-- reference-findings:begin -->", "<!-- reference-findings:end -->"
+AUDIT_DOC = Path("docs/REFERENCE_AUDIT.md")
+
+COMPACT_COLUMNS = (
     "judge",
-    "pairwise acc., mixed groups",
-    "top-1 acc.",
-    "false praise (≥ threshold)",
+    "strict pairwise acc. (mixed groups); tied pairs",
+    "false praise within group",
+    "unscored",
+    "zero-advantage mixed groups",
+    "rank (range)",
+)
+COLUMNS = (
+    "rank (range)",
+    "judge",
+    "strict pairwise acc.",
+    "tied pairs",
+    "pairwise acc. (ties ½)",
+    "top-1 acc. − chance",
+    "advantage fidelity",
+    "false praise within group",
+    "false praise ≥ threshold (absolute scale)",
     "unscored",
     "out of range",
-    "zero-advantage groups",
+    "zero-advantage mixed groups",
+    "order-consistent acc. (probes)",
     "position consistency",
     "self-preference gap",
     "robust to comments / claims",
@@ -37,15 +68,17 @@ COLUMNS = (
 
 
 def with_n(t: dict[str, Any], key: str, pct: bool = False) -> str:
-    """`0.720 [0.610, 0.830], n = 12` or `0.750 (n = 2, too few for a CI)`: the figure with
-    the task groups behind it, and its CI only where it is valid."""
+    """`0.720 [0.610, 0.830], n = 12` or `0.750 (n = 2)†`: the figure with the task groups
+    behind it, and its CI only where it is valid."""
     if t.get(key) is None:
         return NA
     ci = interval(t, key)
     if ci.valid:
         return f"{fmt_ci(t, key, pct)}, n = {ci.n_groups}"
     value = fmt_pct(t[key]) if pct else fmt_num(t[key])
-    return f"{value} (n = {ci.n_groups}, too few for a CI)" if ci.n_groups else value
+    if ci.reason and "too few for a CI" in ci.reason:
+        return f"{value} (n = {ci.n_groups}){NO_CI_MARK}"
+    return f"{value} (n = {ci.n_groups}: {ci.reason})" if ci.reason else value
 
 
 def _rate(ev: dict[str, Any], key: str, count: str) -> str:
@@ -53,9 +86,15 @@ def _rate(ev: dict[str, Any], key: str, count: str) -> str:
     return NA if rate is None else f"{fmt_pct(rate)} ({ev.get(count, 0)} of {ev['n_rows']})"
 
 
+def _zero_mixed(t: dict[str, Any]) -> str:
+    rate = t.get("zero_advantage_mixed_rate")
+    if rate is None:
+        return NA
+    return f"{fmt_pct(rate)} ({t.get('n_zero_advantage_mixed')} of {t.get('n_pair_groups')})"
+
+
 def _beside_floor(t: dict[str, Any], key: str, pct: bool = False) -> str:
-    """`with_n`, then the figure's noise floor where the probes measured one: what a judge
-    with no such bias but this judge's repeat noise shows (README, "Bias probes")."""
+    """`with_n`, then the figure's noise floor where the probes measured one."""
     cell = with_n(t, key, pct)
     floor = t.get(f"{key}_noise_floor")
     if floor is None or cell == NA:
@@ -65,7 +104,8 @@ def _beside_floor(t: dict[str, Any], key: str, pct: bool = False) -> str:
 
 def _probe_cells(probe: dict[str, Any] | None) -> list[str]:
     if probe is None:
-        return [NOT_RUN] * 3
+        return [NOT_RUN] * 4
+    order = with_n(probe.get("calibration", {}), "order_consistent_accuracy")
     position = _beside_floor(probe.get("position", {}), "position_consistency")
     self_gap = with_n(probe.get("self_preference", {}), "self_gap")
     perturbation = probe.get("perturbation", {})
@@ -75,7 +115,7 @@ def _probe_cells(probe: dict[str, Any] | None) -> list[str]:
         else NA
         for kind in ("comments", "claims")
     )
-    return [position, self_gap, robust]
+    return [order, position, self_gap, robust]
 
 
 def _training_cell(trained: dict[str, Any] | None) -> str:
@@ -95,40 +135,48 @@ def _training_cell(trained: dict[str, Any] | None) -> str:
     return f"{heldout['base']:.3f} → {heldout['final']:.3f} (Δ {delta:+.3f} {spread}, n = {n})"
 
 
-def findings_rows(analysis: dict[str, Any], probes: dict[str, Any] | None) -> list[list[str]]:
-    """One row per evaluator other than the truth, best tier first (`rank_judges`: pairwise
-    accuracy on mixed groups; judges whose paired difference has no CI excluding 0 share a
-    tier), unranked ones last; by name within a tier."""
+def _judges(analysis: dict[str, Any]) -> list[str]:
+    """Evaluators other than the truth: ranked ones in rank order, unranked ones last."""
     truth = analysis.get("execution_truth", {}).get("evaluator")
+    ranking = rank_judges(analysis)
+    return [n for n in (*ranking["order"], *sorted(ranking["unranked"])) if n != truth]
+
+
+def _rank_cell(ranking: dict[str, Any], name: str) -> str:
+    return rank_text(*ranking["ranks"][name]) if name in ranking["ranks"] else "unranked"
+
+
+def findings_rows(analysis: dict[str, Any], probes: dict[str, Any] | None) -> list[list[str]]:
+    """The full table (COLUMNS): one row per judge, in rank order (`rank_judges`)."""
     training = analysis.get("training")
     trained_judges = set(analysis.get("train_judges", []))
     ranking = rank_judges(analysis)
-    tier_of = {name: str(i + 1) for i, tier in enumerate(ranking["tiers"]) for name in tier}
-    order = [*(n for tier in ranking["tiers"] for n in sorted(tier)), *sorted(ranking["unranked"])]
     rows = []
-    for name in order:
+    for name in _judges(analysis):
         ev = analysis["evaluators"][name]
-        if name == truth:
-            continue
         t = ev.get("truth", {})
         probe = (probes or {}).get("judges", {}).get(name)
-        probe_cells = _probe_cells(probe) if probes is not None else [NOT_RUN] * 3
+        probe_cells = _probe_cells(probe) if probes is not None else [NOT_RUN] * 4
         if probes is not None and probe is None:
-            probe_cells = ["not probed"] * 3
+            probe_cells = ["not probed"] * 4
         if name not in trained_judges:
             train_cell = "not trained"
         else:
             train_cell = _training_cell((training or {}).get(name))
         rows.append(
             [
-                tier_of.get(name, "unranked"),
+                _rank_cell(ranking, name),
                 name,
+                with_n(t, "pairwise_accuracy_strict"),
+                with_n(t, "tied_pair_share", pct=True),
                 with_n(t, "pairwise_accuracy"),
-                with_n(t, "top1_accuracy"),
+                with_n(t, "top1_over_chance"),
+                with_n(t, "advantage_fidelity"),
+                with_n(t, "false_praise_within_group", pct=True),
                 with_n(t, "false_praise_rate", pct=True),
                 _rate(ev, "unscored_rate", "n_unscored"),
                 _rate(ev, "out_of_range_rate", "n_out_of_range"),
-                zero_advantage_cell(ev),
+                _zero_mixed(t),
                 *probe_cells,
                 train_cell,
             ]
@@ -136,19 +184,199 @@ def findings_rows(analysis: dict[str, Any], probes: dict[str, Any] | None) -> li
     return rows
 
 
-def findings_table(data_dir: Path) -> str:
-    """The markdown table for the audit under `data_dir` (a project's data/ folder)."""
+def compact_rows(analysis: dict[str, Any]) -> list[list[str]]:
+    """README's table (COMPACT_COLUMNS): the primary endpoint as configured, false praise in
+    its within-group form, unscored and zero-advantage rates, the rank range."""
+    ranking = rank_judges(analysis)
+    key = ranking["endpoint"]
+    rows = []
+    for name in _judges(analysis):
+        ev = analysis["evaluators"][name]
+        t = ev.get("truth", {})
+        primary = with_n(t, key)
+        if key == "pairwise_accuracy_strict" and t.get("tied_pair_share") is not None:
+            primary += f"; {fmt_pct(t['tied_pair_share'])} tied"
+        rows.append(
+            [
+                name,
+                primary,
+                with_n(t, "false_praise_within_group", pct=True),
+                _rate(ev, "unscored_rate", "n_unscored"),
+                _zero_mixed(t),
+                _rank_cell(ranking, name),
+            ]
+        )
+    return rows
+
+
+def _table(columns: tuple[str, ...] | list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(columns) + " |", "| " + " | ".join("---" for _ in columns) + " |"]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
+    return lines
+
+
+def _footnote(analysis: dict[str, Any], rows: list[list[str]]) -> list[str]:
+    if not any(NO_CI_MARK in c for row in rows for c in row):
+        return []
+    n = (analysis.get("settings") or {}).get("min_ci_groups")
+    return [
+        "",
+        f"{NO_CI_MARK} Fewer task groups than the minimum ({n}) for a CI: value and n only.",
+    ]
+
+
+def _load(data_dir: Path) -> tuple[dict[str, Any], dict[str, Any] | None]:
     analysis = json.loads((data_dir / "analysis" / "metrics.json").read_text())
     probes_path = data_dir / "probes" / "metrics.json"
     probes = json.loads(probes_path.read_text()) if probes_path.exists() else None
-    lines = [
-        "| " + " | ".join(COLUMNS) + " |",
-        "| " + " | ".join("---" for _ in COLUMNS) + " |",
+    return analysis, probes
+
+
+def findings_table(data_dir: Path) -> str:
+    """The full markdown table for the audit under `data_dir` (a project's data/ folder)."""
+    analysis, probes = _load(data_dir)
+    return "\n".join(_table(COLUMNS, findings_rows(analysis, probes))) + "\n"
+
+
+def _names(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def bullets(analysis: dict[str, Any]) -> list[str]:
+    """Three findings, each generated from the figures it names."""
+    ranking = rank_judges(analysis)
+    key, label = ranking["endpoint"], LABELS.get(ranking["endpoint"], ranking["endpoint"])
+    evs = analysis.get("evaluators") or {}
+    truth = {n: evs[n].get("truth") or {} for n in _judges(analysis)}
+    sentences = recommendation_sentences(analysis)
+    first = " ".join(s for s in sentences[1:] if not s.startswith("Caveats per judge"))
+    out = [f"**Ranking ({label}, mixed groups).** {first or sentences[0]}"]
+
+    chance = CHANCE.get(key, 0.5)
+    above = [n for n, t in truth.items() if (t.get(f"{key}_ci_low") or -9) > chance]
+    fid = [n for n, t in truth.items() if (t.get("advantage_fidelity_ci_low") or -9) > 0]
+    above_txt = (
+        f"{_names(above)}'s {label} is above {chance:g} by a valid CI"
+        if above
+        else f"No judge's {label} is shown above {chance:g} by a valid CI"
+    )
+    fid_txt = (
+        "advantage fidelity above 0 by a valid CI: "
+        + "; ".join(f"{n} {with_n(truth[n], 'advantage_fidelity')}" for n in fid)
+        if fid
+        else "no judge's advantage fidelity is shown above 0 by a valid CI"
+    )
+    out.append(f"**Better than chance?** {above_txt}; {fid_txt}.")
+
+    flat = sorted(
+        (n for n in truth if (truth[n].get("zero_advantage_mixed_rate") or 0) >= 0.2),
+        key=lambda n: -truth[n]["zero_advantage_mixed_rate"],
+    )
+    unscored = sorted(
+        (n for n in truth if (evs[n].get("unscored_rate") or 0) >= 0.2),
+        key=lambda n: -evs[n]["unscored_rate"],
+    )
+    parts = [
+        f"{n} gives every candidate one score in {_zero_mixed(truth[n])} mixed groups" for n in flat
     ]
-    for row in findings_rows(analysis, probes):
-        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
+    parts += [f"{n} leaves {_rate(evs[n], 'unscored_rate', 'n_unscored')} rows unscored"
+              for n in unscored]  # fmt: skip
+    signal = "; ".join(parts) if parts else "no judge is flat or unscored in 20 % of its groups"
+    out.append(f"**No signal for GRPO.** {signal}.")
+    return out
+
+
+def findings_block(data_dir: Path) -> str:
+    """README's block: the compact table, its footnote and the three bullets."""
+    analysis, _ = _load(data_dir)
+    rows = compact_rows(analysis)
+    lines = [*_table(COMPACT_COLUMNS, rows), *_footnote(analysis, rows), ""]
+    lines += [f"- {b}" for b in bullets(analysis)]
+    lines += ["", f"The full table, the caveats and every paired comparison: [{AUDIT_DOC}]"
+                  f"({AUDIT_DOC})."]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
+def audit_document(data_dir: Path) -> str:
+    """docs/REFERENCE_AUDIT.md: generated, held to the committed metrics by a test."""
+    analysis, probes = _load(data_dir)
+    power = analysis.get("power") or {}
+    full = findings_rows(analysis, probes)
+    threshold = (analysis.get("settings") or {}).get("praise_threshold")
+    lines = [
+        "# The reference audit in full",
+        "",
+        "Generated by `python -m judgelab.analysis.headline reference/data --write` from "
+        "`reference/data/analysis/metrics.json` and `reference/data/probes/metrics.json`; "
+        'tests/unit/test_reference_results.py holds this file to them. "n" counts the task '
+        "groups behind a figure (probe groups for the probe columns). Mixed groups: tasks "
+        "with both a passing and a failing candidate, the only ones where GRPO can learn to "
+        "prefer passing code.",
+        "",
+        "## Which judge to train on",
+        "",
+        " ".join(recommendation_sentences(analysis)),
+        "",
+        *_table(CAVEAT_COLUMNS, caveat_rows(analysis)),
+        "",
+        RANK_NOTE,
+        "",
+        "## Every figure",
+        "",
+        *_table(COLUMNS, full),
+        *_footnote(analysis, full),
+        "",
+        "Strict pairwise accuracy counts a tied (passing, failing) pair as wrong; the ½-tie "
+        "figure is secondary. Top-1 − chance: best-of-k accuracy minus the passing share of "
+        "the group. Advantage fidelity: the within-group correlation of the judge's GRPO "
+        "advantages (score − mean) / std with the tests' (1 = as the tests, 0 = no signal). "
+        "False praise within group: failing candidates scored at or above a passing one of "
+        f"their group. False praise ≥ threshold ({threshold}) is on an absolute scale, which "
+        "a group judge (RULER) does not have: it is not a basis for comparing protocols. "
+        "Order-consistent accuracy (probes): on the known-truth probe groups judged in two "
+        "orders, the share of (passing, failing) pairs whose passing candidate wins in both. "
+        "Position consistency leaves out flat pairs (tied in both orders).",
+        "",
+        f"## Paired comparisons ({LABELS.get(power.get('endpoint') or '', 'primary')})",
+        "",
+        *_table(
+            [
+                "judges",
+                "difference [95 % CI]",
+                "shared mixed tasks",
+                "p (Holm)",
+                "tasks needed: margin",
+                "tasks needed: observed gap",
+                "verdict",
+            ],
+            power_rows(power, fmt_ci),
+        ),  # fmt: skip
+        "",
+        f"Paired t-based cluster intervals over shared mixed tasks; p-values Holm-corrected "
+        f"over {power.get('n_comparisons')} comparisons; tasks needed for power "
+        f"{power.get('power')} at alpha {power.get('alpha')} from each pair's own spread, "
+        f"for the margin {power.get('margin')} and for the observed gap.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def splice(readme: str, block: str) -> str:
+    """README with its findings block replaced (between the markers)."""
+    head, rest = readme.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    return f"{head}{BEGIN}\n{block}{END}{tail}"
+
+
+def main(argv: list[str]) -> None:
+    data = Path(argv[0] if argv and not argv[0].startswith("--") else "data")
+    if "--write" in argv:
+        root = Path.cwd()
+        readme = root / "README.md"
+        readme.write_text(splice(readme.read_text(), findings_block(data)))
+        (root / AUDIT_DOC).write_text(audit_document(data))
+        return
+    sys.stdout.write(findings_block(data))
+
+
 if __name__ == "__main__":
-    sys.stdout.write(findings_table(Path(sys.argv[1] if len(sys.argv) > 1 else "data")))
+    main(sys.argv[1:])

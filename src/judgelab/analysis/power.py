@@ -1,26 +1,37 @@
-"""Power: how many task groups an audit needs before it can rank two judges by pairwise accuracy.
+"""Paired comparisons of judges on the primary endpoint, corrected for multiplicity, and power:
+how many task groups an audit needs before it can rank two judges.
 
 Contract (pure numpy over the truth module's per-task sums; nothing here reads files):
-- For a judge, task t with both passing and failing candidates (a mixed task) gives pair
-  credit c_t and pair count m_t; pairwise accuracy is the ratio R = sum c / sum m. Two judges A
-  and B are compared on the mixed tasks they share (paired: the same tasks for both).
-- Variance from the data: R's first-order (delta-method) expansion over tasks is
-  R_hat - R ~ mean_t e_t with e_t = (c_t - R m_t) / mean(m), the variance a cluster bootstrap
-  estimates. For the difference, u_t = e_t(A) - e_t(B) and Var(R_A - R_B) ~ s_u^2 / n, s_u the
-  sample SD (ddof 1) of u over the n shared tasks. With the same number of pairs in every task,
-  u_t is the per-task difference in pairwise accuracy minus its mean.
-- Tasks needed to detect a margin d at two-sided level alpha with power 1 - beta (normal
-  approximation, z from `statistics.NormalDist`):
-    paired (both judges on the same tasks):   n = ceil(((z_{1-alpha/2} + z_{1-beta}) s_u / d)^2)
-    independent (each judge on its own tasks): n = ceil((z_{1-alpha/2} + z_{1-beta})^2
-                                                       (s_A^2 + s_B^2) / d^2) tasks per judge,
-  s_J the SD of e_t(J). Null, with a reason, from fewer than 2 shared mixed tasks or when the
-  observed SD is 0 (a variance cannot be estimated from no variation).
-- `pairs[a][b]` (a < b by name) holds each pair's figures. The observed difference R_A - R_B
-  has a paired cluster-bootstrap CI (the analysis' resample matrix, the minimum-clusters rule
-  of `stats`); `separated` is true only when that CI exists and excludes 0. `too_small` says
-  plainly that the audit cannot rank the pair: no CI, a CI that includes 0, or fewer shared
-  tasks than needed for the margin.
+- The endpoint is `analysis.primary` (truth.PRIMARY). For a judge, mixed task t (passing and
+  failing candidates) gives a numerator c_t and a denominator m_t (`truth.task_endpoint`):
+  pair credit and pair count for the pairwise accuracies, the task's value and 1 for the
+  per-task figures; the figure is the ratio R = sum c / sum m. Two judges A and B are compared
+  on the mixed tasks they share (paired: the same tasks for both).
+- Variance: R's first-order (delta-method) expansion over tasks is R_hat - R ~ mean_t e_t with
+  e_t = (c_t - R m_t) / mean(m), the variance a cluster bootstrap estimates. For the
+  difference, u_t = e_t(A) - e_t(B) and SE = s_u / sqrt(n), s_u the sample SD (ddof 1) of u
+  over the n shared tasks (with one pair count per task, u_t is the per-task difference
+  minus its mean).
+- Each pair's difference D = R_A - R_B gets a t-based cluster interval D ± t_{n-1} SE and a
+  two-sided p-value from t = D / SE with n - 1 degrees of freedom (the interval excludes 0
+  exactly when p < 0.05), both only from at least `min_groups` shared tasks. With SE = 0 the
+  tasks all show the same difference: p = 0 when it is not 0, 1 when it is.
+- Multiplicity: Holm's step-down correction over every pair with a p-value (m of them):
+  the i-th smallest p becomes max_{j<=i} min(1, (m - j + 1) p_(j)). `separated` is true only
+  when the Holm-adjusted p is below `alpha`: the only verdict the ranking reads.
+- Power, per pair from that pair's own s_u, only from at least `min_groups` shared tasks
+  (below that: "cannot estimate yet", with the number of mixed groups it needs): tasks
+  needed to detect a difference d at two-sided level alpha with power 1 - beta,
+    n = ceil(((t_{1-alpha/2, n-1} + t_{1-beta, n-1}) s_u / d)^2),
+  solved by iteration from the normal approximation (z from `statistics.NormalDist`); the
+  planted-judge self-test (docs/SELFTEST.md) found the normal one short of its power,
+  for d = the configured margin (`groups_needed_margin`) and d = the observed |D|
+  (`groups_needed_observed`); `groups_needed_independent` the same for the margin with each
+  judge on its own tasks, (s_A^2 + s_B^2) in place of s_u^2, tasks
+  per judge. Null, with `power_reason`, when the SD is 0. No figure here is a maximum over
+  pairs: the ranking quotes it for its top contenders only.
+- `pairs[a][b]` (a < b by name) holds each pair's figures; `too_small` says plainly that the
+  audit cannot rank the pair: not separated, or fewer shared tasks than the margin needs.
 """
 
 from __future__ import annotations
@@ -33,12 +44,21 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+from scipy import stats as scipy_stats
 
-from judgelab.analysis.stats import MIN_CI_GROUPS, percentile_ci
-from judgelab.analysis.truth import Truth, candidate_scores, task_pair_credit
+from judgelab.analysis.stats import CI_LEVEL, MIN_CI_GROUPS, Interval, no_interval, too_few_groups
+from judgelab.analysis.truth import Truth, candidate_scores, task_endpoint
 from judgelab.config import PowerSettings
 
-__all__ = ["groups_needed", "linearised", "power_analysis", "power_html", "power_markdown"]
+__all__ = ["compare", "groups_needed", "holm", "linearised", "power_analysis", "power_html",
+           "power_markdown"]  # fmt: skip
+
+LABELS = {
+    "pairwise_accuracy_strict": "strict pairwise accuracy",
+    "pairwise_accuracy": "pairwise accuracy (ties half)",
+    "advantage_fidelity": "advantage fidelity",
+    "top1_over_chance": "top-1 accuracy over chance",
+}
 
 
 def _z_sum(alpha: float, power: float) -> float:
@@ -49,10 +69,20 @@ def _z_sum(alpha: float, power: float) -> float:
 def groups_needed(
     sd: float, margin: float, alpha: float = 0.05, power: float = 0.8, sd_other: float | None = None
 ) -> int:
-    """Tasks needed to detect `margin` (normal approximation; module docstring). `sd` alone:
-    paired, the SD of the per-task difference. With `sd_other`: independent, per judge."""
+    """Tasks needed to detect `margin` (module docstring): the normal approximation, then t
+    quantiles with n - 1 degrees of freedom until n settles (the paired t-test the comparison
+    runs; the normal one asks for too few tasks when n is small). `sd` alone: paired, the SD
+    of the per-task difference. With `sd_other`: independent, per judge."""
     var = sd**2 if sd_other is None else sd**2 + sd_other**2
-    return math.ceil(_z_sum(alpha, power) ** 2 * var / margin**2)
+    n = max(2, math.ceil(_z_sum(alpha, power) ** 2 * var / margin**2))
+    for _ in range(100):
+        df = n - 1
+        t_sum = float(scipy_stats.t.ppf(1 - alpha / 2, df) + scipy_stats.t.ppf(power, df))
+        new = max(2, math.ceil(t_sum**2 * var / margin**2))
+        if new == n:
+            break
+        n = new
+    return n
 
 
 def linearised(credit: np.ndarray, pairs: np.ndarray) -> np.ndarray:
@@ -61,54 +91,78 @@ def linearised(credit: np.ndarray, pairs: np.ndarray) -> np.ndarray:
     return (credit - ratio * pairs) / pairs.mean()
 
 
-def _ratio_draws(w: np.ndarray, credit: np.ndarray, pairs: np.ndarray) -> np.ndarray:
-    den = w @ pairs
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(den > 0, (w @ credit) / np.where(den > 0, den, 1.0), np.nan)
+def holm(p_values: list[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the order given."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted = [1.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def cannot_estimate(n: int, min_groups: int) -> str:
+    """The power figure's reason below the minimum clusters (issue 29: say what it needs)."""
+    return (
+        f"cannot estimate yet: n = {n} shared mixed {'task' if n == 1 else 'tasks'}; the "
+        f"variance needs at least {min_groups} mixed groups judged by both"
+    )
 
 
 def compare(
     a: tuple[np.ndarray, np.ndarray],
     b: tuple[np.ndarray, np.ndarray],
     settings: PowerSettings,
-    weights: np.ndarray | None,
     min_groups: int = MIN_CI_GROUPS,
 ) -> dict[str, Any]:
-    """Two judges' (credit, pairs) per task (same task order): difference, CI, power."""
+    """Two judges' (numerator, denominator) per task (same task order): the difference, its
+    t-based interval and p-value (unadjusted), and the power figures (module docstring)."""
     (ca, ma), (cb, mb) = a, b
     shared = (ma > 0) & (mb > 0)
     n = int(shared.sum())
     out: dict[str, Any] = {"n_groups": n, "difference": None, "sd_difference": None,
-                           "groups_needed_paired": None, "groups_needed_independent": None,
-                           "separated": False, "reason": None}  # fmt: skip
+                           "p_value": None, "p_holm": None, "separated": False,
+                           "groups_needed_margin": None, "groups_needed_observed": None,
+                           "groups_needed_independent": None, "power_reason": None,
+                           "reason": None}  # fmt: skip
     if n == 0:
         out["reason"] = "no task is mixed (passing and failing candidates) for both judges"
-        out.update(percentile_ci(None, 0, min_groups).fields("difference"))
+        out["power_reason"] = cannot_estimate(0, min_groups)
+        out.update(no_interval(out["reason"], 0).fields("difference"))
         out["too_small"] = True
         return out
-    ca, ma, cb, mb = (np.where(shared, x, 0.0) for x in (ca, ma, cb, mb))
-    out["difference"] = float(ca.sum() / ma.sum() - cb.sum() / mb.sum())
-    draws = None
-    if weights is not None and weights.shape[0] and n >= min_groups:
-        draws = _ratio_draws(weights, ca, ma) - _ratio_draws(weights, cb, mb)
-    ci = percentile_ci(draws, n, min_groups)
-    out.update(ci.fields("difference"))
-    out["separated"] = ci.excludes(0.0)
-    if n < 2:
-        out["reason"] = f"n = {n} shared mixed task: a variance needs at least 2"
-    else:
-        ea = linearised(ca[shared], ma[shared])
-        eb = linearised(cb[shared], mb[shared])
+    ca, ma, cb, mb = (x[shared] for x in (ca, ma, cb, mb))
+    diff = float(ca.sum() / ma.sum() - cb.sum() / mb.sum())
+    out["difference"] = diff
+    if n >= 2:
+        ea, eb = linearised(ca, ma), linearised(cb, mb)
         sd, sd_a, sd_b = (float(np.std(x, ddof=1)) for x in (ea - eb, ea, eb))
         out["sd_difference"] = sd
-        if sd == 0:
-            out["reason"] = f"no variation between the {n} shared tasks: no variance estimate"
-        else:
-            m, al, pw = settings.margin, settings.alpha, settings.power
-            out["groups_needed_paired"] = groups_needed(sd, m, al, pw)
-            out["groups_needed_independent"] = groups_needed(sd_a, m, al, pw, sd_other=sd_b)
-    needed = out["groups_needed_paired"]
-    out["too_small"] = not out["separated"] or needed is None or n < needed
+    why = too_few_groups(n, min_groups)
+    if why:
+        out.update(no_interval(why, n).fields("difference"))
+        out["power_reason"] = cannot_estimate(n, min_groups)
+        out["too_small"] = True
+        return out
+    se = sd / math.sqrt(n)
+    if se > 0:
+        t_crit = float(scipy_stats.t.ppf(0.5 + CI_LEVEL / 2, n - 1))
+        ci = Interval(diff - t_crit * se, diff + t_crit * se, None, n)
+        out["p_value"] = float(2 * scipy_stats.t.sf(abs(diff) / se, n - 1))
+    else:
+        ci = Interval(diff, diff, None, n)
+        out["p_value"] = 0.0 if abs(diff) > 1e-12 else 1.0
+    out.update(ci.fields("difference"))
+    m, al, pw = settings.margin, settings.alpha, settings.power
+    if sd == 0:
+        out["power_reason"] = f"no variation between the {n} shared tasks: no variance estimate"
+    else:
+        out["groups_needed_margin"] = groups_needed(sd, m, al, pw)
+        out["groups_needed_independent"] = groups_needed(sd_a, m, al, pw, sd_other=sd_b)
+        if abs(diff) > 1e-12:
+            out["groups_needed_observed"] = groups_needed(sd, abs(diff), al, pw)
     return out
 
 
@@ -117,21 +171,30 @@ def power_analysis(
     truth: Truth,
     evaluators: dict[str, dict[str, Any]],
     settings: PowerSettings,
-    weights: np.ndarray | None,
     min_groups: int = MIN_CI_GROUPS,
+    primary: str = "pairwise_accuracy_strict",
 ) -> dict[str, Any]:
-    """Every pair of judges (evaluators other than execution truth): the module's figures."""
+    """Every pair of judges (evaluators other than execution truth) on `primary`: the
+    module's figures, Holm-corrected over all pairs."""
     judges = sorted(n for n, ev in evaluators.items() if ev.get("protocol") != "execution")
-    per_task: dict[str, tuple[np.ndarray, np.ndarray]] = {
-        name: task_pair_credit(candidate_scores(scores, name), truth) for name in judges
+    per_task = {
+        name: task_endpoint(candidate_scores(scores, name), truth, primary) for name in judges
     }
     pairs: dict[str, dict[str, Any]] = {}
     for a, b in itertools.combinations(judges, 2):
-        pairs.setdefault(a, {})[b] = compare(per_task[a], per_task[b], settings, weights,
-                                             min_groups)  # fmt: skip
+        pairs.setdefault(a, {})[b] = compare(per_task[a], per_task[b], settings, min_groups)
+    tested = [p for _, _, p in _pairs(pairs) if p["p_value"] is not None]
+    for p, adjusted in zip(tested, holm([p["p_value"] for p in tested]), strict=True):
+        p["p_holm"] = adjusted
+        p["separated"] = adjusted < settings.alpha
+    for _, _, p in _pairs(pairs):
+        need = p["groups_needed_margin"]
+        p["too_small"] = not p["separated"] or need is None or p["n_groups"] < need
     flat = list(_pairs(pairs))
-    needed = [p["groups_needed_paired"] for _, _, p in flat if p["groups_needed_paired"]]
     return {
+        "endpoint": primary,
+        "correction": "holm",
+        "n_comparisons": len(tested),
         "margin": settings.margin,
         "alpha": settings.alpha,
         "power": settings.power,
@@ -139,7 +202,6 @@ def power_analysis(
         "n_judges": len(judges),
         "n_tasks": len(truth.tasks),
         "pairs": pairs,
-        "max_groups_needed": max(needed) if needed else None,
         "can_rank": bool(flat) and not any(p["too_small"] for _, _, p in flat),
     }
 
@@ -149,34 +211,53 @@ def _pairs(pairs: dict[str, dict[str, Any]]) -> list[tuple[str, str, dict[str, A
     return [(a, b, pairs[a][b]) for a in sorted(pairs) for b in sorted(pairs[a])]
 
 
+def pair(power: dict[str, Any], a: str, b: str) -> dict[str, Any] | None:
+    """The figures of the pair {a, b}, oriented so that `difference` is a's minus b's."""
+    x, y = sorted((a, b))
+    p = ((power.get("pairs") or {}).get(x) or {}).get(y)
+    if p is None or x == a:
+        return p
+    flipped = dict(p)
+    for key in ("difference", "difference_ci_low", "difference_ci_high"):
+        flipped[key] = None if p.get(key) is None else -p[key]
+    flipped["difference_ci_low"], flipped["difference_ci_high"] = (
+        flipped["difference_ci_high"], flipped["difference_ci_low"])  # fmt: skip
+    return flipped
+
+
 # ----------------------------------------------------------------------------- report
 
 
+def label(power: dict[str, Any]) -> str:
+    return LABELS.get(power.get("endpoint") or "", str(power.get("endpoint")))
+
+
 def summary(power: dict[str, Any]) -> str:
-    """One plain sentence: can this audit rank its judges, and what would it take."""
+    """Plain sentences: how many pairs the audit separates, or why it cannot estimate yet."""
     pairs = [p for _, _, p in _pairs(power.get("pairs") or {})]
     if not pairs:
         return "Fewer than two judges: there is nothing to rank."
-    if power.get("can_rank"):
+    n_max = max(p["n_groups"] for p in pairs)
+    min_groups = power.get("min_ci_groups", MIN_CI_GROUPS)
+    if not power.get("n_comparisons"):
         return (
-            f"Every pair of the {power['n_judges']} judges is separated by a CI that excludes "
-            "0, on enough tasks for the margin."
+            f"The power analysis cannot estimate yet: the judges share at most {n_max} mixed "
+            f"{'group' if n_max == 1 else 'groups'} (tasks with passing and failing "
+            f"candidates); it needs at least {min_groups} judged by both judges of a pair "
+            "before it can say how many tasks would separate them. Try an audit with "
+            f"{min_groups} or more such tasks."
         )
-    unsep = sum(1 for p in pairs if not p["separated"])
-    n = max(p["n_groups"] for p in pairs)
-    need = power.get("max_groups_needed")
-    need_txt = (
-        f"about {need} tasks with passing and failing candidates would be needed to separate "
-        f"every pair by {power['margin']:g} in pairwise accuracy (alpha {power['alpha']:g}, "
-        f"power {power['power']:g}, from the variance observed here)"
-        if need
-        else "the variance between tasks cannot be estimated yet, so not even the number "
-        "of tasks needed can be said"
+    n_sep = sum(1 for p in pairs if p["separated"])
+    head = (
+        f"{n_sep} of {len(pairs)} pairs of judges differ in {label(power)} after Holm's "
+        f"correction over {power['n_comparisons']} comparisons (adjusted p < "
+        f"{power['alpha']:g})."
     )
-    return (
-        f"This audit is too small to rank its judges: {unsep} of {len(pairs)} pairs are not "
-        f"separated by a CI that excludes 0, on at most {n} shared mixed "
-        f"{'task' if n == 1 else 'tasks'}; {need_txt}."
+    if power.get("can_rank"):
+        return head + " Every pair is separated, on enough tasks for the margin."
+    return head + (
+        " Tasks needed: per pair, from that pair's own spread between tasks, to detect the "
+        f"margin {power['margin']:g} and the observed gap (power {power['power']:g})."
     )
 
 
@@ -187,21 +268,27 @@ def _cell(x: Any) -> str:
     return "n/a" if x is None else str(x)
 
 
-HEADER = ("judges", "difference", "tasks", "tasks needed (paired)",
-          "tasks needed per judge (independent)", "verdict")  # fmt: skip
+HEADER = ("judges", "difference [95 % CI]", "shared mixed tasks", "p (Holm)",
+          "tasks needed: margin", "tasks needed: observed gap", "verdict")  # fmt: skip
+
+
+def verdict(a: str, b: str, p: dict[str, Any]) -> str:
+    if p["separated"]:
+        better = a if p["difference"] > 0 else b
+        return f"{better} higher (Holm-adjusted p < alpha)"
+    if p.get("p_value") is None:
+        return "not tested: " + (p.get("power_reason") or p.get("reason") or "no CI")
+    return "not separated"
 
 
 def rows(power: dict[str, Any], fmt: Formatter) -> list[list[str]]:
     out = []
     for a, b, p in _pairs(power.get("pairs") or {}):
-        if p["separated"]:
-            better = a if p["difference"] > 0 else b
-            verdict = f"{better} has the higher pairwise accuracy (CI excludes 0)"
-        else:
-            verdict = "not separated" + (f": {p['reason']}" if p.get("reason") else "")
+        holm_p = "n/a" if p.get("p_holm") is None else f"{p['p_holm']:.3f}"
         out.append(
-            [f"{a} − {b}", fmt(p, "difference"), str(p["n_groups"]),
-             _cell(p["groups_needed_paired"]), _cell(p["groups_needed_independent"]), verdict]
+            [f"{a} − {b}", fmt(p, "difference"), str(p["n_groups"]), holm_p,
+             _cell(p.get("groups_needed_margin")), _cell(p.get("groups_needed_observed")),
+             verdict(a, b, p)]
         )  # fmt: skip
     return out
 
@@ -209,7 +296,7 @@ def rows(power: dict[str, Any], fmt: Formatter) -> list[list[str]]:
 def power_markdown(power: dict[str, Any], fmt: Formatter) -> list[str]:
     if not power:
         return []
-    out = ["## Power: can this audit rank its judges?", "", summary(power), ""]
+    out = [f"## Paired comparisons and power ({label(power)})", "", summary(power), ""]
     if power.get("pairs"):
         out += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
         out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |"
@@ -221,7 +308,8 @@ def power_markdown(power: dict[str, Any], fmt: Formatter) -> list[str]:
 def power_html(power: dict[str, Any], fmt: Formatter, escape: Callable[[Any], str]) -> list[str]:
     if not power:
         return []
-    h = ["<h2>Power: can this audit rank its judges?</h2>", f"<p>{escape(summary(power))}</p>"]
+    h = [f"<h2>Paired comparisons and power ({escape(label(power))})</h2>",
+         f"<p>{escape(summary(power))}</p>"]  # fmt: skip
     if power.get("pairs"):
         h.append('<table id="power"><thead><tr>')
         h += [f"<th>{escape(c)}</th>" for c in HEADER]

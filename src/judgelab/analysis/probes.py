@@ -7,7 +7,10 @@
   * ``rows``: n_rows, unscored_rate, out_of_range_rate (`stats.stats_for_evaluator`);
   * ``calibration``: `truth.truth_metrics` on the known-truth groups (top-1 accuracy, pairwise
     accuracy, ROC-AUC, false-praise rate...), each candidate's score being the mean of its
-    permutation views (slot effects average out), clustered by group for the CIs;
+    permutation views (slot effects average out), clustered by group for the CIs; with
+    `order_consistent_accuracy` (JudgeBench, CodeJudgeBench): over (passing, failing) pairs
+    of a group scored in two or more permutation views, the share whose passing candidate
+    scores strictly higher in every view (`order_consistent_pairs` of `order_pairs`);
   * ``position``: `bias.position_bias` over every group's permutation views (views at
     ``probes.temperature``, 0 by default);
   * ``perturbation``: `bias.perturbation_bias` per perturbation;
@@ -62,6 +65,7 @@ from judgelab.analysis.bias import (  # noqa: E402
     perturbation_bias,
     position_bias,
     self_preference,
+    view_scores,
 )
 from judgelab.analysis.cost import (  # noqa: E402
     JudgeCosting,
@@ -115,7 +119,43 @@ def calibration(
         pl.lit(1, dtype=pl.UInt32).alias("n_scored_repeats"),
     )
     weights = resample_weights(len(tasks), n_boot, seed) if n_boot else None
-    return truth_metrics(means, truth, threshold, weights, min_groups=max(min_groups, 2))
+    out = truth_metrics(means, truth, threshold, weights, min_groups=max(min_groups, 2))
+    out.update(order_consistent(cal, table, n_boot, seed, min_groups=min_groups))
+    return out
+
+
+def order_consistent(
+    cal: pl.DataFrame, table: pl.DataFrame, n_boot: int, seed: int, *, min_groups: int
+) -> dict[str, Any]:
+    """Order-consistent pairwise accuracy of the calibration groups (module docstring): a
+    (passing, failing) pair counts only when both were scored in at least two permutation
+    views, and is right only when the passing one scores strictly higher in every one."""
+    passed = {r["candidate_id"]: r["passed"] for r in table.iter_rows(named=True)}
+    per_group: list[tuple[float, float]] = []
+    for _group, views in sorted(view_scores(cal, PERM).items()):
+        ids = sorted(set().union(*views.values()))
+        right = total = 0.0
+        for p in (c for c in ids if passed.get(c) is True):
+            for f in (c for c in ids if passed.get(c) is False):
+                both = [v for v in views.values() if p in v and f in v]
+                if len(both) < 2:
+                    continue
+                total += 1
+                right += float(all(v[p][0] > v[f][0] for v in both))
+        if total:
+            per_group.append((right, total))
+    num = np.array([r for r, _ in per_group])
+    den = np.array([t for _, t in per_group])
+
+    def stat(idx: np.ndarray) -> float | None:
+        d = den[idx].sum()
+        return float(num[idx].sum() / d) if d else None
+
+    out = figure_with_ci("order_consistent_accuracy", len(per_group), stat, n_boot, seed,
+                         min_groups)  # fmt: skip
+    out["order_consistent_pairs"] = int(num.sum())
+    out["order_pairs"] = int(den.sum())
+    return out
 
 
 def noise_repeats(settings: ProbesSettings) -> list[int]:
@@ -383,8 +423,10 @@ def _position_lines(pos: dict[str, Any], notes: _Notes) -> list[str]:
     slots = pos.get("slots", {})
     return [
         f"- position ({pos['n_groups']} groups, {pos['n_swapped_pairs']} swapped candidate "
-        f"pairs): position consistency {_fig(pos, 'position_consistency', notes)}, preference "
-        f"fairness {_fig(pos, 'preference_fairness', notes)}",
+        f"pairs, {pos.get('n_flat_pairs', 0)} of them flat: tied in both orders, left out of "
+        f"consistency): position consistency {_fig(pos, 'position_consistency', notes)}, "
+        f"preference fairness (Shi et al.) {_fig(pos, 'preference_fairness', notes)}, "
+        f"tie-aware {_fig(pos, 'preference_fairness_tie_aware', notes)}",
         f"- position-driven pairs: {driven} of {pos['n_swapped_pairs']}: "
         f"{pos['n_primacy_preferred']} primacy-preferred, {pos['n_recency_preferred']} "
         f"recency-preferred, {pos['n_primacy_tied']} tied in one order while the earlier-shown "

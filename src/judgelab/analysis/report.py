@@ -112,17 +112,41 @@ def fmt_ci(t: dict[str, Any], key: str, pct: bool = False) -> str:
     return text
 
 
+NO_CI_MARK = "†"
+
+
+def fmt_cell(t: dict[str, Any], key: str, pct: bool = False) -> str:
+    """A table cell: `fmt_ci`, except that a figure from too few groups for a CI shows its
+    value and n compactly, `0.750 (n = 2)†`; the table's footnote (`no_ci_footnote`) states
+    the rule once."""
+    value = t.get(key)
+    ci = interval(t, key)
+    if value is not None and not ci.valid and ci.reason and "too few for a CI" in ci.reason:
+        return f"{fmt_pct(value) if pct else fmt_num(value)} (n = {ci.n_groups}){NO_CI_MARK}"
+    return fmt_ci(t, key, pct)
+
+
+def no_ci_footnote(min_groups: Any) -> str:
+    return (
+        f"{NO_CI_MARK} Fewer task groups than the minimum ({min_groups}) behind the figure: "
+        "its value and n, no CI, and no claim rests on it."
+    )
+
+
 HEADLINE_COLUMNS = (
     "evaluator",
     "protocol",
     "scored",
-    "pairwise acc. (within task)",
-    "top-1 acc. (within task)",
-    "tied pairs (within task)",
+    "strict pairwise acc. (ties wrong)",
+    "tie rate",
+    "top-1 acc. − chance",
+    "advantage fidelity",
+    "zero-advantage mixed groups",
+    "false praise within group",
+    "false praise (standardised, mixed groups)",
+    "pairwise acc. (ties ½, secondary)",
     "ROC-AUC (pooled, absolute scale)",
-    "ROC-AUC (within-task standardised)",
     "false praise (score ≥ threshold, absolute scale)",
-    "false praise (standardised score > 0)",
 )
 DISTRIBUTION_COLUMNS = (
     "evaluator",
@@ -149,13 +173,16 @@ def headline_rows(evaluators: dict[str, dict[str, Any]], truth: str = "truth") -
                 name,
                 str(ev.get("protocol") or NA),
                 f"{ev['n_scored']}/{ev['n_rows']}",
-                fmt_ci(t, "pairwise_accuracy"),
-                fmt_ci(t, "top1_accuracy"),
-                fmt_ci(t, "tied_pair_share", pct=True),
-                fmt_ci(t, "roc_auc"),
-                fmt_ci(t, "roc_auc_standardised"),
-                fmt_ci(t, "false_praise_rate", pct=True),
-                fmt_ci(t, "false_praise_rate_standardised", pct=True),
+                fmt_cell(t, "pairwise_accuracy_strict"),
+                fmt_cell(t, "tied_pair_share", pct=True),
+                fmt_cell(t, "top1_over_chance"),
+                fmt_cell(t, "advantage_fidelity"),
+                fmt_cell(t, "zero_advantage_mixed_rate", pct=True),
+                fmt_cell(t, "false_praise_within_group", pct=True),
+                fmt_cell(t, "false_praise_rate_standardised", pct=True),
+                fmt_cell(t, "pairwise_accuracy"),
+                fmt_cell(t, "roc_auc"),
+                fmt_cell(t, "false_praise_rate", pct=True),
             ]
         )
     return rows
@@ -342,7 +369,20 @@ def findings(name: str, ev: dict[str, Any], left_out: int = 0) -> list[str]:
                 f"({t.get('n_false_praise_standardised')} of {n_fail}) score above their "
                 "task's mean, so training would push them up."
             )
-    out += ranking + praise if group else praise + ranking
+    primary: list[str] = []
+    if t.get("pairwise_accuracy_strict") is not None and judged:
+        primary.append(
+            f"on mixed tasks, where GRPO learns: strict pairwise accuracy "
+            f"{fmt_ci(t, 'pairwise_accuracy_strict')} ({t.get('n_strict_pairs')} of "
+            f"{_n(t.get('n_pairs'), 'pair')} right, {t.get('n_tied_pairs')} tied); advantage "
+            f"fidelity {fmt_ci(t, 'advantage_fidelity')} (1 = the tests' advantages, 0 = no "
+            f"signal); {t.get('n_zero_advantage_mixed')} of {_n(t.get('n_pair_groups'), 'task')} "
+            f"with one score for all; false praise within the group "
+            f"{fmt_ci(t, 'false_praise_within_group', pct=True)} "
+            f"({t.get('n_false_praise_within_group')} of {t.get('n_failing_mixed')} failing "
+            "candidates scored at or above a passing one)."
+        )
+    out += primary + (ranking + praise if group else praise + ranking)
     parseable = parseable_finding(ev.get("truth_parseable", {}), left_out, group)
     if parseable and judged:
         out.append(parseable)
@@ -486,9 +526,12 @@ def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _md_table(columns: Sequence[str], rows: list[list[str]]) -> list[str]:
+def _md_table(columns: Sequence[str], rows: list[list[str]], min_groups: Any = None) -> list[str]:
     out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    return out + ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
+    out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
+    if any(NO_CI_MARK in c for row in rows for c in row):
+        out += ["", no_ci_footnote(min_groups)]
+    return out
 
 
 def _intro(metrics: dict[str, Any]) -> list[str]:
@@ -515,11 +558,15 @@ def _intro(metrics: dict[str, Any]) -> list[str]:
         "instead. An evaluator's candidate score is the mean of its scored repeats."
     )
     lines.append(
-        "A group judge (RULER) scores a task's candidates relative to one another, so its "
-        "headline is within-task: pairwise accuracy over (passing, failing) pairs of a task, "
-        "top-1 accuracy, tied pairs. Pooled ROC-AUC and the praise threshold compare scores "
-        "across tasks on an absolute scale; their standardised versions first turn each "
-        "task's scores into z-scores (GRPO's advantage), which no per-task offset can move."
+        "The headline figures are within mixed tasks (a passing and a failing candidate), "
+        "where GRPO learns: strict pairwise accuracy (a tied pair is not right; the tie rate "
+        "beside it), top-1 accuracy minus the passing share (what guessing gets), advantage "
+        "fidelity (the within-task correlation of the judge's GRPO advantages with the "
+        "tests'; a group with one score for all gives no signal, 0) and false praise within "
+        "the group (a failing candidate scored at or above a passing one). The ½-tie pairwise "
+        "accuracy is a secondary figure. Pooled ROC-AUC and the praise threshold compare "
+        "scores across tasks on an absolute scale: labelled so, and never a basis for "
+        "comparing protocols whose scales differ."
     )
     return lines
 
@@ -560,11 +607,12 @@ def render_markdown(
     out += [" ".join(_intro(metrics)), ""]
     out += ranking_markdown(metrics)
     out += ["## Headline", ""]
-    out += _md_table(HEADLINE_COLUMNS, headline_rows(evs))
+    min_groups = (metrics.get("settings") or {}).get("min_ci_groups")
+    out += _md_table(HEADLINE_COLUMNS, headline_rows(evs), min_groups)
     left_out = n_unparseable(metrics)
     if left_out:
         out += ["", "## Headline, parseable code only", "", parseable_note(left_out), ""]
-        out += _md_table(HEADLINE_COLUMNS, headline_rows(evs, "truth_parseable"))
+        out += _md_table(HEADLINE_COLUMNS, headline_rows(evs, "truth_parseable"), min_groups)
     out += ["", "## Score distributions", ""]
     out += _md_table(DISTRIBUTION_COLUMNS, distribution_rows(evs))
     out += ["", "## Findings", ""]
@@ -630,12 +678,16 @@ def _e(text: Any) -> str:
     return html.escape("" if text is None else str(text), quote=True)
 
 
-def _html_table(table_id: str, columns: Sequence[str], rows: list[list[str]]) -> list[str]:
+def _html_table(
+    table_id: str, columns: Sequence[str], rows: list[list[str]], min_groups: Any = None
+) -> list[str]:
     h = [f'<table id="{table_id}"><thead><tr>']
     h += [f"<th>{_e(c)}</th>" for c in columns]
     h.append("</tr></thead><tbody>")
     h += ["<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows]
     h.append("</tbody></table>")
+    if any(NO_CI_MARK in c for row in rows for c in row):
+        h.append(f'<p class="note">{_e(no_ci_footnote(min_groups))}</p>')
     return h
 
 
@@ -664,13 +716,14 @@ def render_html(
     h += [f'<p class="note">{_e(line)}</p>' for line in _intro(metrics)]
     h += ranking_html(metrics, _e)
     h.append("<h2>Headline</h2>")
-    h += _html_table("headline", HEADLINE_COLUMNS, headline_rows(evs))
+    min_groups = (metrics.get("settings") or {}).get("min_ci_groups")
+    h += _html_table("headline", HEADLINE_COLUMNS, headline_rows(evs), min_groups)
     left_out = n_unparseable(metrics)
     if left_out:
         h.append("<h2>Headline, parseable code only</h2>")
         h.append(f'<p class="note">{_e(parseable_note(left_out))}</p>')
         rows = headline_rows(evs, "truth_parseable")
-        h += _html_table("headline-parseable", HEADLINE_COLUMNS, rows)
+        h += _html_table("headline-parseable", HEADLINE_COLUMNS, rows, min_groups)
     h.append("<h2>Score distributions</h2>")
     h += _html_table("distributions", DISTRIBUTION_COLUMNS, distribution_rows(evs))
     h.append("<h2>Findings</h2>")

@@ -15,18 +15,36 @@ Contract:
   evaluator never scored is left out and counted (`n_candidates_unscored`), never scored as 0.
 - Metrics, over candidates with both truth and a score:
   * `roc_auc`: scikit-learn's ROC-AUC of score vs passed (null when only one class is present).
-  * `pairwise_accuracy`: for each task, every (passing, failing) pair: 1 if the passing one
-    scores higher, 0.5 on a tie, 0 otherwise; the mean over all pairs of all tasks.
-  * `top1_accuracy`: over tasks with at least one passing and one failing candidate, whether
-    the top-scored candidate passes; a tie at the top shares the credit (share of tied that pass).
-  * `tied_pair_share`: share of those within-task (passing, failing) pairs scored equal.
-  * `false_praise_rate`: share of failing candidates scored >= `praise_threshold`.
+  * `pairwise_accuracy_strict` (a primary endpoint): for each task, every (passing, failing)
+    pair: 1 if the passing one scores higher, 0 otherwise (a tie teaches GRPO nothing, so it
+    is not right); the mean over all pairs of all tasks. `tied_pair_share` (the tie rate)
+    goes beside it. `pairwise_accuracy` is the secondary figure that counts a tie as 1/2.
+  * `top1_accuracy`: over mixed tasks (a passing and a failing candidate), whether the
+    top-scored candidate passes; a tie at the top shares the credit (share of tied that pass).
+    `top1_chance` is what a judge that guesses gets: the mean passing share of those tasks;
+    `top1_over_chance` (a primary endpoint) is the difference.
+  * Advantage fidelity, on mixed tasks: a judge's GRPO advantages in a task are
+    a = (score - mean) / std (population std over the task's scored candidates with truth, as
+    ART and TRL compute them per group; all 0 when every score is equal); the tests' are the
+    same of passed (1/0). `advantage_fidelity` (a primary endpoint) is the mean over mixed
+    tasks of mean(a_judge * a_tests), their within-task correlation (= the judge's advantage
+    gap / the tests' gap): 1 when the judge splits the task as the tests do, 0 when it gives
+    no signal, negative when it pushes failing code up. `advantage_gap` and
+    `advantage_gap_tests`: mean advantage of passing minus failing candidates, the judge's
+    and the tests'. `advantage_order_rate`: share of mixed tasks in which every passing
+    candidate's advantage is above every failing one's. `zero_advantage_mixed_rate`: share of
+    mixed tasks with one score for all (`n_zero_advantage_mixed`): no signal, never chance.
+  * `false_praise_within_group`: share of failing candidates of mixed tasks scored at or above
+    some passing candidate of their task (the honest false praise of a relative judge).
+  * `false_praise_rate`: share of failing candidates scored >= `praise_threshold` (absolute
+    scale: labelled so, never used to compare protocols whose scales differ).
   * `mean_score_passing`, `mean_score_failing` and `score_gap` (their difference).
-  * `roc_auc_standardised`, `false_praise_rate_standardised`: the same two figures on
-    within-task standardised scores, z = (score - task mean) / task std (population std, over
-    the evaluator's scored candidates of the task; 0 when they are all equal): GRPO's
-    advantage. A failing candidate is "praised" when z > 0, i.e. training would push it up.
-    Adding a constant to one task's scores cannot move them.
+  * `roc_auc_standardised`: ROC-AUC on within-task standardised scores,
+    z = (score - task mean) / task std (population std, over the evaluator's scored
+    candidates of the task; 0 when they are all equal): GRPO's advantage.
+    `false_praise_rate_standardised`: share of failing candidates of mixed tasks with z > 0
+    (training would push them up); all-failing tasks are left out, since some candidate is
+    always above their mean. Adding a constant to one task's scores cannot move them.
 - Scales. A group judge (RULER) scores candidates only relative to the others in its group, so
   `WITHIN_GROUP` figures (pairwise, top-1, tied pairs) are its headline; `ABSOLUTE_SCALE`
   figures (pooled ROC-AUC, the praise threshold, mean scores) compare scores across groups the
@@ -60,7 +78,24 @@ logger = logging.getLogger(__name__)
 
 # Judges that score a task's candidates together, relative to one another (evaluators/ruler.py).
 GROUP_PROTOCOLS = ("ruler",)
-WITHIN_GROUP = ("pairwise_accuracy", "top1_accuracy", "tied_pair_share")
+WITHIN_GROUP = (
+    "pairwise_accuracy_strict",
+    "pairwise_accuracy",
+    "top1_accuracy",
+    "top1_chance",
+    "top1_over_chance",
+    "tied_pair_share",
+    "advantage_fidelity",
+    "advantage_order_rate",
+    "advantage_gap",
+    "advantage_gap_tests",
+    "zero_advantage_mixed_rate",
+    "false_praise_within_group",
+    "false_praise_rate_standardised",
+)
+# The GRPO-relevant figures `analysis.primary` may name: the ranking and the recommendation
+# use the configured one (config.PRIMARY_ENDPOINTS holds the same names).
+PRIMARY = ("pairwise_accuracy_strict", "advantage_fidelity", "top1_over_chance")
 ABSOLUTE_SCALE = (
     "roc_auc",
     "false_praise_rate",
@@ -68,7 +103,7 @@ ABSOLUTE_SCALE = (
     "mean_score_failing",
     "score_gap",
 )
-STANDARDISED = ("roc_auc_standardised", "false_praise_rate_standardised")
+STANDARDISED = ("roc_auc_standardised",)
 HEADLINE = (*WITHIN_GROUP, *ABSOLUTE_SCALE, *STANDARDISED)
 _STD_EPS = 1e-12
 _TRUTH_COLUMNS = {
@@ -227,14 +262,25 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class _TaskParts:
-    """Per-task sums from which every figure is a ratio; a resample just reweights tasks."""
+    """Per-task sums from which every figure is a ratio; a resample just reweights tasks.
+    `mixed` marks the tasks with both a passing and a failing scored candidate; the
+    per-mixed-task arrays are 0 elsewhere."""
 
     n_pass: np.ndarray  # (T,)
     n_fail: np.ndarray
     cross: np.ndarray  # (T, T): pair credit, passing rows of task t vs failing rows of task u
+    strict: np.ndarray  # (T,): (passing, failing) pairs of task t the passing one wins outright
     tied: np.ndarray  # (T,): tied (passing, failing) pairs within task t
     top_num: np.ndarray
-    top_den: np.ndarray
+    top_den: np.ndarray  # 1 for a mixed task
+    top_chance: np.ndarray  # passing share of a mixed task: top-1 of a judge that guesses
+    adv_corr: np.ndarray  # within-task correlation of the judge's and the tests' advantages
+    adv_ordered: np.ndarray  # 1: every passing advantage above every failing one
+    adv_gap: np.ndarray  # mean advantage of passing minus failing (the judge's)
+    adv_gap_tests: np.ndarray  # the same with the tests' advantages
+    flat_mixed: np.ndarray  # 1: a mixed task whose candidates all got one score
+    n_fail_mixed: np.ndarray  # failing candidates of a mixed task
+    fail_at_pass: np.ndarray  # of them, scored at or above some passing candidate of the task
     praised_fail: np.ndarray
     sum_pass: np.ndarray
     sum_fail: np.ndarray
@@ -244,13 +290,28 @@ class _TaskParts:
         n_pass, n_fail = w @ self.n_pass, w @ self.n_fail
         within = np.diagonal(self.cross)
         n_within = w @ (self.n_pass * self.n_fail)
+        n_mixed = w @ self.top_den
         mean_pass = _ratio(w @ self.sum_pass, n_pass)
         mean_fail = _ratio(w @ self.sum_fail, n_fail)
+        top1 = _ratio(w @ self.top_num, n_mixed)
+        chance = _ratio(w @ self.top_chance, n_mixed)
         return {
             "roc_auc": _ratio(np.einsum("bt,tu,bu->b", w, self.cross, w), n_pass * n_fail),
             "pairwise_accuracy": _ratio(w @ within, n_within),
-            "top1_accuracy": _ratio(w @ self.top_num, w @ self.top_den),
+            "pairwise_accuracy_strict": _ratio(w @ self.strict, n_within),
+            "top1_accuracy": top1,
+            "top1_chance": chance,
+            "top1_over_chance": top1 - chance,
             "tied_pair_share": _ratio(w @ self.tied, n_within),
+            "advantage_fidelity": _ratio(w @ self.adv_corr, n_mixed),
+            "advantage_order_rate": _ratio(w @ self.adv_ordered, n_mixed),
+            "advantage_gap": _ratio(w @ self.adv_gap, n_mixed),
+            "advantage_gap_tests": _ratio(w @ self.adv_gap_tests, n_mixed),
+            "zero_advantage_mixed_rate": _ratio(w @ self.flat_mixed, n_mixed),
+            "false_praise_within_group": _ratio(w @ self.fail_at_pass, w @ self.n_fail_mixed),
+            "false_praise_mixed": _ratio(
+                w @ (self.praised_fail * self.top_den), w @ self.n_fail_mixed
+            ),
             "false_praise_rate": _ratio(w @ self.praised_fail, n_fail),
             "mean_score_passing": mean_pass,
             "mean_score_failing": mean_fail,
@@ -265,12 +326,16 @@ class _TaskParts:
         return {
             **dict.fromkeys(WITHIN_GROUP, mixed),
             **dict.fromkeys(("roc_auc", "score_gap", "roc_auc_standardised"), any_row),
-            **dict.fromkeys(
-                ("false_praise_rate", "mean_score_failing", "false_praise_rate_standardised"),
-                with_fail,
-            ),
+            **dict.fromkeys(("false_praise_rate", "mean_score_failing"), with_fail),
             "mean_score_passing": int((self.n_pass > 0).sum()),
         }
+
+
+def _advantages(s: np.ndarray) -> np.ndarray:
+    """GRPO's group-relative advantage (score - mean) / std, population std as ART's
+    `(reward - mean) / std` over a group; all zero when every score is the same."""
+    std = s.std()
+    return (s - s.mean()) / std if std > _STD_EPS else np.zeros_like(s)
 
 
 def _task_parts(
@@ -287,30 +352,50 @@ def _task_parts(
     sf, tf = score[~passed], task_idx[~passed]
     praised_f = (sf >= threshold) if praised is None else np.asarray(praised, bool)[~passed]
     cross = np.zeros((n_tasks, n_tasks))
+    strict = np.zeros(n_tasks)
     tied_within = np.zeros(n_tasks)
     for u in np.unique(tf):
         fail_u = np.sort(sf[tf == u])
         below = np.searchsorted(fail_u, sp, side="left")
         tied = np.searchsorted(fail_u, sp, side="right") - below
         cross[:, u] = np.bincount(tp, weights=below + 0.5 * tied, minlength=n_tasks)
+        strict[u] = below[tp == u].sum()
         tied_within[u] = tied[tp == u].sum()
     n_pass = np.bincount(tp, minlength=n_tasks).astype(float)
     n_fail = np.bincount(tf, minlength=n_tasks).astype(float)
-    top_num = np.zeros(n_tasks)
-    top_den = np.zeros(n_tasks)
+    per_mixed = {k: np.zeros(n_tasks) for k in (
+        "top_num", "top_den", "top_chance", "adv_corr", "adv_ordered", "adv_gap",
+        "adv_gap_tests", "flat_mixed", "n_fail_mixed", "fail_at_pass")}  # fmt: skip
     for t in np.flatnonzero((n_pass > 0) & (n_fail > 0)):
         in_t = task_idx == t
         s_t, y_t = score[in_t], passed[in_t]
         top = s_t == s_t.max()
-        top_num[t] = y_t[top].mean()
-        top_den[t] = 1.0
+        a_judge, a_tests = _advantages(s_t), _advantages(y_t.astype(float))
+        gap = a_judge[y_t].mean() - a_judge[~y_t].mean()
+        gap_tests = a_tests[y_t].mean() - a_tests[~y_t].mean()
+        values = {
+            "top_num": y_t[top].mean(),
+            "top_den": 1.0,
+            "top_chance": y_t.mean(),
+            # mean(a_judge * a_tests) is their correlation = gap / gap_tests: 1 when the judge
+            # splits passing from failing as the tests do, 0 for no signal, < 0 inverted
+            "adv_corr": float(np.mean(a_judge * a_tests)),
+            "adv_ordered": float(a_judge[y_t].min() > a_judge[~y_t].max()),
+            "adv_gap": gap,
+            "adv_gap_tests": gap_tests,
+            "flat_mixed": float(np.ptp(s_t) <= _STD_EPS),
+            "n_fail_mixed": float((~y_t).sum()),
+            "fail_at_pass": float((s_t[~y_t] >= s_t[y_t].min()).sum()),
+        }
+        for key, value in values.items():
+            per_mixed[key][t] = value
     return _TaskParts(
         n_pass=n_pass,
         n_fail=n_fail,
         cross=cross,
+        strict=strict,
         tied=tied_within,
-        top_num=top_num,
-        top_den=top_den,
+        **per_mixed,
         praised_fail=np.bincount(tf, weights=praised_f.astype(float), minlength=n_tasks),
         sum_pass=np.bincount(tp, weights=sp, minlength=n_tasks),
         sum_fail=np.bincount(tf, weights=sf, minlength=n_tasks),
@@ -328,10 +413,13 @@ def standardise_within_task(cand: pl.DataFrame) -> pl.DataFrame:
     return scored.with_columns(z.cast(pl.Float64).alias("z"))
 
 
-def task_pair_credit(cand: pl.DataFrame, truth: Truth) -> tuple[np.ndarray, np.ndarray]:
-    """(credit, pairs), one entry per task of `truth.tasks`: the within-task pair credit (1 per
-    (passing, failing) pair ranked right, 0.5 per tie) and the number of such pairs, so that
-    pairwise accuracy is credit.sum() / pairs.sum()."""
+def task_endpoint(
+    cand: pl.DataFrame, truth: Truth, endpoint: str = "pairwise_accuracy"
+) -> tuple[np.ndarray, np.ndarray]:
+    """(numerator, denominator), one entry per task of `truth.tasks`, such that the figure
+    `endpoint` is numerator.sum() / denominator.sum(): for the pairwise accuracies the pair
+    credit and the number of (passing, failing) pairs; for the per-mixed-task figures
+    (`advantage_fidelity`, `top1_over_chance`, ...) the task's value and 1 for a mixed task."""
     known = truth.table.filter(pl.col("passed").is_not_null())
     usable = known.join(cand.select("candidate_id", "score"), on="candidate_id", how="inner")
     usable = usable.filter(pl.col("score").is_not_null() & pl.col("score").is_not_nan())
@@ -340,7 +428,22 @@ def task_pair_credit(cand: pl.DataFrame, truth: Truth) -> tuple[np.ndarray, np.n
     score = usable.get_column("score").to_numpy().astype(float)
     passed = usable.get_column("passed").to_numpy().astype(bool)
     parts = _task_parts(task_idx, score, passed, len(truth.tasks), 1.0)
-    return np.diagonal(parts.cross).copy(), parts.n_pass * parts.n_fail
+    pairs = parts.n_pass * parts.n_fail
+    per_task = {
+        "pairwise_accuracy": (np.diagonal(parts.cross).copy(), pairs),
+        "pairwise_accuracy_strict": (parts.strict, pairs),
+        "advantage_fidelity": (parts.adv_corr, parts.top_den),
+        "top1_over_chance": (parts.top_num - parts.top_chance, parts.top_den),
+    }
+    if endpoint not in per_task:
+        raise ValueError(f"unknown endpoint {endpoint!r}; valid: {', '.join(per_task)}")
+    return per_task[endpoint]
+
+
+def task_pair_credit(cand: pl.DataFrame, truth: Truth) -> tuple[np.ndarray, np.ndarray]:
+    """(credit, pairs) per task of `truth.tasks`: the ½-tie pair credit and the number of
+    (passing, failing) pairs, so that pairwise accuracy is credit.sum() / pairs.sum()."""
+    return task_endpoint(cand, truth, "pairwise_accuracy")
 
 
 def _finite(x: float) -> float | None:
@@ -380,7 +483,7 @@ def truth_metrics(
         std = std_parts.figures(w)
         return parts.figures(w) | {
             "roc_auc_standardised": std["roc_auc"],
-            "false_praise_rate_standardised": std["false_praise_rate"],
+            "false_praise_rate_standardised": std["false_praise_mixed"],
         }
 
     point = {k: float(v[0]) for k, v in figures(np.ones((1, n_t))).items()}
@@ -406,7 +509,6 @@ def truth_metrics(
             reasons.update(dict.fromkeys(WITHIN_GROUP, why))
         if n_fail == 0:
             reasons["false_praise_rate"] = "no failing candidate was scored"
-            reasons["false_praise_rate_standardised"] = reasons["false_praise_rate"]
             reasons["mean_score_failing"] = reasons["false_praise_rate"]
             reasons["score_gap"] = "needs both passing and failing candidates"
         if n_pass == 0:
@@ -426,8 +528,12 @@ def truth_metrics(
         "n_tied_pairs": int(parts.tied.sum()),
         "n_pair_groups": int(((parts.n_pass > 0) & (parts.n_fail > 0)).sum()),
         "n_top1_groups": int(parts.top_den.sum()),
+        "n_strict_pairs": int(parts.strict.sum()),
+        "n_failing_mixed": int(parts.n_fail_mixed.sum()),
         "n_false_praise": int(parts.praised_fail.sum()),
-        "n_false_praise_standardised": int(std_parts.praised_fail.sum()),
+        "n_false_praise_within_group": int(parts.fail_at_pass.sum()),
+        "n_false_praise_standardised": int((std_parts.praised_fail * std_parts.top_den).sum()),
+        "n_zero_advantage_mixed": int(parts.flat_mixed.sum()),
         "ci_level": CI_LEVEL,
         "min_ci_groups": min_groups,
         "n_bootstrap": 0 if weights is None else int(weights.shape[0]),
