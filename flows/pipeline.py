@@ -15,12 +15,22 @@ from flows.rollouts import rollouts_flow
 from flows.scores import scores_flow
 from flows.tasks import tasks_flow
 from flows.training import training_flow
+from judgelab.analysis.failures import JudgeCallsFailed, failure_message, loud_failures
+from judgelab.config import load_settings
+from judgelab.schemas import validate_file
 
 
 @flow(name="judgelab-pipeline")
 def pipeline_flow(params: Path = Path("params.yaml")) -> Path:
+    """A judge whose calls failed (flows/scores.py) fails the pipeline too, but only after
+    the report, whose first section names it, is written."""
     tasks = tasks_flow(params)
     rollouts = rollouts_flow(params, tasks)
-    scores = scores_flow(params, tasks, rollouts)
+    scores = scores_flow(params, tasks, rollouts, fail_on_judge_failures=False)
     training = training_flow(params, tasks)
-    return analysis_flow(params, tasks, rollouts, scores, training)
+    report = analysis_flow(params, tasks, rollouts, scores, training)
+    share = load_settings(params).scores.max_failure_share
+    loud = loud_failures(validate_file(scores, "scores"), share)
+    if loud:
+        raise JudgeCallsFailed(failure_message(loud, f"{scores}; the report to {report}"))
+    return report
