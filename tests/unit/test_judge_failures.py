@@ -3,9 +3,12 @@ report says first; judge-only audits' agreement figures against hand-computed va
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
+import yaml
 
 from judgelab.analysis.failures import (
     call_failures,
@@ -166,3 +169,18 @@ def test_judge_only_agreement_against_hand_computed_values() -> None:
     # with the truth present there is no judge-only section
     rows.append(row("execution", "execution", "t", "t-c0", 1.0, judge=None))
     assert judge_agreement(scores_frame(rows)) is None
+
+
+def test_the_failure_share_is_no_part_of_the_run_id() -> None:
+    from judgelab.config import parse_settings
+    from judgelab.scoring import run_id_for
+
+    data = yaml.safe_load((Path(__file__).resolve().parents[2] / "params.yaml").read_text())
+    frame = pl.DataFrame({"candidate_id": ["c1", "c2"]})
+    ids = set()
+    for share in (0.5, 0.9):
+        data["scores"]["max_failure_share"] = share
+        ids.add(run_id_for(parse_settings(data), frame))
+    assert len(ids) == 1
+    data["scores"]["repeats"] = 2  # while a setting that changes scores does change it
+    assert run_id_for(parse_settings(data), frame) not in ids
