@@ -13,11 +13,10 @@ from prefect import flow
 from flows.analysis import analysis_flow
 from flows.rollouts import rollouts_flow
 from flows.scores import scores_flow
+from flows.stages import SCORES
 from flows.tasks import tasks_flow
 from flows.training import training_flow
-from judgelab.analysis.failures import JudgeCallsFailed, failure_message, loud_failures
-from judgelab.config import load_settings
-from judgelab.schemas import validate_file
+from judgelab.analysis.failures import JudgeCallsFailed
 
 
 @flow(name="judgelab-pipeline")
@@ -26,11 +25,13 @@ def pipeline_flow(params: Path = Path("params.yaml")) -> Path:
     the report, whose first section names it, is written."""
     tasks = tasks_flow(params)
     rollouts = rollouts_flow(params, tasks)
-    scores = scores_flow(params, tasks, rollouts, fail_on_judge_failures=False)
+    failed: JudgeCallsFailed | None = None
+    try:
+        scores = scores_flow(params, tasks, rollouts)
+    except JudgeCallsFailed as err:  # the table is written: report it, then fail
+        scores, failed = SCORES, err
     training = training_flow(params, tasks)
     report = analysis_flow(params, tasks, rollouts, scores, training)
-    share = load_settings(params).scores.max_failure_share
-    loud = loud_failures(validate_file(scores, "scores"), share)
-    if loud:
-        raise JudgeCallsFailed(failure_message(loud, f"{scores}; the report to {report}"))
+    if failed is not None:
+        raise JudgeCallsFailed(f"{failed}\nthe report ({report}) says the same first")
     return report

@@ -4,8 +4,9 @@ After the table is written: the structured-output mode found for each ``auto`` j
 goes to ``structured_output.json`` beside it (the report's provenance names it), and a judge
 that scored none of its candidates, or whose calls failed for one cause more often than
 ``scores.max_failure_share``, fails the stage with one line per such judge
-(`judgelab.analysis.failures`; exit code 2 from the CLI). The pipeline passes
-``fail_on_judge_failures=False`` and raises the same error after the report is written."""
+(`judgelab.analysis.failures`; exit code 2 from the CLI). The pipeline catches that error
+and raises it again once the report, whose first section names the same judges, is
+written."""
 
 from __future__ import annotations
 
@@ -44,7 +45,6 @@ def scores_flow(
     tasks: Path = TASKS,
     rollouts: Path = ROLLOUTS,
     out: Path = SCORES,
-    fail_on_judge_failures: bool = True,
 ) -> Path:
     settings = load_settings(params)
     logger = get_run_logger()
@@ -89,7 +89,7 @@ def scores_flow(
     loud = loud_failures(frame, settings.scores.max_failure_share)
     for failure in loud:
         logger.error("judge failed: %s", failure.line())
-    if loud and fail_on_judge_failures:
+    if loud:
         raise JudgeCallsFailed(failure_message(loud, str(out)))
     return out
 

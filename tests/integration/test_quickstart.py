@@ -4,8 +4,9 @@ shipped example tasks and candidates.
 
 - against a loopback judge that rejects ``json_schema`` the way llama-cpp-python's server
   does (HTTP 500, its message verbatim): the whole pipeline, which must find ``json_object``
-  by itself (the quick start shows no ``structured_output``), then the scores stage against
-  a judge that answers 404 to everything, which must exit non-zero with one line per judge;
+  by itself (the quick start shows no ``structured_output``); then the same command against
+  a judge that answers 404 to everything, which must write the report (its first section
+  names the judges that failed) and exit non-zero with one line per judge;
 - against llama-cpp-python's own server (``python -m llama_cpp.server``) with the zoo's
   SmolLM2-135M as ``my-judge-model``: the quick start's judges, built from its YAML as the
   scores stage builds them, find ``json_object`` and score the smallest example group with
@@ -102,33 +103,35 @@ def test_readme_quickstart_gives_a_report(tmp_path: Path) -> None:
     print(f"quick start: {seconds:.0f} s")  # README says how long; not asserted (no timed tests)
     assert yaml.safe_load(config)["rollouts"]["candidates"] == "inputs/example_candidates.jsonl"
 
-    # The same audit against a judge that refuses every request: the scores stage writes its
-    # table, then exits non-zero naming each judge, its commonest cause and the fix.
+    # The same audit, the same command, against a judge that refuses every request: the
+    # pipeline writes the scores table and the report, whose first section names each judge,
+    # its commonest cause and the fix, and exits non-zero printing the same lines.
     not_found = http_error(404, "The model `my-judge-model` does not exist.")
     with OpenAIServer(lambda body: not_found) as broken:
         (tmp_path / "audit.yaml").write_text(
             config.replace("http://127.0.0.1:8000/v1", broken.base_url)
         )
-        scores_path = data / "scores" / "scores.parquet"
-        scores_path.unlink()
+        (data / "scores" / "scores.parquet").unlink()
+        (command,) = commands
         proc = subprocess.run(
-            [".venv/bin/judgelab", "scores", "-p", "audit.yaml"], cwd=tmp_path,
-            env=scratch_env(tmp_path), capture_output=True, text=True, timeout=600,
+            command, shell=True, cwd=tmp_path, env=scratch_env(tmp_path),
+            capture_output=True, text=True, timeout=600,
         )  # fmt: skip
     assert proc.returncode == 2, proc.stderr[-4000:]
-    assert scores_path.exists()  # written before the exit
-    failed = pl.read_parquet(scores_path)
+    failed = pl.read_parquet(data / "scores" / "scores.parquet")  # written before the exit
     assert failed.filter(pl.col("evaluator") == "execution")["status"].to_list().count("scored")
     errors = proc.stderr[proc.stderr.index("error: 2 judge(s) failed") :].splitlines()
-    # the head line, then one line per judge
-    for line, (name, calls) in zip(
-        errors[1:3], [("rubric-mine", 7), ("ruler-mine", 3)], strict=True
-    ):
+    lines = errors[1:3]  # after the head line, one line per judge
+    for line, (name, calls) in zip(lines, [("rubric-mine", 7), ("ruler-mine", 3)], strict=True):
         assert line.startswith(f"  {name}: {calls} of {calls} judge calls failed, 0 of 7 ")
         assert "judge endpoint 'my-judge': HTTP 404 request rejected: " in line
         assert "The model `my-judge-model` does not exist." in line  # the server's words
         assert line.endswith("fix: models.my-judge.base_url and models.my-judge.model (the "
                              "endpoint has no such model or path)")  # fmt: skip
+    report = (data / "analysis" / "report.md").read_text()
+    first = report.split("\n## ", 2)[1]  # the first section, before any figure or ranking
+    assert first.startswith("Judges that failed")
+    assert [x.strip() for x in lines] == [x[2:] for x in first.splitlines() if x.startswith("- ")]
 
 
 @pytest.fixture(scope="module")
