@@ -96,8 +96,9 @@ def test_out_of_range_scores_are_no_failed_calls_but_a_judge_that_scored_none_is
     ]
     (loud,) = loud_failures(scores_frame(rows), 0.5)
     assert (loud.failed, loud.cause) == (0, None)
-    assert loud.line().endswith(
-        "no call failed (the unscored rows' reasons are in the scores table)"
+    assert loud.line() == (
+        "ruler-mine: 0 of 1 judge calls failed, 0 of 2 candidates scored; no call failed; "
+        "commonest reason left unscored: out of range: raw score 7"
     )
 
 
@@ -184,3 +185,28 @@ def test_the_failure_share_is_no_part_of_the_run_id() -> None:
     assert len(ids) == 1
     data["scores"]["repeats"] = 2  # while a setting that changes scores does change it
     assert run_id_for(parse_settings(data), frame) not in ids
+
+
+def test_run_analysis_says_failures_and_judge_only_first(tmp_path: Path) -> None:
+    """End to end through run_analysis: with no execution evaluator and a judge that scored
+    nothing, report.md opens with both sections, before any figure or ranking."""
+    from judgelab.analysis import run_analysis
+    from judgelab.config import AnalysisSettings
+    from tests.unit.test_analysis import fixture_rollouts, fixture_scores, fixture_tasks
+
+    scores = fixture_scores().filter(pl.col("protocol") != "execution")
+    metrics = run_analysis(
+        fixture_tasks(), fixture_rollouts(), scores, AnalysisSettings(bootstrap=20), tmp_path
+    )
+    (dead,) = metrics["judge_failures"]  # "dead" timed out on every call
+    assert dead.endswith("no call failed; commonest reason left unscored: timeout: 120 s")
+    assert metrics["judge_only"]["judges"] == ["dead", "judge", "rub"]
+    report = (tmp_path / "report.md").read_text()
+    sections = [s.split("\n", 1)[0] for s in report.split("\n## ")[1:]]
+    assert sections[:2] == ["Judges that failed", "Judge-only audit"]
+    assert f"- {dead}" in report
+    assert "nothing here is ranked against the tests" in report
+    html = (tmp_path / "report.html").read_text()
+    assert (
+        html.index("Judges that failed") < html.index("Judge-only audit") < html.index("Headline")
+    )

@@ -46,6 +46,7 @@ class JudgeFailures:
     cause: str | None  # the commonest cause of a failed call, verbatim
     cause_calls: int  # calls that failed with it
     loud: bool
+    unscored_reason: str | None = None  # the commonest reason of an unscored row, verbatim
 
     @property
     def fix(self) -> str | None:
@@ -58,7 +59,10 @@ class JudgeFailures:
             f"{self.scored} of {self.candidates} candidates scored"
         )
         if self.cause is None:
-            return head + "; no call failed (the unscored rows' reasons are in the scores table)"
+            if self.unscored_reason is None:
+                return head + "; no call failed"
+            reason = " ".join(self.unscored_reason.split())
+            return f"{head}; no call failed; commonest reason left unscored: {reason}"
         cause = " ".join(self.cause.split())  # verbatim, on one line
         out = f"{head}; commonest cause ({self.cause_calls} calls): {cause}"
         fix = self.fix
@@ -127,6 +131,8 @@ def call_failures(scores: pl.DataFrame, max_share: float) -> list[JudgeFailures]
         failed = sum(causes.values())
         cause, cause_calls = causes.most_common(1)[0] if causes else (None, 0)
         scored = int((rows["status"] == "scored").sum())
+        unscored = rows.filter(pl.col("status") == "unscored")["reason"].drop_nulls()
+        common = unscored.value_counts(sort=True) if unscored.len() else None
         judge = rows["judge"].drop_nulls()
         loud = (rows.height > 0 and scored == 0) or (
             calls.height > 0 and cause_calls / calls.height > max_share
@@ -142,6 +148,7 @@ def call_failures(scores: pl.DataFrame, max_share: float) -> list[JudgeFailures]
                 cause=cause,
                 cause_calls=cause_calls,
                 loud=loud,
+                unscored_reason=None if common is None else common["reason"][0],
             )
         )
     return out
