@@ -29,9 +29,7 @@ class Endpoint:
     fingerprint: str
     family: str = "unknown"
     # "auto": found by probe (judgelab.evaluators.transport.detect); "none" is read as "text"
-    structured_output: Literal["auto", "json_schema", "json_object", "text", "none"] = (
-        "json_schema"
-    )
+    structured_output: Literal["auto", "json_schema", "json_object", "text", "none"] = "json_schema"
     api_key: str | None = None
     timeout_s: float = 120.0
     system_role: bool = True  # False for chat templates that drop system messages (Gemma)
