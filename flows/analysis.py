@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 from prefect import flow, get_run_logger
 
+from flows.scores import structured_output_path
 from flows.stages import ANALYSIS, PROBES_METRICS, ROLLOUTS, SCORES, TASKS, TRAINING
 from judgelab.analysis import run_analysis
 from judgelab.analysis.stats import latency_summary
@@ -29,6 +32,14 @@ def models_used(settings: Settings) -> list[str]:
     return sorted(set(names))
 
 
+def structured_output_modes(scores: Path) -> dict[str, Any]:
+    """The modes the scores stage found for its ``auto`` judge endpoints (provenance)."""
+    path = structured_output_path(scores)
+    if not path.exists():
+        return {}
+    return {"structured_output": json.loads(path.read_text(encoding="utf-8"))}
+
+
 @flow(name="judgelab-analysis")
 def analysis_flow(
     params: Path = Path("params.yaml"),
@@ -49,7 +60,9 @@ def analysis_flow(
         training_dir=training,
         probes_metrics=PROBES_METRICS,
         train_judges=settings.train.judges,
-        provenance=provenance(settings, params, project_root(), models_used(settings)),
+        provenance=provenance(settings, params, project_root(), models_used(settings))
+        | structured_output_modes(scores),
+        max_failure_share=settings.scores.max_failure_share,
     )
     if settings.tracking.enabled:
         latency = {

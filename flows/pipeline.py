@@ -13,14 +13,25 @@ from prefect import flow
 from flows.analysis import analysis_flow
 from flows.rollouts import rollouts_flow
 from flows.scores import scores_flow
+from flows.stages import SCORES
 from flows.tasks import tasks_flow
 from flows.training import training_flow
+from judgelab.analysis.failures import JudgeCallsFailed
 
 
 @flow(name="judgelab-pipeline")
 def pipeline_flow(params: Path = Path("params.yaml")) -> Path:
+    """A judge whose calls failed (flows/scores.py) fails the pipeline too, but only after
+    the report, whose first section names it, is written."""
     tasks = tasks_flow(params)
     rollouts = rollouts_flow(params, tasks)
-    scores = scores_flow(params, tasks, rollouts)
+    failed: JudgeCallsFailed | None = None
+    try:
+        scores = scores_flow(params, tasks, rollouts)
+    except JudgeCallsFailed as err:  # the table is written: report it, then fail
+        scores, failed = SCORES, err
     training = training_flow(params, tasks)
-    return analysis_flow(params, tasks, rollouts, scores, training)
+    report = analysis_flow(params, tasks, rollouts, scores, training)
+    if failed is not None:
+        raise JudgeCallsFailed(f"{failed}\nthe report ({report}) says the same first")
+    return report

@@ -1,4 +1,12 @@
-"""scores stage: every evaluator scores every group -> scores.parquet."""
+"""scores stage: every evaluator scores every group -> scores.parquet.
+
+After the table is written: the structured-output mode found for each ``auto`` judge endpoint
+goes to ``structured_output.json`` beside it (the report's provenance names it), and a judge
+that scored none of its candidates, or whose calls failed for one cause more often than
+``scores.max_failure_share``, fails the stage with one line per such judge
+(`judgelab.analysis.failures`; exit code 2 from the CLI). The pipeline catches that error
+and raises it again once the report, whose first section names the same judges, is
+written."""
 
 from __future__ import annotations
 
@@ -8,11 +16,13 @@ from prefect import flow, get_run_logger, task
 
 from flows.fanout import UNIT_TASK, Lanes, Unit, fan_out
 from flows.stages import ROLLOUTS, SCORES, TASKS
+from judgelab.analysis.failures import JudgeCallsFailed, failure_message, loud_failures
 from judgelab.cache import JsonCache
 from judgelab.config import load_settings
 from judgelab.evaluators.base import Evaluator
 from judgelab.evaluators.registry import build_evaluator
-from judgelab.io import write_parquet
+from judgelab.evaluators.transport.detect import detections
+from judgelab.io import write_json, write_parquet
 from judgelab.models.server import serve
 from judgelab.paths import cache_dir
 from judgelab.rollouts.generate import candidates_by_task
@@ -73,4 +83,17 @@ def scores_flow(
     frame = scores_frame(rows)
     write_parquet(out, frame)
     logger.info("wrote %d score rows (run %s) to %s", frame.height, run_id, out)
+    modes = detections()
+    if modes:
+        write_json(structured_output_path(out), modes)
+    loud = loud_failures(frame, settings.scores.max_failure_share)
+    for failure in loud:
+        logger.error("judge failed: %s", failure.line())
+    if loud:
+        raise JudgeCallsFailed(failure_message(loud, str(out)))
     return out
+
+
+def structured_output_path(scores: Path) -> Path:
+    """Where the scores stage records each auto-detected judge endpoint's mode."""
+    return Path(scores).with_name("structured_output.json")

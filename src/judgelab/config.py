@@ -7,15 +7,25 @@ kind's settings sit beside its entry in `judgelab.evaluators.registry`.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from judgelab.errors import ConfigError
 from judgelab.evaluators.registry import EvaluatorSettings, EvaluatorSpec, ExecutionEvaluator
+
+log = logging.getLogger(__name__)
 
 ZOO_NAMES = (
     "qwen2.5-coder-0.5b-instruct",
@@ -112,10 +122,14 @@ class EndpointModel(_Section):
         None, description="Name of the environment variable holding the API key (never the key)."
     )
     family: str = "unknown"
-    structured_output: Literal["json_schema", "json_object", "none"] = Field(
-        "json_schema",
-        description="How the endpoint takes a JSON schema: OpenAI-style json_schema, "
-        "llama-cpp-python-style json_object with a schema, or not at all (prompt only).",
+    structured_output: Literal["auto", "json_schema", "json_object", "text"] = Field(
+        "auto",
+        description="How the endpoint takes the judge's JSON schema: auto (found once per "
+        "endpoint and model by a cheap probe request, remembered for the run; shown by "
+        "`judgelab doctor` and in the report), OpenAI-style json_schema, "
+        "llama-cpp-python-style json_object with a schema, or text (the schema in the "
+        "prompt, the reply validated the same way). An explicit value wins; `none` is read "
+        "as text.",
     )
     timeout_s: float = Field(120.0, gt=0)
     max_concurrency: int | None = Field(
@@ -136,6 +150,11 @@ class EndpointModel(_Section):
     price_per_million_completion_tokens: float | None = Field(
         None, ge=0, description="What a million completion tokens cost (same currency)."
     )
+
+    @field_validator("structured_output", mode="before")
+    @classmethod
+    def _none_is_text(cls, value: object) -> object:
+        return "text" if value == "none" else value  # the name before `text` (issue 29)
 
     @model_validator(mode="after")
     def _no_inline_secret(self) -> EndpointModel:
@@ -322,6 +341,14 @@ class RolloutSettings(_Section):
 class ScoresSettings(_Section):
     repeats: int = Field(1, ge=1, le=20)
     evaluators: list[EvaluatorSpec]
+    max_failure_share: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="The scores stage writes its table, then exits non-zero naming the judge, "
+        "when more than this share of a judge's calls failed for one cause (or the judge "
+        "scored none of its candidates). Never part of a run id.",
+    )
 
     @model_validator(mode="after")
     def _unique_names(self) -> ScoresSettings:
@@ -666,11 +693,13 @@ class Settings(_Section):
                     f"scores.evaluators; valid: {sorted(judges)}"
                 )
         has_truth = any(isinstance(ev, ExecutionEvaluator) for ev in self.scores.evaluators)
-        if judges and not has_truth:
-            raise ValueError(
-                f"scores.evaluators: judges {sorted(judges)} but no execution evaluator, so "
-                "no judge can be held against the tests (no truth figures, no ranking); add "
-                "{name: execution, kind: execution}"
+        if judges and not has_truth:  # a judge-only audit: allowed (issue 29)
+            log.warning(
+                "scores.evaluators: judges %s but no execution evaluator: a judge-only audit. "
+                "The report gives score distributions, unscored and out-of-range rates, "
+                "zero-advantage rates and agreement between judges; nothing is ranked against "
+                "the tests (add {name: execution, kind: execution} for that)",
+                sorted(judges),
             )
         return self
 

@@ -16,6 +16,9 @@ something is worth knowing) or "fail" (a run would fail). Checks, in order:
 - endpoint:<name>: every endpoint model answers HTTP at `<base_url>/models` within the
   timeout (any HTTP status counts as reachable; 401/403 warn that the key was refused), and
   its `api_key_env` variable is set;
+- structured_output:<name>: for every reachable endpoint model a judge calls, the
+  structured-output mode its judge calls send (`judgelab.evaluators.transport.detect`): the
+  setting, or for `auto` what the probe requests found (warn when none was conclusive);
 - sandbox: the execution sandbox runs a one-line program;
 - disk: free space where results and models go.
 """
@@ -193,12 +196,35 @@ def check_endpoint(name: str, spec: EndpointModel, timeout_s: float = ENDPOINT_T
     return Check(label, "ok", f"{url} answered HTTP {reply.status_code}")
 
 
+def check_structured_output(name: str, spec: EndpointModel) -> Check:
+    """The mode judge calls to this endpoint model send (probing it for `auto`)."""
+    from judgelab.evaluators.transport.detect import resolve_sync
+    from judgelab.models.server import remote_endpoint
+    from judgelab.paths import cache_dir
+
+    label = f"structured_output:{name}"
+    try:
+        detection = resolve_sync(remote_endpoint(name, spec), cache_dir())
+    except JudgelabError as err:
+        return Check(label, "fail", str(err))
+    status: Status = "ok" if detection.source in ("setting", "probe") else "warn"
+    detail = detection.describe()
+    if status == "warn":
+        detail += f"; set models.{name}.structured_output to skip the probe"
+    return Check(label, status, detail)
+
+
 def check_endpoints(settings: Settings) -> list[Check]:
-    return [
-        check_endpoint(name, spec)
-        for name, spec in settings.models.items()
-        if isinstance(spec, EndpointModel)
-    ]
+    judges = {ev.judge_model for ev in settings.scores.evaluators if ev.judge_model is not None}
+    checks = []
+    for name, spec in settings.models.items():
+        if not isinstance(spec, EndpointModel):
+            continue
+        reach = check_endpoint(name, spec)
+        checks.append(reach)
+        if name in judges and reach.status != "fail":
+            checks.append(check_structured_output(name, spec))
+    return checks
 
 
 def check_sandbox() -> Check:

@@ -112,7 +112,8 @@ def run_id_for(settings: Settings, rollouts: pl.DataFrame) -> str:
     """Same evaluator settings on the same candidates -> the same run id."""
     return digest(
         {
-            "scores": settings.scores.model_dump(mode="json"),
+            # the failure share decides the exit code, never a score
+            "scores": settings.scores.model_dump(mode="json", exclude={"max_failure_share"}),
             "models": {
                 n: settings.models[n].model_dump(
                     mode="json", exclude=set(RATE_LIMIT_KEYS | PRICE_KEYS)

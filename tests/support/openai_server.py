@@ -221,3 +221,31 @@ class OpenAIServer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# What llama-cpp-python's server (0.3.x) answers to `response_format: {"type": "json_schema"}`
+# (its ResponseFormat knows only "text" and "json_object"); checked against the real server
+# by tests/integration/test_quickstart.py.
+LLAMA_CPP_PYTHON_JSON_SCHEMA_ERROR = (
+    "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', "
+    "'type'), 'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', "
+    "'ctx': {'expected': \"'text' or 'json_object'\"}}"
+)
+
+
+def rejects_json_schema(
+    reply: Callable[[dict[str, Any]], Reply],
+) -> Callable[[dict[str, Any]], Reply]:
+    """`reply`, behind a server that rejects ``json_schema`` the way llama-cpp-python's does:
+    HTTP 500, while ``json_object`` with a schema, and no format at all, are answered."""
+
+    def answer(body: dict[str, Any]) -> Reply:
+        if (body.get("response_format") or {}).get("type") == "json_schema":
+            return {
+                "status": 500,
+                "text": json.dumps({"error": {"message": LLAMA_CPP_PYTHON_JSON_SCHEMA_ERROR,
+                                              "type": "internal_server_error"}}),
+            }  # fmt: skip
+        return reply(body)
+
+    return answer

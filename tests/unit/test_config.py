@@ -110,12 +110,29 @@ def test_inline_secret_is_rejected() -> None:
         parse_settings(d)
 
 
-def test_judges_without_an_execution_truth_are_refused() -> None:
-    """Issue 18: a configuration with judges but no truth used to pass and then audit nothing."""
+def test_judges_without_an_execution_truth_are_a_judge_only_audit(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 29: judging tasks without tests is allowed (AutoRL requests, a team's own
+    prompts), with a warning that says nothing is ranked against the tests."""
     d = params()
     d["scores"]["evaluators"] = [
         ev for ev in d["scores"]["evaluators"] if ev["kind"] != "execution"
     ]
     d["train"]["judges"] = []
-    with pytest.raises(ConfigError, match=r"scores\.evaluators: judges .* no execution evaluator"):
+    with caplog.at_level("WARNING", logger="judgelab.config"):
+        settings = parse_settings(d)
+    assert not any(ev.kind == "execution" for ev in settings.scores.evaluators)
+    (warning,) = [r.getMessage() for r in caplog.records if r.name == "judgelab.config"]
+    assert "judge-only audit" in warning and "nothing is ranked against the tests" in warning
+
+
+def test_structured_output_defaults_to_auto_and_reads_none_as_text() -> None:
+    d = params()
+    d["models"]["remote"] = {"kind": "endpoint", "base_url": "http://x/v1", "model": "m"}
+    assert parse_settings(d).models["remote"].structured_output == "auto"
+    d["models"]["remote"]["structured_output"] = "none"
+    assert parse_settings(d).models["remote"].structured_output == "text"
+    d["models"]["remote"]["structured_output"] = "grammar"
+    with pytest.raises(ConfigError, match=r"models\.remote\.endpoint\.structured_output"):
         parse_settings(d)

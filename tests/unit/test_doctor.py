@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from judgelab.config import EndpointModel, load_settings
+from judgelab.config import EndpointModel, load_settings, parse_settings
 from judgelab.doctor import check_disk, check_endpoint, check_models, check_sandbox
 from judgelab.models.zoo import ZOO
 
@@ -152,3 +152,34 @@ def test_the_cpu_row_shows_the_instruction_sets(
     output = CliRunner().invoke(app, ["doctor", "-p", "nope.yaml"]).output
     (row,) = [line for line in output.splitlines() if line.strip("│ ").startswith("cpu ")]
     assert "AMD EPYC 9R14 [avx avx2 avx512_bf16 avx512f fma]; native bfloat16; " in row, row
+
+
+def test_structured_output_row_reports_the_detected_mode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 29: for a judge endpoint on `auto`, doctor probes it and says which mode judge
+    calls will send; an explicit setting is reported as set, with no probe."""
+    from judgelab.doctor import check_endpoints
+    from judgelab.evaluators.transport import detect
+    from tests.support.openai_server import OpenAIServer, ok, rejects_json_schema
+
+    monkeypatch.setenv("JUDGELAB_CACHE", str(tmp_path))
+    detect.forget()
+    with OpenAIServer(rejects_json_schema(lambda body: ok("{}"))) as server:
+        judge = {"kind": "endpoint", "base_url": server.base_url, "model": "m"}
+        data = yaml.safe_load((ROOT / "params.yaml").read_text())
+        data["models"]["judge"] = judge
+        data["models"]["fixed"] = {**judge, "structured_output": "json_object"}
+        data["scores"]["evaluators"] = [
+            {"name": "ruler-judge", "kind": "ruler", "judge": "judge"},
+            {"name": "ruler-fixed", "kind": "ruler", "judge": "fixed"},
+        ]
+        data["train"]["judges"], data["probes"]["judges"] = [], []
+        checks = {c.name: c for c in check_endpoints(parse_settings(data))}
+        requests = len(server.requests)
+    detect.forget()
+    row = checks["structured_output:judge"]
+    assert row.status == "ok"
+    assert row.detail.startswith("json_object (detected by probe: json_schema rejected (HTTP 500")
+    assert checks["structured_output:fixed"].detail == "json_object (set in params.yaml)"
+    assert requests == 2  # json_schema rejected, json_object taken; none for `fixed`

@@ -30,6 +30,8 @@ from typing import Any
 import polars as pl
 
 from judgelab.analysis import training
+from judgelab.analysis.failures import DEFAULT_MAX_FAILURE_SHARE, loud_failures
+from judgelab.analysis.judge_only import judge_agreement
 from judgelab.analysis.panels import bias_section
 from judgelab.analysis.plots import write_csv, write_plots
 from judgelab.analysis.power import power_analysis
@@ -118,6 +120,7 @@ def run_analysis(
     probes_metrics: Path | None = None,
     train_judges: Sequence[str] = (),
     provenance: dict[str, Any] | None = None,
+    max_failure_share: float = DEFAULT_MAX_FAILURE_SHARE,
 ) -> dict[str, Any]:
     """Validate the inputs; write metrics.json, plots and the report under out_dir; return
     the metrics dict as written. `training_dir` holds the training stage's per-judge
@@ -130,6 +133,10 @@ def run_analysis(
     scores = validate(scores, ScoresSchema, "scores table")
 
     metrics = compute_metrics(tasks, rollouts, scores, settings)
+    if failed := loud_failures(scores, max_failure_share):  # absent when no judge failed
+        metrics["judge_failures"] = [f.line() for f in failed]
+    if not scores.filter(pl.col("protocol") == "execution").height:  # a judge-only audit
+        metrics["judge_only"] = clean_json(judge_agreement(scores))
     if training_dir is not None:
         metrics["training"] = clean_json(training.training_metrics(training_dir, settings))
     if train_judges:

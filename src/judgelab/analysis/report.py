@@ -37,6 +37,7 @@ from typing import Any
 
 import polars as pl
 
+from judgelab.analysis import failures
 from judgelab.analysis import training as training_report
 from judgelab.analysis.panels import Section
 from judgelab.analysis.power import power_html, power_markdown
@@ -583,9 +584,10 @@ def provenance_line(provenance: dict[str, Any] | None) -> str | None:
             " with uncommitted changes" if git["dirty"] else ""
         )
     models = ", ".join(f"{n} `{f}`" for n, f in sorted(provenance.get("models", {}).items()))
+    modes = failures.structured_output_line(provenance.get("structured_output"))
     return (
         f"Computed from {code}; `{provenance['params']}` sha256 "
-        f"`{provenance['params_sha256'][:16]}`; models: {models or 'none'}."
+        f"`{provenance['params_sha256'][:16]}`; models: {models or 'none'}{modes}."
     )
 
 
@@ -604,6 +606,7 @@ def render_markdown(
     out = ["# judgelab: evaluator audit", ""]
     if (line := provenance_line(provenance)) is not None:
         out += [line, ""]
+    out += failures.report_markdown(metrics)  # first: before any figure or ranking
     out += [" ".join(_intro(metrics)), ""]
     out += ranking_markdown(metrics)
     out += ["## Headline", ""]
@@ -713,6 +716,7 @@ def render_html(
     ]
     if (line := provenance_line(provenance)) is not None:
         h.append(f'<p class="note">{_e(line)}</p>')
+    h += failures.report_html(metrics, _e)  # first: before any figure or ranking
     h += [f'<p class="note">{_e(line)}</p>' for line in _intro(metrics)]
     h += ranking_html(metrics, _e)
     h.append("<h2>Headline</h2>")

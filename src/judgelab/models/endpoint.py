@@ -28,7 +28,8 @@ class Endpoint:
     model: str
     fingerprint: str
     family: str = "unknown"
-    structured_output: Literal["json_schema", "json_object", "none"] = "json_schema"
+    # "auto": found by probe (judgelab.evaluators.transport.detect); "none" is read as "text"
+    structured_output: Literal["auto", "json_schema", "json_object", "text", "none"] = "json_schema"
     api_key: str | None = None
     timeout_s: float = 120.0
     system_role: bool = True  # False for chat templates that drop system messages (Gemma)

@@ -5,7 +5,9 @@ litellm hands the request to `JudgelabProvider`, which
 
 * finds the `~judgelab.models.endpoint.Endpoint`: the per-call context opened by `judge_call`,
   or else the endpoint registered under ``<name>`` by `register_endpoint`;
-* adapts the request to the endpoint (`judgelab.evaluators.transport.schema`);
+* adapts the request to the endpoint (`judgelab.evaluators.transport.schema`) in its
+  structured-output mode: the setting, or for ``auto`` the mode
+  `judgelab.evaluators.transport.detect` found once per endpoint and model;
 * answers from the ``"judge"`` `~judgelab.cache.JsonCache` when it can, and sends a request
   only once while it is in flight (identical concurrent calls share its reply). The key is exactly
   what changes the reply: endpoint fingerprint and model, the messages and response_format
@@ -55,6 +57,7 @@ from judgelab.errors import (
     RateLimitedError,
     TransientError,
 )
+from judgelab.evaluators.transport.detect import resolve as resolve_mode
 from judgelab.evaluators.transport.schema import (
     DEFAULT_STRING_MAX_CHARS,
     adapt_request,
@@ -294,6 +297,8 @@ class JudgelabProvider(litellm.CustomLLM):
         model_response: litellm.ModelResponse,
     ) -> litellm.ModelResponse:
         endpoint, record = ctx.endpoint, ctx.record
+        cache_root = ctx.cache.root.parent if ctx.cache is not None else None
+        mode = (await resolve_mode(endpoint, cache_root)).mode
         sent, response_format = adapt_request(
             list(messages),
             optional_params.get("response_format"),
@@ -301,6 +306,7 @@ class JudgelabProvider(litellm.CustomLLM):
             ctx.string_max_chars,
             ctx.array_items,
             ctx.ids,
+            mode=mode,
         )
         sampling = {
             k: optional_params[k]
@@ -335,7 +341,7 @@ class JudgelabProvider(litellm.CustomLLM):
             usage[1],
             finish,
         )
-        content = extract_json_object(raw) if endpoint.structured_output == "none" else raw
+        content = extract_json_object(raw) if mode == "text" else raw
         content = normalize_json(content)
         prompt_tokens, completion_tokens = usage[0] or 0, usage[1] or 0
         # Fill in litellm's own response object, as its built-in providers do.

@@ -1,12 +1,14 @@
 """How a judge request is fitted to what its endpoint can take.
 
-`adapt_request` returns the messages and ``response_format`` to send, following
-``endpoint.structured_output``: ``"json_schema"`` passes the OpenAI-style format through;
-``"json_object"`` sends ``{"type": "json_object", "schema": <schema, $defs inlined>}``
-(llama-cpp-python's server answers HTTP 500 to ``json_schema``); ``"none"`` sends no format
+`adapt_request` returns the messages and ``response_format`` to send in a structured-output
+mode (the endpoint's setting, or what `judgelab.evaluators.transport.detect` found for
+``auto``): ``"json_schema"`` passes the OpenAI-style format through; ``"json_object"`` sends
+``{"type": "json_object", "schema": <schema, $defs inlined>}`` (llama-cpp-python's server
+answers HTTP 500 to ``json_schema``); ``"text"`` (``"none"`` in older configs) sends no format
 and appends the schema to the last user message (`extract_json_object` then cuts the first
-JSON object out of the reply). System messages are merged into the first user message when
-``endpoint.system_role`` is False (llama.cpp's ``gemma`` chat format drops them).
+JSON object out of the reply, which is validated like any other). System messages are
+merged into the first user message when ``endpoint.system_role`` is False (llama.cpp's
+``gemma`` chat format drops them).
 
 `bound_schema` gives every string a ``maxLength`` (ids: `ID_MAX_CHARS`, other strings the
 judge's ``explanation_max_chars``) and, when the caller knows it, every array its length:
@@ -153,17 +155,25 @@ def adapt_request(
     string_max_chars: int,
     array_items: int | None = None,
     ids: tuple[str, ...] | None = None,
+    mode: str | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """The messages and response_format to send to ``endpoint`` (see the module docstring)."""
+    """The messages and response_format to send to ``endpoint`` in ``mode`` (default: the
+    endpoint's setting; see the module docstring)."""
+    mode = mode or endpoint.structured_output
+    if mode == "auto":
+        raise JudgeRequestError(
+            f"judge endpoint {endpoint.name!r}: structured_output 'auto' must be resolved "
+            "before a request is built"
+        )
+    prompt_only = mode in ("text", "none")
     sent = [{k: v for k, v in m.items()} for m in messages]
     if not endpoint.system_role:
         sent = merge_system(sent)
     schema = _schema_of(response_format)
     if schema is None:
-        if isinstance(response_format, dict) and endpoint.structured_output != "none":
+        if isinstance(response_format, dict) and not prompt_only:
             return sent, dict(response_format)  # e.g. a plain {"type": "json_object"}
         return sent, None
-    mode = endpoint.structured_output
     if mode == "json_schema":
         rf = dict(response_format)  # the schema is replaced, not edited: no deep copy
         bounded = bound_schema(schema, string_max_chars, array_items, ids)

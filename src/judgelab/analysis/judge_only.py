@@ -1,0 +1,84 @@
+"""A judge-only audit: judges and no execution evaluator (tasks without tests, a team's own
+prompts). Nothing can be ranked against the tests; what can be said is how the judges score
+(the report's distribution table: unscored, out-of-range and zero-advantage rates) and how
+far they agree with one another, which this module measures.
+
+`judge_agreement(scores)` (None when an execution evaluator is present, or fewer than two
+judges): over the candidates every judge scored (a judge's candidate score is the mean of
+its scored repeats, `truth.candidate_scores`), Krippendorff's alpha (interval) of all judges,
+and for each pair of judges Kendall's tau-b over the candidates both scored, each with its n.
+Agreement is not accuracy: two judges can agree and both be wrong.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from judgelab.analysis.agreement import kendall_tau_b, krippendorff_alpha_interval
+from judgelab.analysis.failures import JUDGE_PROTOCOLS
+from judgelab.analysis.truth import candidate_scores
+
+
+def judge_agreement(scores: pl.DataFrame) -> dict[str, Any] | None:
+    """Agreement between judges in a judge-only audit (module docstring)."""
+    if scores.filter(pl.col("protocol") == "execution").height:
+        return None
+    judges = sorted(
+        scores.filter(pl.col("protocol").is_in(JUDGE_PROTOCOLS))["evaluator"].unique().to_list()
+    )
+    if len(judges) < 2:
+        return None
+    per: dict[str, dict[str, float]] = {}
+    for name in judges:
+        cand = candidate_scores(scores, name).drop_nulls("score")
+        per[name] = dict(zip(cand["candidate_id"], cand["score"], strict=True))
+    candidates = sorted(set().union(*per.values()))
+    data = np.array([[per[j].get(c, np.nan) for c in candidates] for j in judges], dtype=float)
+    pairable = int((np.sum(~np.isnan(data), axis=0) >= 2).sum()) if candidates else 0
+    pairs = []
+    for a, b in itertools.combinations(judges, 2):
+        both = sorted(set(per[a]) & set(per[b]))
+        tau = kendall_tau_b([per[a][c] for c in both], [per[b][c] for c in both])
+        pairs.append({"a": a, "b": b, "n_candidates": len(both), "kendall_tau_b": tau})
+    return {
+        "judges": judges,
+        "krippendorff_alpha": krippendorff_alpha_interval(data) if candidates else None,
+        "n_candidates": pairable,
+        "pairs": pairs,
+    }
+
+
+NOTHING_RANKED = (
+    "Judge-only audit: no execution evaluator, so nothing here is ranked against the tests. "
+    "The score distributions below show how each judge scores (unscored, out-of-range and "
+    "zero-advantage rates); agreement between judges is not accuracy: two judges can agree "
+    "and both be wrong."
+)
+
+
+def agreement_lines(metrics: dict[str, Any]) -> list[str]:
+    """The judge-only section's sentences, each generated from the figures it names."""
+    if "judge_only" not in metrics:
+        return []
+    lines = [NOTHING_RANKED]
+    agree = metrics["judge_only"]
+    if not agree:
+        return lines
+    alpha, n = agree.get("krippendorff_alpha"), agree.get("n_candidates", 0)
+    alpha_text = "undefined" if alpha is None else f"{alpha:.3f}"
+    lines.append(
+        f"Krippendorff's alpha (interval) of {len(agree['judges'])} judges: {alpha_text} "
+        f"(n = {n} candidates scored by at least two judges; no CI)."
+    )
+    for p in agree["pairs"]:
+        tau = p["kendall_tau_b"]
+        tau_text = "undefined" if tau is None else f"{tau:.3f}"
+        lines.append(
+            f"Kendall's tau-b of {p['a']} and {p['b']}: {tau_text} "
+            f"(n = {p['n_candidates']} candidates both scored)."
+        )
+    return lines
