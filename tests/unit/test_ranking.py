@@ -149,8 +149,16 @@ def test_ranks_and_prose_agree_with_the_pairs(mask: int) -> None:
 
 
 def test_no_judge_with_the_primary_figure() -> None:
+    """The advice follows the cause (issue 29): "grow the audit" only where growing it helps."""
     m = metrics({"a": ev(None), "b": ev(None)}, set())
-    assert recommendation_sentences(m)[0].startswith("No judge can be ranked")
+    (no_mixed,) = recommendation_sentences(m)
+    assert no_mixed.startswith("No judge can be ranked") and "Grow the audit" in no_mixed
+    failed = {**m, "judge_failures": ["a: 7 of 7 judge calls failed", "b: 3 of 3 failed"]}
+    (because_failed,) = recommendation_sentences(failed)
+    assert "2 judge(s) failed" in because_failed and "Grow" not in because_failed
+    untested = {**m, "execution_truth": {"n_tasks_with_truth": 0}}
+    (judge_only,) = recommendation_sentences(untested)
+    assert "no task has a test result" in judge_only and "Grow" not in judge_only
 
 
 def test_holm_by_hand() -> None:

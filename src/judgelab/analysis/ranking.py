@@ -137,6 +137,28 @@ def _power_sentence(power: dict[str, Any], a: str, b: str) -> str:
     )
 
 
+def _why_unranked(metrics: dict[str, Any], label: str) -> str:
+    """Why no judge has the primary figure, and the advice that fits the cause: fixing a judge
+    that failed or adding tests is not growing the audit."""
+    failed = metrics.get("judge_failures") or []
+    truth = metrics.get("execution_truth") or {}
+    if failed:
+        return (
+            f"No judge can be ranked: {len(failed)} judge(s) failed (\"Judges that failed\", "
+            "above); fix what each line names and run the scores stage again."
+        )
+    if not truth.get("n_tasks_with_truth"):
+        return (
+            "Nothing is ranked against the tests: no task has a test result (a judge-only "
+            "audit, or no `execution` evaluator). Add tasks with tests to rank the judges."
+        )
+    return (
+        f"No judge can be ranked: none has a {label} (no task has both passing and failing "
+        "candidates). Grow the audit (more tasks, or a policy that fails some of them) before "
+        "choosing a reward."
+    )
+
+
 def recommendation_sentences(metrics: dict[str, Any]) -> list[str]:
     """The recommendation, one generated sentence per figure-bearing claim."""
     rank = rank_judges(metrics)
@@ -146,11 +168,7 @@ def recommendation_sentences(metrics: dict[str, Any]) -> list[str]:
     n_tasks = (metrics.get("execution_truth") or {}).get("n_tasks_with_truth")
     where = f" on {n_tasks} task{'' if n_tasks == 1 else 's'} with test results" if n_tasks else ""
     if not rank["order"]:
-        return [
-            f"No judge can be ranked: none has a {label} (no task has both passing and failing "
-            "candidates, or no judge scored any). Grow the audit (more tasks, or a policy that "
-            "fails some of them) before choosing a reward."
-        ]
+        return [_why_unranked(metrics, label)]
     t = {n: evs[n].get("truth") or {} for n in rank["order"]}
     m = power.get("n_comparisons") or 0
     out = [f"Judges are ranked by {label} on mixed tasks (`analysis.primary`){where}."]
