@@ -98,3 +98,26 @@ def test_only_check_function_s_own_text_runs_in_io_mode() -> None:
     assert io_cases(IO_TASK.test.replace("expected {expected!r}", "wanted")) is None
     assert io_cases("def check(candidate):\n    assert candidate(1, 2) == 3\n") is None
     assert io_cases(None) is None
+
+
+def test_the_harness_and_the_evaluator_carry_values_to_json_alike() -> None:
+    """harness.py cannot import judgelab, so it keeps its own copy of the rule that turns a
+    returned value into JSON; the expected side (execution._unjson) must follow the same one,
+    or a right answer would compare unequal."""
+    import importlib.util
+    from pathlib import Path
+
+    from judgelab.evaluators import execution
+
+    path = Path(execution.__file__).with_name("harness.py")
+    spec = importlib.util.spec_from_file_location("judgelab_harness_under_test", path)
+    assert spec is not None and spec.loader is not None
+    harness = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(harness)
+    for value in ({3, 1, 2}, frozenset({"b", "a"}), 1 + 2j, b"\xffab"):
+        assert harness._unjson(value) == execution._unjson(value), value
+    for value in (object(), range(3)):
+        with pytest.raises(TypeError):
+            harness._unjson(value)
+        with pytest.raises(TypeError):
+            execution._unjson(value)

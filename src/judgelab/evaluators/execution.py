@@ -327,6 +327,7 @@ def normalised(value: Any) -> Any:
 
 
 def _unjson(value: Any) -> Any:
+    """harness._unjson's rule, for the expected side (test_forged_truth holds them equal)."""
     if isinstance(value, set | frozenset):
         return sorted(value, key=repr)
     if isinstance(value, complex):

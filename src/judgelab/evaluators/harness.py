@@ -35,9 +35,10 @@ fd 3 (lines): "forged <why>"; "pass <secret>" last, only after every test ran (c
   or "pass <secret> <json>" after every case ran (io mode: a list, per case {"json": what it
   returned, as JSON text} or {"unserialisable": its type's name}).
 Anything the code raises is printed as CPython would print it (the harness's own frames
-left out) and the harness exits 1; a SystemExit is taken over (see `_leave`).
+left out) and the harness exits 1; a SystemExit is taken over (see `on_system_exit`).
 """
 
+import ast
 import builtins
 import json
 import os
@@ -238,8 +239,6 @@ def _made_by_the_code(obj, program):
 
 def imported(nodes):
     """The top-level names of the modules `nodes` import, with the harness's own."""
-    import ast
-
     names = {"sys", "os", "json", "math", "types"}
     for node in nodes:
         for inner in ast.walk(node):
@@ -280,8 +279,6 @@ def split(tree, spec):
 
 
 def compiled(nodes, program):
-    import ast
-
     return compile(ast.Module(body=nodes, type_ignores=[]), program, "exec", dont_inherit=True)
 
 
@@ -311,8 +308,6 @@ def fresh_main(program):
 
 
 def main():
-    import ast
-
     received = b""
     while chunk := os.read(0, 65536):
         received += chunk
@@ -396,6 +391,8 @@ def run_cases(function, cases, entry):
 
 
 def _unjson(value):
+    """JSON for what json cannot carry; the same rule as execution._unjson, which normalises
+    the expected values (this file imports nothing of judgelab; a test holds the two equal)."""
     if isinstance(value, (set, frozenset)):
         return sorted(value, key=repr)
     if isinstance(value, complex):

@@ -470,11 +470,15 @@ def _run_in(
     limits = [cpu_limit, memory_mb * 1024 * 1024, FILE_SIZE_MB * 1024 * 1024, MAX_PROCESSES]
     script = "main.py" if runner is None else "runner.py"
     warm = _warm_launcher(python)
-    in_process = warm is not None and runner is not None
     backstop = math.ceil(timeout_s) + 30  # the launcher's own alarm, should we never kill it
-    argv = ["REPORT", str(-1 if uid is None else uid), "1" if isolate else "0", str(workdir),
-            hide, *map(str, limits), python, "CHANNEL", script, "1" if in_process else "0",
-            str(backstop)]  # fmt: skip
+
+    def argv(in_process: bool) -> list[str]:
+        """sandbox_init.launch's arguments; REPORT and CHANNEL stand for the descriptors,
+        whose numbers the process that starts the launcher knows."""
+        return ["REPORT", str(-1 if uid is None else uid), "1" if isolate else "0",
+                str(workdir), hide, *map(str, limits), python, "CHANNEL", script,
+                "1" if in_process else "0", str(backstop)]  # fmt: skip
+
     pipes = _Pipes.open(runner)
     if runner is not None and len(runner.stdin) <= _PIPE_BUF:
         os.write(pipes.stdin_w, runner.stdin)  # fits the pipe: there before the code starts
@@ -485,13 +489,12 @@ def _run_in(
         launcher: _WarmRun | _ColdRun | None = None
         if warm is not None:
             try:
-                launcher = _WarmRun(warm, workdir, argv, pipes)
+                launcher = _WarmRun(warm, workdir, argv(runner is not None), pipes)
             except OSError as err:
                 _warn_once(f"the warm launcher failed ({err}); starting one per run")
                 _warm_broken.add((python, _LAUNCHER))
-                argv[12] = "0"
         if launcher is None:
-            launcher = _ColdRun(python, workdir, argv, pipes)
+            launcher = _ColdRun(python, workdir, argv(in_process=False), pipes)
     except OSError:
         pipes.close_ours()
         raise
