@@ -20,7 +20,8 @@ from judgelab.analysis.probes import run_probe_analysis
 from judgelab.cache import JsonCache
 from judgelab.config import load_settings
 from judgelab.evaluators.base import Evaluator
-from judgelab.evaluators.registry import ExecutionEvaluator, build_evaluator
+from judgelab.evaluators.registry import build_evaluator
+from judgelab.evaluators.settings import ExecutionSettings
 from judgelab.io import write_parquet
 from judgelab.models.server import serve
 from judgelab.paths import cache_dir, project_root
@@ -58,7 +59,7 @@ def probe_flow(params: Path = Path("params.yaml"), out: Path = PROBES) -> Path:
     logger = get_run_logger()
     tasks = tasks_by_id(settings.tasks, project_root(), settings.probes.tasks, "probes.tasks")
     exec_spec = next(
-        (e for e in settings.scores.evaluators if isinstance(e, ExecutionEvaluator)), None
+        (e for e in settings.scores.evaluators if isinstance(e, ExecutionSettings)), None
     )
     check = execution_check(exec_spec)
     specs = probe_specs(settings)

@@ -2,7 +2,7 @@
 
 Every section is a frozen pydantic model that forbids unknown keys. Errors name the
 dotted key that is wrong and, where there is a fixed set, the valid choices. Each evaluator
-kind's settings sit beside its entry in `judgelab.evaluators.registry`.
+kind's settings: `judgelab.evaluators.settings`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pydantic import (
 )
 
 from judgelab.errors import ConfigError
-from judgelab.evaluators.registry import EvaluatorSettings, EvaluatorSpec, ExecutionEvaluator
+from judgelab.evaluators.settings import EvaluatorSettings, EvaluatorSpec, ExecutionSettings
 
 log = logging.getLogger(__name__)
 
@@ -692,7 +692,7 @@ class Settings(_Section):
                     f"probes.judges[{i}]: {name!r} is not a RULER/rubric evaluator in "
                     f"scores.evaluators; valid: {sorted(judges)}"
                 )
-        has_truth = any(isinstance(ev, ExecutionEvaluator) for ev in self.scores.evaluators)
+        has_truth = any(isinstance(ev, ExecutionSettings) for ev in self.scores.evaluators)
         if judges and not has_truth:  # a judge-only audit: allowed (issue 29)
             log.warning(
                 "scores.evaluators: judges %s but no execution evaluator: a judge-only audit. "

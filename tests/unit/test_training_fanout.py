@@ -28,7 +28,8 @@ from judgelab.cache import JsonCache, digest
 from judgelab.config import HumanEvalSettings, Settings, parse_settings
 from judgelab.evaluators.base import PointwiseEvaluator
 from judgelab.evaluators.execution import ExecutionJudge
-from judgelab.evaluators.registry import ExecutionEvaluator, FormatEvaluator, build_evaluator
+from judgelab.evaluators.registry import build_evaluator
+from judgelab.evaluators.settings import ExecutionSettings, FormatSettings
 from judgelab.models.server import serve
 from judgelab.scoring import Scorer, score_serially
 from judgelab.tasks.humaneval import load_humaneval
@@ -125,7 +126,7 @@ def trainer_for(settings: Settings, endpoints: dict, cache: Path, scorer: Scorer
         tasks=load_humaneval(HumanEvalSettings(offset=0, limit=2)),
         heldout=heldout_tasks(settings),
         cache=JsonCache(cache, "samples"),
-        executor=ExecutionJudge(ExecutionEvaluator(name="execution")),
+        executor=ExecutionJudge(ExecutionSettings(name="execution")),
         policy_factory=no_policy,
         scorer=scorer,
     )
@@ -243,7 +244,7 @@ def test_a_judge_whose_call_fails_gets_its_error_and_the_other_judge_its_scores(
         with serve(settings, judge_models(settings)) as endpoints:
             trainer = trainer_for(settings, endpoints, tmp_path, score_serially)
             drawn = drawn_for(trainer, 1)
-            broken = JudgeRun("broken", Broken(FormatEvaluator(name="broken")), tmp_path)
+            broken = JudgeRun("broken", Broken(FormatSettings(name="broken")), tmp_path)
             ok, failed = trainer.score(1, [drawn[0], replace(drawn[1], run=broken)])
     assert isinstance(ok, EpochScores) and ok.drawn.run.name == "ruler-a"
     assert trainer.epoch_row(1, ok).unscored_rate == 0

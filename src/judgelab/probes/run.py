@@ -21,7 +21,7 @@ from judgelab.cache import JsonCache, digest
 from judgelab.config import PRICE_KEYS, ProbesSettings, RolloutSettings, Settings
 from judgelab.errors import ConfigError
 from judgelab.evaluators.base import Evaluator
-from judgelab.evaluators.registry import EvaluatorSettings
+from judgelab.evaluators.settings import EvaluatorSettings
 from judgelab.models.endpoint import Endpoint
 from judgelab.probes.attacks import attack_views, run_id_settings
 from judgelab.probes.design import ProbeGroup, View
