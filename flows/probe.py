@@ -14,7 +14,7 @@ from pathlib import Path
 from prefect import flow, get_run_logger, task
 
 from flows.fanout import UNIT_TASK, Lanes, Unit, fan_out
-from flows.stages import PROBES
+from flows.paths import PROBES
 from judgelab.analysis.cost import judge_costing
 from judgelab.analysis.probes import run_probe_analysis
 from judgelab.cache import JsonCache
@@ -31,7 +31,6 @@ from judgelab.probes.run import (
     ProbeJudge,
     candidates_frame,
     judge_models,
-    models_needed,
     plan,
     policy_samples,
     probe_scores_frame,
@@ -65,13 +64,14 @@ def probe_flow(params: Path = Path("params.yaml"), out: Path = PROBES) -> Path:
     specs = probe_specs(settings)
     families = judge_models(settings)
     judge_cache = JsonCache(cache_dir(), "judge")
-    with serve(settings, models_needed(settings)) as endpoints:
+    models = settings.models_called("probes")
+    with serve(settings, models) as endpoints:
         completions = JsonCache(cache_dir(), "completions")
         groups, views = plan(
             settings, tasks, check, lambda ts: policy_samples(settings, ts, endpoints, completions)
         )
         run_id = run_id_for(settings, groups)
-        lanes = Lanes(settings, models_needed(settings))
+        lanes = Lanes(settings, models)
         units = []
         for spec in specs:  # judge-major: the embedded server swaps models as rarely as before
             judge = ProbeJudge(

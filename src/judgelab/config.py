@@ -718,6 +718,34 @@ class Settings(_Section):
         names = [ev.name for ev in self.scores.evaluators]
         raise ConfigError(f"unknown evaluator {name!r}; configured: {names}")
 
+    def self_preference_policies(self) -> list[str]:
+        """Models that write the probes' self-preference candidates: probes.policies, else
+        every registry model."""
+        return list(self.probes.policies or self.models)
+
+    def models_called(self, stage: str) -> list[str]:
+        """Registry names of the models `stage` (a stage table name) serves and calls, each
+        once, in the order of first use: what its preflight checks API keys of, its flow
+        serves and its lanes are made of. The training stage's policy is loaded into
+        transformers, not served, so it is not among them; the analysis calls no model."""
+        autorl = self.tasks.autorl
+        called: dict[str, list[str | None]] = {
+            "tasks": [autorl.model] if autorl.enabled and autorl.n else [],
+            # imported candidates: no policy is sampled
+            "rollouts": [self.rollouts.policy] if self.rollouts.candidates is None else [],
+            "scores": [ev.judge_model for ev in self.scores.evaluators],
+            "training": [self.evaluator(name).judge_model for name in self.train.judges],
+            "analysis": [],
+            "probes": [self.evaluator(name).judge_model for name in self.probes.judges]
+            + (self.self_preference_policies() if self.probes.self_preference else []),
+        }
+        called["pipeline"] = [
+            m for s in ("tasks", "rollouts", "scores", "training") for m in called[s]
+        ]
+        if stage not in called:
+            raise ConfigError(f"unknown stage {stage!r}; stages: {list(called)}")
+        return list(dict.fromkeys(m for m in called[stage] if m is not None))
+
 
 def _format_validation_error(err: ValidationError, source: str) -> str:
     lines = [f"{source} is invalid:"]

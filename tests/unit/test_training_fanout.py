@@ -35,7 +35,7 @@ from judgelab.scoring import Scorer, score_serially
 from judgelab.tasks.humaneval import load_humaneval
 from judgelab.training.loop import Drawn, EpochScores, JudgeRun, Trainer
 from judgelab.training.policy import Sample
-from judgelab.training.run import heldout_tasks, judge_models
+from judgelab.training.run import heldout_tasks
 from judgelab.verdicts import Candidate, Task, Verdict
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.pure_endpoint import policy_answer, pure_reply
@@ -190,7 +190,7 @@ def run(tmp: Path, limit: int, how: str) -> tuple[list[dict[str, Any]], Meter, l
         OpenAIServer(meter.reply("b"), max_concurrency=limit) as b,
     ):
         settings = settings_for(a.base_url, b.base_url, limit)
-        with serve(settings, judge_models(settings)) as endpoints:
+        with serve(settings, settings.models_called("training")) as endpoints:
             if how == "serially":
                 trainer = trainer_for(settings, endpoints, tmp, score_serially)
                 result = score_epoch.fn(trainer, 1)
@@ -241,7 +241,7 @@ def test_a_judge_whose_call_fails_gets_its_error_and_the_other_judge_its_scores(
 ) -> None:
     with OpenAIServer(pure_reply) as a:
         settings = settings_for(a.base_url, a.base_url, LIMIT)
-        with serve(settings, judge_models(settings)) as endpoints:
+        with serve(settings, settings.models_called("training")) as endpoints:
             trainer = trainer_for(settings, endpoints, tmp_path, score_serially)
             drawn = drawn_for(trainer, 1)
             broken = JudgeRun("broken", Broken(FormatSettings(name="broken")), tmp_path)
