@@ -4,9 +4,11 @@ A *unit* is one call of a Prefect task (a score group, a rollout group, a probe 
 in one *lane* share a limit on how many run at once; lanes run side by side:
 
 - one lane per endpoint model: its `max_concurrency` (`DEFAULT_ENDPOINT_CONCURRENCY` when it
-  sets none), so different judges on different endpoints are in flight together;
-- one lane for the embedded server, limit 1: one model process on the machine, and the units'
-  evaluator-major order keeps its model swaps as rare as in a serial run;
+  sets none; `judgelab.config`), so different judges on different endpoints are in flight
+  together;
+- one lane for the embedded server, limit `EMBEDDED_CONCURRENCY`: one model process on the
+  machine, and the units' evaluator-major order keeps its model swaps as rare as in a serial
+  run;
 - one lane for local work (rules, the sandbox): one unit per core, or the embedded lane
   while the embedded server runs.
 
@@ -43,8 +45,8 @@ from prefect.cache_policies import NONE
 from prefect.futures import PrefectFuture, as_completed
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
-from judgelab.config import EmbeddedModel, RunnerSettings, Settings
-from judgelab.models.endpoint import DEFAULT_ENDPOINT_CONCURRENCY
+from judgelab.config import EMBEDDED_CONCURRENCY, EmbeddedModel, RunnerSettings, Settings
+from judgelab.models.server import model_limits
 from judgelab.progress import progress
 
 log = logging.getLogger("judgelab.flows.fanout")
@@ -78,11 +80,13 @@ class Lanes:
         # Local work shares the embedded server's lane while one runs: sandboxed programs
         # beside llama.cpp's threads on a 2-core host slow both.
         self.embedded = any(isinstance(settings.model(m), EmbeddedModel) for m in models)
-        self.limits = {EMBEDDED_LANE: 1, LOCAL_LANE: max(1, len(os.sched_getaffinity(0)))}
+        self.limits = {
+            EMBEDDED_LANE: EMBEDDED_CONCURRENCY,
+            LOCAL_LANE: max(1, len(os.sched_getaffinity(0))),
+        }
         for name, spec in settings.models.items():
             if not isinstance(spec, EmbeddedModel):
-                limits = spec.max_concurrency or DEFAULT_ENDPOINT_CONCURRENCY
-                self.limits[f"model:{name}"] = limits
+                self.limits[f"model:{name}"] = model_limits(spec).concurrency
 
     def of(self, model: str | None) -> str:
         """The lane of a unit that calls `model` (None: no model, local work)."""

@@ -97,6 +97,12 @@ SEMANTIC_EDITS = ("rename_variables", "reorder_statements")
 ATTACK_KINDS = FAILING_ATTACKS + SEMANTIC_EDITS
 
 
+# Requests in flight at once to an endpoint model that sets no max_concurrency (README:
+# concurrency), and to the embedded server, whose llama_cpp.server decodes one at a time.
+DEFAULT_ENDPOINT_CONCURRENCY = 4
+EMBEDDED_CONCURRENCY = 1
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -133,7 +139,11 @@ class EndpointModel(_Section):
     )
     timeout_s: float = Field(120.0, gt=0)
     max_concurrency: int | None = Field(
-        None, ge=1, le=1024, description="At most this many requests in flight at once."
+        None,
+        ge=1,
+        le=1024,
+        description="At most this many requests in flight at once (unset: "
+        f"{DEFAULT_ENDPOINT_CONCURRENCY}).",
     )
     requests_per_minute: int | None = Field(
         None, ge=1, description="At most this many requests start in any 60 s window."
@@ -209,8 +219,9 @@ class RunnerSettings(_Section):
         ge=1,
         le=1024,
         description="threads: pool size; dask: worker processes of the local cluster. Calls to "
-        "one endpoint model are further bounded by its max_concurrency (4 when unset), the "
-        "embedded server by 1, local work (rules, sandbox) by the number of cores.",
+        f"one endpoint model are further bounded by its max_concurrency "
+        f"({DEFAULT_ENDPOINT_CONCURRENCY} when unset), the embedded server by "
+        f"{EMBEDDED_CONCURRENCY}, local work (rules, sandbox) by the number of cores.",
     )
     threads_per_worker: int = Field(
         4, ge=1, le=256, description="dask local cluster: threads in each worker process."
