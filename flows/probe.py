@@ -73,7 +73,7 @@ def probe_flow(params: Path = Path("params.yaml"), out: Path = PROBES) -> Path:
         run_id = run_id_for(settings, groups)
         lanes = Lanes(settings, models)
         units = []
-        for spec in specs:  # judge-major: the embedded server swaps models as rarely as before
+        for spec in specs:  # judge-major: the embedded server swaps models once per judge
             judge = ProbeJudge(
                 spec, settings.probes, lambda s: build_evaluator(s, endpoints, judge_cache)
             )

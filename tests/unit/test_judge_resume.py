@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.support.openai_server import OpenAIServer, Reply, ok
+from support.openai_server import OpenAIServer, Reply, ok
 
 ROOT = Path(__file__).resolve().parents[2]
 # This checkout's code, not whichever checkout the environment has installed.

@@ -29,7 +29,7 @@ from judgelab.evaluators.ruler import RulerJudge  # noqa: E402
 from judgelab.evaluators.settings import JudgeCallSettings, RubricSettings, RulerSettings  # noqa: E402
 from judgelab.models.endpoint import Endpoint  # noqa: E402
 from judgelab.verdicts import Candidate, Task  # noqa: E402
-from tests.support.openai_server import OpenAIServer, Reply  # noqa: E402
+from support.openai_server import OpenAIServer, Reply  # noqa: E402
 
 
 @pytest.fixture()
@@ -515,8 +515,7 @@ def test_rubric_judge_rubric_is_a_setting_in_the_prompt_the_cache_key_and_the_ru
     server: OpenAIServer, tmp_path: Path
 ) -> None:
     """The rubric judge's rubric replaces judgelab's own, taken as written (braces too), with
-    the reply format kept; another rubric is a cache miss, the same one a hit. Unset, the
-    settings (so the run id) are what they were before the setting existed."""
+    the reply format kept; another rubric is a cache miss, the same one a hit."""
     from judgelab.evaluators.rubric import DEFAULT_RUBRIC
 
     mine = "Score 1.0 only if {every} branch is tested; else 0.0."
@@ -531,8 +530,7 @@ def test_rubric_judge_rubric_is_a_setting_in_the_prompt_the_cache_key_and_the_ru
     assert mine in users[1] and DEFAULT_RUBRIC.strip() not in users[1]
     assert all('"score": <a number from 0 to 1>' in u for u in users)
 
-    unset = RubricSettings(name="r", judge="j").model_dump(mode="json")
-    assert "rubric" not in unset  # the run id is a digest of these settings
+    assert RubricSettings(name="r", judge="j").model_dump(mode="json")["rubric"] is None
     assert RubricSettings(name="r", judge="j", rubric=mine).model_dump()["rubric"] == mine
     with pytest.raises(ValueError, match="rubric"):
         RubricSettings(name="r", judge="j", rubric="")

@@ -23,7 +23,7 @@ from judgelab.tasks import tasks_frame, tasks_from_frame
 from judgelab.tasks.files import load_task_file, load_task_files
 from judgelab.tasks.humaneval import load_humaneval
 from judgelab.verdicts import Candidate, Task
-from tests.support.scratch import BIN, scratch_env
+from support.scratch import BIN, scratch_env
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "inputs" / "example_tasks.jsonl"

@@ -2,7 +2,7 @@
 endpoints are in flight together, neither endpoint beyond its max_concurrency, and the scored
 rows and history rows are those of a run that makes one call at a time.
 
-No policy is loaded: the epoch's samples are given (answers from `tests.support.pure_endpoint`,
+No policy is loaded: the epoch's samples are given (answers from `support.pure_endpoint`,
 real HumanEval tasks), and they go through the trainer's own scoring (`Trainer.score`,
 `Trainer.epoch_row`) with real judges on real HTTP servers and the real sandbox. The calls run
 as Prefect tasks submitted from inside a task, as the training flow submits them.
@@ -37,8 +37,8 @@ from judgelab.training.loop import Drawn, EpochScores, JudgeRun, Trainer
 from judgelab.training.policy import Sample
 from judgelab.training.run import heldout_tasks
 from judgelab.verdicts import Candidate, Task, Verdict
-from tests.support.openai_server import OpenAIServer, Reply
-from tests.support.pure_endpoint import policy_answer, pure_reply
+from support.openai_server import OpenAIServer, Reply
+from support.pure_endpoint import policy_answer, pure_reply
 
 LATENCY_S = 0.5  # each judge call's; a loopback server answers in ~1 ms otherwise
 LIMIT = 2  # max_concurrency of both endpoints

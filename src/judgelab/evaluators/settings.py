@@ -9,7 +9,6 @@ nothing else asks what kind an evaluator is. The class that scores with each kin
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -18,7 +17,6 @@ from pydantic import (
     Field,
     PlainValidator,
     SerializeAsAny,
-    model_serializer,
 )
 from pydantic_core import PydanticCustomError
 
@@ -122,15 +120,6 @@ class RubricSettings(LLMJudgeSettings):
         "judge call's cache key (it is in the prompt).",
     )
     call: JudgeCallSettings = JudgeCallSettings()
-
-    @model_serializer(mode="wrap")
-    def _unset_rubric_left_out(self, handler: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
-        # An unset rubric leaves the run ids of runs made before the setting existed as they
-        # were (the run id is a digest of the settings).
-        out = handler(self)
-        if out.get("rubric") is None:
-            out.pop("rubric", None)
-        return out
 
 
 # kind -> its settings model, in the order docs/CONFIG.md lists them
