@@ -224,23 +224,43 @@ def run_units(
         except BaseException as err:  # noqa: BLE001 (re-raised once the others finish)
             error = error or err
             continue
-        if len(item) == 1:
-            results[item[0]] = value
-            if not isinstance(value, Exception):
-                on_done(units[item[0]])
-        else:
-            failed = []
-            for i, outcome in zip(item, value, strict=True):
-                if isinstance(outcome, _Failed):
-                    failed.append([i])
-                else:
-                    results[i] = outcome
-                    on_done(units[i])
-            queues[lane].extendleft(reversed(failed))  # again alone, with the task's retries
+        failed = _store(item, value, units, results, on_done)
+        queues[lane].extendleft(reversed(failed))  # again alone, with the task's retries
         fill()
     if error is not None:
         raise error
+    _log_lane_times(units, first, last)
+    return results
+
+
+def _log_lane_times(
+    units: Sequence[Unit], first: Mapping[str, float], last: Mapping[str, float]
+) -> None:
+    """Each lane's wall time, from its first unit submitted to its last result."""
     for lane, queue_start in first.items():
         n = sum(u.lane == lane for u in units)
         log.info("lane %s: %d units in %.2f s", lane, n, last[lane] - queue_start)
-    return results
+
+
+def _store(
+    item: list[int],
+    value: Any,
+    units: Sequence[Unit],
+    results: list[Any],
+    on_done: Callable[[Unit], None],
+) -> list[list[int]]:
+    """Puts a finished work item's value (a batch's: one per unit) into `results`; returns
+    the batch's units that failed, each as a work item of its own."""
+    if len(item) == 1:
+        results[item[0]] = value
+        if not isinstance(value, Exception):
+            on_done(units[item[0]])
+        return []
+    failed = []
+    for i, outcome in zip(item, value, strict=True):
+        if isinstance(outcome, _Failed):
+            failed.append([i])
+        else:
+            results[i] = outcome
+            on_done(units[i])
+    return failed
