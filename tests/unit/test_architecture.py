@@ -283,6 +283,7 @@ def _stages() -> list[tuple[Path, str]]:
 def test_every_dvc_stage_names_its_flow() -> None:
     for path, name in _stages():
         assert name in FLOWS, f"{path}: stage {name} has no entry in FLOWS"
+    assert set(FLOWS.values()) <= graph()["flows.stages"]  # load_flow imports each
 
 
 @pytest.mark.parametrize(("dvc_file", "name"), _stages(), ids=lambda v: str(v))
