@@ -178,11 +178,10 @@ def run_units(
     *,
     return_exceptions: bool = False,
 ) -> list[Any]:
-    """`fan_out` without its progress: `on_done(unit)` after each unit that succeeded.
-
-    A unit that fails (after its task's retries): by default no unit starts after it, the
-    units in flight finish and its error is raised. With `return_exceptions` the error (an
-    `Exception`) is that unit's result and every other unit still runs."""
+    """`fan_out` without its progress: `on_done(unit)` after each unit that succeeded. A unit
+    that fails (after its task's retries): by default no unit starts after it, the units in
+    flight finish and its error is raised; with `return_exceptions` the error (an `Exception`)
+    is that unit's result and every other unit still runs."""
     results: list[Any] = [None] * len(units)
     queues = _work_items(units, limits)
     batch_task = _local_batch.with_options(name=f"{getattr(task, 'name', 'unit')}-batch")
