@@ -1,11 +1,7 @@
-"""Each evaluator kind's settings: pydantic models (frozen, no unknown keys; an error names the
-key) of one `scores.evaluators` entry, and `EvaluatorSpec`, the field type that picks the model
-by the entry's `kind`. It imports nothing else of `judgelab.evaluators`, so the config and the
-evaluators both import it and neither imports the other. An entry's settings say whether it
-calls a judge model (`judge_model`) and how many times the scores stage runs it (`repeats`);
-nothing else asks what kind an evaluator is. The class that scores with each kind's settings:
-`judgelab.evaluators.registry`.
-"""
+"""Each evaluator kind's settings (pydantic: frozen, no unknown keys) and `EvaluatorSpec`, the
+type of a `scores.evaluators` entry, validated by its `kind`'s model. It imports nothing else of
+`judgelab.evaluators`: the config and the evaluators both import it. The class that scores
+each kind: `judgelab.evaluators.registry`."""
 
 from __future__ import annotations
 
