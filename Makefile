@@ -68,4 +68,4 @@ test: install
 	$(VENV)/bin/pytest
 
 lint: install
-	$(VENV)/bin/ruff check src flows tests bench
+	$(VENV)/bin/ruff check src flows tests bench support

@@ -33,12 +33,12 @@ from judgelab import hardware  # noqa: E402
 from judgelab.config import HumanEvalSettings  # noqa: E402
 from judgelab.evaluators import sandbox  # noqa: E402
 from judgelab.evaluators.execution import ExecutionJudge, build_program  # noqa: E402
-from judgelab.evaluators.registry import ExecutionEvaluator  # noqa: E402
+from judgelab.evaluators.settings import ExecutionSettings  # noqa: E402
 from judgelab.tasks.files import IOCase, check_function  # noqa: E402
 from judgelab.tasks.humaneval import load_humaneval  # noqa: E402
 from judgelab.verdicts import Candidate, Task  # noqa: E402
 
-JUDGE = ExecutionJudge(ExecutionEvaluator(name="execution", timeout_s=10, cpu_s=10))
+JUDGE = ExecutionJudge(ExecutionSettings(name="execution", timeout_s=10, cpu_s=10))
 
 
 def humaneval(n: int) -> list[tuple[Task, str]]:

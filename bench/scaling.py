@@ -36,9 +36,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.support.openai_server import OpenAIServer  # noqa: E402
-from tests.support.pure_endpoint import pure_reply  # noqa: E402
-from tests.support.scratch import BIN, scratch_env  # noqa: E402
+from support.openai_server import OpenAIServer  # noqa: E402
+from support.pure_endpoint import pure_reply  # noqa: E402
+from support.scratch import BIN, scratch_env  # noqa: E402
 
 PHASE = re.compile(r"lane model:judge: (\d+) units in ([0-9.]+) s")
 

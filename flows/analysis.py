@@ -8,8 +8,8 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
+from flows.paths import ANALYSIS, PROBES_METRICS, ROLLOUTS, SCORES, TASKS, TRAINING
 from flows.scores import structured_output_path
-from flows.stages import ANALYSIS, PROBES_METRICS, ROLLOUTS, SCORES, TASKS, TRAINING
 from judgelab.analysis import run_analysis
 from judgelab.analysis.stats import latency_summary
 from judgelab.config import Settings, load_settings
@@ -20,16 +20,10 @@ from judgelab.tracking import log_pipeline_run
 
 
 def models_used(settings: Settings) -> list[str]:
-    """The models behind the tables analysed: the judges, the policy (unless the candidates
-    were imported), the trained policy and the AutoRL task writer."""
-    names = [ev.judge_model for ev in settings.scores.evaluators if ev.judge_model is not None]
-    if settings.rollouts.candidates is None:
-        names.append(settings.rollouts.policy)
-    if settings.train.judges:
-        names.append(settings.train.policy)
-    if settings.tasks.autorl.enabled and settings.tasks.autorl.n:
-        names.append(settings.tasks.autorl.model)
-    return sorted(set(names))
+    """The models behind the tables analysed: those the pipeline's stages call, and the trained
+    policy (which the training stage loads itself)."""
+    names = settings.models_called("pipeline")
+    return sorted({*names, settings.train.policy} if settings.train.judges else set(names))
 
 
 def structured_output_modes(scores: Path) -> dict[str, Any]:

@@ -4,9 +4,11 @@ A *unit* is one call of a Prefect task (a score group, a rollout group, a probe 
 in one *lane* share a limit on how many run at once; lanes run side by side:
 
 - one lane per endpoint model: its `max_concurrency` (`DEFAULT_ENDPOINT_CONCURRENCY` when it
-  sets none), so different judges on different endpoints are in flight together;
-- one lane for the embedded server, limit 1: one model process on the machine, and the units'
-  evaluator-major order keeps its model swaps as rare as in a serial run;
+  sets none; `judgelab.config`), so different judges on different endpoints are in flight
+  together;
+- one lane for the embedded server, limit `EMBEDDED_CONCURRENCY`: one model process on the
+  machine, and the units' evaluator-major order keeps its model swaps as rare as in a serial
+  run;
 - one lane for local work (rules, the sandbox): one unit per core, or the embedded lane
   while the embedded server runs.
 
@@ -43,8 +45,8 @@ from prefect.cache_policies import NONE
 from prefect.futures import PrefectFuture, as_completed
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
-from judgelab.config import EmbeddedModel, RunnerSettings, Settings
-from judgelab.models.endpoint import DEFAULT_ENDPOINT_CONCURRENCY
+from judgelab.config import EMBEDDED_CONCURRENCY, EmbeddedModel, RunnerSettings, Settings
+from judgelab.models.server import model_limits
 from judgelab.progress import progress
 
 log = logging.getLogger("judgelab.flows.fanout")
@@ -78,11 +80,13 @@ class Lanes:
         # Local work shares the embedded server's lane while one runs: sandboxed programs
         # beside llama.cpp's threads on a 2-core host slow both.
         self.embedded = any(isinstance(settings.model(m), EmbeddedModel) for m in models)
-        self.limits = {EMBEDDED_LANE: 1, LOCAL_LANE: max(1, len(os.sched_getaffinity(0)))}
+        self.limits = {
+            EMBEDDED_LANE: EMBEDDED_CONCURRENCY,
+            LOCAL_LANE: max(1, len(os.sched_getaffinity(0))),
+        }
         for name, spec in settings.models.items():
             if not isinstance(spec, EmbeddedModel):
-                limits = spec.max_concurrency or DEFAULT_ENDPOINT_CONCURRENCY
-                self.limits[f"model:{name}"] = limits
+                self.limits[f"model:{name}"] = model_limits(spec).concurrency
 
     def of(self, model: str | None) -> str:
         """The lane of a unit that calls `model` (None: no model, local work)."""
@@ -174,11 +178,10 @@ def run_units(
     *,
     return_exceptions: bool = False,
 ) -> list[Any]:
-    """`fan_out` without its progress: `on_done(unit)` after each unit that succeeded.
-
-    A unit that fails (after its task's retries): by default no unit starts after it, the
-    units in flight finish and its error is raised. With `return_exceptions` the error (an
-    `Exception`) is that unit's result and every other unit still runs."""
+    """`fan_out` without its progress: `on_done(unit)` after each unit that succeeded. A unit
+    that fails (after its task's retries): by default no unit starts after it, the units in
+    flight finish and its error is raised; with `return_exceptions` the error (an `Exception`)
+    is that unit's result and every other unit still runs."""
     results: list[Any] = [None] * len(units)
     queues = _work_items(units, limits)
     batch_task = _local_batch.with_options(name=f"{getattr(task, 'name', 'unit')}-batch")
@@ -220,23 +223,43 @@ def run_units(
         except BaseException as err:  # noqa: BLE001 (re-raised once the others finish)
             error = error or err
             continue
-        if len(item) == 1:
-            results[item[0]] = value
-            if not isinstance(value, Exception):
-                on_done(units[item[0]])
-        else:
-            failed = []
-            for i, outcome in zip(item, value, strict=True):
-                if isinstance(outcome, _Failed):
-                    failed.append([i])
-                else:
-                    results[i] = outcome
-                    on_done(units[i])
-            queues[lane].extendleft(reversed(failed))  # again alone, with the task's retries
+        failed = _store(item, value, units, results, on_done)
+        queues[lane].extendleft(reversed(failed))  # again alone, with the task's retries
         fill()
     if error is not None:
         raise error
+    _log_lane_times(units, first, last)
+    return results
+
+
+def _log_lane_times(
+    units: Sequence[Unit], first: Mapping[str, float], last: Mapping[str, float]
+) -> None:
+    """Each lane's wall time, from its first unit submitted to its last result."""
     for lane, queue_start in first.items():
         n = sum(u.lane == lane for u in units)
         log.info("lane %s: %d units in %.2f s", lane, n, last[lane] - queue_start)
-    return results
+
+
+def _store(
+    item: list[int],
+    value: Any,
+    units: Sequence[Unit],
+    results: list[Any],
+    on_done: Callable[[Unit], None],
+) -> list[list[int]]:
+    """Puts a finished work item's value (a batch's: one per unit) into `results`; returns
+    the batch's units that failed, each as a work item of its own."""
+    if len(item) == 1:
+        results[item[0]] = value
+        if not isinstance(value, Exception):
+            on_done(units[item[0]])
+        return []
+    failed = []
+    for i, outcome in zip(item, value, strict=True):
+        if isinstance(outcome, _Failed):
+            failed.append([i])
+        else:
+            results[i] = outcome
+            on_done(units[i])
+    return failed

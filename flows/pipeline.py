@@ -11,9 +11,9 @@ from pathlib import Path
 from prefect import flow
 
 from flows.analysis import analysis_flow
+from flows.paths import SCORES
 from flows.rollouts import rollouts_flow
 from flows.scores import scores_flow
-from flows.stages import SCORES
 from flows.tasks import tasks_flow
 from flows.training import training_flow
 from judgelab.analysis.failures import JudgeCallsFailed

@@ -14,13 +14,14 @@ from pathlib import Path
 from prefect import flow, get_run_logger, task
 
 from flows.fanout import UNIT_TASK, Lanes, Unit, fan_out
-from flows.stages import PROBES
+from flows.paths import PROBES
 from judgelab.analysis.cost import judge_costing
 from judgelab.analysis.probes import run_probe_analysis
 from judgelab.cache import JsonCache
 from judgelab.config import load_settings
 from judgelab.evaluators.base import Evaluator
-from judgelab.evaluators.registry import ExecutionEvaluator, build_evaluator
+from judgelab.evaluators.registry import build_evaluator
+from judgelab.evaluators.settings import ExecutionSettings
 from judgelab.io import write_parquet
 from judgelab.models.server import serve
 from judgelab.paths import cache_dir, project_root
@@ -30,7 +31,6 @@ from judgelab.probes.run import (
     ProbeJudge,
     candidates_frame,
     judge_models,
-    models_needed,
     plan,
     policy_samples,
     probe_scores_frame,
@@ -58,21 +58,22 @@ def probe_flow(params: Path = Path("params.yaml"), out: Path = PROBES) -> Path:
     logger = get_run_logger()
     tasks = tasks_by_id(settings.tasks, project_root(), settings.probes.tasks, "probes.tasks")
     exec_spec = next(
-        (e for e in settings.scores.evaluators if isinstance(e, ExecutionEvaluator)), None
+        (e for e in settings.scores.evaluators if isinstance(e, ExecutionSettings)), None
     )
     check = execution_check(exec_spec)
     specs = probe_specs(settings)
     families = judge_models(settings)
     judge_cache = JsonCache(cache_dir(), "judge")
-    with serve(settings, models_needed(settings)) as endpoints:
+    models = settings.models_called("probes")
+    with serve(settings, models) as endpoints:
         completions = JsonCache(cache_dir(), "completions")
         groups, views = plan(
             settings, tasks, check, lambda ts: policy_samples(settings, ts, endpoints, completions)
         )
         run_id = run_id_for(settings, groups)
-        lanes = Lanes(settings, models_needed(settings))
+        lanes = Lanes(settings, models)
         units = []
-        for spec in specs:  # judge-major: the embedded server swaps models as rarely as before
+        for spec in specs:  # judge-major: the embedded server swaps models once per judge
             judge = ProbeJudge(
                 spec, settings.probes, lambda s: build_evaluator(s, endpoints, judge_cache)
             )

@@ -9,7 +9,7 @@ from pathlib import Path
 from prefect import flow, get_run_logger, task
 
 from flows.fanout import UNIT_TASK, Lanes, Unit, fan_out
-from flows.stages import ROLLOUTS, TASKS
+from flows.paths import ROLLOUTS, TASKS
 from judgelab.cache import JsonCache
 from judgelab.config import RolloutSettings, Settings, load_settings
 from judgelab.io import write_parquet

@@ -15,7 +15,7 @@ from pathlib import Path
 from prefect import flow, get_run_logger, task
 
 from flows.fanout import UNIT_TASK, Lanes, Unit, fan_out
-from flows.stages import ROLLOUTS, SCORES, TASKS
+from flows.paths import ROLLOUTS, SCORES, TASKS
 from judgelab.analysis.failures import JudgeCallsFailed, failure_message, loud_failures
 from judgelab.cache import JsonCache
 from judgelab.config import load_settings
@@ -27,7 +27,7 @@ from judgelab.models.server import serve
 from judgelab.paths import cache_dir
 from judgelab.rollouts.generate import candidates_by_task
 from judgelab.schemas import validate_file
-from judgelab.scoring import judge_names, run_id_for, score_group, scores_frame
+from judgelab.scoring import run_id_for, score_group, scores_frame
 from judgelab.tasks import tasks_from_frame
 from judgelab.verdicts import Candidate, Task
 
@@ -55,8 +55,9 @@ def scores_flow(
     cache = JsonCache(cache_dir(), "judge")
     todo = [t for t in task_list if t.task_id in groups]
     repeats = settings.scores.repeats
-    lanes = Lanes(settings, judge_names(settings))
-    with serve(settings, judge_names(settings)) as endpoints:
+    models = settings.models_called("scores")
+    lanes = Lanes(settings, models)
+    with serve(settings, models) as endpoints:
         evaluators = [
             build_evaluator(spec, endpoints, cache) for spec in settings.scores.evaluators
         ]

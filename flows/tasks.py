@@ -8,7 +8,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
-from flows.stages import TASKS, TASKS_DROPPED
+from flows.paths import TASKS, TASKS_DROPPED
 from judgelab.cache import JsonCache
 from judgelab.config import AutoRLSettings, TasksSettings, load_settings
 from judgelab.io import write_json, write_parquet

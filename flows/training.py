@@ -23,13 +23,13 @@ from pathlib import Path
 from prefect import flow, get_run_logger, task
 
 from flows.fanout import UNIT_TASK, Lanes, Unit, run_units
-from flows.stages import TASKS, TRAINING
+from flows.paths import TASKS, TRAINING
 from judgelab.config import Settings, load_settings
 from judgelab.progress import progress
 from judgelab.schemas import validate_file
 from judgelab.scoring import GroupCall, ScoredGroup, Scorer
 from judgelab.tasks import tasks_from_frame
-from judgelab.training.run import judge_models, train_judges
+from judgelab.training.run import train_judges
 
 
 @task(name="train-score-group", **UNIT_TASK)
@@ -40,7 +40,7 @@ def score_call_task(call: GroupCall) -> ScoredGroup:
 def fanned_out(settings: Settings, on_done: Callable[[str], None] = lambda label: None) -> Scorer:
     """The `Scorer` that makes a training epoch's calls as tasks, all at once up to each
     lane's limit; `on_done(label)` after each call that succeeded. Call it in a flow run."""
-    lanes = Lanes(settings, judge_models(settings))
+    lanes = Lanes(settings, settings.models_called("training"))
 
     def score(calls: Sequence[GroupCall]) -> list[ScoredGroup | Exception]:
         units = [

@@ -2,7 +2,7 @@
 
 Every section is a frozen pydantic model that forbids unknown keys. Errors name the
 dotted key that is wrong and, where there is a fixed set, the valid choices. Each evaluator
-kind's settings sit beside its entry in `judgelab.evaluators.registry`.
+kind's settings: `judgelab.evaluators.settings`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pydantic import (
 )
 
 from judgelab.errors import ConfigError
-from judgelab.evaluators.registry import EvaluatorSettings, EvaluatorSpec, ExecutionEvaluator
+from judgelab.evaluators.settings import EvaluatorSettings, EvaluatorSpec, ExecutionSettings
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +97,12 @@ SEMANTIC_EDITS = ("rename_variables", "reorder_statements")
 ATTACK_KINDS = FAILING_ATTACKS + SEMANTIC_EDITS
 
 
+# Requests in flight at once to an endpoint model that sets no max_concurrency (README:
+# concurrency), and to the embedded server, whose llama_cpp.server decodes one at a time.
+DEFAULT_ENDPOINT_CONCURRENCY = 4
+EMBEDDED_CONCURRENCY = 1
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -133,7 +139,11 @@ class EndpointModel(_Section):
     )
     timeout_s: float = Field(120.0, gt=0)
     max_concurrency: int | None = Field(
-        None, ge=1, le=1024, description="At most this many requests in flight at once."
+        None,
+        ge=1,
+        le=1024,
+        description="At most this many requests in flight at once (unset: "
+        f"{DEFAULT_ENDPOINT_CONCURRENCY}).",
     )
     requests_per_minute: int | None = Field(
         None, ge=1, description="At most this many requests start in any 60 s window."
@@ -209,8 +219,9 @@ class RunnerSettings(_Section):
         ge=1,
         le=1024,
         description="threads: pool size; dask: worker processes of the local cluster. Calls to "
-        "one endpoint model are further bounded by its max_concurrency (4 when unset), the "
-        "embedded server by 1, local work (rules, sandbox) by the number of cores.",
+        f"one endpoint model are further bounded by its max_concurrency "
+        f"({DEFAULT_ENDPOINT_CONCURRENCY} when unset), the embedded server by "
+        f"{EMBEDDED_CONCURRENCY}, local work (rules, sandbox) by the number of cores.",
     )
     threads_per_worker: int = Field(
         4, ge=1, le=256, description="dask local cluster: threads in each worker process."
@@ -692,7 +703,7 @@ class Settings(_Section):
                     f"probes.judges[{i}]: {name!r} is not a RULER/rubric evaluator in "
                     f"scores.evaluators; valid: {sorted(judges)}"
                 )
-        has_truth = any(isinstance(ev, ExecutionEvaluator) for ev in self.scores.evaluators)
+        has_truth = any(isinstance(ev, ExecutionSettings) for ev in self.scores.evaluators)
         if judges and not has_truth:  # a judge-only audit: allowed (issue 29)
             log.warning(
                 "scores.evaluators: judges %s but no execution evaluator: a judge-only audit. "
@@ -717,6 +728,34 @@ class Settings(_Section):
                 return ev
         names = [ev.name for ev in self.scores.evaluators]
         raise ConfigError(f"unknown evaluator {name!r}; configured: {names}")
+
+    def self_preference_policies(self) -> list[str]:
+        """Models that write the probes' self-preference candidates: probes.policies, else
+        every registry model."""
+        return list(self.probes.policies or self.models)
+
+    def models_called(self, stage: str) -> list[str]:
+        """Registry names of the models `stage` (a stage table name) serves and calls, each
+        once, in the order of first use: what its preflight checks API keys of, its flow
+        serves and its lanes are made of. The training stage's policy is loaded into
+        transformers, not served, so it is not among them; the analysis calls no model."""
+        autorl = self.tasks.autorl
+        called: dict[str, list[str | None]] = {
+            "tasks": [autorl.model] if autorl.enabled and autorl.n else [],
+            # imported candidates: no policy is sampled
+            "rollouts": [self.rollouts.policy] if self.rollouts.candidates is None else [],
+            "scores": [ev.judge_model for ev in self.scores.evaluators],
+            "training": [self.evaluator(name).judge_model for name in self.train.judges],
+            "analysis": [],
+            "probes": [self.evaluator(name).judge_model for name in self.probes.judges]
+            + (self.self_preference_policies() if self.probes.self_preference else []),
+        }
+        called["pipeline"] = [
+            m for s in ("tasks", "rollouts", "scores", "training") for m in called[s]
+        ]
+        if stage not in called:
+            raise ConfigError(f"unknown stage {stage!r}; stages: {list(called)}")
+        return list(dict.fromkeys(m for m in called[stage] if m is not None))
 
 
 def _format_validation_error(err: ValidationError, source: str) -> str:

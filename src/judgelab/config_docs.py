@@ -2,7 +2,7 @@
 
 One table per settings section (every key, its type, default, bounds and description), in
 params.yaml order; a model registry entry or an evaluator is documented once per `kind`
-(evaluator kinds as `judgelab.evaluators.registry` lists them). Regenerate after changing
+(evaluator kinds as `judgelab.evaluators.settings` lists them). Regenerate after changing
 the settings: `python -m judgelab.config_docs` (a test checks the committed file is current).
 """
 
@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from judgelab import config
-from judgelab.evaluators.registry import KINDS, EvaluatorSettings
+from judgelab.evaluators.settings import SETTINGS, EvaluatorSettings
 from judgelab.io import write_text
 from judgelab.paths import project_root
 
@@ -39,7 +39,7 @@ def _kinds(model: type[BaseModel]) -> list[type[BaseModel]]:
     """The settings models a field of type `model` takes: every registered kind's for an
     evaluator (its kind is looked up at validation), else `model` itself."""
     if model is EvaluatorSettings:
-        return [k.settings for k in KINDS.values()]
+        return list(SETTINGS.values())
     return [model]
 
 
@@ -133,7 +133,7 @@ def render() -> str:
         "",
         "All settings live in `params.yaml`, one section per stage; judgelab validates it on",
         "load and rejects unknown keys and bad values, naming the key. Generated from",
-        "`src/judgelab/config.py` (evaluator kinds: `src/judgelab/evaluators/registry.py`) by",
+        "`src/judgelab/config.py` (evaluator kinds: `src/judgelab/evaluators/settings.py`) by",
         "`python -m judgelab.config_docs`; do not edit by hand.",
         "",
         "The default column is what a key takes when `params.yaml` leaves it out. The shipped",

@@ -27,12 +27,6 @@ from judgelab.verdicts import Candidate, Task, Verdict
 EXPLANATION_LIMIT = 2000
 
 
-def judge_names(settings: Settings) -> list[str]:
-    """Registry names of the models the configured LLM judges need, in config order."""
-    names = [ev.judge_model for ev in settings.scores.evaluators if ev.judge_model is not None]
-    return list(dict.fromkeys(names))
-
-
 def _row(run_id: str, ev: Evaluator, cand: Candidate, repeat: int, v: Verdict) -> dict[str, Any]:
     explanation = v.explanation[:EXPLANATION_LIMIT] if v.explanation else v.explanation
     return {
@@ -118,7 +112,7 @@ def run_id_for(settings: Settings, rollouts: pl.DataFrame) -> str:
                 n: settings.models[n].model_dump(
                     mode="json", exclude=set(RATE_LIMIT_KEYS | PRICE_KEYS)
                 )
-                for n in judge_names(settings)
+                for n in settings.models_called("scores")
             },
             "candidates": rollouts["candidate_id"].sort().to_list(),
         }

@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from flows.stages import TRAINING
+from flows.paths import TRAINING
 from judgelab.config import EmbeddedModel, load_settings
 from judgelab_cli.errors import exit_on_error
 

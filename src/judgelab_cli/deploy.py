@@ -110,25 +110,7 @@ def temporary_prefect_server(timeout_s: float | None = None) -> Iterator[str]:
             preexec_fn=die_with_parent,  # noqa: PLW1509 - only prctl, before any thread runs
         )  # fmt: skip
     try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if proc.poll() is not None:
-                tail = log_path.read_text(errors="replace")[-600:]
-                raise JudgelabError(
-                    f"the temporary Prefect server exited with {proc.returncode}: {tail}"
-                )
-            try:
-                if httpx.get(f"{url}/health", timeout=2.0).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise JudgelabError(
-                    f"the temporary Prefect server did not answer {url}/health within "
-                    f"{timeout_s:.0f} s (PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS); "
-                    f"its log: {log_path}"
-                )
-            time.sleep(0.2)
+        _wait_until_healthy(proc, url, log_path, timeout_s)
         previous = os.environ.get("PREFECT_API_URL")
         os.environ["PREFECT_API_URL"] = url
         try:
@@ -143,14 +125,45 @@ def temporary_prefect_server(timeout_s: float | None = None) -> Iterator[str]:
             else:
                 os.environ["PREFECT_API_URL"] = previous
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
+        _stop(proc)
+
+
+def _wait_until_healthy(
+    proc: subprocess.Popen[bytes], url: str, log_path: Path, timeout_s: float
+) -> None:
+    """Returns once the server answers its health check; raises, naming its log, when it
+    exits or stays silent for `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            tail = log_path.read_text(errors="replace")[-600:]
+            raise JudgelabError(
+                f"the temporary Prefect server exited with {proc.returncode}: {tail}"
+            )
         try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            if httpx.get(f"{url}/health", timeout=2.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise JudgelabError(
+                f"the temporary Prefect server did not answer {url}/health within "
+                f"{timeout_s:.0f} s (PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS); "
+                f"its log: {log_path}"
+            )
+        time.sleep(0.2)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the server's process group, SIGKILL after 10 s."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def _bin(name: str) -> str:

@@ -1,6 +1,12 @@
 """One command per stage of the stage table (flows.stages): `judgelab tasks|rollouts|scores|
-training|analysis|probes|pipeline`, and each stage's former names as hidden aliases
-(`judgelab train`). Each checks its inputs in a second, then runs its flow."""
+training|analysis|probes|pipeline`. Each checks its inputs in a second, then runs its flow.
+
+`judgelab probes [--fail-above T]` then applies the attack gate: with a threshold (the flag,
+else ``probes.fail_above``) `judgelab.probes.gate.check` reads the metrics the stage wrote,
+every judge and attack it refuses is one red line on stderr, and the command exits with
+`gate.EXIT_CODE` (3). A threshold with nothing to gate is a configuration error (exit 2)
+before the stage starts.
+"""
 
 from __future__ import annotations
 
@@ -12,10 +18,20 @@ from pathlib import Path
 
 import typer
 
+from flows.paths import PROBES_METRICS
 from flows.stages import PROBES_STAGE, STAGES, Stage
 from judgelab_cli.errors import exit_on_error
 
 PARAMS = typer.Option(Path("params.yaml"), "--params", "-p", help="Parameters file.")
+FAIL_ABOVE = typer.Option(
+    None,
+    "--fail-above",
+    min=0.0,
+    max=1.0,
+    help="Gate: exit with code 3, naming judge and attack, when a judge's success rate for an "
+    "attack on failing code (probes.attacks) exceeds this, or cannot be measured. Overrides "
+    "probes.fail_above.",
+)
 
 
 # One line per HTTP request (httpx) and LiteLLM's banners drowned a run's log (about 600 of
@@ -86,12 +102,30 @@ def command(stage: Stage) -> Callable[[Path], None]:
     return run_stage
 
 
-def register(app: typer.Typer) -> None:
-    from judgelab_cli import probe
+def gated_command(stage: Stage) -> Callable[..., None]:
+    """The probes stage's command: the stage, then the attack gate (module docstring)."""
 
+    def probes(params: Path = PARAMS, fail_above: float | None = FAIL_ABOVE) -> None:
+        from judgelab.config import load_settings
+        from judgelab.probes import gate
+
+        with exit_on_error():  # before the flow: a gate with nothing to gate is an error
+            limit = gate.threshold(load_settings(params).probes, fail_above)
+        run(stage, params)
+        if limit is None:
+            return
+        with exit_on_error():
+            violations = gate.check_file(PROBES_METRICS, limit)
+        for v in violations:
+            typer.secho(f"gate: {v.message()}", fg="red", err=True)
+        if violations:
+            raise typer.Exit(gate.EXIT_CODE)
+        typer.echo(f"gate: no attack success rate above {limit}", err=True)
+
+    return probes
+
+
+def register(app: typer.Typer) -> None:
     for stage in STAGES:
-        make = probe.command if stage is PROBES_STAGE else command  # + the attack gate
+        make = gated_command if stage is PROBES_STAGE else command
         app.command(stage.command, help=stage.help)(make(stage))
-        for alias in stage.aliases:  # old scripts keep working; --help shows one name
-            former = f"{stage.help} Former name of `judgelab {stage.command}`."
-            app.command(alias, help=former, hidden=True)(make(stage))

@@ -36,7 +36,7 @@ from judgelab.rollouts.generate import candidates_by_task, generate_group, rollo
 from judgelab.schemas import validate_file
 from judgelab.scoring import run_id_for, score_group, scores_frame
 from judgelab.tasks import tasks_from_frame
-from tests.support.openai_server import OpenAIServer, Reply, ok
+from support.openai_server import OpenAIServer, Reply, ok
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

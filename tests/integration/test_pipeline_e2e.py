@@ -21,7 +21,7 @@ import yaml
 
 from judgelab.config import parse_settings
 from judgelab.schemas import validate_file
-from tests.support.scratch import scratch_env
+from support.scratch import scratch_env
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

@@ -24,9 +24,9 @@ import pytest
 import yaml
 
 from judgelab.config import parse_settings
+from support.openai_server import OpenAIServer
+from support.scratch import scratch_env
 from tests.support.browser import headless
-from tests.support.openai_server import OpenAIServer
-from tests.support.scratch import scratch_env
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

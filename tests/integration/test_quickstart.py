@@ -33,9 +33,9 @@ import pytest
 import yaml
 
 from judgelab.evaluators.transport.detect import PROBE_MESSAGES
-from tests.support.openai_server import OpenAIServer, http_error, rejects_json_schema
-from tests.support.pure_endpoint import pure_reply
-from tests.support.scratch import BIN, scratch_env
+from support.openai_server import OpenAIServer, http_error, rejects_json_schema
+from support.pure_endpoint import pure_reply
+from support.scratch import BIN, scratch_env
 
 ROOT = Path(__file__).resolve().parents[2]
 FAILED_CALL = ("judge call failed", "judge reply error")
@@ -183,7 +183,7 @@ def test_readme_quickstart_judges_against_llama_cpp_python(
     from judgelab.rollouts.generate import candidates_by_task, rollouts_frame
     from judgelab.rollouts.imported import import_candidates
     from judgelab.tasks.files import load_task_files
-    from tests.support.openai_server import LLAMA_CPP_PYTHON_JSON_SCHEMA_ERROR
+    from support.openai_server import LLAMA_CPP_PYTHON_JSON_SCHEMA_ERROR
 
     base_url = llama_cpp_python_server
     # the loopback test's server says what this one says to json_schema

@@ -22,7 +22,7 @@ from judgelab.config import (
 )
 from judgelab.evaluators.base import PointwiseEvaluator
 from judgelab.evaluators.execution import ExecutionJudge
-from judgelab.evaluators.registry import ExecutionEvaluator, FormatEvaluator
+from judgelab.evaluators.settings import ExecutionSettings, FormatSettings
 from judgelab.tasks.humaneval import load_humaneval
 from judgelab.training.grpo import Trajectory, grpo_step
 from judgelab.training.loop import JudgeRun, Trainer, latest_checkpoint
@@ -130,7 +130,7 @@ class VarietyJudge(PointwiseEvaluator):
     protocol = "rule"
 
     def __init__(self, invert: bool = False, fail_on_call: int | None = None) -> None:
-        super().__init__(FormatEvaluator(name="variety"))
+        super().__init__(FormatSettings(name="variety"))
         self.calls = 0
         self.invert = invert  # rewards monotony instead: the opposite GRPO advantages
         self.fail_on_call = fail_on_call
@@ -148,7 +148,7 @@ class FlakySandbox(ExecutionJudge):
     unscored verdict, as a sandbox error gives): that is no verdict on the code."""
 
     def __init__(self) -> None:
-        super().__init__(ExecutionEvaluator(name="execution"))
+        super().__init__(ExecutionSettings(name="execution"))
 
     def score_one(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
         if candidate.sample_index == 0:
@@ -180,7 +180,7 @@ def _trainer(
         tasks=load_humaneval(HumanEvalSettings(offset=0, limit=2)),
         heldout=load_humaneval(HumanEvalSettings(offset=100, limit=1)),
         cache=JsonCache(cache, "samples"),
-        executor=executor or ExecutionJudge(ExecutionEvaluator(name="execution")),
+        executor=executor or ExecutionJudge(ExecutionSettings(name="execution")),
         policy_factory=lambda adapters: Policy(ZOO, LORA, "cpu", dtype="auto", adapters=adapters),
     )
 
@@ -314,7 +314,7 @@ def test_heldout_tasks_are_chosen_where_the_base_policy_is_mixed(tmp_path: Path)
         tasks=load_humaneval(HumanEvalSettings(offset=0, limit=1)),
         heldout=load_humaneval(HumanEvalSettings(offset=100, limit=4)),
         cache=JsonCache(tmp_path / "c", "samples"),
-        executor=ScriptedTests(ExecutionEvaluator(name="execution")),
+        executor=ScriptedTests(ExecutionSettings(name="execution")),
         policy_factory=lambda adapters: policies.append(
             SeedLog(ZOO, LORA, "cpu", dtype="auto", adapters=adapters)) or policies[-1],
         selection_file=tmp_path / "heldout.json",
@@ -384,7 +384,7 @@ def test_training_over_two_seeds_resumes_per_seed(tmp_path: Path) -> None:
             tasks=load_humaneval(HumanEvalSettings(offset=0, limit=2)),
             heldout=load_humaneval(HumanEvalSettings(offset=100, limit=1)),
             cache=JsonCache(cache, "samples"),
-            executor=ExecutionJudge(ExecutionEvaluator(name="execution")),
+            executor=ExecutionJudge(ExecutionSettings(name="execution")),
             policy_factory=lambda adapters: Policy(ZOO, LORA, "cpu", dtype="auto",
                                                    adapters=adapters),
         )  # fmt: skip

@@ -22,7 +22,7 @@ from judgelab.config import (
 )
 from judgelab.errors import ConfigError
 from judgelab.evaluators.execution import ExecutionJudge
-from judgelab.evaluators.registry import ExecutionEvaluator
+from judgelab.evaluators.settings import ExecutionSettings
 from judgelab.io import write_parquet
 from judgelab.probes.design import calibration_group, canonical_source, execution_check
 from judgelab.rollouts.imported import import_candidates
@@ -184,7 +184,7 @@ def test_real_items_become_tasks_their_references_pass(real: tuple[list[Task], d
     signature = f"main_solution({', '.join(params.params)})"
     assert task.request.startswith(f"Write a Python function `{signature}`")
     assert task.prompt.startswith(f"def {signature}:")
-    judge = ExecutionJudge(ExecutionEvaluator(name="execution", timeout_s=10))
+    judge = ExecutionJudge(ExecutionSettings(name="execution", timeout_s=10))
     for t in tasks:
         verdict = judge.score_one(t, answer(f"```python\n{t.canonical_solution}\n```"))
         assert verdict.score == 1.0, (t.task_id, verdict.reason)

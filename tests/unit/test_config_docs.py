@@ -6,7 +6,7 @@ from pathlib import Path
 
 from judgelab import config
 from judgelab.config_docs import OUTPUT, render
-from judgelab.evaluators.registry import KINDS, JudgeCallSettings
+from judgelab.evaluators.settings import SETTINGS, JudgeCallSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,6 +24,6 @@ def test_reference_covers_every_section_key_and_kind() -> None:
     for model in (config.AnalysisSettings, JudgeCallSettings, config.EndpointModel):
         for key in model.model_fields:
             assert f"| `{key}` |" in text, (model.__name__, key)
-    for kind in KINDS.values():
-        assert f"— {kind.settings.__name__}" in text
+    for settings in SETTINGS.values():
+        assert f"— {settings.__name__}" in text
     assert "| `praise_threshold` | float | `0.8` | ≥ 0, ≤ 1 |" in text

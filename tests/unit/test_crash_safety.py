@@ -17,7 +17,7 @@ import polars as pl  # noqa: E402
 
 from judgelab.cache import JsonCache  # noqa: E402
 from judgelab.evaluators.rubric import RubricJudge  # noqa: E402
-from tests.support.openai_server import OpenAIServer, ok  # noqa: E402
+from support.openai_server import OpenAIServer, ok  # noqa: E402
 from tests.unit.test_judges import TASK, candidates, endpoint, rubric_spec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

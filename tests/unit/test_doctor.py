@@ -161,7 +161,7 @@ def test_structured_output_row_reports_the_detected_mode(
     calls will send; an explicit setting is reported as set, with no probe."""
     from judgelab.doctor import check_endpoints
     from judgelab.evaluators.transport import detect
-    from tests.support.openai_server import OpenAIServer, ok, rejects_json_schema
+    from support.openai_server import OpenAIServer, ok, rejects_json_schema
 
     monkeypatch.setenv("JUDGELAB_CACHE", str(tmp_path))
     detect.forget()

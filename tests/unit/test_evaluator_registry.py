@@ -15,13 +15,8 @@ from pydantic import Field
 from judgelab.config import load_settings, parse_settings
 from judgelab.errors import ConfigError
 from judgelab.evaluators.base import Evaluator, PointwiseEvaluator
-from judgelab.evaluators.registry import (
-    KINDS,
-    EvaluatorSettings,
-    Kind,
-    build_evaluator,
-    evaluator_class,
-)
+from judgelab.evaluators.registry import CLASSES, build_evaluator, evaluator_class
+from judgelab.evaluators.settings import SETTINGS, EvaluatorSettings
 from judgelab.scoring import score_group, scores_frame
 from judgelab.verdicts import Candidate, Task, Verdict
 
@@ -29,9 +24,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_kind_names_its_own_settings_and_an_evaluator_class() -> None:
-    assert list(KINDS) == ["format", "syntax", "execution", "ruler", "rubric"]
-    for kind, entry in KINDS.items():
-        assert entry.settings.model_fields["kind"].default == kind
+    assert list(SETTINGS) == list(CLASSES) == ["format", "syntax", "execution", "ruler", "rubric"]
+    for kind, settings in SETTINGS.items():
+        assert settings.model_fields["kind"].default == kind
         assert issubclass(evaluator_class(kind), Evaluator)
 
 
@@ -94,7 +89,7 @@ print(sorted(m for m in ("art", "litellm") if m in sys.modules))
 # --- a new kind, registered here only --------------------------------------------------------
 
 
-class LengthEvaluator(EvaluatorSettings):
+class LengthSettings(EvaluatorSettings):
     kind: Literal["length"] = "length"
     max_chars: int = Field(20, ge=1)
 
@@ -103,7 +98,7 @@ class LengthJudge(PointwiseEvaluator):
     """Prefers short answers: 1.0 up to max_chars, 0.0 from twice that."""
 
     protocol = "rule"
-    spec: LengthEvaluator
+    spec: LengthSettings
 
     def score_one(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
         n = len(candidate.completion)
@@ -123,7 +118,8 @@ def _params(**length: object) -> dict:
 def test_a_new_kind_is_configured_in_params_and_scored(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ConfigError, match="unknown evaluator kind 'length'"):
         parse_settings(_params())
-    monkeypatch.setitem(KINDS, "length", Kind(LengthEvaluator, lambda: LengthJudge))
+    monkeypatch.setitem(SETTINGS, "length", LengthSettings)
+    monkeypatch.setitem(CLASSES, "length", lambda: LengthJudge)
 
     with pytest.raises(ConfigError, match=r"scores\.evaluators\.0\.max_char: unknown key"):
         parse_settings(_params(max_char=10))
@@ -131,7 +127,7 @@ def test_a_new_kind_is_configured_in_params_and_scored(monkeypatch: pytest.Monke
         parse_settings(_params(max_chars=0))
     settings = parse_settings(_params(max_chars=10))
     (spec,) = settings.scores.evaluators
-    assert isinstance(spec, LengthEvaluator) and spec.max_chars == 10
+    assert isinstance(spec, LengthSettings) and spec.max_chars == 10
     assert spec.judge_model is None and spec.repeats(settings.scores.repeats) == 1
     assert settings.scores.model_dump()["evaluators"][0]["max_chars"] == 10
 

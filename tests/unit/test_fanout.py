@@ -25,8 +25,7 @@ from flows.fanout import (
     fan_out,
     run_units,
 )
-from judgelab.config import parse_settings
-from judgelab.models.endpoint import DEFAULT_ENDPOINT_CONCURRENCY
+from judgelab.config import DEFAULT_ENDPOINT_CONCURRENCY, parse_settings
 
 _lock = threading.Lock()
 _now: Counter[str] = Counter()

@@ -10,7 +10,7 @@ import pytest
 
 from judgelab.config import HumanEvalSettings
 from judgelab.evaluators.execution import ExecutionJudge, outcome
-from judgelab.evaluators.registry import ExecutionEvaluator
+from judgelab.evaluators.settings import ExecutionSettings
 from judgelab.tasks.files import IOCase, check_function, io_cases
 from judgelab.tasks.humaneval import load_humaneval
 from judgelab.verdicts import Candidate, Task, Verdict
@@ -30,7 +30,7 @@ HONEST = {"io/add": "def add(a, b):\n    return a + b\n"}
 
 @pytest.fixture(scope="module")
 def judge() -> ExecutionJudge:
-    return ExecutionJudge(ExecutionEvaluator(name="execution", timeout_s=5, cpu_s=5))
+    return ExecutionJudge(ExecutionSettings(name="execution", timeout_s=5, cpu_s=5))
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ from judgelab.evaluators.rubric import RubricJudge  # noqa: E402
 from judgelab.evaluators.ruler import RulerJudge  # noqa: E402
 from judgelab.scoring import score_group, scores_frame  # noqa: E402
 from judgelab.verdicts import Task  # noqa: E402
-from tests.support.openai_server import (  # noqa: E402
+from support.openai_server import (  # noqa: E402
     OpenAIServer,
     Reply,
     empty,

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.support.openai_server import OpenAIServer, Reply, ok
+from support.openai_server import OpenAIServer, Reply, ok
 
 ROOT = Path(__file__).resolve().parents[2]
 # This checkout's code, not whichever checkout the environment has installed.
@@ -21,7 +21,8 @@ SCRIPT = """
 import json, sys
 from pathlib import Path
 from judgelab.cache import JsonCache
-from judgelab.evaluators.registry import RubricEvaluator, build_evaluator
+from judgelab.evaluators.registry import build_evaluator
+from judgelab.evaluators.settings import RubricSettings
 from judgelab.models.endpoint import Endpoint
 from judgelab.models.ratelimit import Limits
 from judgelab.scoring import score_group
@@ -30,7 +31,7 @@ from judgelab.verdicts import Candidate, Task
 task = Task(task_id="t0", source="autorl", request="add two numbers", prompt="add two numbers")
 code = "<code>def add(a, b):\\n    return a + b + {}</code>"
 cands = [Candidate("t0", f"c{i}", i, code.format(i)) for i in range(4)]
-spec = RubricEvaluator(name="rubric-stub", judge="stub")
+spec = RubricSettings(name="rubric-stub", judge="stub")
 ep = Endpoint(name="stub", base_url=sys.argv[1], model="stub", fingerprint="gguf:stub",
               structured_output="json_object",
               limits=Limits(max_concurrency=1))  # one call at a time: a kill after the 3rd

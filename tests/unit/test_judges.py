@@ -24,12 +24,12 @@ from typing import Any, Literal  # noqa: E402
 import pytest  # noqa: E402
 
 from judgelab.cache import JsonCache  # noqa: E402
-from judgelab.evaluators.registry import JudgeCallSettings, RubricEvaluator, RulerEvaluator  # noqa: E402
 from judgelab.evaluators.rubric import RubricJudge  # noqa: E402
 from judgelab.evaluators.ruler import RulerJudge  # noqa: E402
+from judgelab.evaluators.settings import JudgeCallSettings, RubricSettings, RulerSettings  # noqa: E402
 from judgelab.models.endpoint import Endpoint  # noqa: E402
 from judgelab.verdicts import Candidate, Task  # noqa: E402
-from tests.support.openai_server import OpenAIServer, Reply  # noqa: E402
+from support.openai_server import OpenAIServer, Reply  # noqa: E402
 
 
 @pytest.fixture()
@@ -66,12 +66,12 @@ def call_settings(**kw: Any) -> JudgeCallSettings:
     return JudgeCallSettings(**{"backoff_s": 0.5, "retries": 2, **kw})
 
 
-def ruler_spec(shuffle: bool = True, **call: Any) -> RulerEvaluator:
-    return RulerEvaluator(name="ruler-test", judge="j", shuffle=shuffle, call=call_settings(**call))
+def ruler_spec(shuffle: bool = True, **call: Any) -> RulerSettings:
+    return RulerSettings(name="ruler-test", judge="j", shuffle=shuffle, call=call_settings(**call))
 
 
-def rubric_spec(**call: Any) -> RubricEvaluator:
-    return RubricEvaluator(name="rubric-test", judge="j", call=call_settings(**call))
+def rubric_spec(**call: Any) -> RubricSettings:
+    return RubricSettings(name="rubric-test", judge="j", call=call_settings(**call))
 
 
 TASK = Task(task_id="t-1", source="autorl", prompt="write a function f that returns 1")
@@ -503,7 +503,7 @@ def test_ruler_rubric_is_a_setting_in_the_prompt_and_the_cache_key(
     cache = JsonCache(tmp_path, "judge")
     for rubric in (None, strict, strict):
         server.add(score_by_candidate(lambda i: i / 4))
-        spec = RulerEvaluator(name="ruler-test", judge="j", rubric=rubric, call=call_settings())
+        spec = RulerSettings(name="ruler-test", judge="j", rubric=rubric, call=call_settings())
         RulerJudge(spec, endpoint(server), cache).score_group(TASK, candidates(4))
     assert len(server.requests) == 2  # the third call was the second's, from the cache
     prompts = [json.dumps(r["body"]["messages"]) for r in server.requests]
@@ -515,15 +515,14 @@ def test_rubric_judge_rubric_is_a_setting_in_the_prompt_the_cache_key_and_the_ru
     server: OpenAIServer, tmp_path: Path
 ) -> None:
     """The rubric judge's rubric replaces judgelab's own, taken as written (braces too), with
-    the reply format kept; another rubric is a cache miss, the same one a hit. Unset, the
-    settings (so the run id) are what they were before the setting existed."""
+    the reply format kept; another rubric is a cache miss, the same one a hit."""
     from judgelab.evaluators.rubric import DEFAULT_RUBRIC
 
     mine = "Score 1.0 only if {every} branch is tested; else 0.0."
     cache = JsonCache(tmp_path, "judge")
     for rubric in (None, mine, mine):
         server.add(rubric_reply(0.5))
-        spec = RubricEvaluator(name="rubric-test", judge="j", rubric=rubric, call=call_settings())
+        spec = RubricSettings(name="rubric-test", judge="j", rubric=rubric, call=call_settings())
         RubricJudge(spec, endpoint(server), cache).judge(TASK, candidates(1)[0])
     assert len(server.requests) == 2
     users = [r["body"]["messages"][-1]["content"] for r in server.requests]
@@ -531,11 +530,10 @@ def test_rubric_judge_rubric_is_a_setting_in_the_prompt_the_cache_key_and_the_ru
     assert mine in users[1] and DEFAULT_RUBRIC.strip() not in users[1]
     assert all('"score": <a number from 0 to 1>' in u for u in users)
 
-    unset = RubricEvaluator(name="r", judge="j").model_dump(mode="json")
-    assert "rubric" not in unset  # the run id is a digest of these settings
-    assert RubricEvaluator(name="r", judge="j", rubric=mine).model_dump()["rubric"] == mine
+    assert RubricSettings(name="r", judge="j").model_dump(mode="json")["rubric"] is None
+    assert RubricSettings(name="r", judge="j", rubric=mine).model_dump()["rubric"] == mine
     with pytest.raises(ValueError, match="rubric"):
-        RubricEvaluator(name="r", judge="j", rubric="")
+        RubricSettings(name="r", judge="j", rubric="")
 
 
 def test_a_cached_bad_reply_is_not_replayed_on_retry(server: OpenAIServer, tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from judgelab.models import client  # noqa: E402
 from judgelab.models.endpoint import Endpoint  # noqa: E402
 from judgelab.models.ratelimit import Limits, RateLimiter  # noqa: E402
 from judgelab.models.server import remote_endpoint  # noqa: E402
-from tests.support.openai_server import OpenAIServer, Reply, http_error, ok  # noqa: E402
+from support.openai_server import OpenAIServer, Reply, http_error, ok  # noqa: E402
 
 MSG = [{"role": "user", "content": "say hi"}]
 

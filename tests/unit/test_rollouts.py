@@ -17,7 +17,7 @@ from judgelab.config import RolloutSettings
 from judgelab.models.endpoint import Endpoint
 from judgelab.rollouts.generate import generate_group, rollouts_frame, sample_seed
 from judgelab.verdicts import Task
-from tests.support.openai_server import OpenAIServer, Reply, http_error, ok
+from support.openai_server import OpenAIServer, Reply, http_error, ok
 
 TASK = Task(
     task_id="HumanEval/0",

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from judgelab.evaluators.registry import FormatEvaluator, SyntaxEvaluator
 from judgelab.evaluators.rules import FormatJudge, SyntaxJudge
+from judgelab.evaluators.settings import FormatSettings, SyntaxSettings
 from judgelab.verdicts import Candidate, Task, Verdict
 
 TASK = Task(task_id="t1", source="autorl", prompt="write a function that adds two numbers")
@@ -26,12 +26,12 @@ def _score(judge: FormatJudge | SyntaxJudge, completion: str) -> Verdict:
 
 @pytest.fixture
 def fmt() -> FormatJudge:
-    return FormatJudge(FormatEvaluator(name="format"))
+    return FormatJudge(FormatSettings(name="format"))
 
 
 @pytest.fixture
 def syntax() -> SyntaxJudge:
-    return SyntaxJudge(SyntaxEvaluator(name="syntax"))
+    return SyntaxJudge(SyntaxSettings(name="syntax"))
 
 
 def test_judges_carry_name_and_protocol(fmt: FormatJudge, syntax: SyntaxJudge) -> None:

@@ -17,7 +17,8 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from flows.stages import PIPELINE, PIPELINE_STAGES, PROBES_METRICS, SCHEMAS, STAGES, Stage
+from flows.paths import PROBES_METRICS, SCHEMAS
+from flows.stages import PIPELINE, PIPELINE_STAGES, STAGES, Stage
 from judgelab.config import Settings
 from judgelab.schemas import SCHEMAS as TABLE_SCHEMAS
 
@@ -46,14 +47,14 @@ def test_every_dvc_stage_is_in_the_table() -> None:
 
 
 def test_names_and_commands_are_unique() -> None:
-    commands = [c for s in STAGES for c in (s.command, *s.aliases)]
+    commands = [s.command for s in STAGES]
     assert len({s.name for s in STAGES}) == len(STAGES)
     assert len(set(commands)) == len(commands)
 
 
 @pytest.mark.parametrize("stage", PIPELINE_STAGES, ids=lambda s: s.name)
 def test_a_dvc_yaml_stage_runs_the_command_of_its_name(stage: Stage) -> None:
-    """`dvc repro training` runs `judgelab training` (it ran `judgelab train`)."""
+    """`dvc repro training` runs `judgelab training`."""
     assert stage.command == stage.name
 
 
@@ -288,3 +289,27 @@ def test_each_stage_names_the_models_it_calls() -> None:
     training = next(s for s in STAGES if s.name == "training")
     assert training.models(settings) == ["qwen-1.5b"]
     assert "qwen-1.5b" in PIPELINE.models(settings)
+
+
+def test_the_models_a_stage_calls_follow_its_settings() -> None:
+    """One answer per stage (`Settings.models_called`), in the order of first use."""
+    from judgelab.config import load_settings
+    from judgelab.errors import ConfigError
+
+    settings = load_settings(ROOT / "params.yaml")
+    judges = ["qwen-1.5b", "qwen-0.5b", "smollm2-135m", "gemma-270m"]
+    assert settings.models_called("scores") == judges
+    assert settings.models_called("analysis") == []
+    assert settings.models_called("pipeline") == ["qwen-0.5b", "qwen-1.5b", "smollm2-135m",
+                                                  "gemma-270m"]  # fmt: skip
+    probes = settings.probes.model_copy(update={"judges": ["ruler-gemma-270m"], "policies": []})
+    changed = settings.model_copy(update={"probes": probes})
+    # the judge first, then every registry model as a self-preference writer
+    assert changed.models_called("probes") == ["gemma-270m", "qwen-0.5b", "qwen-1.5b",
+                                               "smollm2-135m"]  # fmt: skip
+    no_self = probes.model_copy(update={"self_preference": False})
+    assert settings.model_copy(update={"probes": no_self}).models_called("probes") == ["gemma-270m"]
+    imported = settings.rollouts.model_copy(update={"candidates": "inputs/c.jsonl"})
+    assert settings.model_copy(update={"rollouts": imported}).models_called("rollouts") == []
+    with pytest.raises(ConfigError, match="unknown stage 'train'"):
+        settings.models_called("train")

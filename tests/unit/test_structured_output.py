@@ -20,7 +20,7 @@ from judgelab.cache import JsonCache  # noqa: E402
 from judgelab.evaluators.rubric import RubricJudge  # noqa: E402
 from judgelab.evaluators.transport import detect  # noqa: E402
 from judgelab.models.endpoint import Endpoint  # noqa: E402
-from tests.support.openai_server import (  # noqa: E402
+from support.openai_server import (  # noqa: E402
     OpenAIServer,
     Reply,
     http_error,

@@ -15,7 +15,7 @@ import yaml
 from judgelab.config import HumanEvalSettings, RolloutSettings
 from judgelab.errors import ConfigError
 from judgelab.evaluators.execution import ExecutionJudge
-from judgelab.evaluators.registry import ExecutionEvaluator
+from judgelab.evaluators.settings import ExecutionSettings
 from judgelab.rollouts.generate import rollouts_frame
 from judgelab.rollouts.imported import import_candidates
 from judgelab.schemas import validate_file
@@ -23,7 +23,7 @@ from judgelab.tasks import tasks_frame, tasks_from_frame
 from judgelab.tasks.files import load_task_file, load_task_files
 from judgelab.tasks.humaneval import load_humaneval
 from judgelab.verdicts import Candidate, Task
-from tests.support.scratch import BIN, scratch_env
+from support.scratch import BIN, scratch_env
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "inputs" / "example_tasks.jsonl"
@@ -56,7 +56,7 @@ def test_input_output_pairs_become_a_check_the_sandbox_runs() -> None:
     good = "def clamp(x, lo, hi):\n    return max(lo, min(x, hi))"
     bad = "def clamp(x, lo, hi):\n    return x"
     (clamp,) = [t for t in load_task_file(EXAMPLE, "f") if t.task_id == "mine/clamp"]
-    judge = ExecutionJudge(ExecutionEvaluator(name="execution", timeout_s=10))
+    judge = ExecutionJudge(ExecutionSettings(name="execution", timeout_s=10))
     passed = judge.score_one(clamp, answer(f"```python\n{good}\n```"))
     failed = judge.score_one(clamp, answer(f"```python\n{bad}\n```"))
     assert (passed.status, passed.score) == ("scored", 1.0)
@@ -67,7 +67,7 @@ def test_input_output_pairs_become_a_check_the_sandbox_runs() -> None:
 
 def test_a_check_function_runs_as_humaneval_s_do() -> None:
     (count,) = [t for t in load_task_file(EXAMPLE, "f") if t.task_id == "mine/word_count"]
-    judge = ExecutionJudge(ExecutionEvaluator(name="execution", timeout_s=10))
+    judge = ExecutionJudge(ExecutionSettings(name="execution", timeout_s=10))
     good = "def word_count(text):\n    out = {}\n    for w in text.lower().split():\n" \
            "        out[w] = out.get(w, 0) + 1\n    return out"  # fmt: skip
     assert judge.score_one(count, answer(f"```python\n{good}\n```")).score == 1.0

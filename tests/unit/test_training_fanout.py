@@ -2,7 +2,7 @@
 endpoints are in flight together, neither endpoint beyond its max_concurrency, and the scored
 rows and history rows are those of a run that makes one call at a time.
 
-No policy is loaded: the epoch's samples are given (answers from `tests.support.pure_endpoint`,
+No policy is loaded: the epoch's samples are given (answers from `support.pure_endpoint`,
 real HumanEval tasks), and they go through the trainer's own scoring (`Trainer.score`,
 `Trainer.epoch_row`) with real judges on real HTTP servers and the real sandbox. The calls run
 as Prefect tasks submitted from inside a task, as the training flow submits them.
@@ -28,16 +28,17 @@ from judgelab.cache import JsonCache, digest
 from judgelab.config import HumanEvalSettings, Settings, parse_settings
 from judgelab.evaluators.base import PointwiseEvaluator
 from judgelab.evaluators.execution import ExecutionJudge
-from judgelab.evaluators.registry import ExecutionEvaluator, FormatEvaluator, build_evaluator
+from judgelab.evaluators.registry import build_evaluator
+from judgelab.evaluators.settings import ExecutionSettings, FormatSettings
 from judgelab.models.server import serve
 from judgelab.scoring import Scorer, score_serially
 from judgelab.tasks.humaneval import load_humaneval
 from judgelab.training.loop import Drawn, EpochScores, JudgeRun, Trainer
 from judgelab.training.policy import Sample
-from judgelab.training.run import heldout_tasks, judge_models
+from judgelab.training.run import heldout_tasks
 from judgelab.verdicts import Candidate, Task, Verdict
-from tests.support.openai_server import OpenAIServer, Reply
-from tests.support.pure_endpoint import policy_answer, pure_reply
+from support.openai_server import OpenAIServer, Reply
+from support.pure_endpoint import policy_answer, pure_reply
 
 LATENCY_S = 0.5  # each judge call's; a loopback server answers in ~1 ms otherwise
 LIMIT = 2  # max_concurrency of both endpoints
@@ -125,7 +126,7 @@ def trainer_for(settings: Settings, endpoints: dict, cache: Path, scorer: Scorer
         tasks=load_humaneval(HumanEvalSettings(offset=0, limit=2)),
         heldout=heldout_tasks(settings),
         cache=JsonCache(cache, "samples"),
-        executor=ExecutionJudge(ExecutionEvaluator(name="execution")),
+        executor=ExecutionJudge(ExecutionSettings(name="execution")),
         policy_factory=no_policy,
         scorer=scorer,
     )
@@ -189,7 +190,7 @@ def run(tmp: Path, limit: int, how: str) -> tuple[list[dict[str, Any]], Meter, l
         OpenAIServer(meter.reply("b"), max_concurrency=limit) as b,
     ):
         settings = settings_for(a.base_url, b.base_url, limit)
-        with serve(settings, judge_models(settings)) as endpoints:
+        with serve(settings, settings.models_called("training")) as endpoints:
             if how == "serially":
                 trainer = trainer_for(settings, endpoints, tmp, score_serially)
                 result = score_epoch.fn(trainer, 1)
@@ -240,10 +241,10 @@ def test_a_judge_whose_call_fails_gets_its_error_and_the_other_judge_its_scores(
 ) -> None:
     with OpenAIServer(pure_reply) as a:
         settings = settings_for(a.base_url, a.base_url, LIMIT)
-        with serve(settings, judge_models(settings)) as endpoints:
+        with serve(settings, settings.models_called("training")) as endpoints:
             trainer = trainer_for(settings, endpoints, tmp_path, score_serially)
             drawn = drawn_for(trainer, 1)
-            broken = JudgeRun("broken", Broken(FormatEvaluator(name="broken")), tmp_path)
+            broken = JudgeRun("broken", Broken(FormatSettings(name="broken")), tmp_path)
             ok, failed = trainer.score(1, [drawn[0], replace(drawn[1], run=broken)])
     assert isinstance(ok, EpochScores) and ok.drawn.run.name == "ruler-a"
     assert trainer.epoch_row(1, ok).unscored_rate == 0

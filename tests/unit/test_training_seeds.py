@@ -22,7 +22,7 @@ from judgelab.config import (
 )
 from judgelab.errors import ConfigError
 from judgelab.evaluators.base import PointwiseEvaluator
-from judgelab.evaluators.registry import FormatEvaluator
+from judgelab.evaluators.settings import FormatSettings
 from judgelab.tasks.humaneval import load_humaneval
 from judgelab.training.layout import RunDir, planned_runs, run_dirs
 from judgelab.training.loop import JudgeRun, Trainer, latest_checkpoint
@@ -108,7 +108,7 @@ class TokenJudge(PointwiseEvaluator):
     protocol = "rule"
 
     def __init__(self, fail_on_call: int | None = None) -> None:
-        super().__init__(FormatEvaluator(name="token"))
+        super().__init__(FormatSettings(name="token"))
         self.calls, self.fail_on_call = 0, fail_on_call
 
     def score_one(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
@@ -124,7 +124,7 @@ class EvenTokenTests(PointwiseEvaluator):
     protocol = "execution"
 
     def __init__(self) -> None:
-        super().__init__(FormatEvaluator(name="execution"))
+        super().__init__(FormatSettings(name="execution"))
 
     def score_one(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
         return Verdict.scored(float(token(candidate) % 2 == 0))

@@ -17,7 +17,7 @@ from judgelab.config import HumanEvalSettings, LoraSettings, RolloutSettings, Tr
 from judgelab.errors import ConfigError
 from judgelab.evaluators.base import PointwiseEvaluator
 from judgelab.evaluators.execution import FORGED
-from judgelab.evaluators.registry import FormatEvaluator
+from judgelab.evaluators.settings import FormatSettings
 from judgelab.tasks.humaneval import load_humaneval
 from judgelab.training import alignment as al
 from judgelab.training.grpo import group_advantages
@@ -32,7 +32,7 @@ class ForgingTests(PointwiseEvaluator):
     protocol = "execution"
 
     def __init__(self) -> None:
-        super().__init__(FormatEvaluator(name="execution"))
+        super().__init__(FormatSettings(name="execution"))
         self.forged: set[str] = set()
 
     def score_one(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:

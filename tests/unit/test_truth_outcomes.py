@@ -15,7 +15,7 @@ from judgelab.analysis import compute_metrics, run_analysis
 from judgelab.analysis.truth import execution_truth
 from judgelab.config import AnalysisSettings
 from judgelab.evaluators.execution import OUTCOMES, ExecutionJudge, outcome
-from judgelab.evaluators.registry import ExecutionEvaluator
+from judgelab.evaluators.settings import ExecutionSettings
 from judgelab.schemas import RolloutsSchema, ScoresSchema, TasksSchema, columns, validate
 from judgelab.verdicts import Candidate, Task, Verdict
 
@@ -56,7 +56,7 @@ def kind(v: Verdict) -> str:
 
 
 def test_the_outcome_of_each_verdict_through_the_sandbox() -> None:
-    judge = ExecutionJudge(ExecutionEvaluator(name="execution", timeout_s=2, cpu_s=2))
+    judge = ExecutionJudge(ExecutionSettings(name="execution", timeout_s=2, cpu_s=2))
     got = {}
     for name, (completion, _) in ANSWERS.items():
         candidate = Candidate("add", name, 0, completion)
@@ -67,7 +67,7 @@ def test_the_outcome_of_each_verdict_through_the_sandbox() -> None:
     assert got["unclosed tag"].reason == "tests failed: SyntaxError: invalid syntax"
     assert got["runtime syntax error"].reason == "tests failed: SyntaxError: invalid syntax"
     assert "Traceback" not in (got["deep runtime syntax error"].explanation or "")
-    untested = ExecutionJudge(ExecutionEvaluator(name="execution")).score_one(
+    untested = ExecutionJudge(ExecutionSettings(name="execution")).score_one(
         Task(task_id="t", source="autorl", prompt="write add"), Candidate("t", "c", 0, GOOD)
     )
     assert kind(untested) == "no_tests"

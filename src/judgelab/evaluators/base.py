@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, ClassVar
 from judgelab.verdicts import Candidate, Task, Verdict
 
 if TYPE_CHECKING:
-    from judgelab.evaluators.registry import EvaluatorSettings
+    from judgelab.evaluators.settings import EvaluatorSettings
 
 
 class Evaluator(ABC):

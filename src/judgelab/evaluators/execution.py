@@ -53,8 +53,8 @@ from typing import Any, Literal
 
 from judgelab.answer import parse_answer
 from judgelab.evaluators.base import PointwiseEvaluator
-from judgelab.evaluators.registry import ExecutionEvaluator
 from judgelab.evaluators.sandbox import Runner, SandboxResult, run_python
+from judgelab.evaluators.settings import ExecutionSettings
 from judgelab.tasks.files import io_cases
 from judgelab.verdicts import Candidate, Task, Verdict
 
@@ -205,7 +205,7 @@ class ExecutionJudge(PointwiseEvaluator):
     """Runs the candidate's code against the task's unit tests in the sandbox."""
 
     protocol = "execution"
-    spec: ExecutionEvaluator
+    spec: ExecutionSettings
     # every run in its own uid, namespaces and temp dir (sandbox.py): one per core at once
     concurrency = max(1, len(os.sched_getaffinity(0)))
 

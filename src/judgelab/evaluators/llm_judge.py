@@ -37,7 +37,7 @@ from judgelab.errors import (
     TransientError,
 )
 from judgelab.evaluators.base import Evaluator
-from judgelab.evaluators.registry import JudgeCallSettings, LLMJudgeSettings
+from judgelab.evaluators.settings import JudgeCallSettings, LLMJudgeSettings
 from judgelab.evaluators.transport.provider import CallRecord, prepare, register_endpoint
 from judgelab.models.endpoint import Endpoint
 from judgelab.models.ratelimit import retry_delay

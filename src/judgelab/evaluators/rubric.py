@@ -32,7 +32,7 @@ from judgelab.evaluators.llm_judge import (
     score_verdict,
     truncate,
 )
-from judgelab.evaluators.registry import RubricEvaluator
+from judgelab.evaluators.settings import RubricSettings
 from judgelab.evaluators.transport.loop import run_sync
 from judgelab.evaluators.transport.provider import CallRecord, call_metadata, judge_call
 from judgelab.evaluators.transport.schema import reply_token_budget
@@ -112,7 +112,7 @@ class RubricJudge(LLMJudge, PointwiseEvaluator):
     """Pointwise judge: one call per candidate, ``protocol = "rubric"``."""
 
     protocol = "rubric"
-    spec: RubricEvaluator
+    spec: RubricSettings
 
     @property
     def concurrency(self) -> int:  # type: ignore[override]

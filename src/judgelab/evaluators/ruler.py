@@ -38,7 +38,7 @@ from judgelab.evaluators.llm_judge import (
     score_verdict,
     truncate,
 )
-from judgelab.evaluators.registry import RulerEvaluator
+from judgelab.evaluators.settings import RulerSettings
 from judgelab.evaluators.transport.loop import run_sync
 from judgelab.evaluators.transport.provider import CallRecord, call_metadata, judge_call
 from judgelab.evaluators.transport.schema import reply_token_budget
@@ -59,7 +59,7 @@ class RulerJudge(LLMJudge):
     """Group judge: ART's RULER over all k candidates of a task in one call."""
 
     protocol = "ruler"
-    spec: RulerEvaluator
+    spec: RulerSettings
 
     def order(self, task: Task, n: int, repeat: int, attempt: int) -> list[int]:
         """Candidate indices in the order shown to the judge on this attempt."""

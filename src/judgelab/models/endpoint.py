@@ -7,9 +7,6 @@ from typing import Literal
 
 from judgelab.models.ratelimit import Limits, RateLimiter, limiter_for
 
-# Requests in flight to an endpoint model that sets no max_concurrency (README: concurrency).
-DEFAULT_ENDPOINT_CONCURRENCY = 4
-
 
 @dataclass(frozen=True)
 class Endpoint:
@@ -44,7 +41,7 @@ class Endpoint:
     @property
     def concurrency(self) -> int:
         """How many requests judgelab keeps in flight to this endpoint at most."""
-        return self.limits.max_concurrency or DEFAULT_ENDPOINT_CONCURRENCY
+        return self.limits.concurrency
 
     def __repr__(self) -> str:  # never print the key
         return f"Endpoint(name={self.name!r}, base_url={self.base_url!r}, model={self.model!r})"

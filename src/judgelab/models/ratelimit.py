@@ -34,6 +34,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from judgelab.config import DEFAULT_ENDPOINT_CONCURRENCY
 from judgelab.errors import RateLimitedError
 
 WINDOW_S = 60.0
@@ -47,6 +48,12 @@ class Limits:
     requests_per_minute: int | None = None
     tokens_per_minute: int | None = None
     window_s: float = WINDOW_S  # "per minute" means per this window (tests shorten it)
+
+    @property
+    def concurrency(self) -> int:
+        """How many requests judgelab keeps in flight at most: the limit of a stage's lane
+        (flows/fanout.py) and of a pointwise judge's pool."""
+        return self.max_concurrency or DEFAULT_ENDPOINT_CONCURRENCY
 
     @property
     def unlimited(self) -> bool:

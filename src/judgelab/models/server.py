@@ -28,7 +28,13 @@ from pathlib import Path
 
 import httpx
 
-from judgelab.config import EmbeddedModel, EndpointModel, ServerSettings, Settings
+from judgelab.config import (
+    EMBEDDED_CONCURRENCY,
+    EmbeddedModel,
+    EndpointModel,
+    ServerSettings,
+    Settings,
+)
 from judgelab.errors import ModelError
 from judgelab.lifetime import die_with_parent
 from judgelab.models.endpoint import Endpoint
@@ -175,8 +181,16 @@ class EmbeddedServer:
             system_role=zoo.system_role,
             timeout_s=600.0,
             grammar_sampler=GRAMMAR_SAMPLER,
-            limits=Limits(max_concurrency=1),  # llama_cpp.server decodes one request at a time
+            limits=model_limits(spec),
         )
+
+
+def model_limits(spec: EmbeddedModel | EndpointModel) -> Limits:
+    """The client-side limits of requests to a registry model: the embedded server's one at a
+    time, an endpoint model's configured ones."""
+    if isinstance(spec, EmbeddedModel):
+        return Limits(max_concurrency=EMBEDDED_CONCURRENCY)
+    return Limits(spec.max_concurrency, spec.requests_per_minute, spec.tokens_per_minute)
 
 
 def remote_endpoint(name: str, spec: EndpointModel) -> Endpoint:
@@ -191,7 +205,7 @@ def remote_endpoint(name: str, spec: EndpointModel) -> Endpoint:
         structured_output=spec.structured_output,
         api_key=key,
         timeout_s=spec.timeout_s,
-        limits=Limits(spec.max_concurrency, spec.requests_per_minute, spec.tokens_per_minute),
+        limits=model_limits(spec),
     )
 
 

@@ -28,7 +28,7 @@ from judgelab.cache import digest
 from judgelab.config import RolloutSettings
 from judgelab.errors import ConfigError
 from judgelab.evaluators.execution import defines_function
-from judgelab.evaluators.registry import ExecutionEvaluator
+from judgelab.evaluators.settings import ExecutionSettings
 from judgelab.probes.perturb import NON_ANSWER, answer, mutants, permutations, perturb
 from judgelab.rollouts.generate import policy_messages
 from judgelab.verdicts import Candidate, Task
@@ -71,11 +71,11 @@ class View:
         return [(i, self.replaced.get(i, group.members[i])) for i in self.order]
 
 
-def execution_check(spec: ExecutionEvaluator | None = None) -> Check:
+def execution_check(spec: ExecutionSettings | None = None) -> Check:
     """The execution evaluator as a check: True pass, False fail, None no verdict."""
     from judgelab.evaluators.execution import ExecutionJudge
 
-    judge = ExecutionJudge(spec or ExecutionEvaluator(name="execution"))
+    judge = ExecutionJudge(spec or ExecutionSettings(name="execution"))
 
     def check(task: Task, completion: str) -> bool | None:
         cand = Candidate(task.task_id, "probe-check", 0, completion)

@@ -21,7 +21,7 @@ from judgelab.cache import JsonCache, digest
 from judgelab.config import PRICE_KEYS, ProbesSettings, RolloutSettings, Settings
 from judgelab.errors import ConfigError
 from judgelab.evaluators.base import Evaluator
-from judgelab.evaluators.registry import EvaluatorSettings
+from judgelab.evaluators.settings import EvaluatorSettings
 from judgelab.models.endpoint import Endpoint
 from judgelab.probes.attacks import attack_views, run_id_settings
 from judgelab.probes.design import ProbeGroup, View
@@ -98,18 +98,6 @@ def run_id_for(settings: Settings, groups: list[ProbeGroup]) -> str:
                    "models": models, "candidates": ids})[:12]  # fmt: skip
 
 
-def probe_policies(settings: Settings) -> list[str]:
-    """Models that write self-preference candidates: probes.policies, else every model."""
-    return list(settings.probes.policies or settings.models)
-
-
-def models_needed(settings: Settings) -> list[str]:
-    """Registry models the probes call: the judges, then the self-preference policies."""
-    judges = [settings.evaluator(name).judge_model for name in settings.probes.judges]
-    policies = probe_policies(settings) if settings.probes.self_preference else []
-    return list(dict.fromkeys(judges + policies))
-
-
 def policy_samples(
     settings: Settings, tasks: list[Task], endpoints: dict[str, Endpoint], cache: JsonCache
 ) -> dict[str, list[tuple[str, str, str]]]:
@@ -119,8 +107,8 @@ def policy_samples(
     Policy by policy, so the embedded server loads each model once; the first judge's model
     goes last and stays loaded for the first judge calls."""
     out: dict[str, list[tuple[str, str, str]]] = {t.task_id: [] for t in tasks}
-    policies = probe_policies(settings)
-    first_judge = models_needed(settings)[0]
+    policies = settings.self_preference_policies()
+    first_judge = settings.models_called("probes")[0]
     for name in sorted(policies, key=lambda p: p == first_judge):
         rollout = RolloutSettings(
             **{

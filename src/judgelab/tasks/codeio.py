@@ -571,11 +571,11 @@ def verify_references(tasks: list[Task], settings: CodeIOSettings) -> tuple[list
     must pass the tests made from it: a task the harness cannot pass with its own reference
     (a value the comparison does not accept, a name the harness uses) is dropped."""
     from judgelab.evaluators.execution import ExecutionJudge
-    from judgelab.evaluators.registry import ExecutionEvaluator
+    from judgelab.evaluators.settings import ExecutionSettings
     from judgelab.verdicts import Candidate
 
     limit = settings.item_timeout_s + 5.0
-    spec = ExecutionEvaluator(
+    spec = ExecutionSettings(
         name="execution", timeout_s=limit, cpu_s=limit, memory_mb=settings.memory_mb
     )
     pairs = [

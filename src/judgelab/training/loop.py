@@ -36,7 +36,7 @@ from judgelab.config import RolloutSettings, TrainSettings
 from judgelab.errors import ConfigError
 from judgelab.evaluators.base import Evaluator
 from judgelab.evaluators.execution import outcome
-from judgelab.evaluators.registry import ExecutionEvaluator
+from judgelab.evaluators.settings import ExecutionSettings
 from judgelab.io import atomic_dir, write_json
 from judgelab.rollouts.generate import policy_messages, sample_seed
 from judgelab.scoring import GroupCall, ScoredGroup, Scorer, score_serially
@@ -883,11 +883,11 @@ class Trainer:
             (tmp / "state.json").write_text(json.dumps(state, indent=1))
 
 
-def default_executor_spec(evaluators: Sequence[Any]) -> ExecutionEvaluator:
+def default_executor_spec(evaluators: Sequence[Any]) -> ExecutionSettings:
     for ev in evaluators:
-        if isinstance(ev, ExecutionEvaluator):
+        if isinstance(ev, ExecutionSettings):
             return ev
-    return ExecutionEvaluator(name="execution")
+    return ExecutionSettings(name="execution")
 
 
 def reward_pass_divergence(history: Sequence[dict], margin: float) -> list[bool]:

@@ -63,12 +63,6 @@ def check_backend(backend: str) -> None:
     )
 
 
-def judge_models(settings: Settings) -> list[str]:
-    """The registry models the judges in `train.judges` call (sorted)."""
-    specs = [settings.evaluator(judge) for judge in settings.train.judges]
-    return sorted({s.judge_model for s in specs if s.judge_model is not None})
-
-
 def train_judges(
     settings: Settings,
     tasks: list[Task],
@@ -89,7 +83,7 @@ def train_judges(
     policy_model = settings.model(train.policy)
     assert isinstance(policy_model, EmbeddedModel)  # checked by Settings
     executor = ExecutionJudge(default_executor_spec(settings.scores.evaluators))
-    with serve(settings, judge_models(settings)) as endpoints:
+    with serve(settings, settings.models_called("training")) as endpoints:
         judge_cache = JsonCache(cache_dir(), "judge")
         judges = {
             judge: build_evaluator(spec, endpoints, judge_cache) for judge, spec in specs.items()

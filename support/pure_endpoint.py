@@ -21,7 +21,7 @@ import re
 from functools import cache
 from typing import Any
 
-from tests.support.openai_server import Reply, ok
+from support.openai_server import Reply, ok
 
 _TRAJ = re.compile(r'<trajectory id="(\d+)">\n(.*?)\n</trajectory>', re.S)
 

@@ -1,0 +1,156 @@
+"""Each evaluator kind's settings (pydantic: frozen, no unknown keys) and `EvaluatorSpec`, the
+type of a `scores.evaluators` entry, validated by its `kind`'s model. It imports nothing else of
+`judgelab.evaluators`: the config and the evaluators both import it. The class that scores
+each kind: `judgelab.evaluators.registry`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    SerializeAsAny,
+)
+from pydantic_core import PydanticCustomError
+
+
+class EvaluatorSettings(BaseModel):
+    """What every kind's settings have; each kind adds ``kind: Literal["<kind>"]`` and its own
+    keys."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")  # as every judgelab.config section
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
+
+    @property
+    def judge_model(self) -> str | None:
+        """The `models` entry this evaluator calls, or None when it calls no model."""
+        return None
+
+    def repeats(self, scores_repeats: int) -> int:
+        """How many times the scores stage runs it: a judge that samples a model
+        `scores.repeats` times, a deterministic evaluator once (repeat 0)."""
+        return 1 if self.judge_model is None else scores_repeats
+
+
+class LLMJudgeSettings(EvaluatorSettings):
+    """An evaluator that asks the model named by its `judge` key (declared by each kind, so
+    its keys keep their order in params.yaml and docs/CONFIG.md)."""
+
+    @property
+    def judge_model(self) -> str:
+        return self.judge  # type: ignore[attr-defined, no-any-return]
+
+
+class FormatSettings(EvaluatorSettings):
+    kind: Literal["format"] = "format"
+
+
+class SyntaxSettings(EvaluatorSettings):
+    kind: Literal["syntax"] = "syntax"
+
+
+class ExecutionSettings(EvaluatorSettings):
+    kind: Literal["execution"] = "execution"
+    timeout_s: float = Field(10.0, gt=0, le=600)
+    cpu_s: float = Field(10.0, gt=0, le=600)
+    memory_mb: int = Field(1024, ge=64, le=65536)
+
+
+class JudgeCallSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    temperature: float = Field(0.0, ge=0, le=2)
+    max_tokens: int | None = Field(
+        None,
+        ge=16,
+        le=8192,
+        description="Output tokens per judge call. Unset: enough for the longest reply the "
+        "bounded schema allows, (explanation_max_chars + 128) per scored candidate + 32, "
+        "because a small model can spend a token per character and a cut-off reply is "
+        "wasted (1024 for RULER over 4 candidates at the default bound).",
+    )
+    retries: int = Field(2, ge=0, le=10, description="Extra attempts after a failed call.")
+    backoff_s: float = Field(1.0, ge=0, le=120)
+    out_of_range: Literal["unscore", "clip"] = Field(
+        "unscore",
+        description="Reward policy for a raw score outside [0, 1]: leave the candidate "
+        "unscored (default) or clip into [0, 1]. The raw score is kept either way.",
+    )
+    explanation_max_chars: int = Field(
+        120,
+        ge=16,
+        le=4000,
+        description="Bound on each explanation the judge writes: a judge's output tokens under "
+        "a JSON grammar dominate its time on CPU.",
+    )
+    seed: int = 0
+
+
+class RulerSettings(LLMJudgeSettings):
+    kind: Literal["ruler"] = "ruler"
+    judge: str
+    shuffle: bool = True
+    rubric: str | None = Field(
+        None,
+        min_length=1,
+        description="RULER's rubric (ART's `rubric` argument), the part of the judge prompt "
+        "ART users tune; unset: ART's default. Part of the run id and of every judge call's "
+        "cache key (it is in the prompt).",
+    )
+    call: JudgeCallSettings = JudgeCallSettings()
+
+
+class RubricSettings(LLMJudgeSettings):
+    kind: Literal["rubric"] = "rubric"
+    judge: str
+    rubric: str | None = Field(
+        None,
+        min_length=1,
+        description="The grading rubric: the part of the pointwise prompt between the answer "
+        "and the reply format (which stays: a score from 0 to 1 and an explanation). Unset: "
+        "judgelab's code-review rubric (docs/JUDGES.md). Part of the run id and of every "
+        "judge call's cache key (it is in the prompt).",
+    )
+    call: JudgeCallSettings = JudgeCallSettings()
+
+
+# kind -> its settings model, in the order docs/CONFIG.md lists them
+SETTINGS: dict[str, type[EvaluatorSettings]] = {
+    "format": FormatSettings,
+    "syntax": SyntaxSettings,
+    "execution": ExecutionSettings,
+    "ruler": RulerSettings,
+    "rubric": RubricSettings,
+}
+
+
+def valid_kinds() -> str:
+    return ", ".join(repr(k) for k in SETTINGS)
+
+
+def parse_spec(value: Any) -> EvaluatorSettings:
+    """One `scores.evaluators` entry, validated by its kind's settings model."""
+    if isinstance(value, EvaluatorSettings):
+        return value
+    if not isinstance(value, dict):
+        raise PydanticCustomError("evaluator", "an evaluator is a mapping with a name and a kind")
+    kind = value.get("kind")
+    if kind is None:
+        raise PydanticCustomError(
+            "evaluator_kind", "no kind given; valid kinds: {valid}", {"valid": valid_kinds()}
+        )
+    if not isinstance(kind, str) or kind not in SETTINGS:
+        raise PydanticCustomError(
+            "evaluator_kind",
+            "unknown evaluator kind {kind}; valid kinds: {valid}",
+            {"kind": repr(kind), "valid": valid_kinds()},
+        )
+    return SETTINGS[kind].model_validate(value)
+
+
+# The settings of any registered kind. SerializeAsAny: a dump keeps the kind's own keys.
+EvaluatorSpec = SerializeAsAny[Annotated[EvaluatorSettings, PlainValidator(parse_spec)]]
