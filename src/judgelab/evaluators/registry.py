@@ -51,6 +51,11 @@ class EvaluatorSettings(BaseModel):
         `scores.repeats` times, a deterministic evaluator once (repeat 0)."""
         return 1 if self.judge_model is None else scores_repeats
 
+    def in_given_order(self) -> EvaluatorSettings:
+        """These settings with the candidates judged in the order given: a kind that shuffles
+        them does not; any other is unchanged."""
+        return self
+
 
 class LLMJudgeSettings(EvaluatorSettings):
     """An evaluator that asks the model named by its `judge` key (declared by each kind, so
@@ -118,6 +123,9 @@ class RulerEvaluator(LLMJudgeSettings):
         "cache key (it is in the prompt).",
     )
     call: JudgeCallSettings = JudgeCallSettings()
+
+    def in_given_order(self) -> RulerEvaluator:
+        return self.model_copy(update={"shuffle": False})
 
 
 class RubricEvaluator(LLMJudgeSettings):
