@@ -19,10 +19,6 @@ class ParsedAnswer:
     code: str | None
     code_source: str  # "tag", "unclosed" (a <code> never closed), "fence" or "none"
 
-    @property
-    def has_all_tags(self) -> bool:
-        return None not in (self.request, self.language) and self.code_source == "tag"
-
 
 def _strip_fences(code: str) -> str:
     """Models often put a Markdown fence inside <code>; keep only what is inside it."""

@@ -78,12 +78,12 @@ def test_ruler_on_an_embedded_judge(
         assert v.slot is not None and 0 <= v.slot < len(cands)
     assert len({v.permutation for v in result.verdicts}) == 1
     assert sorted(v.slot for v in result.verdicts) == list(range(len(cands)))
-    assert result.calls, "no judge call was recorded"
-    assert all(c.raw is not None for c in result.calls if c.error is None)
-    assert any(c.raw for c in result.calls), "the raw replies must be kept"
+    assert result.records, "no judge call was recorded"
+    assert all(c.raw is not None for c in result.records if c.error is None)
+    assert any(c.raw for c in result.records), "the raw replies must be kept"
 
     again = RulerJudge(spec, ep, JsonCache(tmp_path, "judge")).judge_group(TASK, cands)
-    assert all(c.cached and c.http_requests == 0 for c in again.calls)
+    assert all(c.cached and c.http_requests == 0 for c in again.records)
     assert [(v.status, v.score, v.reason) for v in again.verdicts] == [
         (v.status, v.score, v.reason) for v in result.verdicts
     ]
@@ -96,8 +96,8 @@ def test_rubric_on_an_embedded_judge(
     spec = RubricSettings(name="rubric-smollm2", judge="smollm2-135m", call=CALL)
     judge = RubricJudge(spec, ep, JsonCache(tmp_path, "judge"))
     for cand in candidates():
-        result = judge.judge(TASK, cand)
+        result = judge.judge_group(TASK, [cand])
         assert len(result.verdicts) == 1
         assert_well_formed(result.verdicts[0])
         assert result.verdicts[0].slot is None and result.verdicts[0].permutation is None
-        assert any(c.raw for c in result.calls), "the raw replies must be kept"
+        assert any(c.raw for c in result.records), "the raw replies must be kept"

@@ -5,8 +5,7 @@ TAGGED = "<request>sum two numbers</request>\n<language>Python</language>\n<code
 
 def test_all_tags() -> None:
     a = parse_answer(TAGGED.format(code="def add(a, b):\n    return a + b"))
-    assert a.has_all_tags
-    assert (a.request, a.language) == ("sum two numbers", "Python")
+    assert (a.request, a.language, a.code_source) == ("sum two numbers", "Python", "tag")
     assert a.code == "def add(a, b):\n    return a + b"
 
 
@@ -23,7 +22,7 @@ def test_fence_inside_code_tag_is_unwrapped() -> None:
 
 def test_fence_without_tags_is_found_but_not_tagged() -> None:
     a = parse_answer("Here:\n```python\nprint(1)\n```\n")
-    assert (a.code, a.code_source, a.has_all_tags) == ("print(1)", "fence", False)
+    assert (a.code, a.code_source, a.request, a.language) == ("print(1)", "fence", None, None)
 
 
 def test_no_code() -> None:
@@ -38,6 +37,7 @@ def test_unclosed_code_tag_runs_to_the_end() -> None:
         "<code>\ndef f():\n    return 1\n```"
     )
     a = parse_answer(text)
-    assert (a.code, a.code_source, a.has_all_tags) == ("def f():\n    return 1", "unclosed", False)
+    assert (a.code, a.code_source) == ("def f():\n    return 1", "unclosed")
+    assert (a.request, a.language) == ("r", "Python")
     truncated = "<request>r</request><language>Python</language><code>\ndef f():\n    return (1,"
     assert parse_answer(truncated).code == "def f():\n    return (1,"

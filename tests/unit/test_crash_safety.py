@@ -60,12 +60,12 @@ def test_a_corrupted_judge_cache_entry_is_recomputed(tmp_path: Path) -> None:
     cand = candidates(1)[0]
     with OpenAIServer(lambda body: ok('{"explanation": "fine", "score": 0.75}')) as server:
         first = RubricJudge(rubric_spec(), endpoint(server), JsonCache(tmp_path, "judge"))
-        assert first.score_one(TASK, cand).score == 0.75
+        assert first.score_group(TASK, [cand])[0].score == 0.75
         (entry,) = (tmp_path / "judge").rglob("*.json")
         entry.write_text(entry.read_text()[:40])  # torn by a crash
         again = RubricJudge(rubric_spec(), endpoint(server), JsonCache(tmp_path, "judge"))
-        assert again.score_one(TASK, cand).score == 0.75
+        assert again.score_group(TASK, [cand])[0].score == 0.75
         assert len(server.requests) == 2  # the bad entry was not trusted
         third = RubricJudge(rubric_spec(), endpoint(server), JsonCache(tmp_path, "judge"))
-        assert third.score_one(TASK, cand).score == 0.75
+        assert third.score_group(TASK, [cand])[0].score == 0.75
         assert len(server.requests) == 2  # and the recomputed entry is good again

@@ -130,7 +130,7 @@ def test_each_rubric_fault_is_retried_a_bounded_number_of_times_then_unscored(fa
     reply, expected, prefix = TRANSPORT_FAULTS[fault]
     with OpenAIServer(lambda body: reply) as server:
         judge = RubricJudge(rubric_spec(retries=1), _fast(server, "json_object"), sleep=Sleeps())
-        v = judge.score_one(TASK, candidates(1)[0])
+        v = judge.score_group(TASK, candidates(1))[0]
         assert len(server.requests) == 2
     assert v.status == "unscored" and v.score is None
     assert v.reason is not None and v.reason.startswith(prefix) and expected in v.reason

@@ -193,8 +193,8 @@ def test_unset_max_tokens_fits_the_longest_reply_the_schema_allows(
 
 def test_rubric_unset_max_tokens_fits_its_reply(server: OpenAIServer) -> None:
     server.add(rubric_reply(0.5))
-    RubricJudge(rubric_spec(explanation_max_chars=64), endpoint(server)).judge(
-        TASK, candidates(1)[0]
+    RubricJudge(rubric_spec(explanation_max_chars=64), endpoint(server)).judge_group(
+        TASK, candidates(1)
     )
     assert server.requests[0]["body"]["max_tokens"] >= 64 + 100
 
@@ -286,7 +286,7 @@ def test_bad_replies_are_retried_with_backoff_then_unscored(
             # The tail of the raw reply, marked "… " when cut to explanation_max_chars.
             tail = (v.explanation or "").removeprefix("… ")
             assert tail and reply["content"].endswith(tail)
-    assert [r.raw for r in result.calls] == [reply["content"]] * 3
+    assert [r.raw for r in result.records] == [reply["content"]] * 3
 
 
 def test_bad_reply_then_good_reply_scores(server: OpenAIServer) -> None:
@@ -297,7 +297,7 @@ def test_bad_reply_then_good_reply_scores(server: OpenAIServer) -> None:
     )
     assert [v.score for v in result.verdicts] == [0.9, 0.9]
     assert len(server.requests) == 2 and sleeps.calls == [0.5]
-    assert result.calls[0].raw == "not json" and result.calls[1].raw.startswith('{"scores"')
+    assert result.records[0].raw == "not json" and result.records[1].raw.startswith('{"scores"')
 
 
 def test_429_honours_retry_after_and_500_is_retried(server: OpenAIServer) -> None:
@@ -423,7 +423,7 @@ def test_prompt_only_request_asks_for_json_and_extracts_it(server: OpenAIServer)
     schema = json.loads(last_user.rsplit("JSON schema:\n", 1)[1])
     explanation = schema["properties"]["scores"]["prefixItems"][0]["properties"]["explanation"]
     assert explanation["maxLength"] == JudgeCallSettings().explanation_max_chars
-    assert result.calls[0].raw.startswith("Sure!"), "the raw reply is kept as written"
+    assert result.records[0].raw.startswith("Sure!"), "the raw reply is kept as written"
 
 
 def test_system_messages_are_merged_for_templates_without_a_system_role(
@@ -454,7 +454,7 @@ def test_second_identical_run_is_served_from_the_cache(
     assert len(server.requests) == 1, "a cache hit must not make an HTTP request"
     assert [v.score for v in result.verdicts] == [v.score for v in first]
     assert [v.permutation for v in result.verdicts] == [v.permutation for v in first]
-    assert result.calls[0].cached and result.calls[0].http_requests == 0
+    assert result.records[0].cached and result.records[0].http_requests == 0
 
     # anything that changes the output changes the key: another fingerprint is a miss
     server.add(score_by_candidate(lambda i: 0.5))
@@ -485,10 +485,10 @@ def test_identical_calls_in_flight_together_send_one_request(
     assert len(server.requests) == 2 and server.max_in_flight == 2
     same = results[:4]
     assert all([v.score for v in r.verdicts] == [0.0, 0.25, 0.5] for r in same)
-    assert sorted(r.calls[0].http_requests for r in same) == [0, 0, 0, 1]
-    assert sorted(r.calls[0].cached for r in same) == [False, True, True, True]
-    assert len({r.calls[0].cache_key for r in same}) == 1
-    assert results[4].calls[0].http_requests == 1
+    assert sorted(r.records[0].http_requests for r in same) == [0, 0, 0, 1]
+    assert sorted(r.records[0].cached for r in same) == [False, True, True, True]
+    assert len({r.records[0].cache_key for r in same}) == 1
+    assert results[4].records[0].http_requests == 1
 
 
 def test_ruler_rubric_is_a_setting_in_the_prompt_and_the_cache_key(
@@ -523,7 +523,7 @@ def test_rubric_judge_rubric_is_a_setting_in_the_prompt_the_cache_key_and_the_ru
     for rubric in (None, mine, mine):
         server.add(rubric_reply(0.5))
         spec = RubricSettings(name="rubric-test", judge="j", rubric=rubric, call=call_settings())
-        RubricJudge(spec, endpoint(server), cache).judge(TASK, candidates(1)[0])
+        RubricJudge(spec, endpoint(server), cache).judge_group(TASK, candidates(1))
     assert len(server.requests) == 2
     users = [r["body"]["messages"][-1]["content"] for r in server.requests]
     assert DEFAULT_RUBRIC.strip() in users[0] and mine not in users[0]
@@ -551,8 +551,8 @@ def test_a_cached_bad_reply_is_not_replayed_on_retry(server: OpenAIServer, tmp_p
     result = twice.judge_group(TASK, cands)
     assert [v.score for v in result.verdicts] == [0.7] * 3
     assert len(server.requests) == 2, "attempt 0 from the cache, attempt 1 over HTTP"
-    assert result.calls[0].cached and result.calls[0].raw == bad["content"]
-    assert not result.calls[1].cached
+    assert result.records[0].cached and result.records[0].raw == bad["content"]
+    assert not result.records[1].cached
     assert server.requests[0]["body"]["seed"] != server.requests[1]["body"]["seed"]
 
 
@@ -572,7 +572,7 @@ def test_api_key_is_sent_as_bearer_and_never_logged_or_stored(
     assert all(SECRET not in json.dumps(r["body"]) for r in server.requests)
     assert SECRET not in repr(ep) and SECRET not in repr(judge)
     assert SECRET not in repr(result) and SECRET not in json.dumps(
-        [c.to_dict() for c in result.calls]
+        [c.to_dict() for c in result.records]
     )
     assert SECRET not in caplog.text
     for path in tmp_path.rglob("*.json"):
@@ -619,7 +619,7 @@ def test_rubric_scores_one_candidate_with_the_code_review_prompt(server: OpenAIS
     cand = candidates(1)[0]
     judge = RubricJudge(rubric_spec(explanation_max_chars=64), endpoint(server, "json_object"))
     assert judge.protocol == "rubric" and judge.name == "rubric-test"
-    result = judge.judge(TASK, cand)
+    result = judge.judge_group(TASK, [cand])
     v = result.verdicts[0]
     assert (v.status, v.score, v.raw_score, v.explanation) == (
         "scored",
@@ -635,16 +635,16 @@ def test_rubric_scores_one_candidate_with_the_code_review_prompt(server: OpenAIS
     assert rf["type"] == "json_object"
     assert rf["schema"]["properties"]["explanation"]["maxLength"] == 64
     assert rf["schema"]["required"] == ["explanation", "score"]
-    assert result.calls[0].raw == rubric_reply(0.85)["content"]
-    assert (result.calls[0].prompt_tokens, result.calls[0].completion_tokens) == (11, 7)
+    assert result.records[0].raw == rubric_reply(0.85)["content"]
+    assert (result.records[0].prompt_tokens, result.records[0].completion_tokens) == (11, 7)
 
 
 @pytest.mark.parametrize("policy", ["unscore", "clip"])
 def test_rubric_out_of_range(server: OpenAIServer, policy: str) -> None:
     server.add(rubric_reply(7.0))
-    v = RubricJudge(rubric_spec(out_of_range=policy), endpoint(server)).score_one(
-        TASK, candidates(1)[0]
-    )
+    v = RubricJudge(rubric_spec(out_of_range=policy), endpoint(server)).score_group(
+        TASK, candidates(1)
+    )[0]
     assert v.out_of_range and v.raw_score == 7.0
     if policy == "unscore":
         assert v.status == "unscored" and v.reason == "out of range: raw score 7"
@@ -655,9 +655,9 @@ def test_rubric_out_of_range(server: OpenAIServer, policy: str) -> None:
 def test_rubric_retries_bad_json_then_unscored(server: OpenAIServer) -> None:
     server.add({"content": "score: great"}, {"content": '{"score": "high"}'})
     sleeps = Sleeps()
-    v = RubricJudge(rubric_spec(retries=1), endpoint(server), sleep=sleeps).score_one(
-        TASK, candidates(1)[0]
-    )
+    v = RubricJudge(rubric_spec(retries=1), endpoint(server), sleep=sleeps).score_group(
+        TASK, candidates(1)
+    )[0]
     assert len(server.requests) == 2 and sleeps.calls == [0.5]
     assert v.status == "unscored" and "after 2 attempts" in (v.reason or "")
     assert v.explanation == '{"score": "high"}'
@@ -666,7 +666,7 @@ def test_rubric_retries_bad_json_then_unscored(server: OpenAIServer) -> None:
 def test_rubric_prompt_only_endpoint_with_merged_system(server: OpenAIServer) -> None:
     server.add({"content": "```json\n" + rubric_reply(0.2)["content"] + "\n```"})
     ep = endpoint(server, "none", system_role=False)
-    v = RubricJudge(rubric_spec(), ep).score_one(TASK, candidates(1)[0])
+    v = RubricJudge(rubric_spec(), ep).score_group(TASK, candidates(1))[0]
     assert v.score == 0.2
     body = server.requests[0]["body"]
     assert "response_format" not in body
@@ -678,10 +678,12 @@ def test_rubric_cache_and_repeat(server: OpenAIServer, tmp_path: Path) -> None:
     server.add(rubric_reply(0.5), rubric_reply(0.6))
     cand = candidates(1)[0]
     judge = RubricJudge(rubric_spec(), endpoint(server), JsonCache(tmp_path, "judge"))
-    assert judge.score_one(TASK, cand).score == 0.5
-    assert judge.score_one(TASK, cand).score == 0.5
+    assert judge.score_group(TASK, [cand])[0].score == 0.5
+    assert judge.score_group(TASK, [cand])[0].score == 0.5
     assert len(server.requests) == 1
-    assert judge.score_one(TASK, cand, repeat=1).score == 0.6, "a repeat samples the judge again"
+    assert judge.score_group(TASK, [cand], repeat=1)[0].score == 0.6, (
+        "a repeat samples the judge again"
+    )
     assert len(server.requests) == 2
 
 

@@ -66,7 +66,7 @@ def test_auto_finds_json_object_behind_a_llama_cpp_python_like_server(tmp_path: 
     cache = JsonCache(tmp_path, "judge")
     with OpenAIServer(rejects_json_schema(judge_reply)) as server:
         judge = RubricJudge(rubric_spec(), endpoint(server), cache)
-        verdicts = [judge.score_one(TASK, c) for c in candidates(3)]
+        verdicts = [judge.score_group(TASK, [c])[0] for c in candidates(3)]
         assert [v.score for v in verdicts] == [0.75] * 3
         # two probes (json_schema rejected, json_object accepted), then only json_object
         probes = [r for r in server.requests if is_probe(r)]
@@ -86,7 +86,7 @@ def test_auto_finds_json_object_behind_a_llama_cpp_python_like_server(tmp_path: 
         # an explicit json_object sends the same requests: the same cache entries, no HTTP
         before = len(server.requests)
         explicit = RubricJudge(rubric_spec(), endpoint(server, "json_object", "set"), cache)
-        assert [explicit.score_one(TASK, c).score for c in candidates(3)] == [0.75] * 3
+        assert [explicit.score_group(TASK, [c])[0].score for c in candidates(3)] == [0.75] * 3
         assert len(server.requests) == before
 
 
@@ -95,11 +95,11 @@ def test_auto_keeps_json_schema_where_it_is_taken_and_probes_once() -> None:
         ep = endpoint(server)
         judge = RubricJudge(rubric_spec(), ep, None)
         for c in candidates(2):
-            assert judge.score_one(TASK, c).score == 0.75
+            assert judge.score_group(TASK, [c])[0].score == 0.75
         # a second judge on the same endpoint and model: no second probe
-        RubricJudge(rubric_spec(), endpoint(server, name="other"), None).score_one(
-            TASK, candidates(1)[0]
-        )
+        RubricJudge(rubric_spec(), endpoint(server, name="other"), None).score_group(
+            TASK, candidates(1)
+        )[0]
     assert formats(server) == ["json_schema"] * 4
     assert sum(is_probe(r) for r in server.requests) == 1
     assert detect.detections()["other"]["mode"] == "json_schema"
@@ -112,9 +112,9 @@ def test_auto_falls_back_to_text_and_validates_the_reply_the_same_way() -> None:
         return ok("Sure! " + RUBRIC_REPLY + " Hope that helps.")
 
     with OpenAIServer(only_text) as server:
-        verdict = RubricJudge(rubric_spec(), endpoint(server), None).score_one(
-            TASK, candidates(1)[0]
-        )
+        verdict = RubricJudge(rubric_spec(), endpoint(server), None).score_group(
+            TASK, candidates(1)
+        )[0]
     assert verdict.score == 0.75
     call = server.requests[-1]["body"]
     assert "response_format" not in call
@@ -124,9 +124,9 @@ def test_auto_falls_back_to_text_and_validates_the_reply_the_same_way() -> None:
 
 def test_an_explicit_setting_sends_no_probe() -> None:
     with OpenAIServer(judge_reply) as server:
-        RubricJudge(rubric_spec(), endpoint(server, "json_object"), None).score_one(
-            TASK, candidates(1)[0]
-        )
+        RubricJudge(rubric_spec(), endpoint(server, "json_object"), None).score_group(
+            TASK, candidates(1)
+        )[0]
     assert not any(is_probe(r) for r in server.requests)
     assert detect.detections() == {}
 

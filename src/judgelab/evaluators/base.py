@@ -6,19 +6,46 @@ keeps them as `spec` (its `name` is the spec's) and has one scoring method,
 candidate order, each scored in [0, 1] or unscored with a reason. `repeat` numbers the
 scores stage's repeats (a judge that samples a model must sample anew for each);
 deterministic evaluators ignore it. A pointwise evaluator implements `score_one` and
-inherits `score_group`; a group evaluator (RULER) implements `score_group` itself.
+inherits `score_group`; a group evaluator implements `score_group` itself.
+
+`judge_group(task, candidates, repeat) -> JudgeResult` scores as `score_group` does and also
+returns the record of every model call made (`JudgeCall`): none for an evaluator that calls
+no model; LLM judges (`judgelab.evaluators.llm_judge`) return theirs.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 from judgelab.verdicts import Candidate, Task, Verdict
 
 if TYPE_CHECKING:
     from judgelab.evaluators.settings import EvaluatorSettings
+    from judgelab.evaluators.transport.provider import CallRecord
+
+
+@dataclass(frozen=True)
+class JudgeCall:
+    """One judge call and its retries: the `CallRecord` of each attempt, in order."""
+
+    candidate_id: str | None  # the candidate a pointwise call judged; None: the whole group
+    attempts: list[CallRecord]
+
+
+@dataclass(frozen=True)
+class JudgeResult:
+    """Verdicts in candidate order, and every judge call made to reach them."""
+
+    verdicts: list[Verdict]
+    calls: list[JudgeCall] = field(default_factory=list)
+
+    @property
+    def records(self) -> list[CallRecord]:
+        """Every attempt's record, call by call."""
+        return [record for call in self.calls for record in call.attempts]
 
 
 class Evaluator(ABC):
@@ -33,11 +60,15 @@ class Evaluator(ABC):
         self, task: Task, candidates: list[Candidate], repeat: int = 0
     ) -> list[Verdict]: ...
 
+    def judge_group(self, task: Task, candidates: list[Candidate], repeat: int = 0) -> JudgeResult:
+        """`score_group`'s verdicts with the model calls made: none here."""
+        return JudgeResult(self.score_group(task, candidates, repeat))
+
 
 class PointwiseEvaluator(Evaluator):
     """An evaluator that judges each candidate on its own: up to `concurrency` of a group at
-    once (the sandbox: one per core; an endpoint judge: its model's concurrency), the
-    verdicts in candidate order whatever finishes first."""
+    once (the sandbox: one per core), the verdicts in candidate order whatever finishes
+    first."""
 
     concurrency: int = 1
 

@@ -93,7 +93,7 @@ HARNESS = (Path(__file__).parent / "harness.py").read_text(encoding="utf-8")
 FLOAT_REL_TOL, FLOAT_ABS_TOL = 1e-6, 1e-9
 
 
-# CPython 3.11's parser is not thread-safe: two threads in ast.parse at once (score_many's
+# CPython 3.11's parser is not thread-safe: two threads in ast.parse at once (a scoring
 # pool) can fail with "SystemError: AST constructor recursion depth mismatch" (gh-106905),
 # and warnings.catch_warnings is process-wide. One parse at a time; a parse takes well under
 # a millisecond, the sandboxed run it precedes tens of milliseconds.

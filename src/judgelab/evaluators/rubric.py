@@ -1,44 +1,29 @@
 """Pointwise rubric judge: one candidate per call, graded by a code-review rubric.
 
-`RubricJudge.score_one(task, candidate, repeat)` returns one `Verdict` (`score_group` scores
-a group candidate by candidate). The judge sees the task request and the candidate's answer,
-is told to decide correctness first and quality second, and replies with
+`RubricJudge` judges each candidate of a group in a call of its own, up to the endpoint's
+concurrency at once, and returns one `Verdict` per candidate. The judge sees the task request
+and the candidate's answer, is told to decide correctness first and quality second, and
+replies with
 ``{"explanation": str, "score": number in [0, 1]}`` (`RubricReply`). The request goes through
 ``litellm.acompletion(model="judgelab/<endpoint>", response_format=RubricReply)``, so through
-the same provider, cache and schema adaptation as RULER; retries, the request seed, the
-out-of-range reward policy and unscored failures are those of `judgelab.evaluators.llm_judge`.
+the same provider, cache and schema adaptation as RULER; retries, the request seed, call
+records, the out-of-range reward policy and unscored failures are those of every LLM judge
+(`judgelab.evaluators.llm_judge`).
 """
 
 from __future__ import annotations
 
-import logging
-import time
-from dataclasses import replace
 from textwrap import dedent
+from typing import Any
 
 import litellm
 from pydantic import BaseModel, Field
 
 from judgelab.errors import JudgeReplyError
-from judgelab.evaluators.base import PointwiseEvaluator
-from judgelab.evaluators.llm_judge import (
-    JudgeResult,
-    LLMJudge,
-    classify_failure,
-    failure_reason,
-    raw_tail,
-    request_seed,
-    retry_calls,
-    score_verdict,
-    truncate,
-)
+from judgelab.evaluators.llm_judge import LLMJudge, ReplyShape, Score
 from judgelab.evaluators.settings import RubricSettings
-from judgelab.evaluators.transport.loop import run_sync
-from judgelab.evaluators.transport.provider import CallRecord, call_metadata, judge_call
-from judgelab.evaluators.transport.schema import reply_token_budget
-from judgelab.verdicts import Candidate, Task, Verdict
-
-log = logging.getLogger(__name__)
+from judgelab.evaluators.transport.provider import CallRecord
+from judgelab.verdicts import Candidate, Task
 
 
 class RubricReply(BaseModel):
@@ -108,84 +93,30 @@ def rubric_messages(
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
-class RubricJudge(LLMJudge, PointwiseEvaluator):
+class RubricJudge(LLMJudge):
     """Pointwise judge: one call per candidate, ``protocol = "rubric"``."""
 
     protocol = "rubric"
+    group = False
     spec: RubricSettings
 
-    @property
-    def concurrency(self) -> int:  # type: ignore[override]
-        return self.endpoint.concurrency
+    def _reply_shape(self, shown: list[Candidate]) -> ReplyShape:
+        return ReplyShape(1)
 
-    def score_one(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
-        return self.judge(task, candidate, repeat).verdicts[0]
-
-    def judge(self, task: Task, candidate: Candidate, repeat: int = 0) -> JudgeResult:
-        """The verdict plus the CallRecord of every attempt.
-
-        ``repeat`` changes the request seed, so a repeat samples the judge again (a cache miss)
-        instead of replaying the first answer.
-        """
-        call = self.spec.call
-        records: list[CallRecord] = []
-        start = time.perf_counter()
-
-        def attempt_fn(attempt: int) -> Verdict:
-            return run_sync(self._attempt(task, candidate, repeat, attempt, records))
-
-        what = f"rubric {self.name} on {candidate.candidate_id} (repeat {repeat})"
-        verdict, error, attempts = retry_calls(attempt_fn, call, self._sleep, what)
-        latency = time.perf_counter() - start
-        if verdict is not None:
-            return JudgeResult([replace(verdict, latency_s=latency)], records)
-        assert error is not None
-        raw = getattr(error, "raw", None) or (records[-1].raw if records else None)
-        unscored = Verdict.unscored(
-            failure_reason(error, attempts),
-            explanation=raw_tail(raw, call.explanation_max_chars),
-            latency_s=latency,
+    async def _ask(
+        self, task: Task, shown: list[Candidate], sampling: dict[str, Any], record: CallRecord
+    ) -> list[Score]:
+        (candidate,) = shown
+        max_chars = self.spec.call.explanation_max_chars
+        response = await litellm.acompletion(
+            model=self.litellm_model,
+            messages=rubric_messages(task, candidate, max_chars, self.spec.rubric),
+            response_format=RubricReply,
+            caching=False,
+            **sampling,
         )
-        return JudgeResult([unscored], records)
-
-    async def _attempt(
-        self,
-        task: Task,
-        candidate: Candidate,
-        repeat: int,
-        attempt: int,
-        records: list[CallRecord],
-    ) -> Verdict:
-        call = self.spec.call
-        messages = rubric_messages(task, candidate, call.explanation_max_chars, self.spec.rubric)
-        with judge_call(
-            self.endpoint, self.cache, string_max_chars=call.explanation_max_chars
-        ) as record:
-            records.append(record)
-            try:
-                response = await litellm.acompletion(
-                    model=self.litellm_model,
-                    messages=messages,
-                    response_format=RubricReply,
-                    caching=False,
-                    temperature=call.temperature,
-                    max_tokens=call.max_tokens
-                    if call.max_tokens is not None
-                    else reply_token_budget(1, call.explanation_max_chars),
-                    seed=request_seed(call.seed, repeat, attempt),
-                    metadata=call_metadata(record),
-                )
-                content = response.choices[0].message.content or ""
-                if not content.strip():
-                    raise JudgeReplyError("empty reply", raw=record.raw)
-                reply = RubricReply.model_validate_json(content)
-            except JudgeReplyError:
-                raise
-            except Exception as err:  # litellm/pydantic raise many types; classify them all
-                raise classify_failure(err, record) from err
-        return score_verdict(
-            reply.score,
-            call.out_of_range,
-            explanation=truncate(reply.explanation, call.explanation_max_chars),
-            latency_s=0.0,
-        )
+        content = response.choices[0].message.content or ""
+        if not content.strip():
+            raise JudgeReplyError("empty reply", raw=record.raw)
+        reply = RubricReply.model_validate_json(content)
+        return [Score(reply.score, reply.explanation)]

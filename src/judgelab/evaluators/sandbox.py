@@ -455,6 +455,27 @@ def _warn_once(message: str) -> None:
         log.warning("SANDBOX WEAKER THAN DOCUMENTED: %s (see docs/SECURITY.md)", message)
 
 
+@dataclass(frozen=True)
+class _LaunchArgs:
+    """What sandbox_init.launch is told about one run."""
+
+    uid: int | None
+    isolate: bool
+    workdir: Path
+    hide: str
+    limits: tuple[int, int, int, int]
+    python: str
+    script: str
+    backstop: int  # the launcher's own alarm, should we never kill it
+
+    def argv(self, in_process: bool) -> list[str]:
+        """sandbox_init.launch's arguments; REPORT and CHANNEL stand for the descriptors,
+        whose numbers the process that starts the launcher knows."""
+        return ["REPORT", str(-1 if self.uid is None else self.uid), "1" if self.isolate else "0",
+                str(self.workdir), self.hide, *map(str, self.limits), self.python, "CHANNEL",
+                self.script, "1" if in_process else "0", str(self.backstop)]  # fmt: skip
+
+
 def _run_in(
     workdir: Path,
     uid: int | None,
@@ -466,48 +487,25 @@ def _run_in(
     runner: Runner | None = None,
 ) -> SandboxResult:
     isolate = os.geteuid() == 0 and USE_NAMESPACES
-    hide = ":".join(_hidden_dirs(python, workdir)) if isolate else ""
-    limits = [cpu_limit, memory_mb * 1024 * 1024, FILE_SIZE_MB * 1024 * 1024, MAX_PROCESSES]
-    script = "main.py" if runner is None else "runner.py"
+    args = _LaunchArgs(
+        uid,
+        isolate,
+        workdir,
+        hide=":".join(_hidden_dirs(python, workdir)) if isolate else "",
+        limits=(cpu_limit, memory_mb * 1024 * 1024, FILE_SIZE_MB * 1024 * 1024, MAX_PROCESSES),
+        python=python,
+        script="main.py" if runner is None else "runner.py",
+        backstop=math.ceil(timeout_s) + 30,
+    )
     warm = _warm_launcher(python)
-    backstop = math.ceil(timeout_s) + 30  # the launcher's own alarm, should we never kill it
-
-    def argv(in_process: bool) -> list[str]:
-        """sandbox_init.launch's arguments; REPORT and CHANNEL stand for the descriptors,
-        whose numbers the process that starts the launcher knows."""
-        return ["REPORT", str(-1 if uid is None else uid), "1" if isolate else "0",
-                str(workdir), hide, *map(str, limits), python, "CHANNEL", script,
-                "1" if in_process else "0", str(backstop)]  # fmt: skip
-
     pipes = _Pipes.open(runner)
     if runner is not None and len(runner.stdin) <= _PIPE_BUF:
         os.write(pipes.stdin_w, runner.stdin)  # fits the pipe: there before the code starts
         os.close(pipes.stdin_w)
         pipes.stdin_w = -1
     started = time.monotonic()
-    try:
-        launcher: _WarmRun | _ColdRun | None = None
-        if warm is not None:
-            try:
-                launcher = _WarmRun(warm, workdir, argv(runner is not None), pipes)
-            except OSError as err:
-                _warn_once(f"the warm launcher failed ({err}); starting one per run")
-                _warm_broken.add((python, _LAUNCHER))
-        if launcher is None:
-            launcher = _ColdRun(python, workdir, argv(in_process=False), pipes)
-    except OSError:
-        pipes.close_ours()
-        raise
-    finally:
-        pipes.close_theirs()
-    out = _TailReader(os.fdopen(pipes.stdout_r, "rb"), output_limit)
-    err = _TailReader(os.fdopen(pipes.stderr_r, "rb"), output_limit)
-    report = _TailReader(os.fdopen(pipes.report_r, "rb"), 16_384)
-    channel = None
-    if runner is not None:
-        channel = _TailReader(os.fdopen(pipes.channel_r, "rb"), runner.channel_limit)
-        if pipes.stdin_w >= 0:
-            _feed(os.fdopen(pipes.stdin_w, "wb"), runner.stdin)
+    launcher = _start(warm, args, pipes, in_process=runner is not None)
+    out, err, report, channel = _readers(pipes, runner, output_limit)
     deadline = started + timeout_s
     timed_out = not launcher.wait(report, max(0.0, deadline - time.monotonic()))
     # Killing the launcher's group kills the supervisor, pid 1 of the namespace, and so
@@ -519,7 +517,60 @@ def _run_in(
         _kill_all_of(uid)  # children that left the process group; frees the pipes
     stdout_tail, stderr_tail = out.finish(2.0), err.finish(2.0)
     said = channel.finish(2.0) if channel is not None else ""
+    return _result(lines, timed_out, duration, cpu_limit, stdout_tail, stderr_tail, said)
 
+
+def _start(
+    warm: _WarmLauncher | None, args: _LaunchArgs, pipes: _Pipes, in_process: bool
+) -> _WarmRun | _ColdRun:
+    """The run's launcher: a fork of the warm launcher (which runs a runner in its own
+    process), else, when there is none or it fails, a new interpreter. Our copies of the
+    launcher's ends of the pipes are closed either way; ours too if nothing started."""
+    try:
+        launcher: _WarmRun | _ColdRun | None = None
+        if warm is not None:
+            try:
+                launcher = _WarmRun(warm, args.workdir, args.argv(in_process), pipes)
+            except OSError as err:
+                _warn_once(f"the warm launcher failed ({err}); starting one per run")
+                _warm_broken.add((args.python, _LAUNCHER))
+        if launcher is None:
+            launcher = _ColdRun(args.python, args.workdir, args.argv(in_process=False), pipes)
+    except OSError:
+        pipes.close_ours()
+        raise
+    finally:
+        pipes.close_theirs()
+    return launcher
+
+
+def _readers(
+    pipes: _Pipes, runner: Runner | None, output_limit: int
+) -> tuple[_TailReader, _TailReader, _TailReader, _TailReader | None]:
+    """Readers of the code's stdout and stderr, the launcher's report and (with a runner) the
+    runner's channel; a runner's stdin too large for the pipe is fed now, on a thread."""
+    out = _TailReader(os.fdopen(pipes.stdout_r, "rb"), output_limit)
+    err = _TailReader(os.fdopen(pipes.stderr_r, "rb"), output_limit)
+    report = _TailReader(os.fdopen(pipes.report_r, "rb"), 16_384)
+    channel = None
+    if runner is not None:
+        channel = _TailReader(os.fdopen(pipes.channel_r, "rb"), runner.channel_limit)
+        if pipes.stdin_w >= 0:
+            _feed(os.fdopen(pipes.stdin_w, "wb"), runner.stdin)
+    return out, err, report, channel
+
+
+def _result(
+    lines: list[str],
+    timed_out: bool,
+    duration: float,
+    cpu_limit: int,
+    stdout_tail: str,
+    stderr_tail: str,
+    said: str,
+) -> SandboxResult:
+    """The run's result from the launcher's report: no "limits-set" means the code never ran
+    (a sandbox error); else the code's exit status and CPU time, classified."""
     for line in lines:
         if line.startswith("warn "):
             _warn_once(line[5:])

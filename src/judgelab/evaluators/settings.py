@@ -35,6 +35,11 @@ class EvaluatorSettings(BaseModel):
         `scores.repeats` times, a deterministic evaluator once (repeat 0)."""
         return 1 if self.judge_model is None else scores_repeats
 
+    def in_given_order(self) -> EvaluatorSettings:
+        """These settings with the candidates judged in the order given: a kind that shuffles
+        them does not; any other is unchanged."""
+        return self
+
 
 class LLMJudgeSettings(EvaluatorSettings):
     """An evaluator that asks the model named by its `judge` key (declared by each kind, so
@@ -102,6 +107,9 @@ class RulerSettings(LLMJudgeSettings):
         "cache key (it is in the prompt).",
     )
     call: JudgeCallSettings = JudgeCallSettings()
+
+    def in_given_order(self) -> RulerSettings:
+        return self.model_copy(update={"shuffle": False})
 
 
 class RubricSettings(LLMJudgeSettings):

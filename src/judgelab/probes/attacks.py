@@ -140,7 +140,8 @@ ATTACKS: dict[str, Attack] = {
 
 def run_id_settings(probes: ProbesSettings) -> dict[str, Any]:
     """The probes settings as the run id holds them: the gate (``fail_above``) changes no
-    score, and an empty attack list is the design from before attacks existed (same run id)."""
+    score, and an empty attack list is left out, so a design without attacks keeps the run
+    id of its committed tables (reference/data/probes)."""
     exclude = {"fail_above"} | (set() if probes.attacks else {"attacks"})
     return probes.model_dump(mode="json", exclude=exclude)
 

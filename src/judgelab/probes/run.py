@@ -41,11 +41,9 @@ def require_judges(settings: Settings) -> None:
 
 
 def probe_spec(spec: Any, temperature: float) -> Any:
-    """The evaluator's settings as the probes use them: fixed order, probe temperature."""
-    update: dict[str, Any] = {"call": spec.call.model_copy(update={"temperature": temperature})}
-    if "shuffle" in type(spec).model_fields:  # a judge that shuffles (RULER): the view's order
-        update["shuffle"] = False
-    return spec.model_copy(update=update)
+    """The judge's settings as the probes use them: the view's order, the probe temperature."""
+    call = spec.call.model_copy(update={"temperature": temperature})
+    return spec.in_given_order().model_copy(update={"call": call})
 
 
 def probe_specs(settings: Settings) -> list[Any]:

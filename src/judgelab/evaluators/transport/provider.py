@@ -252,6 +252,48 @@ def _map_openai_error(err: Exception, endpoint: Endpoint) -> JudgelabError:
     return ModelError(f"{where}: {err.__class__.__name__}: {err}")
 
 
+def _cache_key(
+    endpoint: Endpoint,
+    sent: list[dict[str, Any]],
+    response_format: dict[str, Any] | None,
+    sampling: dict[str, Any],
+) -> dict[str, Any]:
+    """The judge cache's key: exactly what changes the reply (module docstring)."""
+    key = {
+        "v": _CACHE_VERSION,
+        "fingerprint": endpoint.fingerprint,
+        "model": endpoint.model,
+        "messages": sent,
+        "response_format": response_format,
+        **{k: sampling.get(k) for k in ("temperature", "max_tokens", "top_p", "seed")},
+    }
+    if endpoint.grammar_sampler is not None:  # absent from remote keys: those stay valid
+        key["grammar_sampler"] = endpoint.grammar_sampler
+    return key
+
+
+def _fill_response(
+    model_response: litellm.ModelResponse,
+    record: CallRecord,
+    endpoint: Endpoint,
+    content: str,
+    usage: tuple[int | None, int | None],
+    finish: str | None,
+) -> None:
+    """Fill in litellm's own response object, as its built-in providers do."""
+    prompt_tokens, completion_tokens = usage[0] or 0, usage[1] or 0
+    model_response.id = f"judgelab-{record.call_id}"
+    model_response.model = endpoint.model
+    choice = model_response.choices[0]
+    choice.message.content = content  # type: ignore[union-attr]
+    choice.finish_reason = finish or "stop"
+    model_response.usage = litellm.Usage(  # type: ignore[attr-defined]
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        total_tokens=prompt_tokens + completion_tokens,
+    )
+
+
 class JudgelabProvider(litellm.CustomLLM):
     """litellm custom provider that sends judge requests to judgelab endpoints."""
 
@@ -313,16 +355,7 @@ class JudgelabProvider(litellm.CustomLLM):
             for k in ("temperature", "max_tokens", "top_p", "seed")
             if optional_params.get(k) is not None
         }
-        key = {
-            "v": _CACHE_VERSION,
-            "fingerprint": endpoint.fingerprint,
-            "model": endpoint.model,
-            "messages": sent,
-            "response_format": response_format,
-            **{k: sampling.get(k) for k in ("temperature", "max_tokens", "top_p", "seed")},
-        }
-        if endpoint.grammar_sampler is not None:  # absent from remote keys: those stay valid
-            key["grammar_sampler"] = endpoint.grammar_sampler
+        key = _cache_key(endpoint, sent, response_format, sampling)
         start = time.perf_counter()
         entry, record.cached = await self._reply(ctx, key, sent, response_format, sampling)
         record.cache_key = ctx.cache.key_hash(key) if ctx.cache is not None else None
@@ -342,19 +375,7 @@ class JudgelabProvider(litellm.CustomLLM):
             finish,
         )
         content = extract_json_object(raw) if mode == "text" else raw
-        content = normalize_json(content)
-        prompt_tokens, completion_tokens = usage[0] or 0, usage[1] or 0
-        # Fill in litellm's own response object, as its built-in providers do.
-        model_response.id = f"judgelab-{record.call_id}"
-        model_response.model = endpoint.model
-        choice = model_response.choices[0]
-        choice.message.content = content  # type: ignore[union-attr]
-        choice.finish_reason = finish or "stop"
-        model_response.usage = litellm.Usage(  # type: ignore[attr-defined]
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            total_tokens=prompt_tokens + completion_tokens,
-        )
+        _fill_response(model_response, record, endpoint, normalize_json(content), usage, finish)
         return model_response
 
     async def _reply(

@@ -4,8 +4,8 @@
 mode (the endpoint's setting, or what `judgelab.evaluators.transport.detect` found for
 ``auto``): ``"json_schema"`` passes the OpenAI-style format through; ``"json_object"`` sends
 ``{"type": "json_object", "schema": <schema, $defs inlined>}`` (llama-cpp-python's server
-answers HTTP 500 to ``json_schema``); ``"text"`` (``"none"`` in older configs) sends no format
-and appends the schema to the last user message (`extract_json_object` then cuts the first
+answers HTTP 500 to ``json_schema``); ``"text"`` (also spelt ``"none"``) sends no format and
+appends the schema to the last user message (`extract_json_object` then cuts the first
 JSON object out of the reply, which is validated like any other). System messages are
 merged into the first user message when ``endpoint.system_role`` is False (llama.cpp's
 ``gemma`` chat format drops them).
@@ -133,7 +133,7 @@ def bound_schema(
 
 def _copy(schema: dict[str, Any]) -> dict[str, Any]:
     """A deep copy of a JSON schema (JSON through and through): several times faster than
-    `copy.deepcopy`, which was a third of a judge call's CPU in the client."""
+    `copy.deepcopy`, which would be a third of a judge call's CPU in the client."""
     return json.loads(json.dumps(schema))
 
 
