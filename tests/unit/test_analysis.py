@@ -354,8 +354,12 @@ def test_bootstrap_deterministic_and_ci_contains_point() -> None:
     m2 = truth_metrics(cand, truth, 0.8, resample_weights(len(truth.tasks), 500, 3))
     m3 = truth_metrics(cand, truth, 0.8, resample_weights(len(truth.tasks), 500, 4))
     assert m1 == m2
-    assert m1["pairwise_accuracy_ci_low"] != m3["pairwise_accuracy_ci_low"]
-    for key in ("roc_auc", "pairwise_accuracy", "top1_accuracy", "false_praise_rate", "score_gap"):
+    # the studentized bootstrap's ends move with the resamples; Wilson's and the t interval's
+    # come from the jackknife and do not
+    assert m1["advantage_fidelity_ci_low"] != m3["advantage_fidelity_ci_low"]
+    assert m1["pairwise_accuracy_ci_low"] == m3["pairwise_accuracy_ci_low"]
+    for key in ("roc_auc", "pairwise_accuracy", "top1_accuracy", "false_praise_rate", "score_gap",
+                "advantage_fidelity", "top1_over_chance", "mean_score_passing"):
         low, high = m1[f"{key}_ci_low"], m1[f"{key}_ci_high"]
         assert low is not None and high is not None
         assert low <= m1[key] <= high, key
@@ -545,8 +549,9 @@ def test_min_groups_counts_the_tasks_that_contribute_to_each_figure() -> None:
 
 
 def test_undefined_resamples_are_counted_and_reported() -> None:
-    """17.2: a resample without a mixed task leaves pairwise accuracy undefined; the count is
-    the number of weight rows with no weight on a mixed task (computed here independently)."""
+    """17.2: a resample without a mixed task leaves advantage fidelity (a studentized-bootstrap
+    figure) undefined; the count is the number of weight rows with no weight on a mixed task
+    (computed here independently). Wilson's shares use no resample: none is undefined."""
     rows = []
     for t in range(10):
         for c in range(3):
@@ -562,12 +567,11 @@ def test_undefined_resamples_are_counted_and_reported() -> None:
     assert m["pairwise_accuracy_n_groups"] == 2
     expected = int((w[:, mixed].sum(axis=1) == 0).sum())
     assert 60 < expected < 160  # (8/10)^10 = 0.107 of the resamples
-    assert m["pairwise_accuracy_undefined_resamples"] == expected
-    assert m["top1_accuracy_undefined_resamples"] == expected
-    assert m["false_praise_rate_undefined_resamples"] == expected  # no failing candidate either
-    assert m["roc_auc_undefined_resamples"] == expected
+    assert m["advantage_fidelity_undefined_resamples"] == expected
+    assert m["top1_over_chance_undefined_resamples"] == expected
+    assert m["pairwise_accuracy_undefined_resamples"] == 0
     assert m["mean_score_passing_undefined_resamples"] == 0
-    text = fmt_ci(m, "pairwise_accuracy")
+    text = fmt_ci(m, "advantage_fidelity")
     assert text.endswith(f"({expected} of 1000 resamples undefined)") and " [" in text
 
 
