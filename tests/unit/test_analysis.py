@@ -492,7 +492,7 @@ def test_run_analysis_with_empty_scores(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ issue 17: CIs, scales
 
 
-TOO_FEW = "n = 2 groups: too few for a CI (minimum 5)"
+TOO_FEW = "n = 2 groups: too few for a CI (minimum 15)"
 
 
 def test_no_ci_from_fewer_than_min_groups_in_metrics_and_report(tmp_path: Path) -> None:
@@ -510,7 +510,7 @@ def test_no_ci_from_fewer_than_min_groups_in_metrics_and_report(tmp_path: Path) 
     # tables: the value and n compactly, the rule once in a footnote under each table
     headline = md.split("## Headline", 1)[1].split("## ", 1)[0]
     assert "| 0.417 (n = 2)† |" in headline and TOO_FEW not in headline
-    assert headline.count("† Fewer task groups than the minimum (5) behind the figure") == 1
+    assert headline.count("† Fewer task groups than the minimum (15) behind the figure") == 1
     assert f"0.417 ({TOO_FEW})" in md  # pairwise accuracy 2.5/6, in the findings' prose
     assert f"75.0% ({TOO_FEW})" in md  # false praise
     assert "0.417 [" not in md and "75.0% [" not in md
@@ -522,7 +522,7 @@ def test_no_ci_from_fewer_than_min_groups_in_metrics_and_report(tmp_path: Path) 
 
 
 def test_min_ci_groups_setting_is_validated() -> None:
-    assert AnalysisSettings().min_ci_groups == 5
+    assert AnalysisSettings().min_ci_groups == 15  # docs/SELFTEST.md
     with pytest.raises(ValueError, match="min_ci_groups"):
         AnalysisSettings(min_ci_groups=1)
 

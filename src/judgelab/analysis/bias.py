@@ -657,6 +657,8 @@ def perturbation_bias(
 
 
 def _stratified_gap(own: pl.DataFrame, other: pl.DataFrame) -> float | None:
+    """Own minus other mean score within each stratum of `passed` (pooled over tasks),
+    weighted n_own * n_other / (n_own + n_other)."""
     num = den = 0.0
     for stratum in (True, False, None):
         sel = (pl.col("passed").is_null()) if stratum is None else (pl.col("passed") == stratum)
@@ -668,6 +670,24 @@ def _stratified_gap(own: pl.DataFrame, other: pl.DataFrame) -> float | None:
     return num / den if den else None
 
 
+def _matched_cells(own: pl.DataFrame, other: pl.DataFrame) -> list[tuple[float, float]]:
+    """(own mean - other mean, weight n_own * n_other / (n_own + n_other)) per cell of one
+    task (group) and one known test verdict holding candidates of both."""
+    cells = []
+    for (g, passed), a in own.filter(pl.col("passed").is_not_null()).group_by("group_id", "passed"):
+        b = other.filter((pl.col("group_id") == g) & (pl.col("passed") == passed))
+        if b.height:
+            w = a.height * b.height / (a.height + b.height)
+            cells.append((float(a["score"].mean() - b["score"].mean()), w))
+    return cells
+
+
+def _matched_gap(own: pl.DataFrame, other: pl.DataFrame) -> float | None:
+    cells = _matched_cells(own, other)
+    weight = sum(w for _, w in cells)
+    return sum(d * w for d, w in cells) / weight if weight else None
+
+
 def self_preference(
     rows: pl.DataFrame,
     judge_model: str,
@@ -677,7 +697,7 @@ def self_preference(
     *,
     min_groups: int,
 ) -> dict[str, Any]:
-    """Policy-by-judge row of the matrix and the controlled self/family gaps (+ CIs)."""
+    """Policy-by-judge row of the matrix and the self/family gaps (+ CIs)."""
     sel = _scored(rows).filter(
         pl.col("view").str.starts_with(PERM) & pl.col("policy").is_not_null()
     )
@@ -709,30 +729,36 @@ def self_preference(
         _figure(cell, "mean", n, mean_for, **kw)
         matrix[policy] = cell
     out["matrix"] = matrix
-
-    def gap(kind: str) -> Callable[[np.ndarray], float | None]:
-        def stat(idx: np.ndarray) -> float | None:
-            frame = pick(idx)
-            if kind == "self":
-                own = frame.filter(pl.col("policy") == judge_model)
-            else:
-                own = frame.filter(
-                    (pl.col("policy_family") == judge_family) & (pl.col("policy") != judge_model)
-                )
-            other = frame.filter(pl.col("policy_family") != judge_family)
-            return _stratified_gap(own, other)
-
-        return stat
-
-    _figure(out, "self_gap", n, gap("self"), **kw)
-    _figure(out, "family_gap", n, gap("family"), **kw)
-    _explain(
-        out,
-        {
-            "self_gap": f"needs candidates from {judge_model} and from another family in one "
-            "test stratum",
-            "family_gap": f"needs candidates from another {judge_family} model and from "
-            "another family in one test stratum",
-        },
-    )
+    for kind in ("self", "family"):
+        _gap_figures(out, kind, cand, pick, n, kw)
     return out
+
+
+def _gap_figures(out: dict[str, Any], kind: str, cand: pl.DataFrame,
+                 pick: Callable[[np.ndarray], pl.DataFrame], n: int,
+                 kw: dict[str, Any]) -> None:  # fmt: skip
+    """`<kind>_gap`: own minus another family's candidates matched on task and test verdict;
+    `<kind>_gap_unmatched`: the gap within verdict strata pooled over tasks, which compares
+    code of different tasks (and quality); `<kind>_gap_confounded` is True when only it exists."""
+    model, family = out["judge_model"], out["judge_family"]
+
+    def split(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+        if kind == "self":
+            own = frame.filter(pl.col("policy") == model)
+        else:
+            own = frame.filter((pl.col("policy_family") == family) & (pl.col("policy") != model))
+        return own, frame.filter(pl.col("policy_family") != family)
+
+    name = f"{kind}_gap"
+    _figure(out, name, n, lambda idx: _matched_gap(*split(pick(idx))), **kw)
+    _figure(out, f"{name}_unmatched", n, lambda idx: _stratified_gap(*split(pick(idx))), **kw)
+    cells = _matched_cells(*split(cand))
+    out[f"n_{kind}_matched_cells"] = len(cells)
+    out[f"{name}_confounded"] = out.get(name) is None and out.get(f"{name}_unmatched") is not None
+    who = f"{model}" if kind == "self" else f"another {family} model"
+    _explain(out, {
+        name: f"no task has candidates from {who} and from another family with the same test "
+        "verdict (the unmatched gap compares different tasks or quality: confounded)",
+        f"{name}_unmatched": f"needs candidates from {who} and from another family in one "
+        "test stratum",
+    })  # fmt: skip
