@@ -258,9 +258,10 @@ def test_order_views_at_temperature_0_and_repeats_at_repeat_temperature(
     assert repeats and views
     assert {r["temperature"] for r in views} == {0.0}
     assert {r["temperature"] for r in repeats} == {0.0}
-    # Two repeats per known-truth group and judge, all at the repeat temperature.
-    n_cal = probed["candidates"].filter(pl.col("probe") == "calibration")["group_id"].n_unique()
-    assert len(repeats) == 3 * n_cal * probes.repeats
+    # Two repeats per group (known-truth and self-preference) and judge, at the repeat
+    # temperature: the floor covers every group the position figures rest on.
+    n_groups = probed["candidates"]["group_id"].n_unique()
+    assert len(repeats) == 3 * n_groups * probes.repeats
     floor = probed["metrics"]["judges"]["ruler-slot-judge"]["noise_floor"]
     assert floor["repeats"] == [0, 1, 2] and floor["temperature"] == 0.0
     assert floor["calls_per_group"] == 3 and "unusable" not in floor

@@ -69,14 +69,25 @@ def test_bootstrap_t_against_a_loop_over_resamples() -> None:
 
 
 def test_bootstrap_t_resamples_with_no_spread_and_bounds() -> None:
-    """A resample whose clusters all agree has SE 0: its t is infinite and stays in the
-    order; an infinite end is clipped to the figure's bound by cluster_ci."""
-    x = np.array([1.0, 1.0, 1.0, 1.0, 0.5])
+    """A resample whose clusters all agree has no SE of its own: it is studentized by the
+    sample's SE (by hand below), so many equal tasks do not push an end to the bound."""
+    x = np.array([0.0] * 7 + [-0.4, 0.3, -0.5])  # a judge that gives most groups no signal
     w = resample_weights(x.size, 300, 0)
     ci = bootstrap_t_ci(x, np.ones_like(x), w, 5)
-    assert ci.valid and ci.low < x.mean()
-    clipped = cluster_ci(float(x.mean()), _leave_one_out_means(x), 5, 5,
-                         ratio=(x, np.ones_like(x)), weights=w, bounds=(-1.0, 1.0))  # fmt: skip
-    assert clipped.valid and -1.0 <= clipped.low < clipped.high <= 1.0
+    se = x.std(ddof=1) / np.sqrt(x.size)
+    ts = []
+    for row in w.astype(int):
+        sample = np.repeat(x, row)
+        se_b = sample.std(ddof=1) / np.sqrt(sample.size)
+        ts.append((sample.mean() - x.mean()) / (se_b if se_b > 0 else se))
+    assert sum(np.repeat(x, row).std() == 0 for row in w.astype(int)) > 0  # such resamples
+    lo_t, hi_t = np.quantile(ts, [0.025, 0.975], method="inverted_cdf")
+    assert (ci.low, ci.high) == pytest.approx((x.mean() - hi_t * se, x.mean() - lo_t * se))
+    assert -1.0 < ci.low < x.mean() < ci.high < 1.0
+    clipped = cluster_ci(float(x.mean()), _leave_one_out_means(x), x.size, 5,
+                         ratio=(x, np.ones_like(x)), weights=w, bounds=(-0.2, 1.0))  # fmt: skip
+    assert clipped.low == -0.2 and clipped.high == ci.high
+    same = bootstrap_t_ci(np.ones(6), np.ones(6), w[:, :6], 5)
+    assert same.reason == "all 6 groups give the same value: no spread for a CI"
     none = bootstrap_t_ci(x, np.ones_like(x), None, 5)
     assert none.reason == "bootstrap disabled (bootstrap = 0)"

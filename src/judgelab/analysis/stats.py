@@ -37,9 +37,10 @@ Bootstrap CIs (one rule for every figure: truth metrics, agreement, probes, held
   collapses at 0 or 1; Korn and Graubard 1998's effective size, Wilson's form); a ratio of
   per-cluster sums that is not a share (advantage fidelity, top-1 over chance) gets
   `bootstrap_t_ci`, the studentized cluster bootstrap (each resample's t = (R_b - R) / SE_b,
-  SE from the ratio's delta-method terms, the interval R - t_q SE: it follows the skew that
-  a bounded figure has near its bound); any other figure gets `t_ci`, R +- t_(n-1) times the
-  jackknife SE. The percentile CI under-covers from 5-20 clusters (docs/SELFTEST.md).
+  SE from the ratio's delta-method terms, the interval R - t_q SE, clipped to the figure's
+  range: it follows the skew that a bounded figure has near its bound); any other figure
+  gets `t_ci`, R +- t_(n-1) times the jackknife SE. The percentile CI under-covers from 5-20
+  clusters (docs/SELFTEST.md).
 - `Interval.fields(name)` is the one shape every metrics dict uses beside a figure `name`:
   `name_ci_low`, `name_ci_high` (null without a CI), `name_ci_reason` (why there is none),
   `name_n_groups` and `name_undefined_resamples` (null when no bootstrap ran).
@@ -68,6 +69,7 @@ CI_LEVEL = 0.95
 MIN_CI_GROUPS: int = AnalysisSettings.model_fields["min_ci_groups"].default
 CI_SUFFIXES = ("_ci_low", "_ci_high", "_ci_reason", "_n_groups", "_undefined_resamples")
 NO_BOOTSTRAP = "bootstrap disabled (bootstrap = 0)"
+_FLAT = 1e-12  # an SE this small (relative to the figure) is floating-point noise around 0
 
 
 def too_few_groups(n_groups: int, min_groups: int = MIN_CI_GROUPS) -> str | None:
@@ -201,10 +203,12 @@ def bootstrap_t_ci(
 ) -> Interval:  # fmt: skip
     """Studentized cluster bootstrap of the ratio R = sum num / sum den over the clusters
     with den > 0 (`weights`: (B, clusters) resample counts). Each resample's
-    t_b = (R_b - R) / SE_b, SE from the ratio's delta-method terms (power.linearised); a
-    resample whose clusters all agree has SE_b = 0 and an infinite t_b: it stays, at the
-    end of the order. The interval is [R - t_(1-a/2) SE, R - t_(a/2) SE]; an infinite end is
-    the figure's own bound, which the caller clips to."""
+    t_b = (R_b - R) / SE_b, SE from the ratio's delta-method terms (power.linearised). A
+    resample whose clusters all give one value has no SE of its own: it is studentized by the
+    sample's SE instead (an infinite t would push an end of the interval to the figure's
+    bound whenever many tasks share one value, e.g. a judge that gives many groups no
+    signal). The interval is [R - t_(1-a/2) SE, R - t_(a/2) SE]. Every task giving the same
+    value leaves no spread to draw an interval from: no CI, with that reason."""
     num, den = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
     used = den > 0
     n = int(used.sum())
@@ -214,23 +218,21 @@ def bootstrap_t_ci(
     if weights is None or not weights.shape[0]:
         return no_interval(NO_BOOTSTRAP, n)
     r = float(num.sum() / den.sum())
-    se = _ratio_se(num[None, :], den[None, :], np.ones((1, num.size)), used)[1][0]
+    se = float(_ratio_se(num[None, :], den[None, :], np.ones((1, num.size)), used)[1][0])
+    if not se > _FLAT * max(1.0, abs(r)):
+        return no_interval(f"all {n} groups give the same value: no spread for a CI", n)
     r_b, se_b = _ratio_se(num[None, :], den[None, :], weights, used)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t_b = (r_b - r) / se_b
-    undefined = int(np.isnan(r_b).sum())
-    t_b = t_b[~np.isnan(r_b)]
-    t_b = np.where(np.isnan(t_b), 0.0, t_b)  # SE_b = 0 and R_b = R: no deviation
-    if not t_b.size:
+    defined = ~np.isnan(r_b)
+    undefined = int((~defined).sum())
+    r_b, se_b = r_b[defined], se_b[defined]
+    if not r_b.size:
         return Interval(None, None, f"undefined in every one of {weights.shape[0]} resamples",
                         n, undefined)  # fmt: skip
+    se_b = np.where(se_b > _FLAT * max(1.0, abs(r)), se_b, se)
+    t_b = (r_b - r) / se_b
     alpha = round((1.0 - level) / 2.0, 12)  # 0.025, not 0.025000000000000022: the rank
     lo_t, hi_t = np.quantile(t_b, [alpha, 1.0 - alpha], method="inverted_cdf")
-    with np.errstate(invalid="ignore"):
-        low, high = r - hi_t * se, r - lo_t * se
-    low = -np.inf if np.isnan(low) else low
-    high = np.inf if np.isnan(high) else high
-    return Interval(float(low), float(high), None, n, undefined)
+    return Interval(float(r - hi_t * se), float(r - lo_t * se), None, n, undefined)
 
 
 def _ratio_se(
@@ -261,8 +263,8 @@ def cluster_ci(
 ) -> Interval:
     """A figure's CI by its kind (module docstring): a share of `units` units -> Wilson at the
     effective size; a ratio of per-cluster sums (`ratio` = (num, den) per cluster, resampled
-    with `weights`) -> the studentized bootstrap, its ends clipped to `bounds`; else the
-    jackknife t interval."""
+    with `weights`) -> the studentized bootstrap, its ends clipped to the figure's `bounds`;
+    else the jackknife t interval."""
     if units is not None:
         return wilson_ci(point, jackknife, units, n_groups, min_groups)
     if ratio is not None:
@@ -272,8 +274,6 @@ def cluster_ci(
         if not ci.valid:
             return ci
         low, high = max(ci.low, bounds[0]), min(ci.high, bounds[1])  # type: ignore[type-var]
-        if not (np.isfinite(low) and np.isfinite(high)):
-            return t_ci(point, jackknife, n_groups, min_groups)
         return Interval(float(low), float(high), None, ci.n_groups, ci.undefined_resamples)
     return t_ci(point, jackknife, n_groups, min_groups)
 
