@@ -40,6 +40,10 @@ Position (views ``perm:*``, repeat 0; Shi et al. 2024, "Judging the Judges"):
   that ranks by slot in one order and ties everything in the other reads as fair under the
   published formula and not under this one. 0 is fair, < 0 favours earlier slots (primacy),
   > 0 later slots (recency).
+- `slot_trend`: the within-candidate least-squares slope of score on slot index (each
+  candidate's scores and slots centred on its own means, so quality drops out; > 0 favours
+  later slots), CI over tasks, `slot_trend_p` a two-sided cluster t-test (jackknife SE over
+  tasks, n - 1 df). Read with `slots[j].mean`: an alternating pattern is no trend.
 - `slot_effect`: candidate-controlled position effect. Over every pair of views (v, w) of a
   group and every candidate shown first in v and last in w (its group's mirrored slot), the
   mean of score_v - score_w: how much the same candidate gains by being shown first rather
@@ -77,8 +81,11 @@ Self-preference (groups whose candidates come from several policies; score = mea
 - `matrix[policy]` = mean score this judge gives to that policy's candidates.
 - `self_gap`: mean score of the judge's own model's candidates minus that of candidates from
   other families; `family_gap`: same family but a different model, minus other families. Both
-  are controlled for test status: the difference is taken within each stratum of `passed`
-  (True, False, unknown) and averaged with weights n_own * n_other / (n_own + n_other).
+  on matched candidates: the difference is taken within each cell of one task (group) and one
+  known test verdict holding both, averaged with weights n_own * n_other / (n_own + n_other)
+  (`n_<kind>_matched_cells`). Without a match the gap is null and `<kind>_gap_confounded` is
+  True; `<kind>_gap_unmatched` (within `passed` strata pooled over tasks) stays beside it: it
+  compares code of different tasks and quality, not families.
 """
 
 from __future__ import annotations

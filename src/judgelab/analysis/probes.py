@@ -15,10 +15,14 @@
     ``probes.temperature``, 0 by default);
   * ``perturbation``: `bias.perturbation_bias` per perturbation;
   * ``self_preference``: `bias.self_preference` (the judge's row of the policy x judge matrix
-    and its controlled self/family gaps);
-  * ``noise_floor``: `bias.noise_floor` between the calls of the identity view at
-    ``probes.repeat_temperature`` (repeats 1.., and repeat 0 too when the two temperatures
-    are equal), with repeat stability. Beside each order and perturbation figure sits
+    and its self/family gaps on candidates matched on task and test verdict);
+  * ``noise_floor`` (on the groups of the position figures) and ``noise_floor_perturbation``
+    (on the perturbed known-truth groups): `bias.noise_floor` between the calls of the
+    identity view at ``probes.repeat_temperature`` (repeats 1.., and repeat 0 too when the two
+    temperatures are equal), with repeat stability; `floor_for` marks a floor ``unusable``
+    (measured at another temperature than the order views, or from fewer than
+    FLOOR_MIN_CALLS calls of a group) and then no figure gets one (``noise_floor_reason``
+    says why). Beside each order and perturbation figure sits
     ``<figure>_noise_floor``, the value a judge with no position or perturbation bias but this
     much noise shows: position consistency, top-choice agreement and mean |delta| beside their
     namesakes, pair instability beside preference fairness, score noise (mean |delta|) beside
