@@ -239,14 +239,16 @@ def _ratio_se(
     num: np.ndarray, den: np.ndarray, w: np.ndarray, used: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per weight row: R_w and its delta-method SE sqrt(sum w e^2 / (n (n - 1))), e the
-    clusters' linearised terms (num - R den) / mean den, n the resampled clusters."""
+    clusters' linearised terms (num - R_w den) / mean den, n the resampled clusters. The
+    squares are summed term by term (not expanded), so clusters that all agree give 0."""
     c, m = num[0], den[0]
     n_w = w @ used.astype(float)
     with np.errstate(divide="ignore", invalid="ignore"):
         r_w = (w @ c) / (w @ m)
-        ss = w @ (c * c) - 2 * r_w * (w @ (c * m)) + r_w**2 * (w @ (m * m))
+        resid = c[None, :] - r_w[:, None] * m[None, :]
+        ss = np.sum(w * resid * resid, axis=1)
         mean_den = (w @ m) / n_w
-        se = np.sqrt(np.maximum(ss, 0.0) / (mean_den**2 * n_w * (n_w - 1)))
+        se = np.sqrt(ss / (mean_den**2 * n_w * (n_w - 1)))
     return r_w, se
 
 
