@@ -558,7 +558,9 @@ def test_undefined_resamples_are_counted_and_reported() -> None:
             passed = 1.0 if t >= 2 or c == 0 else 0.0  # t0, t1 mixed; the others all pass
             cid = f"t{t}c{c}"
             rows.append(row(f"t{t}", cid, "tests", "execution", passed))
-            rows.append(row(f"t{t}", cid, "judge", "ruler", round(0.3 * c + 0.05 * t, 2)))
+            # t1's passing c0 on top: the two mixed tasks differ (a spread to draw a CI from)
+            score = 0.9 if (t, c) == (1, 0) else round(0.3 * c + 0.05 * t, 2)
+            rows.append(row(f"t{t}", cid, "judge", "ruler", score))
     scores = pl.DataFrame(rows, schema=columns(ScoresSchema))
     truth = execution_truth(scores)
     w = resample_weights(len(truth.tasks), 1000, 1)
