@@ -454,6 +454,12 @@ def _fig(block: dict[str, Any], key: str, notes: _Notes) -> str:
     return text
 
 
+def _p_text(p: float | None) -> str:
+    if p is None:
+        return ""
+    return ", p < 0.001" if p < 0.001 else f", p = {p:.3f}"
+
+
 def _position_lines(pos: dict[str, Any], notes: _Notes) -> list[str]:
     if pos.get("reason"):
         return [f"- position: {pos['reason']}"]
@@ -480,7 +486,7 @@ def _position_lines(pos: dict[str, Any], notes: _Notes) -> list[str]:
         + ", ".join(f"slot {int(j) + 1}: {_fig(v, 'mean', notes)}" for j, v in slots.items())
         + f"; slot trend (the same candidate's score change per slot later): "
         f"{_fig(pos, 'slot_trend', notes)}"
-        + (f", p = {pos['slot_trend_p']:.3f}" if pos.get("slot_trend_p") is not None else "")
+        + _p_text(pos.get("slot_trend_p"))
         + "; each slot against its mirror: "
         + ", ".join(f"slot {int(j) + 1}: {_fig(v, 'effect', notes)}" for j, v in slots.items()),
         f"- top-choice agreement ({pos['n_view_pairs']} view pairs, {pos['n_tied_view_pairs']} "
