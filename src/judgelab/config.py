@@ -398,12 +398,13 @@ class AnalysisSettings(_Section):
     bootstrap: int = Field(1000, ge=0, le=100000)
     seed: int = 0
     min_ci_groups: int = Field(
-        5,
+        15,
         ge=2,
         le=1000,
         description="Fewest independent groups (tasks, probe groups, held-out tasks) a "
-        "bootstrap CI is drawn from; below it a figure shows its value and n instead. With "
-        "n groups a cluster bootstrap has only C(2n-1, n) distinct resamples (3 for n = 2).",
+        "CI is drawn from; below it a figure shows its value and n instead. 15: from 15 "
+        "mixed groups up the truth figures' 95 % CIs cover 93-97 % in the planted-judge "
+        "self-test (docs/SELFTEST.md); at 5-10 some cover 91-92 %.",
     )
     power: PowerSettings = PowerSettings()
 
@@ -576,23 +577,25 @@ class ProbesSettings(_Section):
         ge=0,
         le=10,
         description="Extra calls of the identity view at repeat_temperature: the noise floor "
-        "shown beside every order and perturbation figure, and repeat stability. Two or more "
-        "give a floor (one when repeat_temperature equals temperature).",
+        "shown beside every order and perturbation figure, and repeat stability. The floor "
+        "needs 3 calls of a group at the order views' temperature: 2 repeats when "
+        "repeat_temperature equals temperature (the identity view's own call is the third).",
     )
     temperature: float = Field(
         0.0,
         ge=0,
         le=2,
         description="Judge temperature for the order (perm:*), perturbation (pert:*) and attack "
-        "(atk:*) views. 0: a position, perturbation or attack figure is the judge's response, "
-        "not its sampling noise.",
+        "(atk:*) views: the temperature the judge rewards at (the scores stage's), so the "
+        "figures describe the reward GRPO gets.",
     )
-    repeat_temperature: float = Field(
-        0.5,
+    repeat_temperature: float | None = Field(
+        None,
         ge=0,
         le=2,
-        description="Judge temperature for the repeats of the identity view: the temperature "
-        "whose noise the floor measures (set it to the one the judge rewards at).",
+        description="Judge temperature for the repeats of the identity view; unset: "
+        "temperature. The noise floor is shown beside the order figures only when the two "
+        "are equal (a floor at another temperature measures other noise).",
     )
     policies: list[str] = Field(
         default_factory=list,
@@ -633,6 +636,12 @@ class ProbesSettings(_Section):
         "judge's success rate for any failing-code attack exceeds this (or cannot be measured). "
         "Unset: no gate. `--fail-above` overrides it.",
     )
+
+    @model_validator(mode="after")
+    def _repeats_at_the_order_temperature(self) -> ProbesSettings:
+        if self.repeat_temperature is None:  # frozen: set once, here, to the resolved value
+            object.__setattr__(self, "repeat_temperature", self.temperature)
+        return self
 
     @model_validator(mode="after")
     def _gate_needs_an_attack(self) -> ProbesSettings:

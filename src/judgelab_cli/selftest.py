@@ -12,9 +12,9 @@ import typer
 
 def selftest(
     audits: Annotated[int, typer.Option(min=10, help="Simulated audits per cell.")] = 500,
-    tasks: Annotated[
-        str, typer.Option(help="Tasks per simulated audit, comma-separated.")
-    ] = "5,10,20,40",
+    clusters: Annotated[
+        str, typer.Option(help="Mixed tasks (clusters) per simulated audit, comma-separated.")
+    ] = "5,8,10,15,20,40",
     bootstrap: Annotated[int, typer.Option(min=50, help="Bootstrap resamples per CI.")] = 500,
     seed: Annotated[int, typer.Option(help="Seed of the simulation.")] = 0,
     truth_tasks: Annotated[
@@ -33,14 +33,16 @@ def selftest(
     from judgelab.analysis.selftest import SelftestSettings, run_selftest, selftest_markdown
 
     try:
-        sizes = tuple(int(t) for t in tasks.split(","))
+        sizes = tuple(int(t) for t in clusters.split(","))
     except ValueError:
-        raise typer.BadParameter(f"--tasks: integers separated by commas, got {tasks!r}") from None
+        raise typer.BadParameter(
+            f"--clusters: integers separated by commas, got {clusters!r}"
+        ) from None
     if any(n < 2 for n in sizes):
-        raise typer.BadParameter("--tasks: every audit needs at least 2 tasks")
+        raise typer.BadParameter("--clusters: every audit needs at least 2 mixed tasks")
     result = run_selftest(
         SelftestSettings(
-            audits=audits, tasks=sizes, bootstrap=bootstrap, seed=seed, truth_tasks=truth_tasks
+            audits=audits, clusters=sizes, bootstrap=bootstrap, seed=seed, truth_tasks=truth_tasks
         )
     )
     if out is not None:

@@ -86,7 +86,7 @@ def params(base_url: str) -> dict[str, Any]:
             "judges": ["ruler-a", "rubric-b"],
             "tasks": ["HumanEval/0", "HumanEval/2"],
             "permutations": 2,
-            "repeats": 1,
+            "repeats": 2,  # with the identity view's own call: the 3 a noise floor needs
             "policies": ["writer", "judge-a"],
             "bootstrap": 200,
         },

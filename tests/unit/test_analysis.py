@@ -354,8 +354,12 @@ def test_bootstrap_deterministic_and_ci_contains_point() -> None:
     m2 = truth_metrics(cand, truth, 0.8, resample_weights(len(truth.tasks), 500, 3))
     m3 = truth_metrics(cand, truth, 0.8, resample_weights(len(truth.tasks), 500, 4))
     assert m1 == m2
-    assert m1["pairwise_accuracy_ci_low"] != m3["pairwise_accuracy_ci_low"]
-    for key in ("roc_auc", "pairwise_accuracy", "top1_accuracy", "false_praise_rate", "score_gap"):
+    # the studentized bootstrap's ends move with the resamples; Wilson's and the t interval's
+    # come from the jackknife and do not
+    assert m1["advantage_fidelity_ci_low"] != m3["advantage_fidelity_ci_low"]
+    assert m1["pairwise_accuracy_ci_low"] == m3["pairwise_accuracy_ci_low"]
+    for key in ("roc_auc", "pairwise_accuracy", "top1_accuracy", "false_praise_rate", "score_gap",
+                "advantage_fidelity", "top1_over_chance", "mean_score_passing"):
         low, high = m1[f"{key}_ci_low"], m1[f"{key}_ci_high"]
         assert low is not None and high is not None
         assert low <= m1[key] <= high, key
@@ -488,7 +492,7 @@ def test_run_analysis_with_empty_scores(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ issue 17: CIs, scales
 
 
-TOO_FEW = "n = 2 groups: too few for a CI (minimum 5)"
+TOO_FEW = "n = 2 groups: too few for a CI (minimum 15)"
 
 
 def test_no_ci_from_fewer_than_min_groups_in_metrics_and_report(tmp_path: Path) -> None:
@@ -506,7 +510,7 @@ def test_no_ci_from_fewer_than_min_groups_in_metrics_and_report(tmp_path: Path) 
     # tables: the value and n compactly, the rule once in a footnote under each table
     headline = md.split("## Headline", 1)[1].split("## ", 1)[0]
     assert "| 0.417 (n = 2)† |" in headline and TOO_FEW not in headline
-    assert headline.count("† Fewer task groups than the minimum (5) behind the figure") == 1
+    assert headline.count("† Fewer task groups than the minimum (15) behind the figure") == 1
     assert f"0.417 ({TOO_FEW})" in md  # pairwise accuracy 2.5/6, in the findings' prose
     assert f"75.0% ({TOO_FEW})" in md  # false praise
     assert "0.417 [" not in md and "75.0% [" not in md
@@ -518,7 +522,7 @@ def test_no_ci_from_fewer_than_min_groups_in_metrics_and_report(tmp_path: Path) 
 
 
 def test_min_ci_groups_setting_is_validated() -> None:
-    assert AnalysisSettings().min_ci_groups == 5
+    assert AnalysisSettings().min_ci_groups == 15  # docs/SELFTEST.md
     with pytest.raises(ValueError, match="min_ci_groups"):
         AnalysisSettings(min_ci_groups=1)
 
@@ -545,15 +549,18 @@ def test_min_groups_counts_the_tasks_that_contribute_to_each_figure() -> None:
 
 
 def test_undefined_resamples_are_counted_and_reported() -> None:
-    """17.2: a resample without a mixed task leaves pairwise accuracy undefined; the count is
-    the number of weight rows with no weight on a mixed task (computed here independently)."""
+    """17.2: a resample without a mixed task leaves advantage fidelity (a studentized-bootstrap
+    figure) undefined; the count is the number of weight rows with no weight on a mixed task
+    (computed here independently). Wilson's shares use no resample: none is undefined."""
     rows = []
     for t in range(10):
         for c in range(3):
             passed = 1.0 if t >= 2 or c == 0 else 0.0  # t0, t1 mixed; the others all pass
             cid = f"t{t}c{c}"
             rows.append(row(f"t{t}", cid, "tests", "execution", passed))
-            rows.append(row(f"t{t}", cid, "judge", "ruler", round(0.3 * c + 0.05 * t, 2)))
+            # t1's passing c0 on top: the two mixed tasks differ (a spread to draw a CI from)
+            score = 0.9 if (t, c) == (1, 0) else round(0.3 * c + 0.05 * t, 2)
+            rows.append(row(f"t{t}", cid, "judge", "ruler", score))
     scores = pl.DataFrame(rows, schema=columns(ScoresSchema))
     truth = execution_truth(scores)
     w = resample_weights(len(truth.tasks), 1000, 1)
@@ -562,12 +569,11 @@ def test_undefined_resamples_are_counted_and_reported() -> None:
     assert m["pairwise_accuracy_n_groups"] == 2
     expected = int((w[:, mixed].sum(axis=1) == 0).sum())
     assert 60 < expected < 160  # (8/10)^10 = 0.107 of the resamples
-    assert m["pairwise_accuracy_undefined_resamples"] == expected
-    assert m["top1_accuracy_undefined_resamples"] == expected
-    assert m["false_praise_rate_undefined_resamples"] == expected  # no failing candidate either
-    assert m["roc_auc_undefined_resamples"] == expected
+    assert m["advantage_fidelity_undefined_resamples"] == expected
+    assert m["top1_over_chance_undefined_resamples"] == expected
+    assert m["pairwise_accuracy_undefined_resamples"] == 0
     assert m["mean_score_passing_undefined_resamples"] == 0
-    text = fmt_ci(m, "pairwise_accuracy")
+    text = fmt_ci(m, "advantage_fidelity")
     assert text.endswith(f"({expected} of 1000 resamples undefined)") and " [" in text
 
 

@@ -122,7 +122,7 @@ def test_report_says_plainly_the_audit_cannot_estimate_yet(tmp_path: Path) -> No
     md = (tmp_path / "report.md").read_text()
     assert "## Paired comparisons and power (strict pairwise accuracy)" in md
     assert "The power analysis cannot estimate yet: the judges share at most 1 mixed group" in md
-    assert "it needs at least 5 judged by both judges of a pair" in md
+    assert f"it needs at least {settings.min_ci_groups} judged by both judges of a pair" in md
     assert "higher (Holm" not in md and "About" not in md
 
 

@@ -137,6 +137,13 @@ def test_views_of_a_calibration_group(check) -> None:  # type: ignore[no-untyped
     assert views[5].order == views[0].order[::-1]
     for v in views[3:5]:
         assert v.replaced and all(i % 2 == 0 for i in v.replaced)
+    # a self-preference group: the same repeats (the noise floor covers every group the
+    # position figures rest on), no perturbation
+    from dataclasses import replace
+
+    other = views_for(replace(group, probe="self_preference"), 2, ["comments"], 2, check, seed=0)
+    assert [(v.name, v.repeat) for v in other] == [("perm:0", 0), ("perm:0", 1), ("perm:0", 2),
+                                                   ("perm:1", 0)]  # fmt: skip
 
 
 def test_canonical_source_needs_a_solution() -> None:

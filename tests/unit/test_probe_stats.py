@@ -111,7 +111,7 @@ def test_with_ci_needs_min_groups_and_counts_undefined_resamples() -> None:
     def mean(idx: np.ndarray) -> float:
         return float(values[idx].mean())
 
-    two = with_ci("m", 2, mean, 500, 3)
+    two = with_ci("m", 2, mean, 500, 3, min_groups=5)
     assert two["m"] == pytest.approx(0.25) and two["m_ci_low"] is None
     assert two["m_ci_reason"] == "n = 2 groups: too few for a CI (minimum 5)"
     assert two["m_n_groups"] == 2 and two["m_undefined_resamples"] is None
@@ -120,7 +120,7 @@ def test_with_ci_needs_min_groups_and_counts_undefined_resamples() -> None:
     def needs_group_0(idx: np.ndarray) -> float | None:
         return float(values[idx].mean()) if 0 in idx else None
 
-    out = with_ci("m", values.size, needs_group_0, 500, 3)
+    out = with_ci("m", values.size, needs_group_0, 500, 3, min_groups=5)
     weights = resample_weights(values.size, 500, 3)
     assert out["m_undefined_resamples"] == int((weights[:, 0] == 0).sum()) > 0
     assert out["m_ci_low"] is not None
@@ -132,10 +132,11 @@ def test_cluster_ci_brackets_the_point_and_is_deterministic() -> None:
     def mean(idx: np.ndarray) -> float:
         return float(values[idx].mean())
 
-    out = with_ci("m", values.size, mean, 500, 3)
+    out = with_ci("m", values.size, mean, 500, 3, min_groups=5)
     assert out["m"] == pytest.approx(values.mean())
     assert out["m_ci_low"] < out["m"] < out["m_ci_high"]
-    assert cluster_ci(values.size, mean, 500, 3) == (out["m_ci_low"], out["m_ci_high"])
+    assert cluster_ci(values.size, mean, 500, 3, min_groups=5) == (
+        out["m_ci_low"], out["m_ci_high"])  # fmt: skip
     assert cluster_ci(0, mean, 500, 3) == (None, None)
     assert cluster_ci(1, mean, 500, 3) == (None, None)  # one group: no CI, not [x, x]
     assert with_ci("m", values.size, mean, 0, 3)["m_ci_low"] is None
@@ -340,6 +341,40 @@ def test_self_preference_gap_is_controlled_for_pass_status() -> None:
     assert out["family_gap"] is None and "family_gap" in out["reasons"]
 
 
+def _self_rows(spec: list[tuple[str, str, str, bool, float]]) -> pl.DataFrame:
+    """(group, policy, family, passed, score) per candidate, judged in two orders."""
+    entries = []
+    for i, (group, policy, fam, passed, score) in enumerate(spec):
+        for view, slot in (("perm:0", i), ("perm:1", 9 - i)):
+            entries.append({"group_id": group, "probe": "self_preference", "view": view,
+                            "candidate_id": f"c{i}", "slot": slot, "score": score,
+                            "policy": policy, "policy_family": fam, "passed": passed})  # fmt: skip
+    return probe_rows(entries)
+
+
+def test_self_preference_is_matched_on_task_and_verdict() -> None:
+    """Own code is compared only with another family's code of the same task and verdict:
+    s0 passing, me 0.9 vs other 0.5 -> 0.4. Pooled over tasks (the unmatched gap) the passing
+    stratum adds s1's other (0.3): 0.9 - 0.4 = 0.5; my failing candidate has no match."""
+    rows = _self_rows([
+        ("s0", "me", "fam", True, 0.9), ("s0", "other", "x", True, 0.5),
+        ("s1", "me", "fam", False, 0.1), ("s1", "other", "x", True, 0.3),
+    ])  # fmt: skip
+    out = self_preference(rows, "me", "fam", 0, 0, min_groups=2)
+    assert out["self_gap"] == pytest.approx(0.4)
+    assert out["self_gap_unmatched"] == pytest.approx(0.5)
+    assert out["n_self_matched_cells"] == 1 and out["self_gap_confounded"] is False
+
+
+def test_self_preference_without_a_match_is_flagged_confounded() -> None:
+    rows = _self_rows([("s0", "me", "fam", True, 0.9), ("s0", "other", "x", False, 0.2),
+                       ("s1", "other", "x", True, 0.3)])  # fmt: skip
+    out = self_preference(rows, "me", "fam", 0, 0, min_groups=2)
+    assert out["self_gap"] is None and "confounded" in out["reasons"]["self_gap"]
+    assert out["self_gap_unmatched"] == pytest.approx(0.9 - 0.3)  # another task's code
+    assert out["self_gap_confounded"] is True and out["n_self_matched_cells"] == 0
+
+
 def test_calibration_matches_sklearn_and_definitions() -> None:
     rng = np.random.default_rng(5)
     entries, truth = [], {}
@@ -490,6 +525,38 @@ def test_the_quoted_ruler_case_reads_as_position_driven() -> None:
         assert out[f"{key}_ci_reason"] == "n = 1 group: too few for a CI (minimum 5)"
 
 
+def test_slot_trend_by_hand_on_the_ruler_case() -> None:
+    """Within-candidate least squares: c0 at slots 0/3 scores 1.0/0.0 (xy -1.5, xx 4.5), c1
+    at 1/2 0.85/0.0 (-0.425, 0.5), c2 at 2/1 0.7/0.0 (+0.35, 0.5), c3 0/0 (0, 4.5): slope
+    -1.575 / 10 per slot (earlier slots favoured)."""
+    out = position_bias(probe_rows(two_views("g", *RULER_CASE)), 0, 0, min_groups=5)
+    assert out["slot_trend"] == pytest.approx(-0.1575)
+    assert out["slot_trend_p"] is None  # one task: no test
+    assert out["slots"]["0"]["mean"] == pytest.approx(0.5) and out["slots"]["0"]["n_scores"] == 2
+
+
+def test_slot_trend_recovers_a_planted_slope_and_its_test() -> None:
+    """Candidates of different quality, each task with its own slope per slot: the trend is
+    the pooled within-candidate slope, and its p-value is the t-test on the leave-one-task-out
+    slopes (computed here with a loop and scipy)."""
+    from scipy import stats as scipy_stats
+
+    slopes = [-0.10, -0.06, -0.12, -0.02, -0.08, -0.09]
+    entries: list[dict] = []
+    for g, b in enumerate(slopes):
+        quality = [0.2, 0.9, 0.5, 0.7]
+        first = [quality[c] + b * c for c in range(4)]  # perm:0: candidate c at slot c
+        second = [quality[3 - s] + b * s for s in range(4)]  # perm:1, by slot
+        entries += two_views(f"g{g}", first, second)
+    out = position_bias(probe_rows(entries), 200, 0, min_groups=5)
+    assert out["slot_trend"] == pytest.approx(np.mean(slopes))  # equal xx per task
+    left_out = [np.mean(np.delete(slopes, i)) for i in range(6)]
+    se = np.sqrt(5 / 6 * np.sum((np.array(left_out) - np.mean(left_out)) ** 2))
+    p = 2 * scipy_stats.t.sf(abs(np.mean(slopes)) / se, 5)
+    assert out["slot_trend_p"] == pytest.approx(p) and p < 0.01
+    assert out["slot_trend_ci_high"] < 0
+
+
 def test_slot_effect_ci_over_groups_against_a_hand_bootstrap() -> None:
     from judgelab.analysis.truth import resample_weights
 
@@ -596,38 +663,50 @@ def test_noise_floor_by_hand_and_beside_every_order_and_perturbation_figure(tmp_
     assert floor["top_choice_agreement"] == pytest.approx(top_same / 6)
     assert floor["position_consistency_ci_low"] <= floor["position_consistency"]
 
-    # Through the whole analysis: order views at temperature 0, repeats at 0.7; the floor
-    # sits beside each order and perturbation figure, in metrics and in the report.
+    # Through the whole analysis, the floor at the order views' temperature (repeat 0 is one
+    # more call: 3 per group) sits beside each order and perturbation figure, on the groups of
+    # the figure it floors: g6 has repeats but no second order and no perturbation.
     pert = [{"group_id": f"g{g}", "view": "pert:comments", "candidate_id": f"g{g}c{c}",
-             "slot": c, "treated": c % 2 == 0, "score": 0.5} for g in range(6)
+             "slot": c, "treated": c % 2 == 0, "score": 0.5} for g in range(5)
             for c in range(4)]  # fmt: skip
-    rows = pl.concat([rows, probe_rows(pert)])
-    settings = ProbesSettings(temperature=0.0, repeat_temperature=0.7, repeats=2, bootstrap=50)
+    lone = [{"group_id": "g6", "view": "perm:0", "repeat": r, "candidate_id": f"g6c{c}",
+             "slot": c, "score": 0.1 * c + 0.3 * (r == 1)} for r in range(3)
+            for c in range(4)]  # fmt: skip
+    rows = pl.concat([rows, probe_rows(pert), probe_rows(lone)])
+    settings = ProbesSettings(temperature=0.5, repeats=2, bootstrap=50)
+    assert settings.repeat_temperature == 0.5  # unset: the order views' temperature
     cands = pl.DataFrame(schema=columns(ProbeCandidatesSchema))
     m = run_probe_analysis(cands, rows, settings, {}, tmp_path, min_ci_groups=5)
     j = m["judges"]["j"]
-    assert j["noise_floor"]["temperature"] == 0.7
-    assert j["noise_floor"]["repeats"] == [1, 2]  # repeat 0 ran at another temperature
-    assert j["noise_floor"]["position_consistency"] == pytest.approx(
-        (same - flat) / (pairs - flat), abs=1e-6
-    )
+    floor, pert_floor = j["noise_floor"], j["noise_floor_perturbation"]
+    assert floor["repeats"] == [0, 1, 2] and floor["calls_per_group"] == 3
+    assert floor["n_groups"] == 6 and floor["n_call_pairs"] == 6 * 3  # not g6
+    assert pert_floor["n_groups"] == 5  # the perturbed groups only
+    by_hand = noise_floor(rows, [0, 1, 2], 0.05, 50, 0, min_groups=5,
+                          groups=[f"g{g}" for g in range(6)])  # fmt: skip
+    assert floor["position_consistency"] == pytest.approx(by_hand["position_consistency"])
     pos = j["position"]
-    assert pos["position_consistency_noise_floor"] == j["noise_floor"]["position_consistency"]
-    assert pos["top_choice_agreement_noise_floor"] == j["noise_floor"]["top_choice_agreement"]
-    assert pos["preference_fairness_noise_floor"] == j["noise_floor"]["pair_instability"]
-    assert pos["slot_effect_noise_floor"] == j["noise_floor"]["mean_abs_delta"]
+    assert pos["position_consistency_noise_floor"] == floor["position_consistency"]
+    assert pos["top_choice_agreement_noise_floor"] == floor["top_choice_agreement"]
+    assert pos["preference_fairness_noise_floor"] == floor["pair_instability"]
+    assert pos["slot_effect_noise_floor"] == floor["mean_abs_delta"]
     comments = j["perturbation"]["comments"]
-    assert comments["effect_noise_floor"] == j["noise_floor"]["mean_abs_delta"]
-    assert comments["robustness_rate_noise_floor"] == j["noise_floor"]["robustness_rate"]
+    assert comments["effect_noise_floor"] == pert_floor["mean_abs_delta"]
+    assert comments["robustness_rate_noise_floor"] == pert_floor["robustness_rate"]
     report = (tmp_path / "report.md").read_text()
-    floor_pc = f"(floor {j['noise_floor']['position_consistency']:.3f})"
-    assert floor_pc in report
-    assert "temperature 0.0" in report and "temperature 0.7" in report
-    # Same temperature for both: the identity view's repeat 0 is one more call of the floor.
-    same_t = ProbesSettings(temperature=0.5, repeat_temperature=0.5, repeats=2)
-    m = run_probe_analysis(cands, rows, same_t, {}, tmp_path / "same", min_ci_groups=5)
-    assert m["judges"]["j"]["noise_floor"]["repeats"] == [0, 1, 2]
-    assert m["judges"]["j"]["noise_floor"]["n_call_pairs"] == 6 * 3
+    assert f"(floor {floor['position_consistency']:.3f})" in report
+    # Repeats at another temperature: measured and kept, but no floor beside the figures.
+    other_t = ProbesSettings(temperature=0.0, repeat_temperature=0.7, repeats=2)
+    m = run_probe_analysis(cands, rows, other_t, {}, tmp_path / "other", min_ci_groups=5)
+    j = m["judges"]["j"]
+    assert j["noise_floor"]["repeats"] == [1, 2] and j["noise_floor"]["temperature"] == 0.7
+    assert j["position"]["position_consistency_noise_floor"] is None
+    assert "another temperature" in j["position"]["noise_floor_reason"]
+    # Two calls per group (one repeat): too few for a floor.
+    one = ProbesSettings(temperature=0.5, repeats=1)
+    m = run_probe_analysis(cands, rows.filter(pl.col("repeat") < 2), one, {}, tmp_path / "one",
+                           min_ci_groups=5)  # fmt: skip
+    assert "needs 3" in m["judges"]["j"]["position"]["noise_floor_reason"]
 
 
 def test_report_names_position_consistency_as_shi_et_al(tmp_path) -> None:  # type: ignore[no-untyped-def]

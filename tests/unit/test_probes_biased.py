@@ -249,19 +249,22 @@ def test_order_views_at_temperature_0_and_repeats_at_repeat_temperature(
     probed: dict[str, Any],
 ) -> None:
     probes = probed["settings"].probes
-    assert (probes.temperature, probes.repeat_temperature) == (0.0, 0.5)  # the defaults
+    # the defaults: the repeats at the order views' temperature (the floor's noise is theirs)
+    assert (probes.temperature, probes.repeat_temperature) == (0.0, 0.0)
     judged = [r for r in probed["requests"] if "<trajectory" in json.dumps(r["messages"])]
     # The request seed is call.seed + 1000 * repeat + attempt: repeats are seeds >= 1000.
     repeats = [r for r in judged if r["seed"] >= 1000]
     views = [r for r in judged if r["seed"] < 1000]
     assert repeats and views
     assert {r["temperature"] for r in views} == {0.0}
-    assert {r["temperature"] for r in repeats} == {0.5}
-    # Two repeats per known-truth group and judge, all at the repeat temperature.
-    n_cal = probed["candidates"].filter(pl.col("probe") == "calibration")["group_id"].n_unique()
-    assert len(repeats) == 3 * n_cal * probes.repeats
+    assert {r["temperature"] for r in repeats} == {0.0}
+    # Two repeats per group (known-truth and self-preference) and judge, at the repeat
+    # temperature: the floor covers every group the position figures rest on.
+    n_groups = probed["candidates"]["group_id"].n_unique()
+    assert len(repeats) == 3 * n_groups * probes.repeats
     floor = probed["metrics"]["judges"]["ruler-slot-judge"]["noise_floor"]
-    assert floor["repeats"] == [1, 2] and floor["temperature"] == 0.5
+    assert floor["repeats"] == [0, 1, 2] and floor["temperature"] == 0.0
+    assert floor["calls_per_group"] == 3 and "unusable" not in floor
 
 
 def test_probe_temperature_keys_the_judge_cache(tmp_path: Path) -> None:

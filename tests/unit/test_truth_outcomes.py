@@ -186,8 +186,11 @@ def test_truth_figures_on_parseable_code_only_beside_all_code() -> None:
     assert parseable["n_failing"] == 6 and parseable["n_false_praise"] == 0
     assert parseable["false_praise_rate"] == 0.0 and parseable["pairwise_accuracy"] == 1.0
     assert parseable["n_candidates_no_truth"] == 7  # 6 unparseable + the sandbox error
-    # a valid CI on each: 6 tasks contribute, minimum 5
-    assert parseable["pairwise_accuracy_ci_low"] == parseable["pairwise_accuracy_ci_high"] == 1
+    # a valid CI on each: 6 tasks contribute, minimum 5. Every pair right in every task: no
+    # variance between tasks, so Wilson's interval at all 6 pairs, n / (n + z^2) by hand
+    z2 = 1.959964**2
+    assert parseable["pairwise_accuracy_ci_low"] == pytest.approx(6 / (6 + z2), abs=1e-6)
+    assert parseable["pairwise_accuracy_ci_high"] == 1
 
 
 def test_without_unparseable_code_both_are_the_same() -> None:
@@ -209,7 +212,7 @@ def test_the_report_says_what_kind_each_failure_was(tmp_path: Path) -> None:
     assert "## Headline, parseable code only" in md
     assert (
         "on parseable code only (6 candidates without code or that did not parse left out): "
-        "pairwise accuracy 1.000 [1.000, 1.000]; false praise 0.0% [0.0%, 0.0%] (0 of 6 "
+        "pairwise accuracy 1.000 [0.610, 1.000]; false praise 0.0% [0.0%, 39.0%] (0 of 6 "
         "failing candidates)." in md
     )
     html = (tmp_path / "report.html").read_text()

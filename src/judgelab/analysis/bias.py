@@ -40,6 +40,10 @@ Position (views ``perm:*``, repeat 0; Shi et al. 2024, "Judging the Judges"):
   that ranks by slot in one order and ties everything in the other reads as fair under the
   published formula and not under this one. 0 is fair, < 0 favours earlier slots (primacy),
   > 0 later slots (recency).
+- `slot_trend`: the within-candidate least-squares slope of score on slot index (each
+  candidate's scores and slots centred on its own means, so quality drops out; > 0 favours
+  later slots), CI over tasks, `slot_trend_p` a two-sided cluster t-test (jackknife SE over
+  tasks, n - 1 df). Read with `slots[j].mean`: an alternating pattern is no trend.
 - `slot_effect`: candidate-controlled position effect. Over every pair of views (v, w) of a
   group and every candidate shown first in v and last in w (its group's mirrored slot), the
   mean of score_v - score_w: how much the same candidate gains by being shown first rather
@@ -77,8 +81,11 @@ Self-preference (groups whose candidates come from several policies; score = mea
 - `matrix[policy]` = mean score this judge gives to that policy's candidates.
 - `self_gap`: mean score of the judge's own model's candidates minus that of candidates from
   other families; `family_gap`: same family but a different model, minus other families. Both
-  are controlled for test status: the difference is taken within each stratum of `passed`
-  (True, False, unknown) and averaged with weights n_own * n_other / (n_own + n_other).
+  on matched candidates: the difference is taken within each cell of one task (group) and one
+  known test verdict holding both, averaged with weights n_own * n_other / (n_own + n_other)
+  (`n_<kind>_matched_cells`). Without a match the gap is null and `<kind>_gap_confounded` is
+  True; `<kind>_gap_unmatched` (within `passed` strata pooled over tasks) stays beside it: it
+  compares code of different tasks and quality, not families.
 """
 
 from __future__ import annotations
@@ -90,8 +97,10 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+from scipy import stats as scipy_stats
 
 from judgelab.analysis.agreement import with_ci
+from judgelab.analysis.stats import jackknife_variance, too_few_groups
 
 PERM = "perm:"
 PERT = "pert:"
@@ -196,21 +205,42 @@ def _earlier_wins(s_first: float, s_second: float) -> float:
     return 1.0 if s_first > s_second else (0.5 if s_first == s_second else 0.0)
 
 
+_POSITION_SUMS = (
+    "top_same", "top_pairs", "top_tied_pairs", "pairs", "consistent", "primacy", "recency",
+    "primacy_tied", "recency_tied", "lean", "delta_sum", "delta_n", "top_views", "tied_views",
+    "flat", "ordered_pairs", "ordered_consistent", "trend_xy", "trend_xx",
+)  # fmt: skip
+_SLOT_SUMS = ("slot_sum", "slot_n", "top_slot", "tie_winner", "effect_sum", "effect_n")
+
+
 def _position_parts(views: dict[str, Scores], size: int, k: int) -> dict[str, Any]:
     """Per-group sums from which every position figure is a ratio (size: the group's members,
     scored or not; k: slots over all groups; a view counts for the top-choice figures only
     when it scored every member)."""
-    parts: dict[str, Any] = {
-        key: 0.0
-        for key in (
-            "top_same", "top_pairs", "top_tied_pairs", "pairs", "consistent", "primacy",
-            "recency", "primacy_tied", "recency_tied", "lean", "delta_sum", "delta_n",
-            "top_views", "tied_views", "flat", "ordered_pairs", "ordered_consistent",
-        )
-    }  # fmt: skip
-    for key in ("slot_sum", "slot_n", "top_slot", "tie_winner", "effect_sum", "effect_n"):
+    parts: dict[str, Any] = dict.fromkeys(_POSITION_SUMS, 0.0)
+    for key in _SLOT_SUMS:
         parts[key] = np.zeros(k)
     names = sorted(views)
+    _slot_sums(parts, views, names, size, k)
+    _mirror_effects(parts, views, names, size)
+    for v, w in itertools.combinations(names, 2):
+        a, b = views[v], views[w]
+        common = sorted(set(a) & set(b))
+        if len(common) == size and size > 0:
+            ta, tb = top_of(a), top_of(b)
+            parts["top_pairs"] += 1
+            parts["top_same"] += float(ta is not None and ta == tb)
+            parts["top_tied_pairs"] += float(ta is None or tb is None)
+        for x, y in itertools.combinations(common, 2):
+            _swapped_pair(parts, a, b, x, y, k)
+    _candidate_sums(parts, views, names)
+    return parts
+
+
+def _slot_sums(
+    parts: dict[str, Any], views: dict[str, Scores], names: list[str], size: int, k: int
+) -> None:
+    """Score and top counts by slot."""
     for v in names:
         cands = views[v]
         for score, slot in cands.values():
@@ -224,64 +254,81 @@ def _position_parts(views: dict[str, Scores], size: int, k: int) -> dict[str, An
             elif cands[top][1] is not None:
                 parts["top_slot"][cands[top][1]] += 1
                 parts["top_views"] += 1
-    for v, w in itertools.permutations(names, 2):  # candidate-controlled slot effect
+
+
+def _mirror_effects(
+    parts: dict[str, Any], views: dict[str, Scores], names: list[str], size: int
+) -> None:
+    """The candidate-controlled effect of slot j against its mirror size - 1 - j."""
+    for v, w in itertools.permutations(names, 2):
         a, b = views[v], views[w]
         for c in set(a) & set(b):
             (sa, sla), (sb, slb) = a[c], b[c]
             if sla is not None and slb is not None and sla != slb and sla + slb == size - 1:
                 parts["effect_sum"][sla] += sa - sb
                 parts["effect_n"][sla] += 1
-    for v, w in itertools.combinations(names, 2):
-        a, b = views[v], views[w]
-        common = sorted(set(a) & set(b))
-        if len(common) == size and size > 0:
-            ta, tb = top_of(a), top_of(b)
-            parts["top_pairs"] += 1
-            parts["top_same"] += float(ta is not None and ta == tb)
-            parts["top_tied_pairs"] += float(ta is None or tb is None)
-        for x, y in itertools.combinations(common, 2):
-            (sxa, slxa), (sya, slya) = a[x], a[y]
-            (sxb, slxb), (syb, slyb) = b[x], b[y]
-            if None in (slxa, slya, slxb, slyb) or (slxa < slya) == (slxb < slyb):
-                continue  # order not swapped between these views
-            parts["pairs"] += 1
-            flat = _pref(sxa, sya) == _pref(sxb, syb) == -1  # tied in both orders
-            parts["flat"] += float(flat)
-            parts["ordered_pairs"] += float(not flat)
-            if _pref(sxa, sya) == _pref(sxb, syb):
-                parts["consistent"] += 1
-                parts["ordered_consistent"] += float(not flat)
-                continue
-            # p: 1 when the earlier-shown one wins, 1/2 tie, 0 the later-shown one.
-            pa = _earlier_wins(sxa, sya) if slxa < slya else _earlier_wins(sya, sxa)
-            pb = _earlier_wins(sxb, syb) if slxb < slyb else _earlier_wins(syb, sxb)
-            lean = pa + pb - 1.0  # +1 primacy both, -1 recency both, +-1/2 tied in one
-            parts["lean"] += lean
-            if lean == 1.0:
-                parts["primacy"] += 1
-            elif lean == -1.0:
-                parts["recency"] += 1
-            else:  # tied in one view, ordered in the other: position-driven all the same
-                parts["primacy_tied" if lean > 0 else "recency_tied"] += 1
-                ordered = a if pb == 0.5 else b
-                winner = x if ordered[x][0] > ordered[y][0] else y
-                slot = ordered[winner][1]
-                if slot is not None and slot < k:
-                    parts["tie_winner"][slot] += 1
+
+
+def _swapped_pair(parts: dict[str, Any], a: Scores, b: Scores, x: str, y: str, k: int) -> None:
+    """Pair (x, y) in views a and b: counted when their order is swapped between them."""
+    (sxa, slxa), (sya, slya) = a[x], a[y]
+    (sxb, slxb), (syb, slyb) = b[x], b[y]
+    if None in (slxa, slya, slxb, slyb) or (slxa < slya) == (slxb < slyb):
+        return  # order not swapped between these views
+    parts["pairs"] += 1
+    flat = _pref(sxa, sya) == _pref(sxb, syb) == -1  # tied in both orders
+    parts["flat"] += float(flat)
+    parts["ordered_pairs"] += float(not flat)
+    if _pref(sxa, sya) == _pref(sxb, syb):
+        parts["consistent"] += 1
+        parts["ordered_consistent"] += float(not flat)
+        return
+    # p: 1 when the earlier-shown one wins, 1/2 tie, 0 the later-shown one.
+    pa = _earlier_wins(sxa, sya) if slxa < slya else _earlier_wins(sya, sxa)
+    pb = _earlier_wins(sxb, syb) if slxb < slyb else _earlier_wins(syb, sxb)
+    lean = pa + pb - 1.0  # +1 primacy both, -1 recency both, +-1/2 tied in one
+    parts["lean"] += lean
+    if lean == 1.0:
+        parts["primacy"] += 1
+    elif lean == -1.0:
+        parts["recency"] += 1
+    else:  # tied in one view, ordered in the other: position-driven all the same
+        parts["primacy_tied" if lean > 0 else "recency_tied"] += 1
+        ordered = a if pb == 0.5 else b
+        winner = x if ordered[x][0] > ordered[y][0] else y
+        slot = ordered[winner][1]
+        if slot is not None and slot < k:
+            parts["tie_winner"][slot] += 1
+
+
+def _candidate_sums(parts: dict[str, Any], views: dict[str, Scores], names: list[str]) -> None:
+    """Per candidate seen in two or more views: its mean |score difference| between views, and
+    the within-candidate sums of the slot trend (score and slot centred on the candidate's own
+    means, so the candidate's quality drops out)."""
     cand_ids = set().union(*[set(c) for c in views.values()]) if views else set()
-    for c in cand_ids:
-        s = [views[v][c][0] for v in names if c in views[v]]
+    for c in sorted(cand_ids):
+        seen = [views[v][c] for v in names if c in views[v]]
+        s = [score for score, _ in seen]
         if len(s) >= 2:
             d = [abs(p - q) for p, q in itertools.combinations(s, 2)]
             parts["delta_sum"] += float(np.mean(d))
             parts["delta_n"] += 1
-    return parts
+        placed = [(score, slot) for score, slot in seen if slot is not None]
+        if len(placed) >= 2:
+            sc = np.array([score for score, _ in placed])
+            sl = np.array([slot for _, slot in placed], dtype=float)
+            parts["trend_xy"] += float(np.sum((sl - sl.mean()) * (sc - sc.mean())))
+            parts["trend_xx"] += float(np.sum((sl - sl.mean()) ** 2))
+
+
+def position_groups(rows: pl.DataFrame) -> dict[str, dict[str, Scores]]:
+    """The groups the position figures rest on: scored under two or more permutations."""
+    return {g: v for g, v in view_scores(rows, PERM).items() if len(v) >= 2}
 
 
 def position_bias(rows: pl.DataFrame, n_boot: int, seed: int, *, min_groups: int) -> dict[str, Any]:
     """Position figures of one judge (module docstring), CIs over groups."""
-    groups = view_scores(rows, PERM)
-    multi = {g: v for g, v in groups.items() if len(v) >= 2}
+    multi = position_groups(rows)
     sizes = group_sizes(rows)
     k = max((sizes[g] for g in multi), default=0)
     out: dict[str, Any] = {"n_groups": len(multi), "k": k}
@@ -291,8 +338,16 @@ def position_bias(rows: pl.DataFrame, n_boot: int, seed: int, *, min_groups: int
     parts = by_task(rows, list(multi), [_position_parts(v, sizes[g], k) for g, v in multi.items()])
     n = len(parts)
     out["n_tasks"] = n
-    every = np.arange(n)
+    fig = {"boot": n_boot, "seed": seed, "min_groups": min_groups}
+    _position_figures(out, parts, n, fig)
+    _slot_trend(out, parts, n, fig)
+    _position_counts(out, parts)
+    out["slots"] = _slot_figures(parts, n, k, fig)
+    return out
 
+
+def _position_figures(out: dict[str, Any], parts: list[dict[str, Any]], n: int,
+                      fig: dict[str, Any]) -> None:  # fmt: skip
     def ratio(num: str, den: str) -> Callable[[np.ndarray], float | None]:
         return lambda idx: _ratio(_sum(parts, idx, num), _sum(parts, idx, den))
 
@@ -310,10 +365,9 @@ def position_bias(rows: pl.DataFrame, n_boot: int, seed: int, *, min_groups: int
             return 0.0
         return (rc * rc / inconsistent - pc * pc / inconsistent) / n_pairs
 
-    def slot_effect(idx: np.ndarray, j: int = 0) -> float | None:
-        return _ratio(_sum(parts, idx, "effect_sum")[j], _sum(parts, idx, "effect_n")[j])
+    def slot_effect(idx: np.ndarray) -> float | None:
+        return _ratio(_sum(parts, idx, "effect_sum")[0], _sum(parts, idx, "effect_n")[0])
 
-    fig = {"boot": n_boot, "seed": seed, "min_groups": min_groups}
     _figure(out, "position_consistency", n, ratio("ordered_consistent", "ordered_pairs"), **fig)
     _figure(out, "position_consistency_with_flat", n, ratio("consistent", "pairs"), **fig)
     _figure(out, "flat_pair_rate", n, ratio("flat", "pairs"), **fig)
@@ -323,32 +377,62 @@ def position_bias(rows: pl.DataFrame, n_boot: int, seed: int, *, min_groups: int
     _figure(out, "top_choice_agreement", n, ratio("top_same", "top_pairs"), **fig)
     _figure(out, "mean_abs_delta", n, ratio("delta_sum", "delta_n"), **fig)
     swap = "no candidate pair was scored in two views that swap it"
-    _explain(
-        out,
-        {
-            "position_consistency": "no swapped pair was ordered (not tied in both views)",
-            "position_consistency_with_flat": swap,
-            "flat_pair_rate": swap,
-            "preference_fairness": swap,
-            "preference_fairness_tie_aware": swap,
-            "slot_effect": "no candidate was scored both first and last (mirrored orders)",
-            "top_choice_agreement": "no two views of a group scored every member",
-            "mean_abs_delta": "no candidate was scored in two views",
-        },
-    )
-    out["n_view_pairs"] = int(_sum(parts, every, "top_pairs"))
-    out["n_tied_view_pairs"] = int(_sum(parts, every, "top_tied_pairs"))
-    out["n_swapped_pairs"] = int(_sum(parts, every, "pairs"))
-    out["n_flat_pairs"] = int(_sum(parts, every, "flat"))
-    out["n_primacy_preferred"] = int(_sum(parts, every, "primacy"))
-    out["n_recency_preferred"] = int(_sum(parts, every, "recency"))
-    out["n_primacy_tied"] = int(_sum(parts, every, "primacy_tied"))
-    out["n_recency_tied"] = int(_sum(parts, every, "recency_tied"))
+    _explain(out, {
+        "position_consistency": "no swapped pair was ordered (not tied in both views)",
+        "position_consistency_with_flat": swap,
+        "flat_pair_rate": swap,
+        "preference_fairness": swap,
+        "preference_fairness_tie_aware": swap,
+        "slot_effect": "no candidate was scored both first and last (mirrored orders)",
+        "top_choice_agreement": "no two views of a group scored every member",
+        "mean_abs_delta": "no candidate was scored in two views",
+    })  # fmt: skip
+
+
+def _slot_trend(out: dict[str, Any], parts: list[dict[str, Any]], n: int,
+                fig: dict[str, Any]) -> None:  # fmt: skip
+    """`slot_trend`: the within-candidate least-squares slope of score on slot index (score
+    per slot later; > 0 favours later slots, < 0 earlier ones), with its CI over tasks and
+    `slot_trend_p`, a two-sided cluster t-test (jackknife SE over tasks, t with n - 1 df)."""
+
+    def slope(idx: np.ndarray) -> float | None:
+        return _ratio(_sum(parts, idx, "trend_xy"), _sum(parts, idx, "trend_xx"))
+
+    _figure(out, "slot_trend", n, slope, **fig)
+    _explain(out, {"slot_trend": "no candidate was scored at two different slots"})
+    out["slot_trend_p"] = None
+    value = out.get("slot_trend")
+    if value is None or too_few_groups(n, fig["min_groups"]):
+        return
+    every = np.arange(n)
+    left_out = np.array([slope(np.delete(every, i)) for i in every], dtype=float)
+    var, _ = jackknife_variance(left_out)
+    if np.isfinite(var) and var > 0:
+        t = value / np.sqrt(var)
+        out["slot_trend_p"] = float(2 * scipy_stats.t.sf(abs(t), n - 1))
+    elif np.isfinite(var):  # every task gives the same slope: no noise to test against
+        out["slot_trend_p"] = 0.0 if value != 0 else 1.0
+
+
+def _position_counts(out: dict[str, Any], parts: list[dict[str, Any]]) -> None:
+    every = np.arange(len(parts))
+    for key, name in (
+        ("top_pairs", "n_view_pairs"), ("top_tied_pairs", "n_tied_view_pairs"),
+        ("pairs", "n_swapped_pairs"), ("flat", "n_flat_pairs"),
+        ("primacy", "n_primacy_preferred"), ("recency", "n_recency_preferred"),
+        ("primacy_tied", "n_primacy_tied"), ("recency_tied", "n_recency_tied"),
+        ("top_views", "n_top_views"), ("tied_views", "n_tied_top_views"),
+    ):  # fmt: skip
+        out[name] = int(_sum(parts, every, key))
     winners = _sum(parts, every, "tie_winner")
     out["tied_pair_winner_slots"] = {str(j): int(c) for j, c in enumerate(winners) if c}
     out["n_slot_effect_pairs"] = int(_sum(parts, every, "effect_n")[0])
-    out["n_top_views"] = int(_sum(parts, every, "top_views"))
-    out["n_tied_top_views"] = int(_sum(parts, every, "tied_views"))
+
+
+def _slot_figures(parts: list[dict[str, Any]], n: int, k: int,
+                  fig: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+    """Per slot: mean score, bias against the mean of the slots, mirror effect, top rate."""
+    every = np.arange(n)
     slots: dict[str, Any] = {}
     for j in range(k):
 
@@ -362,18 +446,88 @@ def position_bias(rows: pl.DataFrame, n_boot: int, seed: int, *, min_groups: int
             means = s[c > 0] / c[c > 0]
             return float(s[j] / c[j] - means.mean())
 
+        def effect(idx: np.ndarray, j: int = j) -> float | None:
+            return _ratio(_sum(parts, idx, "effect_sum")[j], _sum(parts, idx, "effect_n")[j])
+
         def top_rate(idx: np.ndarray, j: int = j) -> float | None:
             return _ratio(_sum(parts, idx, "top_slot")[j], _sum(parts, idx, "top_views"))
 
         slot: dict[str, Any] = {}
         _figure(slot, "mean", n, slot_mean, **fig)
         _figure(slot, "bias", n, slot_bias, **fig)
-        _figure(slot, "effect", n, lambda idx, j=j: slot_effect(idx, j), **fig)
+        _figure(slot, "effect", n, effect, **fig)
         _figure(slot, "top_rate", n, top_rate, **fig)
         slot["n_effect_pairs"] = int(_sum(parts, every, "effect_n")[j])
+        slot["n_scores"] = int(_sum(parts, every, "slot_n")[j])
         slots[str(j)] = slot
-    out["slots"] = slots
-    return out
+    return slots
+
+
+_FLOOR_SUMS = (
+    "top_same", "top_pairs", "pairs", "consistent", "instability", "delta_sum", "delta_n",
+    "robust", "robust_n", "stability_sum", "stability_n", "ordered_pairs", "ordered_consistent",
+)  # fmt: skip
+
+
+def _identity_calls(
+    rows: pl.DataFrame, repeats: Collection[int]
+) -> tuple[dict[str, dict[int, Scores]], dict[str, int]]:
+    """group -> repeat -> scores of the identity view's calls among `repeats`, and each
+    group's size (members shown per call, scored or not)."""
+    shown = rows.filter((pl.col("view") == f"{PERM}0") & pl.col("repeat").is_in(list(repeats)))
+    sizes = dict(
+        shown.group_by("group_id", "repeat").len().group_by("group_id")
+        .agg(pl.col("len").max()).iter_rows()
+    )  # fmt: skip
+    calls: dict[str, dict[int, Scores]] = {}
+    for r in _scored(shown).iter_rows(named=True):
+        calls.setdefault(r["group_id"], {}).setdefault(r["repeat"], {})[r["candidate_id"]] = (
+            float(r["score"]),
+            int(r["slot"]) if r["slot"] is not None else None,
+        )
+    return calls, sizes
+
+
+def _floor_parts(by_call: dict[int, Scores], size: int, tolerance: float) -> dict[str, float]:
+    """Per-group sums of the noise-floor figures over every two calls of the group."""
+    p = dict.fromkeys(_FLOOR_SUMS, 0.0)
+    full = [c for c in by_call.values() if len(c) == size]
+    named = Counter(t for t in (top_of(c) for c in full) if t is not None)
+    p["stability_sum"] = max(named.values(), default=0) / len(full) if full else 0.0
+    p["stability_n"] = 1.0 if full else 0.0
+    for a, b in itertools.combinations([by_call[r] for r in sorted(by_call)], 2):
+        common = sorted(set(a) & set(b))
+        if len(common) == size:
+            ta, tb = top_of(a), top_of(b)
+            p["top_pairs"] += 1
+            p["top_same"] += float(ta is not None and ta == tb)
+        for c in common:
+            p["robust"] += float(abs(a[c][0] - b[c][0]) <= tolerance)
+            p["robust_n"] += 1
+        for x, y in itertools.combinations(common, 2):
+            _floor_pair(p, a, b, x, y)
+    for c in set().union(*by_call.values()):
+        s = [by_call[r][c][0] for r in sorted(by_call) if c in by_call[r]]
+        if len(s) >= 2:
+            p["delta_sum"] += float(np.mean([abs(u - v) for u, v in
+                                             itertools.combinations(s, 2)]))  # fmt: skip
+            p["delta_n"] += 1
+    return p
+
+
+def _floor_pair(p: dict[str, float], a: Scores, b: Scores, x: str, y: str) -> None:
+    if a[x][1] is None or a[y][1] is None:
+        return
+    first, second = (x, y) if a[x][1] < a[y][1] else (y, x)
+    p["pairs"] += 1
+    same = _pref(a[x][0], a[y][0]) == _pref(b[x][0], b[y][0])
+    p["consistent"] += float(same)
+    flat = same and _pref(a[x][0], a[y][0]) == -1  # tied in both calls
+    p["ordered_pairs"] += float(not flat)
+    p["ordered_consistent"] += float(same and not flat)
+    p["instability"] += abs(
+        _earlier_wins(a[first][0], a[second][0]) - _earlier_wins(b[first][0], b[second][0])
+    )
 
 
 def noise_floor(
@@ -384,72 +538,20 @@ def noise_floor(
     seed: int,
     *,
     min_groups: int,
+    groups: Collection[str] | None = None,
 ) -> dict[str, Any]:
     """Figures between every two calls of the identity view ``perm:0`` among `repeats` (the
-    calls at the repeat temperature), CIs over groups (module docstring)."""
-    shown = rows.filter((pl.col("view") == f"{PERM}0") & pl.col("repeat").is_in(list(repeats)))
-    sizes = dict(
-        shown.group_by("group_id", "repeat").len().group_by("group_id")
-        .agg(pl.col("len").max()).iter_rows()
-    )  # fmt: skip
-    ident = _scored(shown)
-    calls: dict[str, dict[int, Scores]] = {}
-    for r in ident.iter_rows(named=True):
-        calls.setdefault(r["group_id"], {}).setdefault(r["repeat"], {})[r["candidate_id"]] = (
-            float(r["score"]),
-            int(r["slot"]) if r["slot"] is not None else None,
-        )
-    parts: list[dict[str, float]] = []
-    part_groups: list[str] = []
-    for g in sorted(calls):
-        by_call = calls[g]
-        if len(by_call) < 2:
-            continue
-        size = sizes[g]
-        p = dict.fromkeys(
-            ("top_same", "top_pairs", "pairs", "consistent", "instability", "delta_sum",
-             "delta_n", "robust", "robust_n", "stability_sum", "stability_n", "ordered_pairs",
-             "ordered_consistent"), 0.0,
-        )  # fmt: skip
-        full = [c for c in by_call.values() if len(c) == size]
-        tops = [top_of(c) for c in full]
-        named = Counter(t for t in tops if t is not None)
-        p["stability_sum"] = max(named.values(), default=0) / len(full) if full else 0.0
-        p["stability_n"] = 1.0 if full else 0.0
-        for a, b in itertools.combinations([by_call[r] for r in sorted(by_call)], 2):
-            common = sorted(set(a) & set(b))
-            if len(common) == size:
-                ta, tb = top_of(a), top_of(b)
-                p["top_pairs"] += 1
-                p["top_same"] += float(ta is not None and ta == tb)
-            for c in common:
-                d = abs(a[c][0] - b[c][0])
-                p["robust"] += float(d <= tolerance)
-                p["robust_n"] += 1
-            for x, y in itertools.combinations(common, 2):
-                if a[x][1] is None or a[y][1] is None:
-                    continue
-                first, second = (x, y) if a[x][1] < a[y][1] else (y, x)
-                p["pairs"] += 1
-                same = _pref(a[x][0], a[y][0]) == _pref(b[x][0], b[y][0])
-                p["consistent"] += float(same)
-                flat = same and _pref(a[x][0], a[y][0]) == -1  # tied in both calls
-                p["ordered_pairs"] += float(not flat)
-                p["ordered_consistent"] += float(same and not flat)
-                p["instability"] += abs(
-                    _earlier_wins(a[first][0], a[second][0])
-                    - _earlier_wins(b[first][0], b[second][0])
-                )
-        for c in set().union(*by_call.values()):
-            s = [by_call[r][c][0] for r in sorted(by_call) if c in by_call[r]]
-            if len(s) >= 2:
-                p["delta_sum"] += float(np.mean([abs(u - v) for u, v in
-                                                 itertools.combinations(s, 2)]))  # fmt: skip
-                p["delta_n"] += 1
-        parts.append(p)
-        part_groups.append(g)
+    calls at the repeat temperature), CIs over tasks (module docstring); only `groups` when
+    given (the groups of the figure the floor sits beside)."""
+    calls, sizes = _identity_calls(rows, repeats)
+    if groups is not None:
+        calls = {g: c for g, c in calls.items() if g in set(groups)}
+    part_groups = [g for g in sorted(calls) if len(calls[g]) >= 2]
+    parts = [_floor_parts(calls[g], sizes[g], tolerance) for g in part_groups]
     out: dict[str, Any] = {"repeats": sorted(repeats), "n_groups": len(parts),
-                           "tolerance": tolerance}  # fmt: skip
+                           "tolerance": tolerance,
+                           "calls_per_group": min((len(calls[g]) for g in part_groups),
+                                                  default=0)}  # fmt: skip
     if not parts:
         out["reason"] = (
             f"no group has two or more scored calls of the identity view among repeats "
@@ -457,37 +559,36 @@ def noise_floor(
         )
         return out
     parts = by_task(rows, part_groups, parts)
+    out["n_tasks"] = len(parts)
+    _floor_figures(out, parts, {"boot": n_boot, "seed": seed, "min_groups": min_groups})
+    out["n_call_pairs"] = int(sum(p["top_pairs"] for p in parts))
+    out["n_pairs"] = int(sum(p["pairs"] for p in parts))
+    return out
+
+
+def _floor_figures(out: dict[str, Any], parts: list[dict[str, Any]], fig: dict[str, Any]) -> None:
     n = len(parts)
-    out["n_tasks"] = n
 
     def r(num: str, den: str) -> Callable[[np.ndarray], float | None]:
         return lambda idx: _ratio(sum(parts[i][num] for i in idx),
                                   sum(parts[i][den] for i in idx))  # fmt: skip
 
-    stability = r("stability_sum", "stability_n")  # mean over groups with a full call
-
-    fig = {"boot": n_boot, "seed": seed, "min_groups": min_groups}
     _figure(out, "position_consistency", n, r("ordered_consistent", "ordered_pairs"), **fig)
     _figure(out, "position_consistency_with_flat", n, r("consistent", "pairs"), **fig)
     _figure(out, "pair_instability", n, r("instability", "pairs"), **fig)
     _figure(out, "top_choice_agreement", n, r("top_same", "top_pairs"), **fig)
-    _figure(out, "stability", n, stability, **fig)
+    # mean over groups with a full call
+    _figure(out, "stability", n, r("stability_sum", "stability_n"), **fig)
     _figure(out, "mean_abs_delta", n, r("delta_sum", "delta_n"), **fig)
     _figure(out, "robustness_rate", n, r("robust", "robust_n"), **fig)
-    _explain(
-        out,
-        {
-            "position_consistency": "no candidate pair was scored in two calls",
-            "pair_instability": "no candidate pair was scored in two calls",
-            "top_choice_agreement": "no two calls of a group scored every member",
-            "stability": "no call of a group scored every member",
-            "mean_abs_delta": "no candidate was scored in two calls",
-            "robustness_rate": "no candidate was scored in two calls",
-        },
-    )
-    out["n_call_pairs"] = int(sum(p["top_pairs"] for p in parts))
-    out["n_pairs"] = int(sum(p["pairs"] for p in parts))
-    return out
+    _explain(out, {
+        "position_consistency": "no candidate pair was scored in two calls",
+        "pair_instability": "no candidate pair was scored in two calls",
+        "top_choice_agreement": "no two calls of a group scored every member",
+        "stability": "no call of a group scored every member",
+        "mean_abs_delta": "no candidate was scored in two calls",
+        "robustness_rate": "no candidate was scored in two calls",
+    })  # fmt: skip
 
 
 def perturbation_bias(
@@ -563,6 +664,8 @@ def perturbation_bias(
 
 
 def _stratified_gap(own: pl.DataFrame, other: pl.DataFrame) -> float | None:
+    """Own minus other mean score within each stratum of `passed` (pooled over tasks),
+    weighted n_own * n_other / (n_own + n_other)."""
     num = den = 0.0
     for stratum in (True, False, None):
         sel = (pl.col("passed").is_null()) if stratum is None else (pl.col("passed") == stratum)
@@ -574,6 +677,24 @@ def _stratified_gap(own: pl.DataFrame, other: pl.DataFrame) -> float | None:
     return num / den if den else None
 
 
+def _matched_cells(own: pl.DataFrame, other: pl.DataFrame) -> list[tuple[float, float]]:
+    """(own mean - other mean, weight n_own * n_other / (n_own + n_other)) per cell of one
+    task (group) and one known test verdict holding candidates of both."""
+    cells = []
+    for (g, passed), a in own.filter(pl.col("passed").is_not_null()).group_by("group_id", "passed"):
+        b = other.filter((pl.col("group_id") == g) & (pl.col("passed") == passed))
+        if b.height:
+            w = a.height * b.height / (a.height + b.height)
+            cells.append((float(a["score"].mean() - b["score"].mean()), w))
+    return cells
+
+
+def _matched_gap(own: pl.DataFrame, other: pl.DataFrame) -> float | None:
+    cells = _matched_cells(own, other)
+    weight = sum(w for _, w in cells)
+    return sum(d * w for d, w in cells) / weight if weight else None
+
+
 def self_preference(
     rows: pl.DataFrame,
     judge_model: str,
@@ -583,7 +704,7 @@ def self_preference(
     *,
     min_groups: int,
 ) -> dict[str, Any]:
-    """Policy-by-judge row of the matrix and the controlled self/family gaps (+ CIs)."""
+    """Policy-by-judge row of the matrix and the self/family gaps (+ CIs)."""
     sel = _scored(rows).filter(
         pl.col("view").str.starts_with(PERM) & pl.col("policy").is_not_null()
     )
@@ -615,30 +736,36 @@ def self_preference(
         _figure(cell, "mean", n, mean_for, **kw)
         matrix[policy] = cell
     out["matrix"] = matrix
-
-    def gap(kind: str) -> Callable[[np.ndarray], float | None]:
-        def stat(idx: np.ndarray) -> float | None:
-            frame = pick(idx)
-            if kind == "self":
-                own = frame.filter(pl.col("policy") == judge_model)
-            else:
-                own = frame.filter(
-                    (pl.col("policy_family") == judge_family) & (pl.col("policy") != judge_model)
-                )
-            other = frame.filter(pl.col("policy_family") != judge_family)
-            return _stratified_gap(own, other)
-
-        return stat
-
-    _figure(out, "self_gap", n, gap("self"), **kw)
-    _figure(out, "family_gap", n, gap("family"), **kw)
-    _explain(
-        out,
-        {
-            "self_gap": f"needs candidates from {judge_model} and from another family in one "
-            "test stratum",
-            "family_gap": f"needs candidates from another {judge_family} model and from "
-            "another family in one test stratum",
-        },
-    )
+    for kind in ("self", "family"):
+        _gap_figures(out, kind, cand, pick, n, kw)
     return out
+
+
+def _gap_figures(out: dict[str, Any], kind: str, cand: pl.DataFrame,
+                 pick: Callable[[np.ndarray], pl.DataFrame], n: int,
+                 kw: dict[str, Any]) -> None:  # fmt: skip
+    """`<kind>_gap`: own minus another family's candidates matched on task and test verdict;
+    `<kind>_gap_unmatched`: the gap within verdict strata pooled over tasks, which compares
+    code of different tasks (and quality); `<kind>_gap_confounded` is True when only it exists."""
+    model, family = out["judge_model"], out["judge_family"]
+
+    def split(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+        if kind == "self":
+            own = frame.filter(pl.col("policy") == model)
+        else:
+            own = frame.filter((pl.col("policy_family") == family) & (pl.col("policy") != model))
+        return own, frame.filter(pl.col("policy_family") != family)
+
+    name = f"{kind}_gap"
+    _figure(out, name, n, lambda idx: _matched_gap(*split(pick(idx))), **kw)
+    _figure(out, f"{name}_unmatched", n, lambda idx: _stratified_gap(*split(pick(idx))), **kw)
+    cells = _matched_cells(*split(cand))
+    out[f"n_{kind}_matched_cells"] = len(cells)
+    out[f"{name}_confounded"] = out.get(name) is None and out.get(f"{name}_unmatched") is not None
+    who = f"{model}" if kind == "self" else f"another {family} model"
+    _explain(out, {
+        name: f"no task has candidates from {who} and from another family with the same test "
+        "verdict (the unmatched gap compares different tasks or quality: confounded)",
+        f"{name}_unmatched": f"needs candidates from {who} and from another family in one "
+        "test stratum",
+    })  # fmt: skip

@@ -15,10 +15,14 @@
     ``probes.temperature``, 0 by default);
   * ``perturbation``: `bias.perturbation_bias` per perturbation;
   * ``self_preference``: `bias.self_preference` (the judge's row of the policy x judge matrix
-    and its controlled self/family gaps);
-  * ``noise_floor``: `bias.noise_floor` between the calls of the identity view at
-    ``probes.repeat_temperature`` (repeats 1.., and repeat 0 too when the two temperatures
-    are equal), with repeat stability. Beside each order and perturbation figure sits
+    and its self/family gaps on candidates matched on task and test verdict);
+  * ``noise_floor`` (on the groups of the position figures) and ``noise_floor_perturbation``
+    (on the perturbed known-truth groups): `bias.noise_floor` between the calls of the
+    identity view at ``probes.repeat_temperature`` (repeats 1.., and repeat 0 too when the two
+    temperatures are equal), with repeat stability; `floor_for` marks a floor ``unusable``
+    (measured at another temperature than the order views, or from fewer than
+    FLOOR_MIN_CALLS calls of a group) and then no figure gets one (``noise_floor_reason``
+    says why). Beside each order and perturbation figure sits
     ``<figure>_noise_floor``, the value a judge with no position or perturbation bias but this
     much noise shows: position consistency, top-choice agreement and mean |delta| beside their
     namesakes, pair instability beside preference fairness, score noise (mean |delta|) beside
@@ -60,10 +64,12 @@ from judgelab.analysis.agreement import (  # noqa: E402
 from judgelab.analysis.attacks import attack_bias, attack_lines, plot_attacks  # noqa: E402
 from judgelab.analysis.bias import (  # noqa: E402
     PERM,
+    PERT,
     figure_with_ci,
     noise_floor,
     perturbation_bias,
     position_bias,
+    position_groups,
     self_preference,
     view_scores,
 )
@@ -158,6 +164,11 @@ def order_consistent(
     return out
 
 
+def _perturbed_groups(rows: pl.DataFrame) -> list[str]:
+    pert = rows.filter(pl.col("view").str.starts_with(PERT))
+    return sorted(pert["group_id"].unique().to_list()) if pert.height else []
+
+
 def noise_repeats(settings: ProbesSettings) -> list[int]:
     """The calls of the identity view at the repeat temperature: repeats 1.., and repeat 0
     too when the order views run at that same temperature."""
@@ -176,11 +187,44 @@ FLOOR_OF = {
 PERTURBATION_FLOOR_OF = {"effect": "mean_abs_delta", "robustness_rate": "robustness_rate"}
 
 
+# A floor rests on at least this many calls of each group: two calls give one difference,
+# which says little about the noise (issue 28: three or more repeats).
+FLOOR_MIN_CALLS = 3
+
+
 def with_floor(block: dict[str, Any], floor: dict[str, Any], pairs: dict[str, str]) -> None:
-    """block[f"{figure}_noise_floor"] = floor[its noise-floor figure] (None when unknown)."""
+    """block[f"{figure}_noise_floor"] = floor[its noise-floor figure] (None when unknown or
+    when the floor is not usable: `floor["unusable"]` says why, copied as
+    `noise_floor_reason`)."""
+    why = floor.get("unusable")
     for fig, floor_fig in pairs.items():
         if fig in block:
-            block[f"{fig}_noise_floor"] = floor.get(floor_fig)
+            block[f"{fig}_noise_floor"] = None if why else floor.get(floor_fig)
+    if why:
+        block["noise_floor_reason"] = why
+
+
+def floor_for(rows: pl.DataFrame, settings: ProbesSettings, groups: list[str],
+              min_ci_groups: int) -> dict[str, Any]:  # fmt: skip
+    """The noise floor on `groups` (those of the figures it sits beside), with `unusable`
+    set when it was measured at another temperature than the order views or from fewer than
+    FLOOR_MIN_CALLS calls of some group."""
+    floor = noise_floor(rows, noise_repeats(settings), settings.tolerance, settings.bootstrap,
+                        settings.seed, min_groups=min_ci_groups, groups=groups)  # fmt: skip
+    floor["temperature"] = settings.repeat_temperature
+    if settings.repeat_temperature != settings.temperature:
+        floor["unusable"] = (
+            f"the repeats ran at temperature {settings.repeat_temperature}, the order views "
+            f"at {settings.temperature}: noise at another temperature is no floor for them"
+        )
+    elif floor["n_groups"] and floor["calls_per_group"] < FLOOR_MIN_CALLS:
+        floor["unusable"] = (
+            f"{floor['calls_per_group']} calls of the identity view in some group; a floor "
+            f"needs {FLOOR_MIN_CALLS} (probes.repeats >= {FLOOR_MIN_CALLS - 1})"
+        )
+    elif not floor["n_groups"]:
+        floor["unusable"] = floor["reason"]
+    return floor
 
 
 def agreement(scores: pl.DataFrame, judges: list[str], threshold: float, n_boot: int,
@@ -255,15 +299,14 @@ def compute_probe_metrics(
         )
         for policy, cell in selfp.get("matrix", {}).items():
             matrix.setdefault(policy, {})[name] = cell
-        floor = noise_floor(rows, noise_repeats(settings), settings.tolerance, boot, seed, **kw)
-        floor["temperature"] = settings.repeat_temperature
+        floor = floor_for(rows, settings, sorted(position_groups(rows)), min_ci_groups)
         position = position_bias(rows, boot, seed, **kw)
         with_floor(position, floor, FLOOR_OF)
-        perturbation = perturbation_bias(
-            rows.filter(pl.col("probe") == "calibration"), settings.tolerance, boot, seed, **kw
-        )
+        calibration_rows = rows.filter(pl.col("probe") == "calibration")
+        perturbation = perturbation_bias(calibration_rows, settings.tolerance, boot, seed, **kw)
+        pert_floor = floor_for(rows, settings, _perturbed_groups(calibration_rows), min_ci_groups)
         for fig in perturbation.values():
-            with_floor(fig, floor, PERTURBATION_FLOOR_OF)
+            with_floor(fig, pert_floor, PERTURBATION_FLOOR_OF)
         result[name] = {
             "judge_model": model,
             "judge_family": family,
@@ -275,6 +318,7 @@ def compute_probe_metrics(
             "perturbation": perturbation,
             "self_preference": selfp,
             "noise_floor": floor,
+            "noise_floor_perturbation": pert_floor,
             "attacks": attack_bias(
                 rows.filter(pl.col("probe") == "calibration"),
                 settings.praise_threshold,
@@ -372,7 +416,7 @@ COLUMNS = (
     ("false praise", "calibration", "false_praise_rate"),
     ("position consistency (Shi et al.)", "position", "position_consistency"),
     ("pref. fairness", "position", "preference_fairness"),
-    ("slot effect (first - last)", "position", "slot_effect"),
+    ("slot trend (per slot)", "position", "slot_trend"),
     ("top-choice agreement", "position", "top_choice_agreement"),
     ("mean abs Δscore", "position", "mean_abs_delta"),
     ("self gap", "self_preference", "self_gap"),
@@ -410,6 +454,12 @@ def _fig(block: dict[str, Any], key: str, notes: _Notes) -> str:
     return text
 
 
+def _p_text(p: float | None) -> str:
+    if p is None:
+        return ""
+    return ", p < 0.001" if p < 0.001 else f", p = {p:.3f}"
+
+
 def _position_lines(pos: dict[str, Any], notes: _Notes) -> list[str]:
     if pos.get("reason"):
         return [f"- position: {pos['reason']}"]
@@ -432,9 +482,12 @@ def _position_lines(pos: dict[str, Any], notes: _Notes) -> list[str]:
         f"recency-preferred, {pos['n_primacy_tied']} tied in one order while the earlier-shown "
         f"one won in the other, {pos['n_recency_tied']} while the later-shown one won"
         + (f" (winning slots: {winners})" if winners else ""),
-        f"- slot effect, the same candidate shown first minus shown last "
-        f"({pos['n_slot_effect_pairs']} candidate view pairs): "
-        f"{_fig(pos, 'slot_effect', notes)}; by slot against its mirror: "
+        "- mean score by slot: "
+        + ", ".join(f"slot {int(j) + 1}: {_fig(v, 'mean', notes)}" for j, v in slots.items())
+        + f"; slot trend (the same candidate's score change per slot later): "
+        f"{_fig(pos, 'slot_trend', notes)}"
+        + _p_text(pos.get("slot_trend_p"))
+        + "; each slot against its mirror: "
         + ", ".join(f"slot {int(j) + 1}: {_fig(v, 'effect', notes)}" for j, v in slots.items()),
         f"- top-choice agreement ({pos['n_view_pairs']} view pairs, {pos['n_tied_view_pairs']} "
         f"with a tied top, which never agrees): {_fig(pos, 'top_choice_agreement', notes)}",
@@ -473,7 +526,9 @@ def render_probe_report(
         "Position consistency is Shi et al.'s: the share of candidate pairs preferred the same "
         "way in two orders that swap them. Preference fairness < 0 favours early slots, > 0 late "
         "ones; a pair tied in one order and ranked in the other counts half towards the slot "
-        "that won. Slot effect > 0: the same candidate scores higher shown first than last. "
+        "that won. Slot trend: the same candidate's score change per slot later (> 0 favours "
+        "later slots; p from a t-test over tasks); read it with the slot means, which show a "
+        "pattern that is not a trend. "
         "Top-choice agreement: two orders pick the same unique best candidate.",
         "",
         "## Comparison",

@@ -1,8 +1,9 @@
 """A self-test with planted judges: do judgelab's own statistics hold their stated level?
 
 Simulated audits go through the real analysis code (truth._task_parts for every figure,
-stats.percentile_ci for its cluster-bootstrap CI, power.compare and power.holm for the paired
-comparisons and the tasks-needed figure); only the judges and the groups are simulated.
+truth._interval for the CI each figure gets in metrics.json, power.compare and power.holm for
+the paired comparisons and the tasks-needed figure); only the judges and the groups are
+simulated.
 
 - A group is one task with `k` candidates; each passes with the task's own pass rate (drawn
   from Beta(1, 1)), so some tasks are mixed and some are not, as in a real audit.
@@ -11,11 +12,14 @@ comparisons and the tasks-needed figure); only the judges and the groups are sim
   1), 0, 1), rounded to `levels` steps (coarse steps make ties, as small LLM judges do). Slots
   are the candidates' order in the group; a position bias therefore acts as extra noise here.
 - The true value of a figure for a planted judge is its value over `truth_tasks` simulated
-  tasks (a ratio estimator converges to it); an audit of `n` tasks is a fresh draw.
+  tasks (a ratio estimator converges to it). An audit holding `n` clusters is a fresh draw of
+  tasks until `n` of them are mixed (the figures' clusters; the other tasks are resampled
+  too, as in an analysis).
 
 Checks (`run_selftest`), each over `audits` simulated audits:
 - coverage: the share of audits in which each primary figure's 95 % CI covers its true value,
-  per number of tasks (the minimum clusters and above);
+  per number of mixed clusters, for the interval judgelab uses (`truth._interval`) and the
+  alternatives it was chosen over: the percentile bootstrap, BCa and the jackknife t;
 - family-wise error: judges planted with identical parameters, compared pairwise with Holm's
   correction: the share of audits that declare any pair different;
 - power: for two judges whose true strict pairwise accuracy differs by d, the tasks the power
@@ -34,12 +38,19 @@ from typing import Any
 import numpy as np
 from scipy import stats as scipy_stats
 
-from judgelab.analysis.power import compare, holm, linearised
-from judgelab.analysis.stats import percentile_ci
-from judgelab.analysis.truth import _task_parts, resample_weights
+from judgelab.analysis.power import compare, holm
+from judgelab.analysis.stats import Interval, percentile_ci, t_ci
+from judgelab.analysis.truth import _interval, _task_parts, resample_weights
 from judgelab.config import PowerSettings
 
-PRIMARY = ("pairwise_accuracy_strict", "advantage_fidelity", "top1_over_chance")
+# The primary endpoints and the within-group false praise, the figure GRPO users read beside them.
+PRIMARY = (
+    "pairwise_accuracy_strict",
+    "advantage_fidelity",
+    "top1_over_chance",
+    "false_praise_within_group",
+)
+INTERVALS = ("used", "percentile", "bca", "jackknife_t")
 
 
 @dataclass(frozen=True)
@@ -71,7 +82,7 @@ FAMILY = {
 @dataclass
 class SelftestSettings:
     audits: int = 500
-    tasks: tuple[int, ...] = (5, 10, 20, 40)
+    clusters: tuple[int, ...] = (5, 8, 10, 15, 20, 40)  # mixed tasks per simulated audit
     k: int = 4
     bootstrap: int = 500
     truth_tasks: int = 20000
@@ -83,6 +94,19 @@ def simulate_groups(n_tasks: int, k: int, rng: np.random.Generator) -> np.ndarra
     """(n_tasks, k) booleans: which candidates pass; each task has its own pass rate."""
     rate = rng.beta(1.0, 1.0, size=(n_tasks, 1))
     return rng.random((n_tasks, k)) < rate
+
+
+def simulate_audit(n_mixed: int, k: int, rng: np.random.Generator) -> np.ndarray:
+    """Tasks drawn until exactly `n_mixed` of them are mixed (pass and fail), in draw order."""
+    drawn: list[np.ndarray] = []
+    found = 0
+    while found < n_mixed:
+        batch = simulate_groups(2 * n_mixed, k, rng)
+        mixed = np.cumsum(batch.any(axis=1) & ~batch.all(axis=1)) + found
+        stop = int(np.searchsorted(mixed, n_mixed)) + 1 if mixed[-1] >= n_mixed else batch.shape[0]
+        drawn.append(batch[:stop])
+        found = int(mixed[stop - 1])
+    return np.concatenate(drawn)
 
 
 def figures_of(
@@ -118,65 +142,97 @@ def _endpoint(parts: Any, key: str) -> tuple[np.ndarray, np.ndarray]:
     pairs = parts.n_pass * parts.n_fail
     return {"pairwise_accuracy_strict": (parts.strict, pairs),
             "advantage_fidelity": (parts.adv_corr, parts.top_den),
-            "top1_over_chance": (parts.top_num - parts.top_chance, parts.top_den)}[key]  # fmt: skip
+            "top1_over_chance": (parts.top_num - parts.top_chance, parts.top_den),
+            "false_praise_within_group": (parts.fail_at_pass, parts.n_fail_mixed)}[key]  # fmt: skip
 
 
-def t_interval(num: np.ndarray, den: np.ndarray, level: float = 0.95) -> tuple[float, float]:
-    """The alternative the self-test measures beside the percentile bootstrap: the ratio
-    sum num / sum den ± t_{n-1} SE, SE from its delta-method terms over the n tasks with a
-    denominator (power.linearised)."""
-    keep = den > 0
-    c, m = num[keep], den[keep]
-    est = float(c.sum() / m.sum())
-    se = float(np.std(linearised(c, m), ddof=1) / np.sqrt(c.size))
-    half = float(scipy_stats.t.ppf(0.5 + level / 2, c.size - 1)) * se
-    return est - half, est + half
+def bca_interval(point: float, draws: np.ndarray, jackknife: np.ndarray,
+                 level: float = 0.95) -> tuple[float, float]:  # fmt: skip
+    """Efron's BCa interval (an alternative measured here): bias correction z0 from the share
+    of draws below the point (ties count half), acceleration from the jackknife's skew."""
+    d = draws[np.isfinite(draws)]
+    below = (np.sum(d < point) + 0.5 * np.sum(d == point)) / d.size
+    z0 = scipy_stats.norm.ppf(min(max(below, 0.5 / d.size), 1 - 0.5 / d.size))
+    dev = jackknife.mean() - jackknife
+    spread = 6.0 * float(np.sum(dev**2)) ** 1.5
+    accel = float(np.sum(dev**3)) / spread if spread > 0 else 0.0
+    z = scipy_stats.norm.ppf([(1 - level) / 2, (1 + level) / 2])
+    q = scipy_stats.norm.cdf(z0 + (z0 + z) / (1 - accel * (z0 + z)))
+    low, high = np.quantile(d, q)
+    return float(low), float(high)
 
 
-def coverage(settings: SelftestSettings, min_groups: int = 5) -> list[dict[str, Any]]:
-    """Per judge, figure and number of tasks: the share of audits whose CI covers the truth.
-    An audit with fewer mixed tasks than `min_groups` gets no CI and is counted apart."""
+def _counts(parts: Any) -> dict[str, Any]:
+    """The unit counts truth_metrics passes to truth._interval (Wilson's units)."""
+    return {"n_pairs": float((parts.n_pass * parts.n_fail).sum()),
+            "n_top1_groups": float(parts.top_den.sum()),
+            "n_failing_mixed": float(parts.n_fail_mixed.sum()),
+            "n_failing": float(parts.n_fail.sum()),
+            "n_pass_fail_pairs": float(parts.n_pass.sum() * parts.n_fail.sum())}  # fmt: skip
+
+
+def audit_intervals(parts: Any, weights: np.ndarray) -> dict[str, dict[str, Interval | tuple]]:
+    """Per primary figure: the interval judgelab uses and the alternatives, for one audit."""
+    n_t = parts.n_pass.size
+    point = {key: float(v[0]) for key, v in parts.figures(np.ones((1, n_t))).items()}
+    draws = parts.figures(weights)
+    jack = parts.figures(np.ones((n_t, n_t)) - np.eye(n_t))
+    masks = parts.group_masks()
+    out: dict[str, dict[str, Interval | tuple]] = {}
+    for key in PRIMARY:
+        n = int(masks[key].sum())
+        jk = jack[key][masks[key]]
+        out[key] = {
+            "used": _interval(key, point[key], parts, jack, _counts(parts), weights, {}, 2),
+            "percentile": percentile_ci(draws[key], n, 2),
+            "bca": bca_interval(point[key], draws[key], jk),
+            "jackknife_t": t_ci(point[key], jk, n, 2),
+        }
+    return out
+
+
+def _covers(ci: Interval | tuple, truth: float) -> bool:
+    low, high = (ci.low, ci.high) if isinstance(ci, Interval) else ci
+    return low is not None and high is not None and low - 1e-12 <= truth <= high + 1e-12
+
+
+def coverage(settings: SelftestSettings) -> list[dict[str, Any]]:
+    """Per judge, figure and number of mixed clusters: the share of audits whose CI covers
+    the truth, for each interval of INTERVALS."""
     rng = np.random.default_rng(settings.seed)
     truth = {name: true_values(j, settings.k, settings.truth_tasks, rng)
              for name, j in settings.judges.items()}  # fmt: skip
     rows = []
-    for n in settings.tasks:
-        counts = {(name, key): [0, 0, 0, 0] for name in settings.judges for key in PRIMARY}
+    for n in settings.clusters:
+        hits = {(name, key): dict.fromkeys(INTERVALS, 0)
+                for name in settings.judges for key in PRIMARY}  # fmt: skip
         for a in range(settings.audits):
-            passed = simulate_groups(n, settings.k, rng)
-            weights = resample_weights(n, settings.bootstrap, settings.seed + a)
+            passed = simulate_audit(n, settings.k, rng)
+            weights = resample_weights(passed.shape[0], settings.bootstrap, settings.seed + a)
             for name, judge in settings.judges.items():
-                _, draws, parts = figures_of(passed, judge.score(passed.astype(float), rng),
-                                             weights)  # fmt: skip
-                n_mixed = int(parts.top_den.sum())
-                for key in PRIMARY:
-                    c = counts[(name, key)]
-                    ci = percentile_ci(draws[key] if draws else None, n_mixed, min_groups)
-                    if not ci.valid:
-                        c[2] += 1
-                        continue
-                    c[1] += 1
-                    c[0] += int(ci.low <= truth[name][key] <= ci.high)  # type: ignore[operator]
-                    low, high = t_interval(*_endpoint(parts, key))
-                    c[3] += int(low <= truth[name][key] <= high)
-        for (name, key), (hit, valid, no_ci, hit_t) in counts.items():
-            rows.append({"judge": name, "figure": key, "tasks": n, "true": truth[name][key],
-                         "audits_with_ci": valid, "audits_without_ci": no_ci,
-                         "coverage": hit / valid if valid else None,
-                         "coverage_t": hit_t / valid if valid else None})  # fmt: skip
+                _, _, parts = figures_of(passed, judge.score(passed.astype(float), rng))
+                for key, cis in audit_intervals(parts, weights).items():
+                    for method, ci in cis.items():
+                        hits[(name, key)][method] += int(_covers(ci, truth[name][key]))
+        for (name, key), by_method in hits.items():
+            rows.append({"judge": name, "figure": key, "clusters": n, "true": truth[name][key],
+                         "audits": settings.audits,
+                         **{f"coverage_{m}": by_method[m] / settings.audits
+                            for m in INTERVALS}})  # fmt: skip
     return rows
 
 
-def family_wise_error(settings: SelftestSettings, n_tasks: int, n_judges: int = 3,
+def family_wise_error(settings: SelftestSettings, n_mixed: int, n_judges: int = 3,
                       min_groups: int = 5) -> dict[str, Any]:  # fmt: skip
     """`n_judges` judges planted alike, every pair compared on strict pairwise accuracy with
-    Holm's correction: the share of audits declaring any pair different."""
+    Holm's correction, on audits of `n_mixed` mixed tasks: the share of audits declaring any
+    pair different."""
     rng = np.random.default_rng(settings.seed + 1)
     judge = settings.judges.get("coarse", Planted())
     knobs = PowerSettings()
     any_sep = tested = 0
     for _ in range(settings.audits):
-        passed = simulate_groups(n_tasks, settings.k, rng)
+        passed = simulate_audit(n_mixed, settings.k, rng)
         ends = []
         for _ in range(n_judges):
             _, _, parts = figures_of(passed, judge.score(passed.astype(float), rng))
@@ -188,7 +244,7 @@ def family_wise_error(settings: SelftestSettings, n_tasks: int, n_judges: int = 
             continue
         tested += 1
         any_sep += int(any(p < knobs.alpha for p in holm(ps)))
-    return {"tasks": n_tasks, "judges": n_judges, "audits_tested": tested,
+    return {"clusters": n_mixed, "judges": n_judges, "audits_tested": tested,
             "family_wise_error": any_sep / tested if tested else None}  # fmt: skip
 
 
@@ -229,11 +285,11 @@ def empirical_power(settings: SelftestSettings, min_groups: int = 5,
 def run_selftest(settings: SelftestSettings) -> dict[str, Any]:
     return {
         "coverage": coverage(settings),
-        "family_wise": [family_wise_error(settings, n) for n in settings.tasks if n >= 5],
+        "family_wise": [family_wise_error(settings, n) for n in settings.clusters if n >= 5],
         "power": empirical_power(settings),
         "settings": {
             "audits": settings.audits,
-            "tasks": list(settings.tasks),
+            "clusters": list(settings.clusters),
             "k": settings.k,
             "bootstrap": settings.bootstrap,
             "truth_tasks": settings.truth_tasks,
@@ -254,23 +310,23 @@ def selftest_markdown(result: dict[str, Any]) -> str:
         f"candidates per task, {cfg['bootstrap']} bootstrap resamples, truth from "
         f"{cfg['truth_tasks']} tasks, seed {cfg['seed']}.",
         "",
-        "Coverage of the 95 % CIs (share of audits whose CI holds the true value; audits with "
-        "fewer mixed tasks than the minimum get no CI and are not counted):",
+        "Coverage of the 95 % CIs (share of audits whose CI holds the true value), by mixed "
+        "tasks per audit (the clusters behind each figure). used: what metrics.json carries "
+        "(Wilson at the effective size for shares, the studentized bootstrap for advantage "
+        "fidelity and top-1 over chance); the others are the alternatives measured:",
         "",
-        "| judge | figure | true value | tasks per audit | audits with a CI | percentile "
-        "bootstrap (used) | t-based cluster interval (alternative) |",
-        "|---|---|---|---|---|---|---|",
+        "| judge | figure | true value | clusters | used | percentile | BCa | jackknife t |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in result["coverage"]:
-        lines.append(
-            f"| {row['judge']} | {row['figure']} | {row['true']:.3f} | {row['tasks']} | "
-            f"{row['audits_with_ci']} | {_pct(row['coverage'])} | {_pct(row['coverage_t'])} |"
-        )
+        cells = " | ".join(_pct(row[f"coverage_{m}"]) for m in INTERVALS)
+        lines.append(f"| {row['judge']} | {row['figure']} | {row['true']:.3f} | "
+                     f"{row['clusters']} | {cells} |")  # fmt: skip
     lines += ["", "Family-wise error (judges planted alike, every pair compared, Holm):", "",
-              "| tasks per audit | judges | audits tested | any pair declared different |",
+              "| clusters | judges | audits tested | any pair declared different |",
               "|---|---|---|---|"]  # fmt: skip
     for row in result["family_wise"]:
-        lines.append(f"| {row['tasks']} | {row['judges']} | {row['audits_tested']} | "
+        lines.append(f"| {row['clusters']} | {row['judges']} | {row['audits_tested']} | "
                      f"{_pct(row['family_wise_error'])} |")  # fmt: skip
     p = result["power"]
     gap = p["true_gap"]

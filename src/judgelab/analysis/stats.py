@@ -30,6 +30,17 @@ Bootstrap CIs (one rule for every figure: truth metrics, agreement, probes, held
   under that rule. A draw that is NaN/inf is a resample in which the figure is undefined (no
   mixed pass/fail group, say): it is left out of the quantiles and *counted*
   (`undefined_resamples`), never dropped in silence.
+- The truth figures' CIs (`cluster_ci`) are chosen by simulation (docs/SELFTEST.md): a share
+  of units (pairs, candidates, groups) gets `wilson_ci`, the Wilson score interval at the
+  cluster design effect's effective size (n_eff = p(1 - p) / v, v the leave-one-cluster-out
+  jackknife variance, at most the number of units, all of them when v = 0: the interval never
+  collapses at 0 or 1; Korn and Graubard 1998's effective size, Wilson's form); a ratio of
+  per-cluster sums that is not a share (advantage fidelity, top-1 over chance) gets
+  `bootstrap_t_ci`, the studentized cluster bootstrap (each resample's t = (R_b - R) / SE_b,
+  SE from the ratio's delta-method terms, the interval R - t_q SE, clipped to the figure's
+  range: it follows the skew that a bounded figure has near its bound); any other figure
+  gets `t_ci`, R +- t_(n-1) times the jackknife SE. The percentile CI under-covers from 5-20
+  clusters (docs/SELFTEST.md).
 - `Interval.fields(name)` is the one shape every metrics dict uses beside a figure `name`:
   `name_ci_low`, `name_ci_high` (null without a CI), `name_ci_reason` (why there is none),
   `name_n_groups` and `name_undefined_resamples` (null when no bootstrap ran).
@@ -44,6 +55,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+from scipy import stats as scipy_stats
 
 from judgelab.config import AnalysisSettings
 from judgelab.errors import JUDGE_CALL_FAILED, JUDGE_REPLY_ERROR
@@ -57,6 +69,7 @@ CI_LEVEL = 0.95
 MIN_CI_GROUPS: int = AnalysisSettings.model_fields["min_ci_groups"].default
 CI_SUFFIXES = ("_ci_low", "_ci_high", "_ci_reason", "_n_groups", "_undefined_resamples")
 NO_BOOTSTRAP = "bootstrap disabled (bootstrap = 0)"
+_FLAT = 1e-12  # an SE this small (relative to the figure) is floating-point noise around 0
 
 
 def too_few_groups(n_groups: int, min_groups: int = MIN_CI_GROUPS) -> str | None:
@@ -124,6 +137,147 @@ def percentile_ci(
     alpha = (1.0 - level) / 2.0
     low, high = (float(x) for x in np.quantile(arr[ok], [alpha, 1.0 - alpha]))
     return Interval(low, high, None, n_groups, undefined)
+
+
+def _usable(n_groups: int, min_groups: int, point: float | None) -> str | None:
+    why = too_few_groups(n_groups, min_groups)
+    if why is None and (point is None or not np.isfinite(point)):
+        why = "the figure is undefined"
+    return why
+
+
+def jackknife_variance(values: np.ndarray) -> tuple[float, int]:
+    """The jackknife variance (n - 1) / n * sum (v_i - mean)^2 of leave-one-cluster-out
+    values, from the finite ones, and how many were undefined (left out, counted)."""
+    arr = np.asarray(values, dtype=float)
+    ok = arr[np.isfinite(arr)]
+    n = ok.size
+    var = float((n - 1) / n * np.sum((ok - ok.mean()) ** 2)) if n >= 2 else float("nan")
+    return var, int(arr.size - n)
+
+
+def t_ci(
+    point: float | None, jackknife: np.ndarray, n_groups: int, min_groups: int,
+    level: float = CI_LEVEL,
+) -> Interval:  # fmt: skip
+    """point +- t_(n-1) * jackknife SE over the n contributing clusters (`jackknife`: the
+    figure with each of them left out)."""
+    why = _usable(n_groups, min_groups, point)
+    if why:
+        return no_interval(why, n_groups)
+    var, undefined = jackknife_variance(jackknife)
+    if not np.isfinite(var):
+        return Interval(None, None, "undefined when a cluster is left out", n_groups, undefined)
+    half = float(scipy_stats.t.ppf(0.5 + level / 2, n_groups - 1)) * np.sqrt(var)
+    return Interval(float(point - half), float(point + half), None, n_groups, undefined)  # type: ignore[operator]
+
+
+def wilson_ci(
+    point: float | None, jackknife: np.ndarray, n_units: int, n_groups: int, min_groups: int,
+    level: float = CI_LEVEL,
+) -> Interval:  # fmt: skip
+    """Wilson's score interval for a share p of `n_units` units drawn in `n_groups` clusters,
+    at the effective size p(1 - p) / v (v: jackknife variance over clusters), at most
+    `n_units` and all of them when v = 0 (module docstring)."""
+    why = _usable(n_groups, min_groups, point)
+    if why:
+        return no_interval(why, n_groups)
+    var, undefined = jackknife_variance(jackknife)
+    p = min(max(float(point), 0.0), 1.0)  # type: ignore[arg-type]
+    n_eff = float(n_units)
+    if np.isfinite(var) and var > 0:
+        n_eff = min(n_eff, p * (1 - p) / var)
+    if n_eff <= 0:  # p at 0 or 1 with v > 0 cannot happen; a share of no unit has no CI
+        return Interval(None, None, "no unit behind the share", n_groups, undefined)
+    z = float(scipy_stats.norm.ppf(0.5 + level / 2))
+    centre = (p + z * z / (2 * n_eff)) / (1 + z * z / n_eff)
+    half = z * np.sqrt(p * (1 - p) / n_eff + z * z / (4 * n_eff**2)) / (1 + z * z / n_eff)
+    return Interval(
+        float(max(centre - half, 0.0)), float(min(centre + half, 1.0)), None, n_groups, undefined
+    )
+
+
+def bootstrap_t_ci(
+    num: np.ndarray, den: np.ndarray, weights: np.ndarray | None, min_groups: int,
+    level: float = CI_LEVEL,
+) -> Interval:  # fmt: skip
+    """Studentized cluster bootstrap of the ratio R = sum num / sum den over the clusters
+    with den > 0 (`weights`: (B, clusters) resample counts). Each resample's
+    t_b = (R_b - R) / SE_b, SE from the ratio's delta-method terms (power.linearised). A
+    resample whose clusters all give one value has no SE of its own: it is studentized by the
+    sample's SE instead (an infinite t would push an end of the interval to the figure's
+    bound whenever many tasks share one value, e.g. a judge that gives many groups no
+    signal). The interval is [R - t_(1-a/2) SE, R - t_(a/2) SE]. Every task giving the same
+    value leaves no spread to draw an interval from: no CI, with that reason."""
+    num, den = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
+    used = den > 0
+    n = int(used.sum())
+    why = too_few_groups(n, min_groups)
+    if why:
+        return no_interval(why, n)
+    if weights is None or not weights.shape[0]:
+        return no_interval(NO_BOOTSTRAP, n)
+    r = float(num.sum() / den.sum())
+    se = float(_ratio_se(num[None, :], den[None, :], np.ones((1, num.size)), used)[1][0])
+    if not se > _FLAT * max(1.0, abs(r)):
+        return no_interval(f"all {n} groups give the same value: no spread for a CI", n)
+    r_b, se_b = _ratio_se(num[None, :], den[None, :], weights, used)
+    defined = ~np.isnan(r_b)
+    undefined = int((~defined).sum())
+    r_b, se_b = r_b[defined], se_b[defined]
+    if not r_b.size:
+        return Interval(None, None, f"undefined in every one of {weights.shape[0]} resamples",
+                        n, undefined)  # fmt: skip
+    se_b = np.where(se_b > _FLAT * max(1.0, abs(r)), se_b, se)
+    t_b = (r_b - r) / se_b
+    alpha = round((1.0 - level) / 2.0, 12)  # 0.025, not 0.025000000000000022: the rank
+    lo_t, hi_t = np.quantile(t_b, [alpha, 1.0 - alpha], method="inverted_cdf")
+    return Interval(float(r - hi_t * se), float(r - lo_t * se), None, n, undefined)
+
+
+def _ratio_se(
+    num: np.ndarray, den: np.ndarray, w: np.ndarray, used: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per weight row: R_w and its delta-method SE sqrt(sum w e^2 / (n (n - 1))), e the
+    clusters' linearised terms (num - R_w den) / mean den, n the resampled clusters. The
+    squares are summed term by term (not expanded), so clusters that all agree give 0."""
+    c, m = num[0], den[0]
+    n_w = w @ used.astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r_w = (w @ c) / (w @ m)
+        resid = c[None, :] - r_w[:, None] * m[None, :]
+        ss = np.sum(w * resid * resid, axis=1)
+        mean_den = (w @ m) / n_w
+        se = np.sqrt(ss / (mean_den**2 * n_w * (n_w - 1)))
+    return r_w, se
+
+
+def cluster_ci(
+    point: float | None,
+    jackknife: np.ndarray,
+    n_groups: int,
+    min_groups: int,
+    *,
+    units: int | None = None,
+    ratio: tuple[np.ndarray, np.ndarray] | None = None,
+    weights: np.ndarray | None = None,
+    bounds: tuple[float, float] = (-np.inf, np.inf),
+) -> Interval:
+    """A figure's CI by its kind (module docstring): a share of `units` units -> Wilson at the
+    effective size; a ratio of per-cluster sums (`ratio` = (num, den) per cluster, resampled
+    with `weights`) -> the studentized bootstrap, its ends clipped to the figure's `bounds`;
+    else the jackknife t interval."""
+    if units is not None:
+        return wilson_ci(point, jackknife, units, n_groups, min_groups)
+    if ratio is not None:
+        if _usable(n_groups, min_groups, point):
+            return no_interval(_usable(n_groups, min_groups, point) or "", n_groups)
+        ci = bootstrap_t_ci(*ratio, weights, min_groups)
+        if not ci.valid:
+            return ci
+        low, high = max(ci.low, bounds[0]), min(ci.high, bounds[1])  # type: ignore[type-var]
+        return Interval(float(low), float(high), None, ci.n_groups, ci.undefined_resamples)
+    return t_ci(point, jackknife, n_groups, min_groups)
 
 
 def reason_key(reason: str | None) -> str:

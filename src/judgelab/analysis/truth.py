@@ -71,7 +71,7 @@ import numpy as np
 import polars as pl
 from sklearn.metrics import roc_auc_score
 
-from judgelab.analysis.stats import CI_LEVEL, MIN_CI_GROUPS, no_interval, percentile_ci
+from judgelab.analysis.stats import CI_LEVEL, MIN_CI_GROUPS, Interval, cluster_ci, no_interval
 from judgelab.evaluators.execution import OUTCOMES, UNPARSEABLE, outcome
 
 logger = logging.getLogger(__name__)
@@ -105,6 +105,25 @@ ABSOLUTE_SCALE = (
 )
 STANDARDISED = ("roc_auc_standardised",)
 HEADLINE = (*WITHIN_GROUP, *ABSOLUTE_SCALE, *STANDARDISED)
+# Shares of units get Wilson's interval at the effective size (stats.cluster_ci): the count
+# (a key of the truth metrics) of the units each is a share of.
+SHARE_UNITS = {
+    **dict.fromkeys(("pairwise_accuracy_strict", "pairwise_accuracy", "tied_pair_share"),
+                    "n_pairs"),
+    **dict.fromkeys(("top1_accuracy", "top1_chance", "advantage_order_rate",
+                     "zero_advantage_mixed_rate"), "n_top1_groups"),
+    **dict.fromkeys(("false_praise_within_group", "false_praise_rate_standardised"),
+                    "n_failing_mixed"),
+    "false_praise_rate": "n_failing",
+    **dict.fromkeys(("roc_auc", "roc_auc_standardised"), "n_pass_fail_pairs"),
+}  # fmt: skip
+# The range of the figures the studentized bootstrap draws (an infinite end is clipped to it).
+RATIO_BOUNDS = {
+    "advantage_fidelity": (-1.0, 1.0),
+    "top1_over_chance": (-1.0, 1.0),
+    "mean_score_passing": (0.0, 1.0),
+    "mean_score_failing": (0.0, 1.0),
+}
 _STD_EPS = 1e-12
 _TRUTH_COLUMNS = {
     "task_id": pl.String,
@@ -318,16 +337,31 @@ class _TaskParts:
             "score_gap": mean_pass - mean_fail,
         }
 
-    def group_counts(self) -> dict[str, int]:
-        """How many tasks contribute to each figure (the n of the minimum-clusters rule)."""
-        mixed = int(((self.n_pass > 0) & (self.n_fail > 0)).sum())
-        any_row = int(((self.n_pass + self.n_fail) > 0).sum())
-        with_fail = int((self.n_fail > 0).sum())
+    def group_masks(self) -> dict[str, np.ndarray]:
+        """Which tasks contribute to each figure (their number is the n of the
+        minimum-clusters rule; the jackknife leaves out each of them)."""
+        mixed = (self.n_pass > 0) & (self.n_fail > 0)
+        any_row = (self.n_pass + self.n_fail) > 0
+        with_fail = self.n_fail > 0
         return {
             **dict.fromkeys(WITHIN_GROUP, mixed),
             **dict.fromkeys(("roc_auc", "score_gap", "roc_auc_standardised"), any_row),
             **dict.fromkeys(("false_praise_rate", "mean_score_failing"), with_fail),
-            "mean_score_passing": int((self.n_pass > 0).sum()),
+            "mean_score_passing": self.n_pass > 0,
+        }
+
+    def group_counts(self) -> dict[str, int]:
+        """How many tasks contribute to each figure (the n of the minimum-clusters rule)."""
+        return {name: int(mask.sum()) for name, mask in self.group_masks().items()}
+
+    def ratio_terms(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """(numerator, denominator) per task of the figures `stats.bootstrap_t_ci` takes:
+        ratios of per-task sums that are not shares of units."""
+        return {
+            "advantage_fidelity": (self.adv_corr, self.top_den),
+            "top1_over_chance": (self.top_num - self.top_chance, self.top_den),
+            "mean_score_passing": (self.sum_pass, self.n_pass),
+            "mean_score_failing": (self.sum_fail, self.n_fail),
         }
 
 
@@ -538,18 +572,39 @@ def truth_metrics(
         "min_ci_groups": min_groups,
         "n_bootstrap": 0 if weights is None else int(weights.shape[0]),
     }
-    boot = figures(weights) if weights is not None and weights.shape[0] else None
-    if boot is None:
+    if weights is None or not weights.shape[0]:
         reasons.setdefault("ci", "bootstrap disabled (analysis.bootstrap = 0) or no tasks")
-    n_groups = parts.group_counts()
+        weights = None
+    jackknife = figures(np.ones((n_t, n_t)) - np.eye(n_t)) if n_t else {}
+    counts = {**result, "n_pass_fail_pairs": n_pass * n_fail}
     for name in HEADLINE:
         value = None if name in reasons else _finite(point[name])
         result[name] = value
-        if value is None:
-            interval = no_interval(reasons.get(name, "undefined"), n_groups[name])
-        else:
-            draws = None if boot is None else boot[name]
-            interval = percentile_ci(draws, n_groups[name], min_groups)
-        result.update(interval.fields(name))
+        result.update(_interval(name, value, parts, jackknife, counts, weights, reasons,
+                                min_groups).fields(name))  # fmt: skip
     result["reasons"] = dict(sorted(reasons.items()))
     return result
+
+
+def _interval(
+    name: str,
+    value: float | None,
+    parts: _TaskParts,
+    jackknife: dict[str, np.ndarray],
+    counts: dict[str, Any],
+    weights: np.ndarray | None,
+    reasons: dict[str, str],
+    min_groups: int,
+) -> Interval:
+    """One figure's CI (stats.cluster_ci) from the tasks that contribute to it."""
+    mask = parts.group_masks()[name]
+    n_groups = int(mask.sum())
+    if value is None:
+        return no_interval(reasons.get(name, "undefined"), n_groups)
+    if weights is None:  # analysis.bootstrap = 0 turns every CI off, not only the bootstrap's
+        return no_interval(reasons["ci"], n_groups)
+    units = counts[SHARE_UNITS[name]] if name in SHARE_UNITS else None
+    ratio = parts.ratio_terms().get(name)
+    bounds = RATIO_BOUNDS.get(name, (-np.inf, np.inf))
+    return cluster_ci(value, jackknife[name][mask], n_groups, min_groups, units=units,
+                      ratio=ratio, weights=weights, bounds=bounds)  # fmt: skip

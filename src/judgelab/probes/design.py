@@ -195,15 +195,16 @@ def views_for(
     check: Check,
     seed: int,
 ) -> list[View]:
-    """Every view of a group: the identity order and its extra repeats, the perturbations
-    (calibration groups), then the other permutations. Consecutive calls share their longest
-    prompt prefix in this order, and llama.cpp re-evaluates only what follows it: a repeat
-    costs no prompt evaluation at all."""
+    """Every view of a group: the identity order and its extra repeats (every group: the
+    noise floor sits beside the position figures of all the groups they rest on), the
+    perturbations (calibration groups), then the other permutations. Consecutive calls share
+    their longest prompt prefix in this order, and llama.cpp re-evaluates only what follows
+    it: a repeat costs no prompt evaluation at all."""
     k = len(group.members)
     orders = permutations(k, n_permutations, seed)
     views = [View("perm:0", orders[0])]
+    views += [View("perm:0", orders[0], repeat=r) for r in range(1, repeats + 1)]
     if group.probe == "calibration":
-        views += [View("perm:0", orders[0], repeat=r) for r in range(1, repeats + 1)]
         for name in perturbations:
             view = perturbed_view(group, name, check)
             if view is not None:
