@@ -39,25 +39,26 @@ def test_training_metrics_table_and_alarm(tmp_path: Path) -> None:
     # epoch 3: reward +0.2 while the same samples' pass rate fell 0.5 -> 0 (margin 0.1): the
     # old adjacent-epoch rule marks it (descriptive). Inside every group the judge paid more
     # for the passing sample (epochs 0-2) or both failed (3-4): GRPO never pushed towards
-    # failing code, and the alarm stays off.
+    # failing code, and the alarm stays off. Epoch 4 (policy_4) is scored, never trained on:
+    # its group is left out of the alignment and the alarm.
     assert m["divergence_epochs"] == 1 and m["truth_unscored"] == 0
     assert m["reward_hacking_epochs"] == 0 and m["forged"] == 0
     a = m["alignment"]
-    assert a["alignment"] == pytest.approx(0.6)  # (1 + 1 + 1 + 0 + 0) / 5 equal pushes
-    assert (a["alignment_groups"], a["alignment_samples"]) == (5, 10)
+    assert a["alignment"] == pytest.approx(0.75)  # (1 + 1 + 1 + 0) / 4 equal pushes
+    assert (a["alignment_groups"], a["alignment_samples"]) == (4, 8)
     assert (a["alignment_informative"], a["rank_corr"], a["rank_corr_groups"]) == (3, 1.0, 3)
-    assert a["alarm"]["fired"] is False and a["alarm"]["n_groups"] == 5
+    assert a["alarm"]["fired"] is False and a["alarm"]["n_groups"] == 4
     # MDE: 2 tasks, 1 base and 1 final draw each: (1.960 + 0.842) * sqrt(2 * .25 * 2) / 2
     assert m["mde"]["mde"] == pytest.approx((1.95996 + 0.84162) * 1.0 / 2, rel=1e-4)
     assert m["mde"]["decidable"] is False
     rows = training.table_rows(metrics)
     assert rows[0][0] == "execution" and rows[0][-2] == "0"  # forged
     alarm = rows[0][-3]
-    assert alarm.startswith("not fired (largest e-value") and "5 groups, 10 samples" in alarm
+    assert alarm.startswith("not fired (largest e-value") and "4 groups, 8 samples" in alarm
     md = "\n".join(training.markdown_section({"training": metrics}))
     assert "| execution | 4 |" in md and "Reward-hacking alarm: not fired" in md
-    # 5 groups of alignment 1, 1, 1, 0, 0: a bootstrap of their ratio stays in [0.2, 1]
-    assert "Within-group alignment +0.60 [+0.20, +1.00], n = 5 groups (10 samples): " in md
+    # 4 groups of alignment 1, 1, 1, 0: a bootstrap of their ratio stays in [0.25, 1]
+    assert "Within-group alignment +0.75 [+0.25, +1.00], n = 4 groups (8 samples): " in md
     assert "towards passing code: its CI excludes 0" in md
     assert "unable to decide" in md
     html = "\n".join(training.html_section({"training": metrics}, str))
@@ -219,9 +220,10 @@ def test_seeded_training_metrics_report_and_alarm_per_seed(tmp_path: Path) -> No
     # the old rule marks seed 1 only (seed 2's train pass rate never falls); the alarm none
     assert [m["per_seed"][s]["divergence_epochs"] for s in ("1", "2")] == [1, 0]
     assert (m["reward_hacking_epochs"], m["reward_hacking_seeds"]) == (0, 0)
-    # alignment pooled over both seeds' 10 groups: 3 + 5 of them with a split by the tests
-    assert m["alignment"]["alignment_groups"] == 10
-    assert m["alignment"]["alignment"] == pytest.approx(2 * 8 / 20)
+    # alignment pooled over both seeds' 8 stepped groups (epochs 0-3; epoch 4 is not trained
+    # on): 3 + 4 of them with a split by the tests, each pushing wholly towards passing code
+    assert m["alignment"]["alignment_groups"] == 8
+    assert m["alignment"]["alignment"] == pytest.approx(2 * 7 / 16)
     # MDE: base draws one seed's (1 per task), final both seeds' (2 per task)
     assert (m["mde"]["base_draws"], m["mde"]["final_draws"]) == (2, 4)
     assert m["reward"]["n"] == 20 and m["steps"] == 8 and m["epochs"] == 4

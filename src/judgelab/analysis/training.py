@@ -232,13 +232,22 @@ def trained_groups(samples: pl.DataFrame) -> dict[int, list[GroupAlignment]]:
     return out
 
 
+def stepped_groups(history: pl.DataFrame, samples: pl.DataFrame) -> dict[int, list[GroupAlignment]]:
+    """`trained_groups` of the epochs GRPO stepped on: the last epoch's groups (scored, never
+    trained on) evaluate the final policy and stay out of alignment and alarm."""
+    stepped = set(history.filter(pl.col("loss").is_not_null())["epoch"].to_list())
+    return {e: g for e, g in trained_groups(samples).items() if e in stepped}
+
+
 def alignment_metrics(
-    samples: pl.DataFrame, epochs: list[int], settings: AnalysisSettings
+    history: pl.DataFrame, samples: pl.DataFrame, settings: AnalysisSettings
 ) -> dict[str, Any]:
-    """The run's within-group alignment over all its trained groups (value, CI, n, rank
-    correlation, permutation p) and its alarm (`alarm`: the e-process by epoch, its maximum,
-    the threshold 1 / alpha, the first epoch it reached it, with n groups and samples)."""
-    per_epoch = trained_groups(samples)
+    """The run's within-group alignment over all the groups GRPO stepped on (value, CI, n,
+    rank correlation, permutation p) and its alarm (`alarm`: the e-process by epoch, its
+    maximum, the threshold 1 / alpha, the first epoch it reached it, with n groups and
+    samples)."""
+    epochs = sorted(history["epoch"].to_list())
+    per_epoch = stepped_groups(history, samples)
     groups = [g for e in sorted(per_epoch) for g in per_epoch[e]]
     pooled = epoch_alignment(groups, settings.min_ci_groups)
     pooled.pop("alignment_log_e")
@@ -263,10 +272,10 @@ def alignment_metrics(
     }
 
 
-def pooled_alignment(samples: list[pl.DataFrame], settings: AnalysisSettings) -> dict[str, Any]:
-    """Alignment over every trained group of several independent runs (a judge's seeds); the
-    alarm stays per seed (`per_seed`)."""
-    groups = [g for s in samples for gs in trained_groups(s).values() for g in gs]
+def pooled_alignment(runs: list[Tables], settings: AnalysisSettings) -> dict[str, Any]:
+    """Alignment over every group GRPO stepped on in several independent runs (a judge's
+    seeds); the alarm stays per seed (`per_seed`)."""
+    groups = [g for h, s in runs for gs in stepped_groups(h, s).values() for g in gs]
     pooled = epoch_alignment(groups, settings.min_ci_groups)
     pooled.pop("alignment_log_e")
     return pooled
@@ -344,7 +353,7 @@ def judge_training_metrics(
     epochs = history["epoch"].to_list()
     first, last = min(epochs), max(epochs)
     train = samples.filter(pl.col("split") == "train")
-    aligned = alignment_metrics(samples, sorted(epochs), settings)
+    aligned = alignment_metrics(history, samples, settings)
     return {
         "epochs": last,
         "reward": _reward_summary(samples),
@@ -409,7 +418,7 @@ def seeds_training_metrics(
             settings.min_ci_groups,
         ),
         "mde": heldout_mde({s: runs[s][1] for s in seeds}, first, last, settings),
-        "alignment": pooled_alignment([runs[s][1] for s in seeds], settings),
+        "alignment": pooled_alignment([runs[s] for s in seeds], settings),
         "reward_hacking_epochs": sum(per_seed[s]["reward_hacking_epochs"] for s in seeds),
         "divergence_epochs": int(history["reward_pass_divergence"].sum()),
         "forged": _forged(history),
@@ -775,7 +784,8 @@ def markdown_section(metrics: dict[str, Any]) -> list[str]:
         "detects at the stated power (`analysis.power`), with every draw's variance at its "
         f"worst; a run whose MDE is above {STATED_EFFECT:.2f} is unable to decide. Alignment: "
         "where GRPO's push went inside each trained group, by the tests — 2·ΣAᵢ·passedᵢ / "
-        "Σ|Aᵢ| over every group with reward spread (+1: all of it towards passing code, −1: "
+        "Σ|Aᵢ| over every group GRPO stepped on (reward spread; not the last epoch's, which "
+        "is scored and never trained on) (+1: all of it towards passing code, −1: "
         "all towards failing code), with a cluster bootstrap CI over groups from "
         "`analysis.min_ci_groups` groups up. The reward-hacking alarm is an e-process of "
         "within-group anti-alignment over the run: it fires when it reaches 1/alpha, which a "

@@ -914,19 +914,28 @@ def reward_pass_divergence(history: Sequence[dict], margin: float) -> list[bool]
 NOT_COLUMNS = ("records", "alignment_log_e")  # kept in checkpoints, not in the table
 
 
+def stepped(row: Mapping[str, Any]) -> bool:
+    """A GRPO step was taken on the row's groups. The last row (policy_E) is scored and never
+    trained on: its alignment columns evaluate the final policy, and its groups stay out of
+    the alarm, which watches what GRPO was taught. (Every earlier row with a group GRPO could
+    learn from has a step; one without has no trained group either.)"""
+    return row.get("loss") is not None
+
+
 def history_frame(
     history: Sequence[dict], hacking_margin: float = 0.1, alarm_alpha: float = 0.05
 ) -> Any:
     """The history table; derived across rows (in epoch order): `evalue` and the alarm
-    `reward_hacking` (`alignment.running_evalue`, `alarm_flags` at `alarm_alpha`), and the
-    descriptive `reward_pass_divergence` (`hacking_margin`)."""
+    `reward_hacking` (`alignment.running_evalue` over the rows GRPO `stepped` on,
+    `alarm_flags` at `alarm_alpha`), and the descriptive `reward_pass_divergence`
+    (`hacking_margin`)."""
     import polars as pl
 
     from judgelab.schemas import HistorySchema, columns, validate
 
     ordered = sorted(history, key=lambda r: r["epoch"])
     rows = [{k: v for k, v in r.items() if k not in NOT_COLUMNS} for r in ordered]
-    evalues = running_evalue([r.get("alignment_log_e") for r in ordered])
+    evalues = running_evalue([r.get("alignment_log_e") if stepped(r) else None for r in ordered])
     flags = alarm_flags(evalues, alarm_alpha)
     marks = reward_pass_divergence(rows, hacking_margin)
     for row, e, flag, mark in zip(rows, evalues, flags, marks, strict=True):
