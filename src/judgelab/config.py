@@ -362,7 +362,8 @@ class ScoresSettings(_Section):
 
 class PowerSettings(_Section):
     """The power section of the report and `judgelab power`: how many task groups it takes to
-    separate two judges' pairwise accuracy."""
+    separate two judges' pairwise accuracy; and the effect a training result must be able to
+    detect (docs/TRAINING.md, *Minimum detectable effect*)."""
 
     margin: float = Field(
         0.05,
@@ -372,6 +373,14 @@ class PowerSettings(_Section):
     )
     alpha: float = Field(0.05, gt=0, lt=1, description="Two-sided significance level.")
     power: float = Field(0.8, gt=0, lt=1, description="Chance of detecting a true margin.")
+    training_effect: float = Field(
+        0.15,
+        gt=0,
+        le=1,
+        description="The stated effect of training on a judge: the held-out pass-rate change "
+        "a training result must be able to detect (its MDE at alpha and power). A result "
+        "whose MDE is above it is reported as unable to decide, whatever its CI.",
+    )
 
 
 class AnalysisSettings(_Section):

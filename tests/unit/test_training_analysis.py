@@ -123,6 +123,34 @@ def test_heldout_ci_needs_min_groups_and_prose_claims_no_change(tmp_path: Path) 
     assert "unable to decide" in md and "includes 0" not in md and "a change" not in md
 
 
+def test_the_stated_effect_is_a_setting(tmp_path: Path) -> None:
+    """`analysis.power.training_effect` decides whether a result can be reported. By hand:
+    4 tasks x 10 base and 10 final draws, SE = sqrt(4 * 1/4 * (1/10 + 1/10)) / 4 = 0.1118,
+    MDE = (1.960 + 0.842) * SE = 0.313: unable to decide against 0.15, decidable against
+    0.35; the report says which effect it held the runs to."""
+    import polars as pl
+
+    from judgelab.config import PowerSettings
+
+    rows = [{"split": "heldout", "epoch": e, "task_id": f"T{t}", "passed": float(i % 2)}
+            for e in (0, 2) for t in range(4) for i in range(10)]  # fmt: skip
+    samples = {None: pl.DataFrame(rows)}
+    held_to = lambda effect: training.heldout_mde(  # noqa: E731
+        samples, 0, 2, AnalysisSettings(power=PowerSettings(training_effect=effect))
+    )
+    strict, loose = held_to(0.15), held_to(0.35)
+    assert strict["mde"] == loose["mde"] == pytest.approx(2.80158 * 0.2**0.5 / 4, rel=1e-4)
+    assert (strict["effect"], strict["decidable"]) == (0.15, False)
+    assert (loose["effect"], loose["decidable"]) == (0.35, True)
+    write_training_histories(tmp_path, JUDGES)
+    settings = AnalysisSettings(bootstrap=100, power=PowerSettings(training_effect=0.9))
+    md = "\n".join(
+        training.markdown_section({"training": training.training_metrics(tmp_path, settings)})
+    )
+    assert "MDE is above 0.90 (`analysis.power.training_effect`)" in md
+    assert "above the stated 0.90" in md
+
+
 # ------------------------------------------------------------------ several training seeds
 
 

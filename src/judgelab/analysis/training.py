@@ -21,7 +21,8 @@ verdict); with `train.seeds`, the same per seed under `data/training/<judge>/see
   descriptive (`divergence_epochs`);
 - forged runs: samples the tests found faking a pass (null: not recorded by that run);
 - the minimum detectable held-out effect (`heldout_mde`): what the held-out design (tasks x
-  samples x seeds) can detect at `analysis.power`, and whether it reaches `STATED_EFFECT`:
+  samples x seeds) can detect at `analysis.power`, and whether it reaches the stated effect
+  (`analysis.power.training_effect`):
   a result that cannot is "unable to decide".
 
 Several training seeds: the held-out figures average each task over its seeds, and their CIs
@@ -54,10 +55,6 @@ from judgelab.training.alignment import (
 )
 from judgelab.training.grpo import group_advantages, has_spread
 from judgelab.training.layout import HELDOUT_FILE, HISTORY_FILE, SAMPLES_FILE, run_dirs
-
-# The held-out effect a training result must be able to detect (issue #33: a run whose
-# minimum detectable effect is above it is reported as unable to decide, whatever its CI).
-STATED_EFFECT = 0.15
 
 log = logging.getLogger(__name__)
 
@@ -291,7 +288,7 @@ def heldout_mde(
     tasks are chosen near p = 1/2 by `select: mixed`): SE = sqrt(sum_t 1/4 (1/b_t + 1/f_t)) / T
     over the T tasks with draws at both epochs, b_t the base draws of task t (one seed's: every
     seed's base policy is the same, on the same draws), f_t its final draws over all seeds.
-    `decidable`: the MDE is at most `STATED_EFFECT`."""
+    `decidable`: the MDE is at most `analysis.power.training_effect` (`effect`)."""
     from statistics import NormalDist
 
     def counts(epoch: int, combine: str) -> dict[str, int]:
@@ -320,13 +317,13 @@ def heldout_mde(
         "n_seeds": len(samples),
         "alpha": p.alpha,
         "power": p.power,
-        "effect": STATED_EFFECT,
+        "effect": p.training_effect,
     }
     if not tasks:
         return out | {"mde": None, "decidable": False}
     se = float(np.sqrt(sum(0.25 * (1 / base[t] + 1 / final[t]) for t in tasks))) / len(tasks)
     mde = z * se
-    return out | {"mde": mde, "decidable": mde <= STATED_EFFECT}
+    return out | {"mde": mde, "decidable": mde <= p.training_effect}
 
 
 def _forged(history: pl.DataFrame) -> int | None:
@@ -671,7 +668,7 @@ def findings(metrics: dict[str, Any]) -> list[str]:
 
 def change_text(h: dict[str, Any], mde: dict[str, Any]) -> str:
     """What the held-out change supports: a training result whose design cannot detect
-    `STATED_EFFECT` is unable to decide, whatever its CI says."""
+    the stated effect (`mde["effect"]`) is unable to decide, whatever its CI says."""
     ci = h.get("delta_ci")
     power = f"{100 * mde['power']:.0f} %"
     if mde.get("mde") is None or not mde["decidable"]:
@@ -767,6 +764,11 @@ SEEDS_NOTE = (
 )
 
 
+def _effect(training: dict[str, Any]) -> float:
+    """The stated effect the runs' MDEs were held to (one setting for all of them)."""
+    return next(iter(training.values()))["mde"]["effect"]
+
+
 def markdown_section(metrics: dict[str, Any]) -> list[str]:
     training = metrics.get("training") or {}
     out = ["## Training on each judge", ""]
@@ -782,7 +784,8 @@ def markdown_section(metrics: dict[str, Any]) -> list[str]:
         "Samples the sandbox could not test are left out of every pass rate, not counted as "
         "failures. MDE: the smallest held-out change the design (tasks × draws × seeds) "
         "detects at the stated power (`analysis.power`), with every draw's variance at its "
-        f"worst; a run whose MDE is above {STATED_EFFECT:.2f} is unable to decide. Alignment: "
+        f"worst; a run whose MDE is above {_effect(training):.2f} "
+        "(`analysis.power.training_effect`) is unable to decide. Alignment: "
         "where GRPO's push went inside each trained group, by the tests — 2·ΣAᵢ·passedᵢ / "
         "Σ|Aᵢ| over every group GRPO stepped on (reward spread; not the last epoch's, which "
         "is scored and never trained on) (+1: all of it towards passing code, −1: "

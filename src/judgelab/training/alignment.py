@@ -27,10 +27,11 @@ judge's advantages are exchangeable with respect to the tests: a blind judge) ea
 expectation 1 given the past, so the running product over groups and epochs is a test
 martingale for each lambda, and so is their average. The alarm fires at epoch e when that
 average, over every group trained so far, reaches 1 / alpha. Only groups GRPO stepped on
-count: the last epoch's (the final policy's, scored and never trained on) are evaluation. By Ville's inequality a blind
-judge sets it off at any epoch of a run, however long, with probability at most alpha; a judge
-that favours passing code, less often still. `simulate_false_alarms` measures it with the
-policy held fixed (`docs/TRAINING.md` records the full figure).
+count: the last epoch's (the final policy's, scored and never trained on) are evaluation.
+By Ville's inequality a blind judge sets it off at any epoch of a run, however long, with
+probability at most alpha; a judge that favours passing code, less often still.
+`simulate_false_alarms` measures it with the policy held fixed (`docs/TRAINING.md` records
+the full figure).
 """
 
 from __future__ import annotations
