@@ -780,7 +780,7 @@ def markdown_section(metrics: dict[str, Any]) -> list[str]:
     out += [
         "GRPO with LoRA on the policy, one run per judge; rewards are the judge's scores of the "
         "policy's own samples during training. Held-out pass rate: the tests' verdict on "
-        "HumanEval tasks never trained on, base policy (epoch 0) against the final one. "
+        "tasks never trained on, base policy (epoch 0) against the final one. "
         "Samples the sandbox could not test are left out of every pass rate, not counted as "
         "failures. MDE: the smallest held-out change the design (tasks × draws × seeds) "
         "detects at the stated power (`analysis.power`), with every draw's variance at its "

@@ -2,7 +2,7 @@
 
 Row e of a judge's history describes policy_e (policy_0 is the base model): the judge's
 rewards on groups sampled from it, the pass rate of those same samples under the tests
-(train pass rate), and its held-out pass rate on HumanEval tasks it never trains on. Rows
+(train pass rate), and its held-out pass rate on tasks it never trains on. Rows
 0..E-1 also carry the GRPO step that turned policy_e into policy_{e+1}; row E has none.
 
 All judges train in lockstep on one base model, one LoRA adapter each: an epoch's rollouts
@@ -181,7 +181,8 @@ def training_tasks(tasks: Sequence[Task]) -> list[Task]:
     kept = [t for t in tasks if t.test]
     if not kept:
         raise ConfigError(
-            "train: no task with tests to train on; enable tasks.humaneval (limit >= 1)"
+            "train: no task with tests to train on; enable a task source with tests "
+            "(tasks.humaneval, tasks.codeio or tasks.files)"
         )
     return kept
 
@@ -204,8 +205,8 @@ def check_disjoint(train: Sequence[Task], heldout: Sequence[Task]) -> None:
     overlap = sorted({t.task_id for t in train} & {t.task_id for t in heldout})
     if overlap:
         raise ConfigError(
-            f"train.heldout: tasks {overlap} are also training tasks; move "
-            "train.heldout.offset past tasks.humaneval"
+            f"train.heldout: tasks {overlap} are also training tasks (in the tasks table); "
+            "hold out others (train.heldout.offset or train.heldout.ids)"
         )
 
 
