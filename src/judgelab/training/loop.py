@@ -215,8 +215,8 @@ def train_row(epoch: int, group: int, n_tasks: int, task_id: str) -> str:
     number of training tasks, the tasks are cycled: the r-th repeat (r = group // n_tasks >= 1)
     of a task within one epoch gets its own row, so it draws fresh samples and is a group of
     its own, not the first round's request again (served from the cache, it would add no
-    signal). The first round keeps the row it always had, so runs with groups_per_epoch <=
-    the task count draw exactly what they drew before."""
+    signal). The first round's row carries no repeat tag, so a run with groups_per_epoch <=
+    the task count has no repeat rows at all."""
     repeat = group // n_tasks
     row = f"train|{epoch}|{task_id}"
     return row if repeat == 0 else f"{row}|repeat-{repeat}"
@@ -495,8 +495,8 @@ class Trainer:
     epochs: an epoch's round then holds only the judges that are at it. A judge whose calls
     failed takes no step; the others still step and checkpoint, then its error is raised. A
     run with a seed (`JudgeRun.seed`) draws its training samples from that seed and starts
-    from the LoRA initialisation of that seed (`Policy.init_adapter`); runs without one use
-    `train.seed` and the policy's own initialisation, as before seeds existed.
+    from the LoRA initialisation of that seed (`Policy.init_adapter`); runs without one (the
+    single-seed layout) use `train.seed` and the policy's own initialisation.
     """
 
     def __init__(
@@ -850,7 +850,7 @@ class Trainer:
         for g, (task, req, samples) in enumerate(
             zip(tasks, drawn.requests[:n], drawn.groups[:n], strict=True)
         ):
-            # a repeat group's candidates get ids of their own (the first round's as before)
+            # a repeat group's candidates get ids of their own (the first round's: no tag)
             repeat = g // len(self.tasks)
             tag = f"train|{drawn.adapter}|{epoch}" + (f"|repeat-{repeat}" if repeat else "")
             cands = candidates(task, req.messages, samples, tag)
