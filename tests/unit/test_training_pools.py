@@ -13,6 +13,7 @@ from judgelab.config import HeldOutSettings, RolloutSettings, load_settings
 from judgelab.errors import ConfigError
 from judgelab.evaluators.execution import ExecutionJudge
 from judgelab.evaluators.registry import ExecutionEvaluator
+from judgelab.tasks import tasks_frame, tasks_from_frame
 from judgelab.tasks.registry import tasks_by_id
 from judgelab.training.loop import JudgeRun, Trainer
 from judgelab.training.run import heldout_ids, heldout_tasks
@@ -59,7 +60,8 @@ def test_a_codeio_task_enters_both_training_pools(tmp_path: Path) -> None:
         ("codeio-hq/3", "codeio"),
         ("HumanEval/40", "humaneval"),
     ]
-    train = tasks_by_id(settings.tasks, ROOT, ["codeio-hq/5"], "tasks table")  # as frozen
+    # the training pool is the tasks table: a CodeI/O task as the tasks stage froze it
+    train = tasks_from_frame(tasks_frame(tasks_by_id(settings.tasks, ROOT, ["codeio-hq/5"], "t")))
     executor = ExecutionJudge(ExecutionEvaluator(name="execution"))
     trainer = Trainer(
         runs=[JudgeRun("a", TokenJudge(), tmp_path / "a")],
