@@ -373,7 +373,8 @@ class ScoresSettings(_Section):
 
 class PowerSettings(_Section):
     """The power section of the report and `judgelab power`: how many task groups it takes to
-    separate two judges' pairwise accuracy."""
+    separate two judges' pairwise accuracy; and the effect a training result must be able to
+    detect (docs/TRAINING.md, *Minimum detectable effect*)."""
 
     margin: float = Field(
         0.05,
@@ -383,6 +384,14 @@ class PowerSettings(_Section):
     )
     alpha: float = Field(0.05, gt=0, lt=1, description="Two-sided significance level.")
     power: float = Field(0.8, gt=0, lt=1, description="Chance of detecting a true margin.")
+    training_effect: float = Field(
+        0.15,
+        gt=0,
+        le=1,
+        description="The stated effect of training on a judge: the held-out pass-rate change "
+        "a training result must be able to detect (its MDE at alpha and power). A result "
+        "whose MDE is above it is reported as unable to decide, whatever its CI.",
+    )
 
 
 class AnalysisSettings(_Section):
@@ -431,28 +440,36 @@ class LossSettings(_Section):
 
 
 class HeldOutSettings(_Section):
-    """HumanEval tasks the policy never trains on, measured with the tests every epoch.
+    """Tasks with tests the policy never trains on, measured with the tests every epoch.
 
-    A held-out task that the base policy always passes (or always fails) cannot show a
-    judge's effect, so by default (`select: mixed`) they are chosen where it does neither:
-    before the first epoch the base policy draws `samples` completions at `temperature` for
-    each task of the pool HumanEval[offset : offset + pool]; the first `limit` tasks (in
-    HumanEval order) whose pass rate is strictly between 0 and 1 are held out, filled up
-    with the pool's tasks closest to a 0.5 pass rate when too few qualify. These draws only
-    choose: epoch 0 measures the chosen tasks on draws of their own, so the baseline of a
-    task chosen for a pass rate of 1/2 is not 1/2 by construction (no regression to the
+    The pool is HumanEval[offset : offset + pool], or the tasks named in `ids` (any task
+    source: HumanEval, CodeI/O, your files). A held-out task that the base policy always
+    passes (or always fails) cannot show a judge's effect, so by default (`select: mixed`)
+    they are chosen where it does neither: before the first epoch the base policy draws
+    `samples` completions at `temperature` for each task of the pool; the first `limit`
+    tasks (in pool order) whose pass rate is strictly between 0 and 1 are held out, filled
+    up with the pool's tasks closest to a 0.5 pass rate when too few qualify. These draws
+    only choose: epoch 0 measures the chosen tasks on draws of their own, so the baseline of
+    a task chosen for a pass rate of 1/2 is not 1/2 by construction (no regression to the
     mean in the gain). The choice is written to data/training/heldout.json and kept for
     every epoch and judge.
-    `select: fixed` holds out HumanEval[offset : offset + limit] as they are.
+    `select: fixed` holds out the pool's first `limit` tasks as they are.
     """
 
     select: Literal["mixed", "fixed"] = Field(
         "mixed", description="mixed: where the base policy is neither always right nor always "
-        "wrong (see above); fixed: HumanEval[offset : offset + limit]."
+        "wrong (see above); fixed: the pool's first `limit` tasks."
     )  # fmt: skip
     offset: int = Field(2, ge=0, le=163)
     pool: int = Field(8, ge=1, le=164, description="Tasks screened by `select: mixed`.")
     limit: int = Field(4, ge=1, le=164, description="Held-out tasks kept.")
+    ids: list[str] = Field(
+        default_factory=list,
+        description="The pool by task id, from any task source (HumanEval/<n>, "
+        "codeio-hq/<n>, codeio/<n>, a task_id of tasks.files), each built by its source with "
+        "its tasks.<source> settings, in this order; overrides offset and pool. Empty: "
+        "HumanEval[offset : offset + pool].",
+    )
     samples: int = Field(2, ge=1, le=64, description="Samples per task, fixed seeds.")
     temperature: float = Field(1.0, ge=0, le=2, description="0: greedy decoding.")
     max_tokens: int = Field(256, ge=16, le=4096)
@@ -465,8 +482,12 @@ class HeldOutSettings(_Section):
                 "select: mixed needs samples >= 2 and temperature > 0 (one greedy sample "
                 "always passes or always fails); or use select: fixed"
             )
-        if self.select == "mixed" and self.limit > self.pool:
+        if self.select == "mixed" and self.limit > self.pool and not self.ids:
             raise ValueError(f"limit ({self.limit}) must not exceed pool ({self.pool})")
+        if self.ids and self.limit > len(self.ids):
+            raise ValueError(f"limit ({self.limit}) must not exceed the {len(self.ids)} ids")
+        if len(set(self.ids)) != len(self.ids):
+            raise ValueError(f"ids: a task is listed twice ({self.ids})")
         return self
 
 

@@ -106,7 +106,7 @@ def test_pipeline_evaluator_and_training_runs(
     assert values == pytest.approx([1.0, 1.0, 1.0, 0.0, 0.0])
     assert trained.data.metrics["summary.reward_hacking_epochs"] == 0
     assert trained.data.metrics["summary.divergence_epochs"] == 1
-    assert trained.data.metrics["summary.alignment.alarm.n_groups"] == 5
+    assert trained.data.metrics["summary.alignment.alarm.n_groups"] == 4  # epoch 4: not stepped
 
 
 def test_a_child_run_per_training_seed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -39,25 +39,26 @@ def test_training_metrics_table_and_alarm(tmp_path: Path) -> None:
     # epoch 3: reward +0.2 while the same samples' pass rate fell 0.5 -> 0 (margin 0.1): the
     # old adjacent-epoch rule marks it (descriptive). Inside every group the judge paid more
     # for the passing sample (epochs 0-2) or both failed (3-4): GRPO never pushed towards
-    # failing code, and the alarm stays off.
+    # failing code, and the alarm stays off. Epoch 4 (policy_4) is scored, never trained on:
+    # its group is left out of the alignment and the alarm.
     assert m["divergence_epochs"] == 1 and m["truth_unscored"] == 0
     assert m["reward_hacking_epochs"] == 0 and m["forged"] == 0
     a = m["alignment"]
-    assert a["alignment"] == pytest.approx(0.6)  # (1 + 1 + 1 + 0 + 0) / 5 equal pushes
-    assert (a["alignment_groups"], a["alignment_samples"]) == (5, 10)
+    assert a["alignment"] == pytest.approx(0.75)  # (1 + 1 + 1 + 0) / 4 equal pushes
+    assert (a["alignment_groups"], a["alignment_samples"]) == (4, 8)
     assert (a["alignment_informative"], a["rank_corr"], a["rank_corr_groups"]) == (3, 1.0, 3)
-    assert a["alarm"]["fired"] is False and a["alarm"]["n_groups"] == 5
+    assert a["alarm"]["fired"] is False and a["alarm"]["n_groups"] == 4
     # MDE: 2 tasks, 1 base and 1 final draw each: (1.960 + 0.842) * sqrt(2 * .25 * 2) / 2
     assert m["mde"]["mde"] == pytest.approx((1.95996 + 0.84162) * 1.0 / 2, rel=1e-4)
     assert m["mde"]["decidable"] is False
     rows = training.table_rows(metrics)
     assert rows[0][0] == "execution" and rows[0][-2] == "0"  # forged
     alarm = rows[0][-3]
-    assert alarm.startswith("not fired (largest e-value") and "5 groups, 10 samples" in alarm
+    assert alarm.startswith("not fired (largest e-value") and "4 groups, 8 samples" in alarm
     md = "\n".join(training.markdown_section({"training": metrics}))
     assert "| execution | 4 |" in md and "Reward-hacking alarm: not fired" in md
-    # 5 groups of alignment 1, 1, 1, 0, 0: a bootstrap of their ratio stays in [0.2, 1]
-    assert "Within-group alignment +0.60 [+0.20, +1.00], n = 5 groups (10 samples): " in md
+    # 4 groups of alignment 1, 1, 1, 0: a bootstrap of their ratio stays in [0.25, 1]
+    assert "Within-group alignment +0.75 [+0.25, +1.00], n = 4 groups (8 samples): " in md
     assert "towards passing code: its CI excludes 0" in md
     assert "unable to decide" in md
     html = "\n".join(training.html_section({"training": metrics}, str))
@@ -120,6 +121,34 @@ def test_heldout_ci_needs_min_groups_and_prose_claims_no_change(tmp_path: Path) 
     md = "\n".join(training.markdown_section({"training": metrics}))
     assert "-50 pp (n = 2 groups: too few for a CI (minimum 5))" in md
     assert "unable to decide" in md and "includes 0" not in md and "a change" not in md
+
+
+def test_the_stated_effect_is_a_setting(tmp_path: Path) -> None:
+    """`analysis.power.training_effect` decides whether a result can be reported. By hand:
+    4 tasks x 10 base and 10 final draws, SE = sqrt(4 * 1/4 * (1/10 + 1/10)) / 4 = 0.1118,
+    MDE = (1.960 + 0.842) * SE = 0.313: unable to decide against 0.15, decidable against
+    0.35; the report says which effect it held the runs to."""
+    import polars as pl
+
+    from judgelab.config import PowerSettings
+
+    rows = [{"split": "heldout", "epoch": e, "task_id": f"T{t}", "passed": float(i % 2)}
+            for e in (0, 2) for t in range(4) for i in range(10)]  # fmt: skip
+    samples = {None: pl.DataFrame(rows)}
+    held_to = lambda effect: training.heldout_mde(  # noqa: E731
+        samples, 0, 2, AnalysisSettings(power=PowerSettings(training_effect=effect))
+    )
+    strict, loose = held_to(0.15), held_to(0.35)
+    assert strict["mde"] == loose["mde"] == pytest.approx(2.80158 * 0.2**0.5 / 4, rel=1e-4)
+    assert (strict["effect"], strict["decidable"]) == (0.15, False)
+    assert (loose["effect"], loose["decidable"]) == (0.35, True)
+    write_training_histories(tmp_path, JUDGES)
+    settings = AnalysisSettings(bootstrap=100, power=PowerSettings(training_effect=0.9))
+    md = "\n".join(
+        training.markdown_section({"training": training.training_metrics(tmp_path, settings)})
+    )
+    assert "MDE is above 0.90 (`analysis.power.training_effect`)" in md
+    assert "above the stated 0.90" in md
 
 
 # ------------------------------------------------------------------ several training seeds
@@ -219,9 +248,10 @@ def test_seeded_training_metrics_report_and_alarm_per_seed(tmp_path: Path) -> No
     # the old rule marks seed 1 only (seed 2's train pass rate never falls); the alarm none
     assert [m["per_seed"][s]["divergence_epochs"] for s in ("1", "2")] == [1, 0]
     assert (m["reward_hacking_epochs"], m["reward_hacking_seeds"]) == (0, 0)
-    # alignment pooled over both seeds' 10 groups: 3 + 5 of them with a split by the tests
-    assert m["alignment"]["alignment_groups"] == 10
-    assert m["alignment"]["alignment"] == pytest.approx(2 * 8 / 20)
+    # alignment pooled over both seeds' 8 stepped groups (epochs 0-3; epoch 4 is not trained
+    # on): 3 + 4 of them with a split by the tests, each pushing wholly towards passing code
+    assert m["alignment"]["alignment_groups"] == 8
+    assert m["alignment"]["alignment"] == pytest.approx(2 * 7 / 16)
     # MDE: base draws one seed's (1 per task), final both seeds' (2 per task)
     assert (m["mde"]["base_draws"], m["mde"]["final_draws"]) == (2, 4)
     assert m["reward"]["n"] == 20 and m["steps"] == 8 and m["epochs"] == 4

@@ -184,8 +184,41 @@ def test_history_alignment_is_the_samples_alignment_and_forged_runs_count(tmp_pa
     assert sum(row["forged"] for row in history) > 0
     frame = history_frame(history, 0.1, 0.05)
     assert frame["evalue"].to_list() == pytest.approx(
-        al.running_evalue([r["alignment_log_e"] for r in history])
+        al.running_evalue([r["alignment_log_e"] for r in history[:-1]] + [None])
     )
+
+
+def test_the_alarm_counts_only_the_groups_grpo_stepped_on(tmp_path: Path) -> None:
+    """The last row (policy_E) is scored and never trained on: its groups stay out of the
+    e-process and of the run's alignment, while its own alignment columns remain (an
+    evaluation of the final policy). Evidence planted in the last row raises nothing; the
+    same evidence in a stepped row fires the alarm."""
+    from judgelab.analysis.training import judge_training_metrics
+    from judgelab.config import AnalysisSettings
+    from judgelab.training.loop import samples_frame
+
+    settings = SETTINGS.model_copy(update={"groups_per_epoch": 3, "epochs": 2})
+    t = make_trainer([JudgeRun("a", TokenJudge(), tmp_path / "a")], tmp_path / "c", settings)
+    history = t.run()["a"]
+    final = history[-1]
+    assert final["loss"] is None and final["alignment_groups"] > 0  # scored, with spread
+    damning = [math.log(1e6)] * len(al.LAMBDAS)
+    late = [dict(r) for r in history]
+    late[-1]["alignment_log_e"] = damning
+    frame = history_frame(late, 0.1, 0.05)
+    assert frame["evalue"][-1] == pytest.approx(frame["evalue"][-2])
+    assert not frame["reward_hacking"].any()
+    assert frame["alignment_groups"][-1] == final["alignment_groups"]  # kept, as evaluation
+    early = [dict(r) for r in history]
+    early[0]["alignment_log_e"] = damning
+    assert history_frame(early, 0.1, 0.05)["reward_hacking"].to_list() == [True] * 3
+    # the analysis, from the tables alone, pools the same groups
+    m = judge_training_metrics(
+        history_frame(history, 0.1, 0.05), samples_frame(history), AnalysisSettings()
+    )
+    stepped = sum(r["alignment_groups"] for r in history[:-1])
+    assert m["alignment"]["alignment_groups"] == m["alignment"]["alarm"]["n_groups"] == stepped
+    assert stepped < sum(r["alignment_groups"] for r in history)
 
 
 # ------------------------------------------------------------------ resume

@@ -21,7 +21,8 @@ verdict); with `train.seeds`, the same per seed under `data/training/<judge>/see
   descriptive (`divergence_epochs`);
 - forged runs: samples the tests found faking a pass (null: not recorded by that run);
 - the minimum detectable held-out effect (`heldout_mde`): what the held-out design (tasks x
-  samples x seeds) can detect at `analysis.power`, and whether it reaches `STATED_EFFECT`:
+  samples x seeds) can detect at `analysis.power`, and whether it reaches the stated effect
+  (`analysis.power.training_effect`):
   a result that cannot is "unable to decide".
 
 Several training seeds: the held-out figures average each task over its seeds, and their CIs
@@ -54,10 +55,6 @@ from judgelab.training.alignment import (
 )
 from judgelab.training.grpo import group_advantages, has_spread
 from judgelab.training.layout import HELDOUT_FILE, HISTORY_FILE, SAMPLES_FILE, run_dirs
-
-# The held-out effect a training result must be able to detect (issue #33: a run whose
-# minimum detectable effect is above it is reported as unable to decide, whatever its CI).
-STATED_EFFECT = 0.15
 
 log = logging.getLogger(__name__)
 
@@ -232,13 +229,22 @@ def trained_groups(samples: pl.DataFrame) -> dict[int, list[GroupAlignment]]:
     return out
 
 
+def stepped_groups(history: pl.DataFrame, samples: pl.DataFrame) -> dict[int, list[GroupAlignment]]:
+    """`trained_groups` of the epochs GRPO stepped on: the last epoch's groups (scored, never
+    trained on) evaluate the final policy and stay out of alignment and alarm."""
+    stepped = set(history.filter(pl.col("loss").is_not_null())["epoch"].to_list())
+    return {e: g for e, g in trained_groups(samples).items() if e in stepped}
+
+
 def alignment_metrics(
-    samples: pl.DataFrame, epochs: list[int], settings: AnalysisSettings
+    history: pl.DataFrame, samples: pl.DataFrame, settings: AnalysisSettings
 ) -> dict[str, Any]:
-    """The run's within-group alignment over all its trained groups (value, CI, n, rank
-    correlation, permutation p) and its alarm (`alarm`: the e-process by epoch, its maximum,
-    the threshold 1 / alpha, the first epoch it reached it, with n groups and samples)."""
-    per_epoch = trained_groups(samples)
+    """The run's within-group alignment over all the groups GRPO stepped on (value, CI, n,
+    rank correlation, permutation p) and its alarm (`alarm`: the e-process by epoch, its
+    maximum, the threshold 1 / alpha, the first epoch it reached it, with n groups and
+    samples)."""
+    epochs = sorted(history["epoch"].to_list())
+    per_epoch = stepped_groups(history, samples)
     groups = [g for e in sorted(per_epoch) for g in per_epoch[e]]
     pooled = epoch_alignment(groups, settings.min_ci_groups)
     pooled.pop("alignment_log_e")
@@ -263,10 +269,10 @@ def alignment_metrics(
     }
 
 
-def pooled_alignment(samples: list[pl.DataFrame], settings: AnalysisSettings) -> dict[str, Any]:
-    """Alignment over every trained group of several independent runs (a judge's seeds); the
-    alarm stays per seed (`per_seed`)."""
-    groups = [g for s in samples for gs in trained_groups(s).values() for g in gs]
+def pooled_alignment(runs: list[Tables], settings: AnalysisSettings) -> dict[str, Any]:
+    """Alignment over every group GRPO stepped on in several independent runs (a judge's
+    seeds); the alarm stays per seed (`per_seed`)."""
+    groups = [g for h, s in runs for gs in stepped_groups(h, s).values() for g in gs]
     pooled = epoch_alignment(groups, settings.min_ci_groups)
     pooled.pop("alignment_log_e")
     return pooled
@@ -282,7 +288,7 @@ def heldout_mde(
     tasks are chosen near p = 1/2 by `select: mixed`): SE = sqrt(sum_t 1/4 (1/b_t + 1/f_t)) / T
     over the T tasks with draws at both epochs, b_t the base draws of task t (one seed's: every
     seed's base policy is the same, on the same draws), f_t its final draws over all seeds.
-    `decidable`: the MDE is at most `STATED_EFFECT`."""
+    `decidable`: the MDE is at most `analysis.power.training_effect` (`effect`)."""
     from statistics import NormalDist
 
     def counts(epoch: int, combine: str) -> dict[str, int]:
@@ -311,13 +317,13 @@ def heldout_mde(
         "n_seeds": len(samples),
         "alpha": p.alpha,
         "power": p.power,
-        "effect": STATED_EFFECT,
+        "effect": p.training_effect,
     }
     if not tasks:
         return out | {"mde": None, "decidable": False}
     se = float(np.sqrt(sum(0.25 * (1 / base[t] + 1 / final[t]) for t in tasks))) / len(tasks)
     mde = z * se
-    return out | {"mde": mde, "decidable": mde <= STATED_EFFECT}
+    return out | {"mde": mde, "decidable": mde <= p.training_effect}
 
 
 def _forged(history: pl.DataFrame) -> int | None:
@@ -344,7 +350,7 @@ def judge_training_metrics(
     epochs = history["epoch"].to_list()
     first, last = min(epochs), max(epochs)
     train = samples.filter(pl.col("split") == "train")
-    aligned = alignment_metrics(samples, sorted(epochs), settings)
+    aligned = alignment_metrics(history, samples, settings)
     return {
         "epochs": last,
         "reward": _reward_summary(samples),
@@ -409,7 +415,7 @@ def seeds_training_metrics(
             settings.min_ci_groups,
         ),
         "mde": heldout_mde({s: runs[s][1] for s in seeds}, first, last, settings),
-        "alignment": pooled_alignment([runs[s][1] for s in seeds], settings),
+        "alignment": pooled_alignment([runs[s] for s in seeds], settings),
         "reward_hacking_epochs": sum(per_seed[s]["reward_hacking_epochs"] for s in seeds),
         "divergence_epochs": int(history["reward_pass_divergence"].sum()),
         "forged": _forged(history),
@@ -662,7 +668,7 @@ def findings(metrics: dict[str, Any]) -> list[str]:
 
 def change_text(h: dict[str, Any], mde: dict[str, Any]) -> str:
     """What the held-out change supports: a training result whose design cannot detect
-    `STATED_EFFECT` is unable to decide, whatever its CI says."""
+    the stated effect (`mde["effect"]`) is unable to decide, whatever its CI says."""
     ci = h.get("delta_ci")
     power = f"{100 * mde['power']:.0f} %"
     if mde.get("mde") is None or not mde["decidable"]:
@@ -758,6 +764,11 @@ SEEDS_NOTE = (
 )
 
 
+def _effect(training: dict[str, Any]) -> float:
+    """The stated effect the runs' MDEs were held to (one setting for all of them)."""
+    return next(iter(training.values()))["mde"]["effect"]
+
+
 def markdown_section(metrics: dict[str, Any]) -> list[str]:
     training = metrics.get("training") or {}
     out = ["## Training on each judge", ""]
@@ -769,13 +780,15 @@ def markdown_section(metrics: dict[str, Any]) -> list[str]:
     out += [
         "GRPO with LoRA on the policy, one run per judge; rewards are the judge's scores of the "
         "policy's own samples during training. Held-out pass rate: the tests' verdict on "
-        "HumanEval tasks never trained on, base policy (epoch 0) against the final one. "
+        "tasks never trained on, base policy (epoch 0) against the final one. "
         "Samples the sandbox could not test are left out of every pass rate, not counted as "
         "failures. MDE: the smallest held-out change the design (tasks × draws × seeds) "
         "detects at the stated power (`analysis.power`), with every draw's variance at its "
-        f"worst; a run whose MDE is above {STATED_EFFECT:.2f} is unable to decide. Alignment: "
+        f"worst; a run whose MDE is above {_effect(training):.2f} "
+        "(`analysis.power.training_effect`) is unable to decide. Alignment: "
         "where GRPO's push went inside each trained group, by the tests — 2·ΣAᵢ·passedᵢ / "
-        "Σ|Aᵢ| over every group with reward spread (+1: all of it towards passing code, −1: "
+        "Σ|Aᵢ| over every group GRPO stepped on (reward spread; not the last epoch's, which "
+        "is scored and never trained on) (+1: all of it towards passing code, −1: "
         "all towards failing code), with a cluster bootstrap CI over groups from "
         "`analysis.min_ci_groups` groups up. The reward-hacking alarm is an e-process of "
         "within-group anti-alignment over the run: it fires when it reaches 1/alpha, which a "

@@ -26,10 +26,12 @@ permutations (exact up to `EXACT_MAX` tested candidates, Monte Carlo beyond). Un
 judge's advantages are exchangeable with respect to the tests: a blind judge) each has
 expectation 1 given the past, so the running product over groups and epochs is a test
 martingale for each lambda, and so is their average. The alarm fires at epoch e when that
-average, over every group trained so far, reaches 1 / alpha. By Ville's inequality a blind
-judge sets it off at any epoch of a run, however long, with probability at most alpha; a judge
-that favours passing code, less often still. `simulate_false_alarms` measures it with the
-policy held fixed (`docs/TRAINING.md` records the full figure).
+average, over every group trained so far, reaches 1 / alpha. Only groups GRPO stepped on
+count: the last epoch's (the final policy's, scored and never trained on) are evaluation.
+By Ville's inequality a blind judge sets it off at any epoch of a run, however long, with
+probability at most alpha; a judge that favours passing code, less often still.
+`simulate_false_alarms` measures it with the policy held fixed (`docs/TRAINING.md` records
+the full figure).
 """
 
 from __future__ import annotations
@@ -247,10 +249,12 @@ def simulate_false_alarms(
     seed: int = 0,
 ) -> dict:
     """With the policy held fixed (every epoch's groups from the same distribution), the share
-    of runs of `epochs` + 1 rows in which the e-process alarm fires (`alarm`), and in which the
-    old adjacent-epoch rule fires (`adjacent`: mean reward up by `margin` while the same
-    samples' pass rate fell by `margin`, `reward_pass_divergence`). `judge='anti'` plants a
-    judge that favours failing code: the alarm's power."""
+    of runs of `epochs` + 1 rows in which the e-process alarm fires (`alarm`: over the
+    `epochs` rows GRPO steps on; the last row is scored, never trained on, as in the loop),
+    and in which the old adjacent-epoch rule fires over all the rows (`adjacent`: mean reward
+    up by `margin` while the same samples' pass rate fell by `margin`,
+    `reward_pass_divergence`). `judge='anti'` plants a judge that favours failing code: the
+    alarm's power."""
     from judgelab.training.grpo import group_advantages, has_spread
 
     rng = np.random.default_rng(seed)
@@ -270,7 +274,7 @@ def simulate_false_alarms(
                 log_e = [s + v for s, v in zip(log_e, group_log_e(g, rng), strict=True)]
             rows.append(log_e)
             history.append((sum(rewards) / len(rewards), sum(passes) / len(passes)))
-        fired += any(alarm_flags(running_evalue(rows), alpha))
+        fired += any(alarm_flags(running_evalue(rows[:epochs]), alpha))
         adjacent += any(
             b[0] - a[0] >= margin and a[1] - b[1] >= margin
             for a, b in zip(history, history[1:], strict=False)

@@ -7,8 +7,9 @@ One folder per trained policy (a "run": one judge, one training seed), holding
 - `train.seeds` set: `<root>/<judge>/seed-<s>/` for each seed s.
 
 The held-out choice (`heldout.json`) sits at `<root>`, shared by every run. The tables of a
-run have the same columns either way (the seed is in the folder's name, not in a column), so
-a single-seed run's output is what it was before seeds existed. Readers (analysis, tracking,
+run have the same columns either way (the seed is in the folder's name, not in a column).
+The single-seed layout is not a shim: it is the default run's, whose adapter starts from
+PEFT's own initialisation, not a seed's (`Policy.init_adapter`). Readers (analysis, tracking,
 the checkpoint CLI) list runs with `run_dirs`; nothing here imports torch.
 """
 

@@ -2,7 +2,7 @@
 
 Row e of a judge's history describes policy_e (policy_0 is the base model): the judge's
 rewards on groups sampled from it, the pass rate of those same samples under the tests
-(train pass rate), and its held-out pass rate on HumanEval tasks it never trains on. Rows
+(train pass rate), and its held-out pass rate on tasks it never trains on. Rows
 0..E-1 also carry the GRPO step that turned policy_e into policy_{e+1}; row E has none.
 
 All judges train in lockstep on one base model, one LoRA adapter each: an epoch's rollouts
@@ -181,7 +181,8 @@ def training_tasks(tasks: Sequence[Task]) -> list[Task]:
     kept = [t for t in tasks if t.test]
     if not kept:
         raise ConfigError(
-            "train: no task with tests to train on; enable tasks.humaneval (limit >= 1)"
+            "train: no task with tests to train on; enable a task source with tests "
+            "(tasks.humaneval, tasks.codeio or tasks.files)"
         )
     return kept
 
@@ -204,8 +205,8 @@ def check_disjoint(train: Sequence[Task], heldout: Sequence[Task]) -> None:
     overlap = sorted({t.task_id for t in train} & {t.task_id for t in heldout})
     if overlap:
         raise ConfigError(
-            f"train.heldout: tasks {overlap} are also training tasks; move "
-            "train.heldout.offset past tasks.humaneval"
+            f"train.heldout: tasks {overlap} are also training tasks (in the tasks table); "
+            "hold out others (train.heldout.offset or train.heldout.ids)"
         )
 
 
@@ -214,8 +215,8 @@ def train_row(epoch: int, group: int, n_tasks: int, task_id: str) -> str:
     number of training tasks, the tasks are cycled: the r-th repeat (r = group // n_tasks >= 1)
     of a task within one epoch gets its own row, so it draws fresh samples and is a group of
     its own, not the first round's request again (served from the cache, it would add no
-    signal). The first round keeps the row it always had, so runs with groups_per_epoch <=
-    the task count draw exactly what they drew before."""
+    signal). The first round's row carries no repeat tag, so a run with groups_per_epoch <=
+    the task count has no repeat rows at all."""
     repeat = group // n_tasks
     row = f"train|{epoch}|{task_id}"
     return row if repeat == 0 else f"{row}|repeat-{repeat}"
@@ -431,6 +432,58 @@ class EpochScores:
     heldout: list[GroupScores]
 
 
+@dataclass
+class _Tally:
+    """An epoch row's counts, gathered group by group (`Trainer.epoch_row`)."""
+
+    rewards: list[float] = field(default_factory=list)  # the judge's scored rewards
+    passes: list[float] = field(default_factory=list)  # training samples' test verdicts
+    heldout: list[float] = field(default_factory=list)  # held-out samples' test verdicts
+    records: list[dict] = field(default_factory=list)
+    aligned: list[GroupAlignment] = field(default_factory=list)  # the groups GRPO can step on
+    skipped: int = 0
+    unscored: int = 0
+    out_of_range: int = 0
+    samples: int = 0
+    tokens: int = 0
+    truth_unscored: int = 0
+    forged: int = 0
+
+    def add_train(self, judge: str, epoch: int, g: int, group: GroupScores) -> None:
+        assert group.judged is not None
+        rows, truth = group.judged.rows, group.tests.rows
+        # a sandbox error is no verdict on the code: neither a pass nor a failure
+        self.passes += [v["score"] for v in truth if v["score"] is not None]
+        self.truth_unscored += sum(v["score"] is None for v in truth)
+        self.forged += sum(_forged(v) for v in truth)
+        self.records += [
+            _sample_record(judge, epoch, "train", c, smp, r, v["score"], g)
+            for c, smp, r, v in zip(group.candidates, group.samples, rows, truth, strict=True)
+        ]
+        self.samples += len(group.samples)
+        self.tokens += sum(len(smp.token_ids) for smp in group.samples)
+        self.unscored += sum(r["status"] != "scored" for r in rows)
+        self.out_of_range += sum(bool(r["out_of_range"]) for r in rows)
+        group_rewards = [r["score"] for r in rows if r["status"] == "scored"]
+        self.rewards += group_rewards
+        if not has_spread(group_rewards):
+            self.skipped += 1
+        else:  # a group GRPO steps on: where do its advantages push, by the tests?
+            tested = [v["score"] for r, v in zip(rows, truth, strict=True)
+                      if r["status"] == "scored"]  # fmt: skip
+            self.aligned.append(group_alignment(group_advantages(group_rewards), tested))
+
+    def add_heldout(self, judge: str, epoch: int, group: GroupScores) -> None:
+        self.forged += sum(_forged(v) for v in group.tests.rows)
+        for c, smp, verdict in zip(group.candidates, group.samples, group.tests.rows, strict=True):
+            passed = verdict["score"]
+            if passed is None:
+                self.truth_unscored += 1
+            else:
+                self.heldout.append(passed)
+            self.records.append(_sample_record(judge, epoch, "heldout", c, smp, None, passed))
+
+
 class Trainer:
     """Trains one policy per judge for `settings.epochs` epochs, in lockstep, resumably.
 
@@ -442,8 +495,8 @@ class Trainer:
     epochs: an epoch's round then holds only the judges that are at it. A judge whose calls
     failed takes no step; the others still step and checkpoint, then its error is raised. A
     run with a seed (`JudgeRun.seed`) draws its training samples from that seed and starts
-    from the LoRA initialisation of that seed (`Policy.init_adapter`); runs without one use
-    `train.seed` and the policy's own initialisation, as before seeds existed.
+    from the LoRA initialisation of that seed (`Policy.init_adapter`); runs without one (the
+    single-seed layout) use `train.seed` and the policy's own initialisation.
     """
 
     def __init__(
@@ -536,31 +589,57 @@ class Trainer:
         unit of work (a sampling round, a run's scoring, a GRPO step); `total` is this call's
         units."""
         report = on_progress or (lambda what, total: None)
-        import torch
+        ckpts, histories = self._resume_points()
+        pending = [r for r in self.runs if not (ckpts[r.key] and ckpts[r.key].done)]
+        for r in self.runs:
+            if r not in pending:
+                log.info("%s: training already complete (%d steps)", r.key, self.settings.epochs)
+        if not pending:
+            return histories
+        self._load_selection(any(ckpts.values()))
+        policy = self._policy(pending, ckpts)
+        optimizers = {r.key: self._optimizer(r, policy, ckpts[r.key]) for r in pending}
+        next_epoch = {r.key: ckpts[r.key].steps if ckpts[r.key] else 0 for r in pending}
+        sampler = Sampler(policy, self.cache)
+        total = self._units(pending, next_epoch)
+        progress = lambda what: report(what, total)  # noqa: E731
+        if self.heldout is None:  # select: mixed, not chosen yet (so no run has a checkpoint)
+            first = self.adapter[pending[0].key]
+            self._select(sampler, first, policy.adapter_hash(first))
+            progress(f"held-out tasks chosen: {[t.task_id for t in self._chosen()]}")
+        for epoch in range(min(next_epoch.values()), self.settings.epochs + 1):
+            active = [r for r in pending if next_epoch[r.key] == epoch]
+            if active:
+                self._epoch(epoch, active, policy, sampler, optimizers, histories, progress)
+                next_epoch.update((r.key, epoch + 1) for r in active)
+        return histories
 
-        epochs = self.settings.epochs
-        histories: dict[str, list[dict]] = {}
+    def _resume_points(self) -> tuple[dict[str, Checkpoint | None], dict[str, list[dict]]]:
+        """Each run's newest checkpoint, checked against the current settings (None: a fresh
+        start), and its history so far. A finished run whose `train.epochs` was raised
+        continues: its last row scored policy_steps without a step; it is redone (from the
+        caches) and then steps."""
         ckpts: dict[str, Checkpoint | None] = {}
+        histories: dict[str, list[dict]] = {}
         for r in self.runs:
             ckpt = latest_checkpoint(r.out_dir / "checkpoints")
             if ckpt is not None:
                 check_resumable(r.key, ckpt, self.settings)
-                if ckpt.done and ckpt.steps < epochs:  # train.epochs was raised: continue
-                    # the last row scored policy_steps without a step; it is redone (from
-                    # the caches) and then steps
+                if ckpt.done and ckpt.steps < self.settings.epochs:
                     history = [h for h in ckpt.history if h["epoch"] < ckpt.steps]
                     ckpt = Checkpoint(ckpt.path, ckpt.steps, history, False, ckpt.settings)
                     log.info("%s: train.epochs raised to %d; continuing from step %d",
-                             r.key, epochs, ckpt.steps)  # fmt: skip
+                             r.key, self.settings.epochs, ckpt.steps)  # fmt: skip
             ckpts[r.key] = ckpt
             histories[r.key] = list(ckpt.history) if ckpt else []
-        pending = [r for r in self.runs if not (ckpts[r.key] and ckpts[r.key].done)]
-        for r in self.runs:
-            if r not in pending:
-                log.info("%s: training already complete (%d steps)", r.key, epochs)
-        if not pending:
-            return histories
-        self._load_selection(any(ckpts.values()))
+        return ckpts, histories
+
+    def _policy(
+        self, pending: Sequence[JudgeRun], ckpts: Mapping[str, Checkpoint | None]
+    ) -> Policy:
+        """One policy with an adapter per pending run: its checkpoint's, or a fresh one."""
+        import torch
+
         torch.manual_seed(self.settings.seed)  # the same initial adapter for every judge
         policy = self.policy_factory(
             {self.adapter[r.key]: ckpts[r.key].path if ckpts[r.key] else None for r in pending}
@@ -568,89 +647,121 @@ class Trainer:
         for r in pending:  # a seeded run starts from its seed's adapter, not the shared one
             if r.seed is not None and ckpts[r.key] is None:
                 policy.init_adapter(self.adapter[r.key], r.seed)
-        optimizers: dict[str, Any] = {}
-        next_epoch: dict[str, int] = {}
-        for r in pending:
-            policy.use(self.adapter[r.key])
-            optimizers[r.key] = torch.optim.AdamW(
-                policy.trainable(), lr=self.settings.learning_rate, weight_decay=0.0
-            )
-            ckpt = ckpts[r.key]
-            next_epoch[r.key] = ckpt.steps if ckpt else 0
-            if ckpt is not None:
-                state = torch.load(ckpt.path / "optimizer.pt", weights_only=True)
-                optimizers[r.key].load_state_dict(state)
-                for group in optimizers[r.key].param_groups:  # the current setting rules
-                    if group["lr"] != self.settings.learning_rate:  # (an unchecked checkpoint)
-                        log.warning("%s: learning rate %g from the checkpoint replaced by "
-                                    "train.learning_rate %g", r.key, group["lr"],
-                                    self.settings.learning_rate)  # fmt: skip
-                    group["lr"] = self.settings.learning_rate
-                log.info("%s: resuming at epoch %d", r.key, ckpt.steps)
-        sampler = Sampler(policy, self.cache)
-        total = (self.heldout is None) + sum(
+        return policy
+
+    def _optimizer(self, run: JudgeRun, policy: Policy, ckpt: Checkpoint | None) -> Any:
+        """AdamW over the run's adapter, with its checkpoint's state; the learning rate is the
+        current setting (a checked checkpoint was trained at it)."""
+        import torch
+
+        lr = self.settings.learning_rate
+        policy.use(self.adapter[run.key])
+        optimizer = torch.optim.AdamW(policy.trainable(), lr=lr, weight_decay=0.0)
+        if ckpt is not None:
+            optimizer.load_state_dict(torch.load(ckpt.path / "optimizer.pt", weights_only=True))
+            for group in optimizer.param_groups:
+                if group["lr"] != lr:  # an unchecked checkpoint, trained at another rate
+                    log.warning("%s: learning rate %g from the checkpoint replaced by "
+                                "train.learning_rate %g", run.key, group["lr"], lr)  # fmt: skip
+                group["lr"] = lr
+            log.info("%s: resuming at epoch %d", run.key, ckpt.steps)
+        return optimizer
+
+    def _units(self, pending: Sequence[JudgeRun], next_epoch: Mapping[str, int]) -> int:
+        """Units of work left: the held-out choice, each epoch's round, and per run at that
+        epoch its scoring and (but the last epoch) its step."""
+        epochs = self.settings.epochs
+        return (self.heldout is None) + sum(
             1 + sum(1 + (e < epochs) for r in pending if next_epoch[r.key] <= e)
             for e in range(min(next_epoch.values()), epochs + 1)
         )
-        if self.heldout is None:  # select: mixed, not chosen yet (so no run has a checkpoint)
-            first = self.adapter[pending[0].key]
-            self._select(sampler, first, policy.adapter_hash(first))
-            report(f"held-out tasks chosen: {[t.task_id for t in self._chosen()]}", total)
-        for epoch in range(min(next_epoch.values()), epochs + 1):
-            active = [r for r in pending if next_epoch[r.key] == epoch]
-            if not active:
+
+    def _epoch(
+        self,
+        epoch: int,
+        active: Sequence[JudgeRun],
+        policy: Policy,
+        sampler: Sampler,
+        optimizers: Mapping[str, Any],
+        histories: dict[str, list[dict]],
+        progress: Callable[[str], None],
+    ) -> None:
+        """One epoch of the runs at it: one round drawn for all, scored together, then each
+        run's row, step and checkpoint. A run whose calls failed takes no step; the others
+        still step and checkpoint, then its error is raised."""
+        drawn, rollout_s = self._draw(epoch, active, policy, sampler, progress)
+        epochs = self.settings.epochs
+        failure: Exception | None = None
+        for d, scores in zip(drawn, self.score(epoch, drawn), strict=True):
+            r = d.run
+            if isinstance(scores, Exception):
+                log.error("%s epoch %d: scoring failed, no step: %s", r.key, epoch, scores)
+                failure = failure or scores
                 continue
-            plans = {r.key: self.requests(r, epoch) for r in active}
-            hashes = {self.adapter[r.key]: policy.adapter_hash(self.adapter[r.key])
-                      for r in active}  # fmt: skip
-            t0 = time.monotonic()
-            groups = sampler.round([q for r in active for q in plans[r.key]], hashes)
-            rollout_s = time.monotonic() - t0
-            rows = sum(len(q.seeds) for r in active for q in plans[r.key])
-            report(f"epoch {epoch}/{epochs}: sampled {rows} rows in {rollout_s:.0f} s", total)
-            drawn = []
-            for r in active:
-                mine, groups = groups[: len(plans[r.key])], groups[len(plans[r.key]) :]
-                drawn.append(Drawn(r, hashes[self.adapter[r.key]], plans[r.key], mine))
-            failure: Exception | None = None
-            for d, scores in zip(drawn, self.score(epoch, drawn), strict=True):
-                r = d.run
-                if isinstance(scores, Exception):
-                    log.error("%s epoch %d: scoring failed, no step: %s", r.key, epoch, scores)
-                    failure = failure or scores
-                    continue
-                row = self.epoch_row(epoch, scores)
-                row.rollout_s = rollout_s
-                row.dtype, row.device = policy.dtype, policy.device
-                trajectories = self._trajectories(scores, policy)
-                report(f"epoch {epoch}/{epochs}: {r.key} scored, {_row_summary(row)}", total)
-                if epoch < epochs:
-                    t0 = time.monotonic()
-                    policy.use(self.adapter[r.key])
-                    stats = (
-                        grpo_step(
-                            policy, optimizers[r.key], trajectories, self.settings.loss,
-                            self.settings.max_grad_norm, self.settings.temperature,
-                        )
-                        if trajectories
-                        else None
-                    )  # fmt: skip
-                    row.step_s = time.monotonic() - t0
-                    if stats is not None:
-                        self._record_step(row, stats)
-                    step = "no step (no advantage)" if stats is None else "GRPO step"
-                    loss = "" if stats is None else f", loss {stats.loss:.4f}"
-                    report(
-                        f"epoch {epoch}/{epochs}: {r.key} {step}{loss} in {row.step_s:.0f} s",
-                        total,
-                    )
-                histories[r.key].append(asdict(row))
-                self._save(r, epoch, policy, optimizers[r.key], histories[r.key])
-                next_epoch[r.key] = epoch + 1
-                log.info("%s epoch %d/%d: %s", r.key, epoch, epochs, _row_summary(row))
-            if failure is not None:
-                raise failure
-        return histories
+            row = self.epoch_row(epoch, scores)
+            row.rollout_s = rollout_s
+            row.dtype, row.device = policy.dtype, policy.device
+            trajectories = self._trajectories(scores, policy)
+            progress(f"epoch {epoch}/{epochs}: {r.key} scored, {_row_summary(row)}")
+            if epoch < epochs:
+                self._step(r, epoch, row, trajectories, policy, optimizers[r.key], progress)
+            histories[r.key].append(asdict(row))
+            self._save(r, epoch, policy, optimizers[r.key], histories[r.key])
+            log.info("%s epoch %d/%d: %s", r.key, epoch, epochs, _row_summary(row))
+        if failure is not None:
+            raise failure
+
+    def _draw(
+        self,
+        epoch: int,
+        active: Sequence[JudgeRun],
+        policy: Policy,
+        sampler: Sampler,
+        progress: Callable[[str], None],
+    ) -> tuple[list[Drawn], float]:
+        """The epoch's round for every active run, in one batched decode; and its seconds."""
+        plans = {r.key: self.requests(r, epoch) for r in active}
+        hashes = {self.adapter[r.key]: policy.adapter_hash(self.adapter[r.key]) for r in active}
+        t0 = time.monotonic()
+        groups = sampler.round([q for r in active for q in plans[r.key]], hashes)
+        rollout_s = time.monotonic() - t0
+        rows = sum(len(q.seeds) for r in active for q in plans[r.key])
+        progress(f"epoch {epoch}/{self.settings.epochs}: sampled {rows} rows in {rollout_s:.0f} s")
+        drawn = []
+        for r in active:
+            mine, groups = groups[: len(plans[r.key])], groups[len(plans[r.key]) :]
+            drawn.append(Drawn(r, hashes[self.adapter[r.key]], plans[r.key], mine))
+        return drawn, rollout_s
+
+    def _step(
+        self,
+        run: JudgeRun,
+        epoch: int,
+        row: EpochRow,
+        trajectories: Sequence[Trajectory],
+        policy: Policy,
+        optimizer: Any,
+        progress: Callable[[str], None],
+    ) -> None:
+        """The run's GRPO step on its adapter (none when no sample has an advantage), into
+        the row's step columns."""
+        t0 = time.monotonic()
+        policy.use(self.adapter[run.key])
+        stats = (
+            grpo_step(
+                policy, optimizer, trajectories, self.settings.loss,
+                self.settings.max_grad_norm, self.settings.temperature,
+            )
+            if trajectories
+            else None
+        )  # fmt: skip
+        row.step_s = time.monotonic() - t0
+        if stats is not None:
+            self._record_step(row, stats)
+        step = "no step (no advantage)" if stats is None else "GRPO step"
+        loss = "" if stats is None else f", loss {stats.loss:.4f}"
+        progress(f"epoch {epoch}/{self.settings.epochs}: {run.key} {step}{loss} in "
+                 f"{row.step_s:.0f} s")  # fmt: skip
 
     def _load_selection(self, resuming: bool) -> None:
         if not self.mixed:
@@ -739,7 +850,7 @@ class Trainer:
         for g, (task, req, samples) in enumerate(
             zip(tasks, drawn.requests[:n], drawn.groups[:n], strict=True)
         ):
-            # a repeat group's candidates get ids of their own (the first round's as before)
+            # a repeat group's candidates get ids of their own (the first round's: no tag)
             repeat = g // len(self.tasks)
             tag = f"train|{drawn.adapter}|{epoch}" + (f"|repeat-{repeat}" if repeat else "")
             cands = candidates(task, req.messages, samples, tag)
@@ -783,67 +894,33 @@ class Trainer:
         """The judge's history row for `epoch` from its scored round, and its samples; the
         GRPO step's columns, `rollout_s`, `dtype` and `device` are the caller's to fill in."""
         run = scores.drawn.run
-        rewards: list[float] = []
-        passes: list[float] = []
-        skipped = unscored = out_of_range = n_samples = tokens = truth_unscored = forged = 0
-        records: list[dict] = []
-        aligned: list[GroupAlignment] = []
+        tally = _Tally()
         for g, group in enumerate(scores.train):
-            assert group.judged is not None
-            rows, truth = group.judged.rows, group.tests.rows
-            # a sandbox error is no verdict on the code: neither a pass nor a failure
-            passes += [v["score"] for v in truth if v["score"] is not None]
-            truth_unscored += sum(v["score"] is None for v in truth)
-            forged += sum(_forged(v) for v in truth)
-            records += [
-                _sample_record(run.name, epoch, "train", c, smp, r, v["score"], g)
-                for c, smp, r, v in zip(group.candidates, group.samples, rows, truth, strict=True)
-            ]
-            n_samples += len(group.samples)
-            tokens += sum(len(smp.token_ids) for smp in group.samples)
-            unscored += sum(r["status"] != "scored" for r in rows)
-            out_of_range += sum(bool(r["out_of_range"]) for r in rows)
-            group_rewards = [r["score"] for r in rows if r["status"] == "scored"]
-            rewards += group_rewards
-            if not has_spread(group_rewards):
-                skipped += 1
-            else:  # a group GRPO steps on: where do its advantages push, by the tests?
-                tested = [v["score"] for r, v in zip(rows, truth, strict=True)
-                          if r["status"] == "scored"]  # fmt: skip
-                aligned.append(group_alignment(group_advantages(group_rewards), tested))
-        held_scores = []
+            tally.add_train(run.name, epoch, g, group)
         for group in scores.heldout:
-            forged += sum(_forged(v) for v in group.tests.rows)
-            for c, smp, verdict in zip(
-                group.candidates, group.samples, group.tests.rows, strict=True
-            ):
-                passed = verdict["score"]
-                if passed is None:
-                    truth_unscored += 1
-                else:
-                    held_scores.append(passed)
-                records.append(_sample_record(run.name, epoch, "heldout", c, smp, None, passed))
+            tally.add_heldout(run.name, epoch, group)
+        n, passes, held = max(tally.samples, 1), tally.passes, tally.heldout
         return EpochRow(
             judge=run.name,
             epoch=epoch,
             adapter=scores.drawn.adapter,
             groups=len(scores.train),
-            groups_skipped=skipped,
-            samples=n_samples,
-            **reward_stats(rewards),
-            unscored_rate=unscored / max(n_samples, 1),
-            out_of_range_rate=out_of_range / max(n_samples, 1),
+            groups_skipped=tally.skipped,
+            samples=tally.samples,
+            **reward_stats(tally.rewards),
+            unscored_rate=tally.unscored / n,
+            out_of_range_rate=tally.out_of_range / n,
             train_pass_rate=sum(passes) / len(passes) if passes else None,
-            heldout_pass_rate=sum(held_scores) / len(held_scores) if held_scores else None,
-            heldout_n=len(held_scores),
-            truth_unscored=truth_unscored,
-            forged=forged,
-            completion_tokens_mean=tokens / max(n_samples, 1),
-            **epoch_alignment(aligned, self.min_ci_groups),
+            heldout_pass_rate=sum(held) / len(held) if held else None,
+            heldout_n=len(held),
+            truth_unscored=tally.truth_unscored,
+            forged=tally.forged,
+            completion_tokens_mean=tally.tokens / n,
+            **epoch_alignment(tally.aligned, self.min_ci_groups),
             # the seconds each call took where it ran (calls made together overlap in time)
             score_s=sum(g.judged.seconds for g in scores.train if g.judged is not None),
             heldout_s=sum(g.tests.seconds for g in scores.heldout),
-            records=records,
+            records=tally.records,
         )
 
     @staticmethod
@@ -914,19 +991,28 @@ def reward_pass_divergence(history: Sequence[dict], margin: float) -> list[bool]
 NOT_COLUMNS = ("records", "alignment_log_e")  # kept in checkpoints, not in the table
 
 
+def stepped(row: Mapping[str, Any]) -> bool:
+    """A GRPO step was taken on the row's groups. The last row (policy_E) is scored and never
+    trained on: its alignment columns evaluate the final policy, and its groups stay out of
+    the alarm, which watches what GRPO was taught. (Every earlier row with a group GRPO could
+    learn from has a step; one without has no trained group either.)"""
+    return row.get("loss") is not None
+
+
 def history_frame(
     history: Sequence[dict], hacking_margin: float = 0.1, alarm_alpha: float = 0.05
 ) -> Any:
     """The history table; derived across rows (in epoch order): `evalue` and the alarm
-    `reward_hacking` (`alignment.running_evalue`, `alarm_flags` at `alarm_alpha`), and the
-    descriptive `reward_pass_divergence` (`hacking_margin`)."""
+    `reward_hacking` (`alignment.running_evalue` over the rows GRPO `stepped` on,
+    `alarm_flags` at `alarm_alpha`), and the descriptive `reward_pass_divergence`
+    (`hacking_margin`)."""
     import polars as pl
 
     from judgelab.schemas import HistorySchema, columns, validate
 
     ordered = sorted(history, key=lambda r: r["epoch"])
     rows = [{k: v for k, v in r.items() if k not in NOT_COLUMNS} for r in ordered]
-    evalues = running_evalue([r.get("alignment_log_e") for r in ordered])
+    evalues = running_evalue([r.get("alignment_log_e") if stepped(r) else None for r in ordered])
     flags = alarm_flags(evalues, alarm_alpha)
     marks = reward_pass_divergence(rows, hacking_margin)
     for row, e, flag, mark in zip(rows, evalues, flags, marks, strict=True):

@@ -6,9 +6,10 @@ transformers dequantises the GGUF to fp32 (≈20 s plus a slow tokenizer build f
 read that copy in seconds. The weights are those of the GGUF, dequantised: no hub, no
 download.
 
-Sampling returns the token ids it drew and their log-probabilities under the current
-policy (temperature-1 logits), so the GRPO step trains on exactly what was sampled —
-tokenising the text again can give other ids (llama.cpp and transformers disagree at times).
+Sampling returns the token ids it drew and their log-probabilities under the distribution
+drawn from (the logits at the sampling temperature), so the GRPO step trains on exactly what
+was sampled — tokenising the text again can give other ids (llama.cpp and transformers
+disagree at times).
 """
 
 from __future__ import annotations
@@ -153,10 +154,41 @@ def seeded_lora_init(params: Mapping[str, Any], seed: int) -> None:
 def _contiguous_input(module: Any, args: tuple) -> tuple:
     """Forward pre-hook for the vocabulary projection. With `logits_to_keep`, transformers
     hands it a strided slice of the hidden states; torch's matmul then broadcasts the whole
-    [hidden, vocab] weight per row and copies it (272 MB per row for Qwen2.5-0.5B in
-    bfloat16): a 4-row prefill of 400 tokens took 9.7 s instead of 3.6 s. A contiguous
-    input takes the plain matrix product."""
+    [hidden, vocab] weight per row and copies it (docs/BENCHMARKS.md). A contiguous input
+    takes the plain matrix product."""
     return (args[0].contiguous(), *args[1:])
+
+
+@dataclass
+class _Rows:
+    """The rows of one batched decode (`Policy.sample`): each row's temperature, token
+    budget and generator, and what it has drawn so far."""
+
+    temps: Any  # [N]
+    limits: Any  # [N]
+    gens: list[Any]
+    tokens: list[list[int]]
+    logprobs: list[list[float]]
+
+    def draw(self, live: Any, logits: Any) -> Any:
+        """One token for each live row from its logits [L, V]: exact inverse-CDF sampling
+        from softmax(logits / T) with the row's own generator (greedy at T = 0), kept with
+        its log-probability under the distribution drawn from. Returns the tokens [L]."""
+        torch = _torch()
+        temp = self.temps[live]
+        warm = torch.where(temp > 0, temp, torch.ones_like(temp))[:, None]
+        logp = torch.log_softmax(logits / warm, dim=-1)
+        cdf = torch.softmax(logits / warm, dim=-1).double().cumsum(-1)
+        u = torch.cat([torch.rand(1, generator=self.gens[r], dtype=torch.float64)
+                       for r in live.tolist()])  # fmt: skip
+        sampled = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None])[:, 0]
+        sampled = sampled.clamp(max=logits.shape[-1] - 1)
+        nxt = torch.where(temp > 0, sampled, logits.argmax(-1))
+        picked = logp.gather(-1, nxt[:, None])[:, 0]
+        for r, t, lp in zip(live.tolist(), nxt.tolist(), picked.tolist(), strict=True):
+            self.tokens[r].append(t)
+            self.logprobs[r].append(lp)
+        return nxt
 
 
 class Policy:
@@ -255,9 +287,6 @@ class Policy:
             {n.replace(tag, "."): p for n, p in self.lora_parameters(name).items()}, seed
         )
 
-    def base_parameters(self) -> dict[str, Any]:
-        return {n: p for n, p in self.model.named_parameters() if "lora_" not in n}
-
     def trainable(self) -> list[Any]:
         return [p for p in self.model.parameters() if p.requires_grad]
 
@@ -337,79 +366,77 @@ class Policy:
         `temperatures[i]` (0 = greedy), drawing with its own generator seeded `seeds[i]`, so
         a row's draws do not depend on which other rows share the batch.
 
-        Decoding is memory-bound on CPU (here a step over 16 rows from two adapters cost
-        about 1.7x a step over 8 rows from one), so every judge's training groups and
-        held-out prompts share one batch. The prompts' common prefix is prefilled once per
-        adapter, each distinct (adapter, prompt) tail once, and the KV cache copied to the
-        rows; a row leaves the batch when it stops. A draw is exact inverse-CDF sampling from
-        softmax(logits / T), and the log-probability kept is that of the distribution drawn
-        from, at T (the behaviour policy GRPO's importance ratio divides by; training
-        forwards take `sequence_logprobs(..., temperature=T)`). Greedy rows (T = 0) keep the
-        T = 1 log-probability; they are held-out rows, never trained on.
+        Decoding is memory-bound on CPU, so every judge's training groups and held-out
+        prompts share one batch (docs/TRAINING.md). The prompts' common prefix is prefilled
+        once per adapter, each distinct (adapter, prompt) tail once, and the KV cache copied
+        to the rows; a row leaves the batch when it stops. A draw is exact inverse-CDF
+        sampling from softmax(logits / T), and the log-probability kept is that of the
+        distribution drawn from, at T (the behaviour policy GRPO's importance ratio divides
+        by; training forwards take `sequence_logprobs(..., temperature=T)`). Greedy rows
+        (T = 0) keep the T = 1 log-probability; they are held-out rows, never trained on.
         """
         torch = _torch()
-        n = len(prompts)
-        names = list(adapters) if adapters is not None else [self.active] * n
+        names = list(adapters) if adapters is not None else [self.active] * len(prompts)
         for name in set(names):
             if name not in self.model.peft_config:
                 have = list(self.model.peft_config)
                 raise ModelError(f"sample: no adapter named {name!r} (have {have})")
         keys = [(a, tuple(p)) for a, p in zip(names, prompts, strict=True)]
-        distinct = list(dict.fromkeys(keys))
-        source = torch.tensor([distinct.index(k) for k in keys])
-        temps = torch.tensor([float(t) for t in temperatures])
-        limits = torch.tensor([int(m) for m in max_new_tokens])
-        gens = [torch.Generator().manual_seed(int(s)) for s in seeds]
-        stop = torch.tensor(self.stop_ids)
-        drawn: list[list[int]] = [[] for _ in range(n)]
-        drawn_logp: list[list[float]] = [[] for _ in range(n)]
-        rows = torch.arange(n)  # the rows still decoding, in batch order
+        rows = _Rows(
+            temps=torch.tensor([float(t) for t in temperatures]),
+            limits=torch.tensor([int(m) for m in max_new_tokens]),
+            gens=[torch.Generator().manual_seed(int(s)) for s in seeds],
+            tokens=[[] for _ in keys],
+            logprobs=[[] for _ in keys],
+        )
         self.model.eval()
         try:
             with torch.no_grad():
-                cache, logits, mask, position = self._prefill(distinct)
-                cache.reorder_cache(source.to(self.device))  # distinct prompts -> rows
-                logits, mask, position = logits[source], mask[source], position[source]
-                for step in range(int(limits.max())):
-                    temp = temps[rows]
-                    warm = torch.where(temp > 0, temp, torch.ones_like(temp))[:, None]
-                    logp = torch.log_softmax(logits / warm, dim=-1)
-                    cdf = torch.softmax(logits / warm, dim=-1).double().cumsum(-1)
-                    u = torch.cat([torch.rand(1, generator=gens[r], dtype=torch.float64)
-                                   for r in rows.tolist()])  # fmt: skip
-                    sampled = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None])[:, 0]
-                    sampled = sampled.clamp(max=logits.shape[-1] - 1)
-                    nxt = torch.where(temp > 0, sampled, logits.argmax(-1))
-                    picked = logp.gather(-1, nxt[:, None])[:, 0]
-                    for r, t, lp in zip(rows.tolist(), nxt.tolist(), picked.tolist(), strict=True):
-                        drawn[r].append(t)
-                        drawn_logp[r].append(lp)
-                    going = ~(torch.isin(nxt, stop) | (limits[rows] <= step + 1))
-                    if not bool(going.any()):
-                        break
-                    if not bool(going.all()):
-                        keep = going.nonzero()[:, 0]
-                        cache.reorder_cache(keep.to(self.device))
-                        rows, nxt = rows[keep], nxt[keep]
-                        mask, position = mask[keep], position[keep]
-                    mask = torch.cat([mask, torch.ones((len(rows), 1), dtype=torch.long)], dim=-1)
-                    position = position + 1
-                    out = self._forward(
-                        [distinct[i][0] for i in source[rows].tolist()],
-                        input_ids=nxt[:, None].to(self.device),
-                        attention_mask=mask.to(self.device),
-                        position_ids=position.to(self.device),
-                        past_key_values=cache,
-                    )
-                    logits = out.logits[:, -1].float().cpu()
+                self._decode(list(dict.fromkeys(keys)), keys, rows)
         finally:
             self.use(self.active)
         samples = []
-        for toks, lps in zip(drawn, drawn_logp, strict=True):
+        for toks, lps in zip(rows.tokens, rows.logprobs, strict=True):
             finish = "stop" if toks and toks[-1] in self.stop_ids else "length"
             text = self.tokenizer.decode([t for t in toks if t not in self.stop_ids])
             samples.append(Sample(toks, lps, text, finish))
         return samples
+
+    def _decode(
+        self,
+        distinct: list[tuple[str, tuple[int, ...]]],
+        keys: Sequence[tuple[str, tuple[int, ...]]],
+        rows: _Rows,
+    ) -> None:
+        """The batched decode of `sample`: prefill each distinct (adapter, prompt), copy its
+        KV cache to its rows, then one token per live row per step into `rows`."""
+        torch = _torch()
+        source = torch.tensor([distinct.index(k) for k in keys])
+        stop = torch.tensor(self.stop_ids)
+        live = torch.arange(len(keys))  # the rows still decoding, in batch order
+        cache, logits, mask, position = self._prefill(distinct)
+        cache.reorder_cache(source.to(self.device))  # distinct prompts -> rows
+        logits, mask, position = logits[source], mask[source], position[source]
+        for step in range(int(rows.limits.max())):
+            nxt = rows.draw(live, logits)
+            going = ~(torch.isin(nxt, stop) | (rows.limits[live] <= step + 1))
+            if not bool(going.any()):
+                break
+            if not bool(going.all()):
+                keep = going.nonzero()[:, 0]
+                cache.reorder_cache(keep.to(self.device))
+                live, nxt = live[keep], nxt[keep]
+                mask, position = mask[keep], position[keep]
+            mask = torch.cat([mask, torch.ones((len(live), 1), dtype=torch.long)], dim=-1)
+            position = position + 1
+            out = self._forward(
+                [distinct[i][0] for i in source[live].tolist()],
+                input_ids=nxt[:, None].to(self.device),
+                attention_mask=mask.to(self.device),
+                position_ids=position.to(self.device),
+                past_key_values=cache,
+            )
+            logits = out.logits[:, -1].float().cpu()
 
     def _forward(self, adapters: Sequence[str], **kwargs: Any) -> Any:
         """A forward pass in which row i runs adapter `adapters[i]`."""

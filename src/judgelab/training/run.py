@@ -8,15 +8,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from judgelab.cache import JsonCache
-from judgelab.config import EmbeddedModel, HumanEvalSettings, Settings
+from judgelab.config import EmbeddedModel, Settings
 from judgelab.errors import ConfigError
 from judgelab.evaluators.execution import ExecutionJudge
 from judgelab.evaluators.registry import build_evaluator
 from judgelab.io import write_parquet
 from judgelab.models.server import serve
-from judgelab.paths import cache_dir
+from judgelab.paths import cache_dir, project_root
 from judgelab.scoring import Scorer, score_serially
-from judgelab.tasks.humaneval import load_humaneval
+from judgelab.tasks.registry import tasks_by_id
 from judgelab.training.layout import HELDOUT_FILE, HISTORY_FILE, SAMPLES_FILE, planned_runs
 from judgelab.training.loop import (
     JudgeRun,
@@ -30,11 +30,26 @@ from judgelab.verdicts import Task
 log = logging.getLogger(__name__)
 
 
-def heldout_tasks(settings: Settings) -> list[Task]:
-    """The held-out tasks (`select: fixed`) or the pool they are chosen from (`mixed`)."""
+HUMANEVAL_SIZE = 164
+
+
+def heldout_ids(settings: Settings) -> list[str]:
+    """The ids of the held-out tasks (`select: fixed`) or of the pool they are chosen from
+    (`mixed`): `train.heldout.ids`, or HumanEval[offset : offset + pool (mixed) or limit]."""
     h = settings.train.heldout
+    if h.ids:
+        return list(h.ids if h.select == "mixed" else h.ids[: h.limit])
     size = h.pool if h.select == "mixed" else h.limit
-    return load_humaneval(HumanEvalSettings(offset=h.offset, limit=size))
+    return [f"HumanEval/{i}" for i in range(h.offset, min(h.offset + size, HUMANEVAL_SIZE))]
+
+
+def heldout_tasks(settings: Settings, root: Path | None = None) -> list[Task]:
+    """The held-out tasks or their pool (`heldout_ids`), each built by the task source that
+    holds it, with that source's settings (`tasks_by_id`): a CodeI/O task is held out as a
+    HumanEval one is. `root`: the project root your task files are relative to."""
+    return tasks_by_id(
+        settings.tasks, root or project_root(), heldout_ids(settings), "train.heldout.ids"
+    )
 
 
 def check_backend(backend: str) -> None:
