@@ -12,7 +12,7 @@ from judgelab.cache import JsonCache
 from judgelab.config import HeldOutSettings, RolloutSettings, load_settings
 from judgelab.errors import ConfigError
 from judgelab.evaluators.execution import ExecutionJudge
-from judgelab.evaluators.registry import ExecutionEvaluator
+from judgelab.evaluators.settings import ExecutionSettings
 from judgelab.tasks import tasks_frame, tasks_from_frame
 from judgelab.tasks.registry import tasks_by_id
 from judgelab.training.loop import JudgeRun, Trainer
@@ -62,7 +62,7 @@ def test_a_codeio_task_enters_both_training_pools(tmp_path: Path) -> None:
     ]
     # the training pool is the tasks table: a CodeI/O task as the tasks stage froze it
     train = tasks_from_frame(tasks_frame(tasks_by_id(settings.tasks, ROOT, ["codeio-hq/5"], "t")))
-    executor = ExecutionJudge(ExecutionEvaluator(name="execution"))
+    executor = ExecutionJudge(ExecutionSettings(name="execution"))
     trainer = Trainer(
         runs=[JudgeRun("a", TokenJudge(), tmp_path / "a")],
         settings=SETTINGS.model_copy(update={"epochs": 1, "heldout": settings.train.heldout}),
