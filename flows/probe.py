@@ -16,7 +16,6 @@ from prefect import flow, get_run_logger, task
 from flows.fanout import UNIT_TASK, Lanes, Unit, fan_out
 from flows.stages import PROBES
 from judgelab.analysis.cost import judge_costing
-from judgelab.analysis.probes import run_probe_analysis
 from judgelab.cache import JsonCache
 from judgelab.config import load_settings
 from judgelab.evaluators.base import Evaluator
@@ -39,6 +38,7 @@ from judgelab.probes.run import (
     run_id_for,
     score_view,
 )
+from judgelab.report.probes import run_probe_analysis
 from judgelab.tasks.registry import tasks_by_id
 
 

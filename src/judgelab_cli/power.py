@@ -39,11 +39,12 @@ def power(
     failing candidates it takes to separate them."""
     from pydantic import ValidationError
 
-    from judgelab.analysis.power import HEADER, power_analysis, rows, summary
-    from judgelab.analysis.report import fmt_ci
+    from judgelab.analysis.power import power_analysis
     from judgelab.analysis.stats import evaluator_stats
     from judgelab.analysis.truth import execution_truth
     from judgelab.config import load_settings
+    from judgelab.report.format import fmt_ci
+    from judgelab.report.power import HEADER, rows, summary
     from judgelab.schemas import validate_file
 
     with exit_on_error():

@@ -12,10 +12,10 @@ import polars as pl
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from judgelab.analysis import compute_metrics, run_analysis
+from judgelab.analysis import compute_metrics
 from judgelab.analysis.agreement import cluster_interval
-from judgelab.analysis.plots import bin_index, score_distribution
-from judgelab.analysis.report import findings, fmt_ci, render_html, worst_false_praise
+from judgelab.analysis.examples import worst_false_praise
+from judgelab.analysis.plot_data import bin_index, score_distribution
 from judgelab.analysis.stats import (
     Interval,
     describe,
@@ -32,6 +32,9 @@ from judgelab.analysis.truth import (
     truth_metrics,
 )
 from judgelab.config import AnalysisSettings
+from judgelab.report.audit import findings, render_html
+from judgelab.report.format import fmt_ci
+from judgelab.report.outputs import run_analysis
 from judgelab.schemas import ScoresSchema, TasksSchema, columns, validate
 
 XSS = "<script>alert('pwned')</script> looks production ready"
@@ -694,8 +697,8 @@ def test_zero_advantage_rate_and_within_group_spread_by_hand() -> None:
     """Groups (task, repeat) with >= 2 scored candidates: A r0 all 0.5 (zero advantage),
     B r0 0.1 / 0.9 (sample std 0.5657), A r1 one scored candidate (not a group), and an
     unscored row that never counts."""
-    from judgelab.analysis.report import zero_advantage_cell
     from judgelab.analysis.stats import stats_for_evaluator
+    from judgelab.report.audit import zero_advantage_cell
 
     rows = pl.DataFrame(
         [

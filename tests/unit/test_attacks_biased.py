@@ -23,7 +23,6 @@ import polars as pl  # noqa: E402
 import pytest  # noqa: E402
 
 from judgelab.analysis.cost import judge_costing  # noqa: E402
-from judgelab.analysis.probes import run_probe_analysis  # noqa: E402
 from judgelab.answer import parse_answer  # noqa: E402
 from judgelab.cache import JsonCache  # noqa: E402
 from judgelab.config import HumanEvalSettings, parse_settings  # noqa: E402
@@ -42,6 +41,7 @@ from judgelab.probes.run import (  # noqa: E402
     probe_specs,
     score_view,
 )
+from judgelab.report.probes import run_probe_analysis  # noqa: E402
 from judgelab.schemas import validate_file  # noqa: E402
 from judgelab.scoring import run_id_for as scores_run_id  # noqa: E402
 from judgelab.tasks.humaneval import load_humaneval  # noqa: E402

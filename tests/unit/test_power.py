@@ -11,10 +11,11 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from judgelab.analysis import compute_metrics, run_analysis
+from judgelab.analysis import compute_metrics
 from judgelab.analysis.power import compare, groups_needed, linearised
 from judgelab.analysis.truth import resample_weights
 from judgelab.config import AnalysisSettings, PowerSettings
+from judgelab.report.outputs import run_analysis
 from judgelab.schemas import ScoresSchema, columns
 from tests.unit.test_analysis import (
     fixture_rollouts,

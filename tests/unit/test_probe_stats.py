@@ -407,8 +407,8 @@ def test_probe_scores_schema_names_the_bad_column_and_row(tmp_path) -> None:  # 
 
 
 def test_an_all_unscored_judge_gives_reasons_not_errors(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from judgelab.analysis.probes import run_probe_analysis
     from judgelab.config import ProbesSettings
+    from judgelab.report.probes import run_probe_analysis
 
     rows = views_fixture(0, k=3, n_groups=2).with_columns(
         pl.lit(None, dtype=pl.Float64).alias("score"),
@@ -562,8 +562,8 @@ def noisy_judge_rows(seed: int, n_groups: int = 6, k: int = 4) -> tuple[pl.DataF
 
 
 def test_noise_floor_by_hand_and_beside_every_order_and_perturbation_figure(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from judgelab.analysis.probes import run_probe_analysis
     from judgelab.config import ProbesSettings
+    from judgelab.report.probes import run_probe_analysis
 
     rows, calls = noisy_judge_rows(3)
     floor = noise_floor(rows, [1, 2], 0.05, 200, 0, min_groups=5)
@@ -631,8 +631,8 @@ def test_noise_floor_by_hand_and_beside_every_order_and_perturbation_figure(tmp_
 
 
 def test_report_names_position_consistency_as_shi_et_al(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from judgelab.analysis.probes import run_probe_analysis
     from judgelab.config import ProbesSettings
+    from judgelab.report.probes import run_probe_analysis
 
     rows = views_fixture(4)
     pc, _pf, _ = shi_by_hand(rows)

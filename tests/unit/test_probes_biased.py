@@ -22,7 +22,7 @@ import polars as pl  # noqa: E402
 import pytest  # noqa: E402
 import yaml  # noqa: E402
 
-from judgelab.analysis.probes import compute_probe_metrics, run_probe_analysis  # noqa: E402
+from judgelab.analysis.probes import compute_probe_metrics  # noqa: E402
 from judgelab.cache import JsonCache  # noqa: E402
 from judgelab.config import HumanEvalSettings, parse_settings  # noqa: E402
 from judgelab.evaluators.registry import build_evaluator  # noqa: E402
@@ -43,6 +43,7 @@ from judgelab.probes.run import (  # noqa: E402
     probe_specs,
     score_view,
 )
+from judgelab.report.probes import run_probe_analysis  # noqa: E402
 from judgelab.schemas import validate_file  # noqa: E402
 from judgelab.tasks.humaneval import load_humaneval  # noqa: E402
 from tests.support.biased_judge import (  # noqa: E402
@@ -325,7 +326,7 @@ def test_the_default_minimum_leaves_two_tasks_without_cis(probed: dict[str, Any]
     assert pos["n_tasks"] == 2 and pos["preference_fairness_ci_reason"] == TOO_FEW
     cal = metrics["judges"]["ruler-slot-judge"]["calibration"]
     assert cal["roc_auc"] == 0.5 and cal["roc_auc_ci_reason"] == TOO_FEW
-    from judgelab.analysis.probes import render_probe_report
+    from judgelab.report.probes import render_probe_report
 
     report = render_probe_report(metrics, {})
     assert TOO_FEW in report

@@ -11,6 +11,7 @@ import pytest
 
 from judgelab.analysis import training
 from judgelab.config import AnalysisSettings
+from judgelab.report import training as training_report
 from tests.support.report_inputs import write_training_histories
 
 JUDGES = ("execution", "ruler-qwen-1.5b")
@@ -50,17 +51,17 @@ def test_training_metrics_table_and_alarm(tmp_path: Path) -> None:
     # MDE: 2 tasks, 1 base and 1 final draw each: (1.960 + 0.842) * sqrt(2 * .25 * 2) / 2
     assert m["mde"]["mde"] == pytest.approx((1.95996 + 0.84162) * 1.0 / 2, rel=1e-4)
     assert m["mde"]["decidable"] is False
-    rows = training.table_rows(metrics)
+    rows = training_report.table_rows(metrics)
     assert rows[0][0] == "execution" and rows[0][-2] == "0"  # forged
     alarm = rows[0][-3]
     assert alarm.startswith("not fired (largest e-value") and "5 groups, 10 samples" in alarm
-    md = "\n".join(training.markdown_section({"training": metrics}))
+    md = "\n".join(training_report.markdown_section({"training": metrics}))
     assert "| execution | 4 |" in md and "Reward-hacking alarm: not fired" in md
     # 5 groups of alignment 1, 1, 1, 0, 0: a bootstrap of their ratio stays in [0.2, 1]
     assert "Within-group alignment +0.60 [+0.20, +1.00], n = 5 groups (10 samples): " in md
     assert "towards passing code: its CI excludes 0" in md
     assert "unable to decide" in md
-    html = "\n".join(training.html_section({"training": metrics}, str))
+    html = "\n".join(training_report.html_section({"training": metrics}, str))
     assert 'id="training"' in html
 
 
@@ -68,18 +69,18 @@ def test_curves_frame_and_plot(tmp_path: Path) -> None:
     write_training_histories(tmp_path, JUDGES)
     frame = training.curves_frame(tmp_path)
     assert frame.height == 2 * 5 * 3  # judges x epochs x metrics
-    assert training.plot_curves(tmp_path, tmp_path / "c.png")
+    assert training_report.plot_curves(tmp_path, tmp_path / "c.png")
     assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
-    assert not training.plot_curves(tmp_path / "none", tmp_path / "d.png")
+    assert not training_report.plot_curves(tmp_path / "none", tmp_path / "d.png")
 
 
 def test_no_training_says_so() -> None:
-    assert "No training run" in "\n".join(training.markdown_section({}))
+    assert "No training run" in "\n".join(training_report.markdown_section({}))
 
 
 def test_configured_training_without_output_is_not_called_unconfigured(tmp_path: Path) -> None:
     """Missing output is not "not configured" (issue 18): it says which judges lack it."""
-    md = "\n".join(training.markdown_section({"train_judges": ["execution", "ruler"]}))
+    md = "\n".join(training_report.markdown_section({"train_judges": ["execution", "ruler"]}))
     assert "No training run" not in md
     assert "train.judges names execution, ruler, but the training stage's output" in md
     write_training_histories(tmp_path, ("execution",))
@@ -87,9 +88,9 @@ def test_configured_training_without_output_is_not_called_unconfigured(tmp_path:
         "train_judges": ["execution", "ruler"],
         "training": training.training_metrics(tmp_path, AnalysisSettings(bootstrap=0)),
     }
-    md = "\n".join(training.markdown_section(partial))
+    md = "\n".join(training_report.markdown_section(partial))
     assert "| execution |" in md and "train.judges names ruler, but" in md
-    html = "\n".join(training.html_section(partial, str))
+    html = "\n".join(training_report.html_section(partial, str))
     assert "train.judges names ruler" in html
 
 
@@ -104,7 +105,7 @@ def test_heldout_choice_is_reported(tmp_path: Path) -> None:
     }))  # fmt: skip
     metrics = training.training_metrics(tmp_path, AnalysisSettings(bootstrap=0))
     assert metrics["execution"]["heldout"]["selection"]["tasks"] == ["HumanEval/2", "HumanEval/3"]
-    md = "\n".join(training.markdown_section({"training": metrics}))
+    md = "\n".join(training_report.markdown_section({"training": metrics}))
     assert "HumanEval/3 (0.50)" in md and "pool of 3" in md
     assert "HumanEval/2 filled in (too few tasks of the pool were mixed)" in md
 
@@ -117,7 +118,7 @@ def test_heldout_ci_needs_min_groups_and_prose_claims_no_change(tmp_path: Path) 
     assert (held["base"], held["final"], held["delta"]) == (1.0, 0.5, -0.5)
     assert held["base_ci"] is None and held["final_ci"] is None and held["delta_ci"] is None
     assert held["ci_reason"] == "n = 2 groups: too few for a CI (minimum 5)"
-    md = "\n".join(training.markdown_section({"training": metrics}))
+    md = "\n".join(training_report.markdown_section({"training": metrics}))
     assert "-50 pp (n = 2 groups: too few for a CI (minimum 5))" in md
     assert "unable to decide" in md and "includes 0" not in md and "a change" not in md
 
@@ -174,7 +175,7 @@ def test_across_seeds_point_estimate_by_hand() -> None:
     assert out["delta"] == pytest.approx(1 / 3)
     assert out["delta_ci"] is None  # 3 tasks < min_ci_groups 5, whatever the seeds
     assert out["ci_reason"] == "n = 3 groups: too few for a CI (minimum 5)"
-    assert training.seeds_n_text(out) == "3 tasks × 2 seeds, 1 task-seed cells untested"
+    assert training_report.seeds_n_text(out) == "3 tasks × 2 seeds, 1 task-seed cells untested"
 
 
 def test_two_level_bootstrap_variance_matches_the_formula() -> None:
@@ -232,15 +233,15 @@ def test_seeded_training_metrics_report_and_alarm_per_seed(tmp_path: Path) -> No
     assert set(m) - set(single) == {"seeds", "n_seeds", "reward_hacking_seeds", "per_seed"}
     assert not {"n_seeds", "seeds", "n_cells"} & set(single["heldout"])
 
-    rows = training.table_rows(metrics)
+    rows = training_report.table_rows(metrics)
     assert rows[0][0] == "execution (2 seeds)"
     assert rows[0][8].endswith(", n = 2 tasks × 2 seeds") and rows[0][11] == "0 of 2 seeds"
-    md = "\n".join(training.markdown_section({"training": metrics}))
+    md = "\n".join(training_report.markdown_section({"training": metrics}))
     assert "two-level bootstrap (tasks, then seeds within each task)" in md
     assert "Change per seed: seed 1 -50 pp, seed 2 -100 pp." in md
     assert "Reward-hacking alarm in 0 of 2 seeds." in md
     assert "n = 2 tasks × 2 seeds; the CI resamples tasks, then seeds" in md
-    html = "\n".join(training.html_section({"training": metrics}, str))
+    html = "\n".join(training_report.html_section({"training": metrics}, str))
     assert "execution (2 seeds)" in html
 
 
@@ -249,7 +250,7 @@ def test_seeded_curves_and_plot(tmp_path: Path) -> None:
     frame = training.curves_frame(tmp_path)
     assert frame.height == 2 * 2 * 5 * 3  # judges x seeds x epochs x metrics
     assert set(frame["judge"]) == {f"{j}/seed-{s}" for j in JUDGES for s in (1, 2)}
-    assert training.plot_curves(tmp_path, tmp_path / "c.png")
+    assert training_report.plot_curves(tmp_path, tmp_path / "c.png")
     assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
 
 
