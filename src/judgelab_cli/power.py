@@ -40,7 +40,7 @@ def power(
     from pydantic import ValidationError
 
     from judgelab.analysis.power import power_analysis
-    from judgelab.analysis.stats import evaluator_stats
+    from judgelab.analysis.stats import CIRule, evaluator_stats
     from judgelab.analysis.truth import execution_truth
     from judgelab.config import load_settings
     from judgelab.report.format import fmt_ci
@@ -58,9 +58,8 @@ def power(
             raise typer.BadParameter(str(err)) from None
         table = validate_file(scores, "scores")
     truth = execution_truth(table)
-    result = power_analysis(
-        table, truth, evaluator_stats(table), knobs, analysis.min_ci_groups, analysis.primary
-    )
+    rule = CIRule.of(analysis)
+    result = power_analysis(table, truth, evaluator_stats(table), knobs, rule, analysis.primary)
     out = Table(title=f"judgelab power: margin {knobs.margin:g}, alpha {knobs.alpha:g}, "
                 f"power {knobs.power:g}")  # fmt: skip
     for column in HEADER:

@@ -10,9 +10,12 @@ import numpy as np
 import pytest
 
 from judgelab.analysis import training
+from judgelab.analysis.stats import CI_LEVEL, CIRule
 from judgelab.config import AnalysisSettings
 from judgelab.report import training as training_report
 from tests.support.report_inputs import write_training_histories
+
+NO_BOOT = CIRule(5, 0, 0, CI_LEVEL)
 
 JUDGES = ("execution", "ruler-qwen-1.5b")
 
@@ -145,14 +148,13 @@ def test_one_seed_is_todays_heldout_change_exactly() -> None:
     rates = {(f"HumanEval/{t}", 7): ([1.0, 0.0, t % 2], [t % 3 / 2, 1.0, None]) for t in range(6)}
     (samples,) = heldout_samples(rates).values()
     for n_boot, min_groups in ((400, 5), (400, 7), (0, 5)):
-        single = training.heldout_change(samples, 0, 2, n_boot, seed=3, min_groups=min_groups)
-        multi = training.heldout_change_across_seeds(
-            {7: samples}, 0, 2, n_boot, seed=3, min_groups=min_groups
-        )
+        rule = CIRule(min_groups, n_boot, 3, CI_LEVEL)
+        single = training.heldout_change(samples, 0, 2, rule)
+        multi = training.heldout_change_across_seeds({7: samples}, 0, 2, rule)
         assert {k: multi[k] for k in single} == single
         assert (multi["n_seeds"], multi["n_cells"], multi["seeds"]) == (1, 6, [7])
     assert single["delta_ci"] is None and multi["ci_reason"] == "bootstrap disabled (bootstrap = 0)"
-    valid = training.heldout_change_across_seeds({7: samples}, 0, 2, 400, seed=3)
+    valid = training.heldout_change_across_seeds({7: samples}, 0, 2, CIRule(5, 400, 3, CI_LEVEL))
     assert valid["delta_ci"] is not None  # the equality above covered a real CI too
 
 
@@ -168,7 +170,7 @@ def test_across_seeds_point_estimate_by_hand() -> None:
         ("B", 1): ([0.0, 0.0], [1.0, 0.0]), ("B", 2): ([0.0, 0.0], [0.0, 0.0]),
         ("C", 1): ([1.0, 0.0], [1.0, 1.0]), ("C", 2): ([1.0, 1.0], [None, None]),
     }  # fmt: skip
-    out = training.heldout_change_across_seeds(heldout_samples(rates), 0, 2, 0, seed=0)
+    out = training.heldout_change_across_seeds(heldout_samples(rates), 0, 2, NO_BOOT)
     assert (out["n_tasks"], out["n_seeds"], out["n_cells"]) == (3, 2, 5)
     assert out["base"] == pytest.approx(1.25 / 3)
     assert out["final"] == pytest.approx(2.25 / 3)

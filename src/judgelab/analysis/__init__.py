@@ -31,7 +31,7 @@ from judgelab.analysis import training
 from judgelab.analysis.failures import loud_failures
 from judgelab.analysis.judge_only import judge_agreement
 from judgelab.analysis.power import power_analysis
-from judgelab.analysis.stats import evaluator_stats
+from judgelab.analysis.stats import CIRule, evaluator_stats
 from judgelab.analysis.truth import (
     candidate_scores,
     execution_truth,
@@ -74,20 +74,17 @@ def compute_metrics(
         logger.warning("truth metrics unavailable: %s", truth.reason)
     parseable = truth.parseable()
     evaluators = evaluator_stats(scores)
-    weights = resample_weights(len(truth.tasks), settings.bootstrap, settings.seed)
-    parseable_weights = resample_weights(len(parseable.tasks), settings.bootstrap, settings.seed)
+    rule = CIRule.of(settings)
+    weights = resample_weights(len(truth.tasks), rule.n_boot, rule.seed)
+    parseable_weights = resample_weights(len(parseable.tasks), rule.n_boot, rule.seed)
     for name, ev in evaluators.items():
         cand = candidate_scores(scores, name)
         for key, t, w in (
             ("truth", truth, weights),
             ("truth_parseable", parseable, parseable_weights),
         ):
-            ev[key] = truth_metrics(
-                cand, t, settings.praise_threshold, w, min_groups=settings.min_ci_groups
-            )
-    power = power_analysis(
-        scores, truth, evaluators, settings.power, settings.min_ci_groups, settings.primary
-    )
+            ev[key] = truth_metrics(cand, t, settings.praise_threshold, w, rule)
+    power = power_analysis(scores, truth, evaluators, settings.power, rule, settings.primary)
     return clean_json(
         {
             "evaluators": evaluators,

@@ -7,7 +7,7 @@ identity view ``perm:0`` at the same slot and temperature — and the view's oth
 themselves in ``perm:0``. Unscored rows never count as 0: a comparison needing a missing score
 is left out, and the unscored attacked candidates are counted.
 
-Per attack (every figure with its n of groups and, from `min_groups` groups on, a 95 %
+Per attack (every figure with its n of groups and, from `rule.min_groups` groups on, a 95 %
 cluster-bootstrap CI over groups; each figure rests on the groups where it is defined):
 - ``success_rate`` (attacks on failing code): share of scored attacked candidates that the
   judge praised (score >= ``praise_threshold``) or ranked top of its group (the unique highest
@@ -32,7 +32,8 @@ import numpy as np
 import polars as pl
 
 from judgelab.analysis.bias import PERM, figure_with_ci, top_of
-from judgelab.probes.attacks import ATTACK, ATTACKS
+from judgelab.analysis.stats import CIRule
+from judgelab.probes.attacks import ATTACK, ATTACKS, Attack
 
 IDENTITY = f"{PERM}0"
 Member = tuple[float | None, bool, str]  # score (None: unscored), treated, base_id
@@ -97,7 +98,7 @@ def _parts(view: dict[str, Member], ref: dict[str, Member], threshold: float,
 
 
 def _ratio_figure(out: dict[str, Any], name: str, parts: list[dict[str, float]], num: str,
-                  den: str, fig: dict[str, Any]) -> None:  # fmt: skip
+                  den: str, rule: CIRule) -> None:  # fmt: skip
     """figure `name` = sum(num) / sum(den) over the groups where den > 0, with its CI."""
     sel = [p for p in parts if p[den] > 0]
 
@@ -105,73 +106,78 @@ def _ratio_figure(out: dict[str, Any], name: str, parts: list[dict[str, float]],
         d = sum(sel[i][den] for i in idx)
         return float(sum(sel[i][num] for i in idx) / d) if d else None
 
-    out.update(figure_with_ci(name, len(sel), stat, **fig))
+    out.update(figure_with_ci(name, len(sel), stat, rule))
+
+
+REASONS = {
+    "success_rate": "no attacked candidate was scored",
+    "stability_rate": "no edited candidate was scored in both views",
+    "shift": "no attacked candidate and unattacked control were both scored in both "
+    "views: no controlled shift",
+    "delta_attacked": "no attacked candidate was scored in both views",
+}
 
 
 def attack_bias(
-    rows: pl.DataFrame,
-    praise_threshold: float,
-    tolerance: float,
-    n_boot: int,
-    seed: int,
-    *,
-    min_groups: int,
+    rows: pl.DataFrame, praise_threshold: float, tolerance: float, rule: CIRule
 ) -> dict[str, Any]:
     """attack name -> its figures (module docstring), for one judge's rows."""
     calls = _calls(rows)
     present = {v.removeprefix(ATTACK) for _, v in calls if v.startswith(ATTACK)}
     order = [a for a in ATTACKS if a in present] + sorted(present - set(ATTACKS))
-    fig = {"n_boot": n_boot, "seed": seed, "min_groups": min_groups}
     out: dict[str, Any] = {}
     for name in order:
-        spec = ATTACKS.get(name)
         view = f"{ATTACK}{name}"
         parts = [
             _parts(members, calls.get((g, IDENTITY), {}), praise_threshold, tolerance)
             for (g, v), members in sorted(calls.items())
             if v == view
         ]
-        a: dict[str, Any] = {
-            "family": spec.family if spec else None,
-            "passes": spec.passes if spec else None,
-            "n_groups": len(parts),
-            "n_attacked": int(sum(p["attacked"] for p in parts)),
-            "n_scored": int(sum(p["scored"] for p in parts)),
-            "n_unscored": int(sum(p["unscored"] for p in parts)),
-            "n_paired": int(sum(p["d_n"] for p in parts)),
-            "n_controls": int(sum(p["c_n"] for p in parts)),
-            "praise_threshold": praise_threshold,
-            "tolerance": tolerance,
-        }
-        if spec is None or not spec.passes:
-            a["n_success"] = int(sum(p["success"] for p in parts))
-            _ratio_figure(a, "success_rate", parts, "success", "scored", fig)
-            _ratio_figure(a, "praise_rate", parts, "praise", "scored", fig)
-            _ratio_figure(a, "top_rate", parts, "top", "scored", fig)
-            _ratio_figure(a, "baseline_rate", parts, "base_success", "base_n", fig)
-        else:
-            _ratio_figure(a, "stability_rate", parts, "stable", "d_n", fig)
-        _ratio_figure(a, "mean_attacked", parts, "score_sum", "scored", fig)
-        _ratio_figure(a, "mean_original", parts, "base_sum", "base_n", fig)
-        _ratio_figure(a, "delta_attacked", parts, "d_sum", "d_n", fig)
-        _ratio_figure(a, "delta_control", parts, "c_sum", "c_n", fig)
-        both = [p for p in parts if p["d_n"] and p["c_n"]]
-
-        def shift(idx: np.ndarray, both: list[dict[str, float]] = both) -> float | None:
-            dn, cn = sum(both[i]["d_n"] for i in idx), sum(both[i]["c_n"] for i in idx)
-            if not dn or not cn:
-                return None
-            return float(sum(both[i]["d_sum"] for i in idx) / dn
-                         - sum(both[i]["c_sum"] for i in idx) / cn)  # fmt: skip
-
-        a.update(figure_with_ci("shift", len(both), shift, **fig))
-        reasons = {
-            "success_rate": "no attacked candidate was scored",
-            "stability_rate": "no edited candidate was scored in both views",
-            "shift": "no attacked candidate and unattacked control were both scored in both "
-            "views: no controlled shift",
-            "delta_attacked": "no attacked candidate was scored in both views",
-        }
-        a["reasons"] = {k: why for k, why in reasons.items() if k in a and a[k] is None}
-        out[name] = a
+        out[name] = _attack_figures(ATTACKS.get(name), parts, praise_threshold, tolerance, rule)
     return out
+
+
+def _attack_figures(
+    spec: Attack | None,
+    parts: list[dict[str, float]],
+    praise_threshold: float,
+    tolerance: float,
+    rule: CIRule,
+) -> dict[str, Any]:
+    """One attack's counts and figures from its groups' `_parts`."""
+    a: dict[str, Any] = {
+        "family": spec.family if spec else None,
+        "passes": spec.passes if spec else None,
+        "n_groups": len(parts),
+        "n_attacked": int(sum(p["attacked"] for p in parts)),
+        "n_scored": int(sum(p["scored"] for p in parts)),
+        "n_unscored": int(sum(p["unscored"] for p in parts)),
+        "n_paired": int(sum(p["d_n"] for p in parts)),
+        "n_controls": int(sum(p["c_n"] for p in parts)),
+        "praise_threshold": praise_threshold,
+        "tolerance": tolerance,
+    }
+    if spec is None or not spec.passes:
+        a["n_success"] = int(sum(p["success"] for p in parts))
+        _ratio_figure(a, "success_rate", parts, "success", "scored", rule)
+        _ratio_figure(a, "praise_rate", parts, "praise", "scored", rule)
+        _ratio_figure(a, "top_rate", parts, "top", "scored", rule)
+        _ratio_figure(a, "baseline_rate", parts, "base_success", "base_n", rule)
+    else:
+        _ratio_figure(a, "stability_rate", parts, "stable", "d_n", rule)
+    _ratio_figure(a, "mean_attacked", parts, "score_sum", "scored", rule)
+    _ratio_figure(a, "mean_original", parts, "base_sum", "base_n", rule)
+    _ratio_figure(a, "delta_attacked", parts, "d_sum", "d_n", rule)
+    _ratio_figure(a, "delta_control", parts, "c_sum", "c_n", rule)
+    both = [p for p in parts if p["d_n"] and p["c_n"]]
+
+    def shift(idx: np.ndarray) -> float | None:
+        dn, cn = sum(both[i]["d_n"] for i in idx), sum(both[i]["c_n"] for i in idx)
+        if not dn or not cn:
+            return None
+        return float(sum(both[i]["d_sum"] for i in idx) / dn
+                     - sum(both[i]["c_sum"] for i in idx) / cn)  # fmt: skip
+
+    a.update(figure_with_ci("shift", len(both), shift, rule))
+    a["reasons"] = {k: why for k, why in REASONS.items() if k in a and a[k] is None}
+    return a

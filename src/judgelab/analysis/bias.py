@@ -1,8 +1,8 @@
 """Bias probes, figures per judge: position, perturbation (verbosity and superficial cues),
 self-preference and the noise floor, each with a 95 % cluster-bootstrap CI when there are at
-least `min_groups` clusters (below that: the value, null CI bounds and the reason in
-``<figure>_ci_reason``, as every figure of judgelab: `analysis.stats.Interval`). For position
-and the noise floor the clusters are tasks (`by_task`: a task's calibration and
+least `rule.min_groups` clusters (`stats.CIRule`; below that: the value, null CI bounds and the
+reason in ``<figure>_ci_reason``, as every figure of judgelab: `analysis.stats.Interval`). For
+position and the noise floor the clusters are tasks (`by_task`: a task's calibration and
 self-preference groups are one cluster; `n_tasks`, and `<figure>_n_groups` counts tasks).
 
 Input is the probe scores table (`judgelab.schemas.ProbeScoresSchema`) filtered to one judge's
@@ -92,6 +92,7 @@ import numpy as np
 import polars as pl
 
 from judgelab.analysis.agreement import with_ci
+from judgelab.analysis.stats import CIRule
 
 PERM = "perm:"
 PERT = "pert:"
@@ -126,13 +127,11 @@ def figure_with_ci(
     name: str,
     n: int,
     stat: Callable[[np.ndarray], float | None],
-    n_boot: int,
-    seed: int,
-    min_groups: int,
+    rule: CIRule,
 ) -> dict[str, Any]:
     """`agreement.with_ci`'s fields: {name, name_ci_low, name_ci_high, name_ci_reason, ...},
-    the CI only from `min_groups` groups or more (one group never gives one)."""
-    return with_ci(name, n, stat, n_boot, seed, max(min_groups, 2))
+    the CI only from `rule.min_groups` groups or more."""
+    return with_ci(name, n, stat, rule)
 
 
 def _figure(
@@ -140,11 +139,9 @@ def _figure(
     name: str,
     n: int,
     stat: Callable[[np.ndarray], float | None],
-    boot: int,
-    seed: int,
-    min_groups: int,
+    rule: CIRule,
 ) -> None:
-    out.update(figure_with_ci(name, n, stat, boot, seed, min_groups))
+    out.update(figure_with_ci(name, n, stat, rule))
 
 
 def _explain(out: dict[str, Any], why: dict[str, str]) -> None:
@@ -278,7 +275,7 @@ def _position_parts(views: dict[str, Scores], size: int, k: int) -> dict[str, An
     return parts
 
 
-def position_bias(rows: pl.DataFrame, n_boot: int, seed: int, *, min_groups: int) -> dict[str, Any]:
+def position_bias(rows: pl.DataFrame, rule: CIRule) -> dict[str, Any]:
     """Position figures of one judge (module docstring), CIs over groups."""
     groups = view_scores(rows, PERM)
     multi = {g: v for g, v in groups.items() if len(v) >= 2}
@@ -313,15 +310,14 @@ def position_bias(rows: pl.DataFrame, n_boot: int, seed: int, *, min_groups: int
     def slot_effect(idx: np.ndarray, j: int = 0) -> float | None:
         return _ratio(_sum(parts, idx, "effect_sum")[j], _sum(parts, idx, "effect_n")[j])
 
-    fig = {"boot": n_boot, "seed": seed, "min_groups": min_groups}
-    _figure(out, "position_consistency", n, ratio("ordered_consistent", "ordered_pairs"), **fig)
-    _figure(out, "position_consistency_with_flat", n, ratio("consistent", "pairs"), **fig)
-    _figure(out, "flat_pair_rate", n, ratio("flat", "pairs"), **fig)
-    _figure(out, "preference_fairness", n, fairness_shi, **fig)
-    _figure(out, "preference_fairness_tie_aware", n, fairness, **fig)
-    _figure(out, "slot_effect", n, slot_effect, **fig)
-    _figure(out, "top_choice_agreement", n, ratio("top_same", "top_pairs"), **fig)
-    _figure(out, "mean_abs_delta", n, ratio("delta_sum", "delta_n"), **fig)
+    _figure(out, "position_consistency", n, ratio("ordered_consistent", "ordered_pairs"), rule)
+    _figure(out, "position_consistency_with_flat", n, ratio("consistent", "pairs"), rule)
+    _figure(out, "flat_pair_rate", n, ratio("flat", "pairs"), rule)
+    _figure(out, "preference_fairness", n, fairness_shi, rule)
+    _figure(out, "preference_fairness_tie_aware", n, fairness, rule)
+    _figure(out, "slot_effect", n, slot_effect, rule)
+    _figure(out, "top_choice_agreement", n, ratio("top_same", "top_pairs"), rule)
+    _figure(out, "mean_abs_delta", n, ratio("delta_sum", "delta_n"), rule)
     swap = "no candidate pair was scored in two views that swap it"
     _explain(
         out,
@@ -366,10 +362,10 @@ def position_bias(rows: pl.DataFrame, n_boot: int, seed: int, *, min_groups: int
             return _ratio(_sum(parts, idx, "top_slot")[j], _sum(parts, idx, "top_views"))
 
         slot: dict[str, Any] = {}
-        _figure(slot, "mean", n, slot_mean, **fig)
-        _figure(slot, "bias", n, slot_bias, **fig)
-        _figure(slot, "effect", n, lambda idx, j=j: slot_effect(idx, j), **fig)
-        _figure(slot, "top_rate", n, top_rate, **fig)
+        _figure(slot, "mean", n, slot_mean, rule)
+        _figure(slot, "bias", n, slot_bias, rule)
+        _figure(slot, "effect", n, lambda idx, j=j: slot_effect(idx, j), rule)
+        _figure(slot, "top_rate", n, top_rate, rule)
         slot["n_effect_pairs"] = int(_sum(parts, every, "effect_n")[j])
         slots[str(j)] = slot
     out["slots"] = slots
@@ -380,10 +376,7 @@ def noise_floor(
     rows: pl.DataFrame,
     repeats: Collection[int],
     tolerance: float,
-    n_boot: int,
-    seed: int,
-    *,
-    min_groups: int,
+    rule: CIRule,
 ) -> dict[str, Any]:
     """Figures between every two calls of the identity view ``perm:0`` among `repeats` (the
     calls at the repeat temperature), CIs over groups (module docstring)."""
@@ -466,14 +459,13 @@ def noise_floor(
 
     stability = r("stability_sum", "stability_n")  # mean over groups with a full call
 
-    fig = {"boot": n_boot, "seed": seed, "min_groups": min_groups}
-    _figure(out, "position_consistency", n, r("ordered_consistent", "ordered_pairs"), **fig)
-    _figure(out, "position_consistency_with_flat", n, r("consistent", "pairs"), **fig)
-    _figure(out, "pair_instability", n, r("instability", "pairs"), **fig)
-    _figure(out, "top_choice_agreement", n, r("top_same", "top_pairs"), **fig)
-    _figure(out, "stability", n, stability, **fig)
-    _figure(out, "mean_abs_delta", n, r("delta_sum", "delta_n"), **fig)
-    _figure(out, "robustness_rate", n, r("robust", "robust_n"), **fig)
+    _figure(out, "position_consistency", n, r("ordered_consistent", "ordered_pairs"), rule)
+    _figure(out, "position_consistency_with_flat", n, r("consistent", "pairs"), rule)
+    _figure(out, "pair_instability", n, r("instability", "pairs"), rule)
+    _figure(out, "top_choice_agreement", n, r("top_same", "top_pairs"), rule)
+    _figure(out, "stability", n, stability, rule)
+    _figure(out, "mean_abs_delta", n, r("delta_sum", "delta_n"), rule)
+    _figure(out, "robustness_rate", n, r("robust", "robust_n"), rule)
     _explain(
         out,
         {
@@ -490,9 +482,7 @@ def noise_floor(
     return out
 
 
-def perturbation_bias(
-    rows: pl.DataFrame, tolerance: float, n_boot: int, seed: int, *, min_groups: int
-) -> dict[str, Any]:
+def perturbation_bias(rows: pl.DataFrame, tolerance: float, rule: CIRule) -> dict[str, Any]:
     """Per perturbation name: delta_treated, delta_control, effect, robustness_rate (+ CIs)."""
     base = view_scores(rows, f"{PERM}0")
     pert = view_scores(rows, PERT)
@@ -542,11 +532,10 @@ def perturbation_bias(
             c = _ratio(sum(pg[i]["c_sum"] for i in idx), sum(pg[i]["c_n"] for i in idx))
             return None if t is None or c is None else t - c  # no controls: no controlled effect
 
-        kw = {"boot": n_boot, "seed": seed, "min_groups": min_groups}
-        _figure(fig, "delta_treated", n, r("t_sum", "t_n"), **kw)
-        _figure(fig, "delta_control", n, r("c_sum", "c_n"), **kw)
-        _figure(fig, "effect", n, effect, **kw)
-        _figure(fig, "robustness_rate", n, r("robust", "t_n"), **kw)
+        _figure(fig, "delta_treated", n, r("t_sum", "t_n"), rule)
+        _figure(fig, "delta_control", n, r("c_sum", "c_n"), rule)
+        _figure(fig, "effect", n, effect, rule)
+        _figure(fig, "robustness_rate", n, r("robust", "t_n"), rule)
         no_control = "no unperturbed control was scored in both views"
         _explain(
             fig,
@@ -578,10 +567,7 @@ def self_preference(
     rows: pl.DataFrame,
     judge_model: str,
     judge_family: str,
-    n_boot: int,
-    seed: int,
-    *,
-    min_groups: int,
+    rule: CIRule,
 ) -> dict[str, Any]:
     """Policy-by-judge row of the matrix and the controlled self/family gaps (+ CIs)."""
     sel = _scored(rows).filter(
@@ -599,7 +585,6 @@ def self_preference(
         out["reason"] = "no self-preference group was scored"
         return out
     by_group = [cand.filter(pl.col("group_id") == g) for g in groups]
-    kw = {"boot": n_boot, "seed": seed, "min_groups": min_groups}
 
     def pick(idx: np.ndarray) -> pl.DataFrame:
         return pl.concat([by_group[i] for i in idx])
@@ -612,7 +597,7 @@ def self_preference(
             return float(s.mean()) if s.len() else None
 
         cell: dict[str, Any] = {}
-        _figure(cell, "mean", n, mean_for, **kw)
+        _figure(cell, "mean", n, mean_for, rule)
         matrix[policy] = cell
     out["matrix"] = matrix
 
@@ -630,8 +615,8 @@ def self_preference(
 
         return stat
 
-    _figure(out, "self_gap", n, gap("self"), **kw)
-    _figure(out, "family_gap", n, gap("family"), **kw)
+    _figure(out, "self_gap", n, gap("self"), rule)
+    _figure(out, "family_gap", n, gap("family"), rule)
     _explain(
         out,
         {

@@ -31,6 +31,7 @@ import numpy as np
 import polars as pl
 
 from judgelab.analysis.bias import PERM, figure_with_ci
+from judgelab.analysis.stats import CIRule
 from judgelab.config import EmbeddedModel, Settings
 
 IDENTITY = f"{PERM}0"
@@ -126,10 +127,7 @@ def cost_metrics(
     calls: pl.DataFrame,
     rows: pl.DataFrame,
     costing: JudgeCosting,
-    n_boot: int,
-    seed: int,
-    *,
-    min_groups: int,
+    rule: CIRule,
 ) -> dict[str, Any]:
     """The deterministic cost figures of one judge (module docstring); `calls` and `rows`
     are that judge's."""
@@ -146,7 +144,6 @@ def cost_metrics(
         "price_per_million_completion_tokens": costing.price_completion,
         "probe_run": _totals(calls),
     }
-    fig = {"n_boot": n_boot, "seed": seed, "min_groups": min_groups}
     reasons: dict[str, str] = {}
     no_tokens = int(sum(p["no_tokens"] for p in parts))
     if no_tokens:
@@ -155,11 +152,11 @@ def cost_metrics(
         reasons.update(tokens_per_correct_pair=why, money_per_1000_correct_pairs=why)
     else:
         tokens = _per_correct(parts, lambda p: p["prompt"] + p["completion"])
-        out.update(figure_with_ci("tokens_per_correct_pair", n, tokens, **fig))
+        out.update(figure_with_ci("tokens_per_correct_pair", n, tokens, rule))
         if costing.price_prompt is not None and costing.price_completion is not None:
             pp, pc = costing.price_prompt, costing.price_completion
             money = _per_correct(parts, lambda p: (p["prompt"] * pp + p["completion"] * pc) / 1e3)
-            out.update(figure_with_ci("money_per_1000_correct_pairs", n, money, **fig))
+            out.update(figure_with_ci("money_per_1000_correct_pairs", n, money, rule))
         else:
             out["money_per_1000_correct_pairs"] = None
             reasons["money_per_1000_correct_pairs"] = (

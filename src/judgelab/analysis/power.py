@@ -14,12 +14,12 @@ Contract (pure numpy over the truth module's per-task sums; nothing here reads f
   minus its mean).
 - Each pair's difference D = R_A - R_B gets a t-based cluster interval D ± t_{n-1} SE and a
   two-sided p-value from t = D / SE with n - 1 degrees of freedom (the interval excludes 0
-  exactly when p < 0.05), both only from at least `min_groups` shared tasks. With SE = 0 the
+  exactly when p < 0.05), both only from at least `rule.min_groups` shared tasks. With SE = 0 the
   tasks all show the same difference: p = 0 when it is not 0, 1 when it is.
 - Multiplicity: Holm's step-down correction over every pair with a p-value (m of them):
   the i-th smallest p becomes max_{j<=i} min(1, (m - j + 1) p_(j)). `separated` is true only
   when the Holm-adjusted p is below `alpha`: the only verdict the ranking reads.
-- Power, per pair from that pair's own s_u, only from at least `min_groups` shared tasks
+- Power, per pair from that pair's own s_u, only from at least `rule.min_groups` shared tasks
   (below that: "cannot estimate yet", with the number of mixed groups it needs): tasks
   needed to detect a difference d at two-sided level alpha with power 1 - beta,
     n = ceil(((t_{1-alpha/2, n-1} + t_{1-beta, n-1}) s_u / d)^2),
@@ -45,7 +45,7 @@ import numpy as np
 import polars as pl
 from scipy import stats as scipy_stats
 
-from judgelab.analysis.stats import CI_LEVEL, MIN_CI_GROUPS, Interval, no_interval, too_few_groups
+from judgelab.analysis.stats import CIRule, Interval, no_interval, too_few_groups
 from judgelab.analysis.truth import Truth, candidate_scores, task_endpoint
 from judgelab.config import PowerSettings
 
@@ -113,10 +113,12 @@ def compare(
     a: tuple[np.ndarray, np.ndarray],
     b: tuple[np.ndarray, np.ndarray],
     settings: PowerSettings,
-    min_groups: int = MIN_CI_GROUPS,
+    rule: CIRule,
 ) -> dict[str, Any]:
     """Two judges' (numerator, denominator) per task (same task order): the difference, its
-    t-based interval and p-value (unadjusted), and the power figures (module docstring)."""
+    t-based interval at `rule.level` and p-value (unadjusted), and the power figures (module
+    docstring), from `rule.min_groups` shared tasks or more."""
+    min_groups = rule.min_groups
     (ca, ma), (cb, mb) = a, b
     shared = (ma > 0) & (mb > 0)
     n = int(shared.sum())
@@ -146,7 +148,7 @@ def compare(
         return out
     se = sd / math.sqrt(n)
     if se > 0:
-        t_crit = float(scipy_stats.t.ppf(0.5 + CI_LEVEL / 2, n - 1))
+        t_crit = float(scipy_stats.t.ppf(0.5 + rule.level / 2, n - 1))
         ci = Interval(diff - t_crit * se, diff + t_crit * se, None, n)
         out["p_value"] = float(2 * scipy_stats.t.sf(abs(diff) / se, n - 1))
     else:
@@ -169,8 +171,8 @@ def power_analysis(
     truth: Truth,
     evaluators: dict[str, dict[str, Any]],
     settings: PowerSettings,
-    min_groups: int = MIN_CI_GROUPS,
-    primary: str = "pairwise_accuracy_strict",
+    rule: CIRule,
+    primary: str,
 ) -> dict[str, Any]:
     """Every pair of judges (evaluators other than execution truth) on `primary`: the
     module's figures, Holm-corrected over all pairs."""
@@ -180,7 +182,7 @@ def power_analysis(
     }
     pairs: dict[str, dict[str, Any]] = {}
     for a, b in itertools.combinations(judges, 2):
-        pairs.setdefault(a, {})[b] = compare(per_task[a], per_task[b], settings, min_groups)
+        pairs.setdefault(a, {})[b] = compare(per_task[a], per_task[b], settings, rule)
     tested = [p for _, _, p in sorted_pairs(pairs) if p["p_value"] is not None]
     for p, adjusted in zip(tested, holm([p["p_value"] for p in tested]), strict=True):
         p["p_holm"] = adjusted
@@ -196,7 +198,7 @@ def power_analysis(
         "margin": settings.margin,
         "alpha": settings.alpha,
         "power": settings.power,
-        "min_ci_groups": min_groups,
+        "min_ci_groups": rule.min_groups,
         "n_judges": len(judges),
         "n_tasks": len(truth.tasks),
         "pairs": pairs,

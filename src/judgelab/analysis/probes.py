@@ -34,8 +34,9 @@
 - ``matrix``: policy -> judge -> mean score (the self-preference heatmap).
 Every figure carries ``_ci_low``/``_ci_high``: 95 % percentile CIs of a cluster bootstrap over
 groups (`agreement.with_ci`, same resampling as the truth metrics), only when the figure
-rests on at least ``min_ci_groups`` groups; below that both are null and ``<figure>_ci_reason`` says
-why ("n = 2 groups: too few for a CI (minimum 5)").
+rests on at least ``rule.min_groups`` groups (``min_ci_groups`` in the output); below that
+both are null and ``<figure>_ci_reason`` says why ("n = 2 groups: too few for a CI (minimum
+5)").
 """
 
 from __future__ import annotations
@@ -67,9 +68,9 @@ from judgelab.analysis.cost import (
     JudgeCosting,
     cost_metrics,
 )
-from judgelab.analysis.stats import stats_for_evaluator
+from judgelab.analysis.stats import CIRule, stats_for_evaluator
 from judgelab.analysis.truth import Truth, resample_weights, truth_metrics
-from judgelab.config import ProbesSettings
+from judgelab.config import AnalysisSettings, ProbesSettings
 from judgelab.schemas import ScoresSchema, columns
 
 log = logging.getLogger(__name__)
@@ -90,9 +91,7 @@ def candidate_means(scores: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def calibration(
-    rows: pl.DataFrame, threshold: float, n_boot: int, seed: int, *, min_groups: int
-) -> dict[str, Any]:
+def calibration(rows: pl.DataFrame, threshold: float, rule: CIRule) -> dict[str, Any]:
     """truth_metrics on the calibration groups, a group standing for a task."""
     cal = rows.filter(pl.col("probe") == "calibration")
     table = (
@@ -109,15 +108,13 @@ def calibration(
         "score",
         pl.lit(1, dtype=pl.UInt32).alias("n_scored_repeats"),
     )
-    weights = resample_weights(len(tasks), n_boot, seed) if n_boot else None
-    out = truth_metrics(means, truth, threshold, weights, min_groups=max(min_groups, 2))
-    out.update(order_consistent(cal, table, n_boot, seed, min_groups=min_groups))
+    weights = resample_weights(len(tasks), rule.n_boot, rule.seed) if rule.n_boot else None
+    out = truth_metrics(means, truth, threshold, weights, rule)
+    out.update(order_consistent(cal, table, rule))
     return out
 
 
-def order_consistent(
-    cal: pl.DataFrame, table: pl.DataFrame, n_boot: int, seed: int, *, min_groups: int
-) -> dict[str, Any]:
+def order_consistent(cal: pl.DataFrame, table: pl.DataFrame, rule: CIRule) -> dict[str, Any]:
     """Order-consistent pairwise accuracy of the calibration groups (module docstring): a
     (passing, failing) pair counts only when both were scored in at least two permutation
     views, and is right only when the passing one scores strictly higher in every one."""
@@ -142,8 +139,7 @@ def order_consistent(
         d = den[idx].sum()
         return float(num[idx].sum() / d) if d else None
 
-    out = figure_with_ci("order_consistent_accuracy", len(per_group), stat, n_boot, seed,
-                         min_groups)  # fmt: skip
+    out = figure_with_ci("order_consistent_accuracy", len(per_group), stat, rule)
     out["order_consistent_pairs"] = int(num.sum())
     out["order_pairs"] = int(den.sum())
     return out
@@ -174,8 +170,9 @@ def with_floor(block: dict[str, Any], floor: dict[str, Any], pairs: dict[str, st
             block[f"{fig}_noise_floor"] = floor.get(floor_fig)
 
 
-def agreement(scores: pl.DataFrame, judges: list[str], threshold: float, n_boot: int,
-              seed: int, *, min_groups: int) -> dict[str, Any]:  # fmt: skip
+def agreement(
+    scores: pl.DataFrame, judges: list[str], threshold: float, rule: CIRule
+) -> dict[str, Any]:
     means = candidate_means(scores.filter(pl.col("evaluator").is_in(judges)))
     wide = means.pivot(on="evaluator", index=["group_id", "candidate_id"], values="score")
     present = [j for j in judges if j in wide.columns]
@@ -192,7 +189,7 @@ def agreement(scores: pl.DataFrame, judges: list[str], threshold: float, n_boot:
         data = frame.select(present).to_numpy().astype(float).T
         return krippendorff_alpha_interval(data)
 
-    out.update(figure_with_ci("krippendorff_alpha", n, alpha, n_boot, seed, min_groups))
+    out.update(figure_with_ci("krippendorff_alpha", n, alpha, rule))
     pairs: dict[str, Any] = {}
     for a, b in itertools.combinations(present, 2):
 
@@ -212,11 +209,16 @@ def agreement(scores: pl.DataFrame, judges: list[str], threshold: float, n_boot:
             return cohen_kappa((f[a] >= threshold).to_list(), (f[b] >= threshold).to_list())
 
         pair: dict[str, Any] = {}
-        pair.update(figure_with_ci("kendall_tau", n, tau, n_boot, seed, min_groups))
-        pair.update(figure_with_ci("cohen_kappa", n, kappa, n_boot, seed, min_groups))
+        pair.update(figure_with_ci("kendall_tau", n, tau, rule))
+        pair.update(figure_with_ci("cohen_kappa", n, kappa, rule))
         pairs[f"{a}|{b}"] = pair
     out["pairs"] = pairs
     return out
+
+
+def probe_ci_rule(analysis: AnalysisSettings, probes: ProbesSettings) -> CIRule:
+    """The probes' CIs: the analysis minimum of groups and level, the probes' resamples."""
+    return CIRule.of(analysis).resampled(probes.bootstrap, probes.seed)
 
 
 def compute_probe_metrics(
@@ -225,70 +227,63 @@ def compute_probe_metrics(
     settings: ProbesSettings,
     judge_models: dict[str, tuple[str, str]],
     *,
-    min_ci_groups: int,
+    rule: CIRule,
     calls: pl.DataFrame | None = None,
     costing: dict[str, JudgeCosting] | None = None,
 ) -> dict[str, Any]:
     """Every probe figure (module docstring). `judge_models`: evaluator -> (model, family);
-    `min_ci_groups`: the fewest groups a CI may rest on; `calls` (the probe calls table) and
+    `rule`: how every CI is drawn (`probe_ci_rule`); `calls` (the probe calls table) and
     `costing` (evaluator -> its model's costing) give the cost figures."""
-    boot, seed = settings.bootstrap, settings.seed
-    kw = {"min_groups": min_ci_groups}
     judges = sorted(scores["evaluator"].unique().to_list()) if scores.height else []
     result: dict[str, Any] = {}
     matrix: dict[str, dict[str, Any]] = {}
     for name in judges:
         rows = scores.filter(pl.col("evaluator") == name)
         model, family = judge_models.get(name, (name, "unknown"))
-        base = stats_for_evaluator(rows.select(columns(ScoresSchema).names()))
-        selfp = self_preference(
-            rows.filter(pl.col("probe") == "self_preference"), model, family, boot, seed, **kw
-        )
-        for policy, cell in selfp.get("matrix", {}).items():
+        result[name] = judge_figures(rows, settings, model, family, rule)
+        for policy, cell in result[name]["self_preference"].get("matrix", {}).items():
             matrix.setdefault(policy, {})[name] = cell
-        floor = noise_floor(rows, noise_repeats(settings), settings.tolerance, boot, seed, **kw)
-        floor["temperature"] = settings.repeat_temperature
-        position = position_bias(rows, boot, seed, **kw)
-        with_floor(position, floor, FLOOR_OF)
-        perturbation = perturbation_bias(
-            rows.filter(pl.col("probe") == "calibration"), settings.tolerance, boot, seed, **kw
-        )
-        for fig in perturbation.values():
-            with_floor(fig, floor, PERTURBATION_FLOOR_OF)
-        result[name] = {
-            "judge_model": model,
-            "judge_family": family,
-            "rows": {
-                k: base[k] for k in ("n_rows", "n_scored", "unscored_rate", "out_of_range_rate")
-            },  # fmt: skip
-            "calibration": calibration(rows, settings.praise_threshold, boot, seed, **kw),
-            "position": position,
-            "perturbation": perturbation,
-            "self_preference": selfp,
-            "noise_floor": floor,
-            "attacks": attack_bias(
-                rows.filter(pl.col("probe") == "calibration"),
-                settings.praise_threshold,
-                settings.tolerance,
-                boot,
-                seed,
-                **kw,
-            ),
-        }
         if calls is not None and costing and name in costing:
             result[name]["cost"] = cost_metrics(
-                calls.filter(pl.col("evaluator") == name), rows, costing[name], boot, seed, **kw
+                calls.filter(pl.col("evaluator") == name), rows, costing[name], rule
             )
     return clean_json(
         {
             "judges": result,
-            "agreement": agreement(scores, judges, settings.praise_threshold, boot, seed, **kw),
+            "agreement": agreement(scores, judges, settings.praise_threshold, rule),
             "matrix": matrix,
             "n_groups": candidates["group_id"].n_unique() if candidates.height else 0,
             "n_candidates": candidates.height,
             "n_score_rows": scores.height,
-            "min_ci_groups": min_ci_groups,
+            "min_ci_groups": rule.min_groups,
             "temperature": settings.temperature,
             "settings": settings.model_dump(mode="json"),
         }
     )
+
+
+def judge_figures(
+    rows: pl.DataFrame, settings: ProbesSettings, model: str, family: str, rule: CIRule
+) -> dict[str, Any]:
+    """One judge's probe figures (module docstring: ``judges[name]``) from its rows."""
+    base = stats_for_evaluator(rows.select(columns(ScoresSchema).names()))
+    calibrated = rows.filter(pl.col("probe") == "calibration")
+    floor = noise_floor(rows, noise_repeats(settings), settings.tolerance, rule)
+    floor["temperature"] = settings.repeat_temperature
+    position = position_bias(rows, rule)
+    with_floor(position, floor, FLOOR_OF)
+    perturbation = perturbation_bias(calibrated, settings.tolerance, rule)
+    for fig in perturbation.values():
+        with_floor(fig, floor, PERTURBATION_FLOOR_OF)
+    selfp = rows.filter(pl.col("probe") == "self_preference")
+    return {
+        "judge_model": model,
+        "judge_family": family,
+        "rows": {k: base[k] for k in ("n_rows", "n_scored", "unscored_rate", "out_of_range_rate")},
+        "calibration": calibration(rows, settings.praise_threshold, rule),
+        "position": position,
+        "perturbation": perturbation,
+        "self_preference": self_preference(selfp, model, family, rule),
+        "noise_floor": floor,
+        "attacks": attack_bias(calibrated, settings.praise_threshold, settings.tolerance, rule),
+    }

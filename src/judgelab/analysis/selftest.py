@@ -35,9 +35,9 @@ import numpy as np
 from scipy import stats as scipy_stats
 
 from judgelab.analysis.power import compare, holm, linearised
-from judgelab.analysis.stats import percentile_ci
+from judgelab.analysis.stats import CI_LEVEL, CIRule, percentile_ci
 from judgelab.analysis.truth import _task_parts, resample_weights
-from judgelab.config import PowerSettings
+from judgelab.config import AnalysisSettings, PowerSettings
 
 PRIMARY = ("pairwise_accuracy_strict", "advantage_fidelity", "top1_over_chance")
 
@@ -77,6 +77,11 @@ class SelftestSettings:
     truth_tasks: int = 20000
     seed: int = 0
     judges: dict[str, Planted] = field(default_factory=lambda: dict(FAMILY))
+    min_ci_groups: int = AnalysisSettings.model_fields["min_ci_groups"].default
+
+    def ci_rule(self) -> CIRule:
+        """The audits' CI rule (each audit reseeds its resamples: `seed` + audit)."""
+        return CIRule(self.min_ci_groups, self.bootstrap, self.seed, CI_LEVEL)
 
 
 def simulate_groups(n_tasks: int, k: int, rng: np.random.Generator) -> np.ndarray:
@@ -133,9 +138,11 @@ def t_interval(num: np.ndarray, den: np.ndarray, level: float = 0.95) -> tuple[f
     return est - half, est + half
 
 
-def coverage(settings: SelftestSettings, min_groups: int = 5) -> list[dict[str, Any]]:
+def coverage(settings: SelftestSettings) -> list[dict[str, Any]]:
     """Per judge, figure and number of tasks: the share of audits whose CI covers the truth.
-    An audit with fewer mixed tasks than `min_groups` gets no CI and is counted apart."""
+    An audit with fewer mixed tasks than `settings.min_ci_groups` gets no CI and is counted
+    apart."""
+    rule = settings.ci_rule()
     rng = np.random.default_rng(settings.seed)
     truth = {name: true_values(j, settings.k, settings.truth_tasks, rng)
              for name, j in settings.judges.items()}  # fmt: skip
@@ -151,7 +158,7 @@ def coverage(settings: SelftestSettings, min_groups: int = 5) -> list[dict[str, 
                 n_mixed = int(parts.top_den.sum())
                 for key in PRIMARY:
                     c = counts[(name, key)]
-                    ci = percentile_ci(draws[key] if draws else None, n_mixed, min_groups)
+                    ci = percentile_ci(draws[key] if draws else None, n_mixed, rule)
                     if not ci.valid:
                         c[2] += 1
                         continue
@@ -167,8 +174,9 @@ def coverage(settings: SelftestSettings, min_groups: int = 5) -> list[dict[str, 
     return rows
 
 
-def family_wise_error(settings: SelftestSettings, n_tasks: int, n_judges: int = 3,
-                      min_groups: int = 5) -> dict[str, Any]:  # fmt: skip
+def family_wise_error(
+    settings: SelftestSettings, n_tasks: int, n_judges: int = 3
+) -> dict[str, Any]:
     """`n_judges` judges planted alike, every pair compared on strict pairwise accuracy with
     Holm's correction: the share of audits declaring any pair different."""
     rng = np.random.default_rng(settings.seed + 1)
@@ -181,7 +189,7 @@ def family_wise_error(settings: SelftestSettings, n_tasks: int, n_judges: int = 
         for _ in range(n_judges):
             _, _, parts = figures_of(passed, judge.score(passed.astype(float), rng))
             ends.append(_endpoint(parts, "pairwise_accuracy_strict"))
-        results = [compare(ends[i], ends[j], knobs, min_groups)
+        results = [compare(ends[i], ends[j], knobs, settings.ci_rule())
                    for i in range(n_judges) for j in range(i + 1, n_judges)]  # fmt: skip
         ps = [r["p_value"] for r in results if r["p_value"] is not None]
         if not ps:
@@ -192,8 +200,7 @@ def family_wise_error(settings: SelftestSettings, n_tasks: int, n_judges: int = 
             "family_wise_error": any_sep / tested if tested else None}  # fmt: skip
 
 
-def empirical_power(settings: SelftestSettings, min_groups: int = 5,
-                    pilot_tasks: int = 40) -> dict[str, Any]:  # fmt: skip
+def empirical_power(settings: SelftestSettings, pilot_tasks: int = 40) -> dict[str, Any]:
     """Two judges (`sharp`, `coarse`): the tasks the power analysis asks for their true gap
     in strict pairwise accuracy, from one pilot audit's paired SD, then the share of audits of
     that size whose paired test separates them (one comparison, alpha 0.05)."""
@@ -207,7 +214,7 @@ def empirical_power(settings: SelftestSettings, min_groups: int = 5,
         passed = simulate_groups(n, settings.k, rng)
         ea = _endpoint(figures_of(passed, a.score(passed.astype(float), rng))[2], key)
         eb = _endpoint(figures_of(passed, b.score(passed.astype(float), rng))[2], key)
-        return compare(ea, eb, PowerSettings(margin=abs(gap)), min_groups)
+        return compare(ea, eb, PowerSettings(margin=abs(gap)), settings.ci_rule())
 
     needed = pair(pilot_tasks)["groups_needed_margin"]
     if needed is None:
@@ -229,7 +236,9 @@ def empirical_power(settings: SelftestSettings, min_groups: int = 5,
 def run_selftest(settings: SelftestSettings) -> dict[str, Any]:
     return {
         "coverage": coverage(settings),
-        "family_wise": [family_wise_error(settings, n) for n in settings.tasks if n >= 5],
+        "family_wise": [
+            family_wise_error(settings, n) for n in settings.tasks if n >= settings.min_ci_groups
+        ],
         "power": empirical_power(settings),
         "settings": {
             "audits": settings.audits,

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from judgelab.analysis.stats import MIN_CI_GROUPS, percentile_ci
+from judgelab.analysis.stats import CIRule, percentile_ci
 from judgelab.config import AnalysisSettings
 from judgelab.schemas import HistorySchema, columns, validate_file
 from judgelab.training.alignment import (
@@ -92,12 +92,10 @@ def heldout_change(
     samples: pl.DataFrame,
     first: int,
     last: int,
-    n_boot: int,
-    seed: int,
-    min_groups: int = MIN_CI_GROUPS,
+    rule: CIRule,
 ) -> dict[str, Any]:
     """Held-out pass rate at `first` and `last` epochs, their difference, paired bootstrap CIs
-    (`[low, high]`, or null with `ci_reason`)."""
+    (`[low, high]`, or null with `ci_reason`) under `rule`."""
     a, b = _per_task(samples, first), _per_task(samples, last)
     tasks = sorted(set(a) & set(b))
     x = np.array([a[t] for t in tasks])
@@ -107,24 +105,22 @@ def heldout_change(
         return out | {"base": None, "final": None, "delta": None}
     out |= {"base": float(x.mean()), "final": float(y.mean()), "delta": float(y.mean() - x.mean())}
     draws: dict[str, np.ndarray | None] = dict.fromkeys(("base", "final", "delta"))
-    if n_boot > 0 and len(tasks) >= min_groups:
-        rng = np.random.default_rng(seed)
-        idx = rng.integers(0, len(tasks), size=(n_boot, len(tasks)))
+    if rule.n_boot > 0 and len(tasks) >= rule.min_groups:
+        rng = np.random.default_rng(rule.seed)
+        idx = rng.integers(0, len(tasks), size=(rule.n_boot, len(tasks)))
         draws = {
             "base": x[idx].mean(axis=1),
             "final": y[idx].mean(axis=1),
             "delta": (y[idx] - x[idx]).mean(axis=1),
         }
-    return out | _cis(draws, len(tasks), min_groups)
+    return out | _cis(draws, len(tasks), rule)
 
 
 def heldout_change_across_seeds(
     samples: Mapping[int, pl.DataFrame],
     first: int,
     last: int,
-    n_boot: int,
-    seed: int,
-    min_groups: int = MIN_CI_GROUPS,
+    rule: CIRule,
 ) -> dict[str, Any]:
     """`heldout_change` over several training seeds (`samples`: each seed's samples table).
 
@@ -134,13 +130,13 @@ def heldout_change_across_seeds(
     same, and every seed within a task); delta = final - base, which is the mean over tasks
     of each task's mean per-seed change.
 
-    CIs: a two-level (hierarchical) bootstrap. Each of `n_boot` resamples draws the tasks
+    CIs: a two-level (hierarchical) bootstrap. Each of `rule.n_boot` resamples draws the tasks
     with replacement (as many as there are) and then, within each drawn task, its seeds
     with replacement (as many as it has); base, final and delta come from the same draws
     (paired). The task level carries the variation between problems, the seed level that
     between training runs; resampling both levels tends to widen the CI a little
     (conservative). Tasks are the clusters of the minimum-clusters rule: no CI from fewer
-    than `min_groups` tasks, whatever the number of seeds. With one seed this is
+    than `rule.min_groups` tasks, whatever the number of seeds. With one seed this is
     `heldout_change` exactly: the same task draws from the same generator, the same figures.
     """
     seeds = sorted(samples)
@@ -170,16 +166,17 @@ def heldout_change_across_seeds(
         "delta": float(yt.mean() - xt.mean()),
     }
     draws: dict[str, np.ndarray | None] = dict.fromkeys(("base", "final", "delta"))
-    if n_boot > 0 and len(tasks) >= min_groups:
-        draws = dict(two_level_bootstrap(x, y, m, n_boot, np.random.default_rng(seed)))
-    return out | _cis(draws, len(tasks), min_groups)
+    if rule.n_boot > 0 and len(tasks) >= rule.min_groups:
+        rng = np.random.default_rng(rule.seed)
+        draws = dict(two_level_bootstrap(x, y, m, rule.n_boot, rng))
+    return out | _cis(draws, len(tasks), rule)
 
 
-def _cis(draws: Mapping[str, np.ndarray | None], n_tasks: int, min_groups: int) -> dict[str, Any]:
+def _cis(draws: Mapping[str, np.ndarray | None], n_tasks: int, rule: CIRule) -> dict[str, Any]:
     """`<name>_ci` ([low, high], or None) for each figure's draws, and the `ci_reason`."""
     out: dict[str, Any] = {}
     for name, values in draws.items():
-        interval = percentile_ci(values, n_tasks, min_groups)
+        interval = percentile_ci(values, n_tasks, rule)
         out[f"{name}_ci"] = [interval.low, interval.high] if interval.valid else None
         out["ci_reason"] = interval.reason
     return out
@@ -351,9 +348,7 @@ def judge_training_metrics(
         "reward_first_epoch": history.filter(pl.col("epoch") == first)["reward_mean"][0],
         "reward_last_epoch": history.filter(pl.col("epoch") == last)["reward_mean"][0],
         "train_pass_rate": float(train["passed"].mean()) if train.height else None,
-        "heldout": heldout_change(
-            samples, first, last, settings.bootstrap, settings.seed, settings.min_ci_groups
-        ),
+        "heldout": heldout_change(samples, first, last, CIRule.of(settings)),
         "mde": heldout_mde({None: samples}, first, last, settings),
         "alignment": aligned,
         "reward_hacking_epochs": aligned["alarm"]["epochs"],
@@ -401,12 +396,7 @@ def seeds_training_metrics(
         "reward_last_epoch": _mean([per_seed[s]["reward_last_epoch"] for s in seeds]),
         "train_pass_rate": float(train["passed"].mean()) if train.height else None,
         "heldout": heldout_change_across_seeds(
-            {s: runs[s][1] for s in seeds},
-            first,
-            last,
-            settings.bootstrap,
-            settings.seed,
-            settings.min_ci_groups,
+            {s: runs[s][1] for s in seeds}, first, last, CIRule.of(settings)
         ),
         "mde": heldout_mde({s: runs[s][1] for s in seeds}, first, last, settings),
         "alignment": pooled_alignment([runs[s][1] for s in seeds], settings),

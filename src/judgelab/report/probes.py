@@ -21,6 +21,7 @@ import polars as pl  # noqa: E402
 
 from judgelab.analysis.cost import JudgeCosting, cost_timings  # noqa: E402
 from judgelab.analysis.probes import compute_probe_metrics  # noqa: E402
+from judgelab.analysis.stats import CIRule  # noqa: E402
 from judgelab.config import ProbesSettings  # noqa: E402
 from judgelab.io import write_json, write_text  # noqa: E402
 from judgelab.report.attacks import attack_lines, plot_attacks  # noqa: E402
@@ -287,16 +288,15 @@ def run_probe_analysis(
     judge_models: dict[str, tuple[str, str]],
     out_dir: Path,
     *,
-    min_ci_groups: int,
+    rule: CIRule,
     calls: pl.DataFrame | None = None,
     costing: dict[str, JudgeCosting] | None = None,
 ) -> dict[str, Any]:
     """metrics.json, plots/*.png and report.md under out_dir; returns the metrics. With the
     probe calls table and the judges' costing, the cost figures too."""
     metrics = compute_probe_metrics(
-        candidates, scores, settings, judge_models, min_ci_groups=min_ci_groups,
-        calls=calls, costing=costing,
-    )  # fmt: skip
+        candidates, scores, settings, judge_models, rule=rule, calls=calls, costing=costing
+    )
     png = Path(out_dir) / "plots"
     judges = sorted(metrics["judges"])
     plot_heatmap(metrics["matrix"], judges, png / "self_preference.png")
