@@ -265,76 +265,27 @@ def findings(name: str, ev: dict[str, Any], left_out: int = 0) -> list[str]:
     within-task figures first and its absolute-scale ones labelled as such. `left_out`: the
     candidates without code or that did not parse (`n_unparseable`); when there are any, a
     line gives the figures without them."""
-    out: list[str] = []
+    if ev.get("protocol") == "execution":
+        out = ["execution truth itself: runs the candidate against its tests."]
+    else:
+        out = truth_findings(ev, left_out)
+    return out + score_findings(ev)
+
+
+def truth_findings(ev: dict[str, Any], left_out: int) -> list[str]:
+    """A judge's findings against execution truth: the primary figures, ranking and praise
+    (a group judge's ranking first), parseable code only, learning signal, score gap, and
+    why a headline figure is missing."""
     t = ev.get("truth", {})
-    thr = t.get("praise_threshold")
-    judged = ev.get("protocol") != "execution"
     group = ev.get("protocol") in GROUP_PROTOCOLS
-    scale = " (absolute scale)" if group else ""
-    if not judged:
-        out.append("execution truth itself: runs the candidate against its tests.")
-    pa = t.get("pairwise_accuracy")
-    ranking: list[str] = []
-    if pa is not None and judged:
-        ranking.append(
-            f"{ranking_verdict(t)}: pairwise accuracy {fmt_ci(t, 'pairwise_accuracy')} over "
-            f"{plural(t.get('n_pairs'), 'pair')} in {plural(t.get('n_pair_groups'), 'task')} "
-            "(0.5 = chance)."
-        )
-        if group:
-            ranking.append(
-                f"within tasks: top-1 accuracy {fmt_ci(t, 'top1_accuracy')}; "
-                f"{t.get('n_tied_pairs')} of {plural(t.get('n_pairs'), 'pair')} tied "
-                f"({fmt_ci(t, 'tied_pair_share', pct=True)})."
-            )
-    fp = t.get("false_praise_rate")
-    praise: list[str] = []
-    if fp is not None and judged:
-        n_fail = t.get("n_failing", 0)
-        share = (
-            f"{fmt_ci(t, 'false_praise_rate', pct=True)} of failing candidates "
-            f"({t.get('n_false_praise')} of {n_fail})"
-        )
-        if fp >= 0.2:
-            praise.append(f"praises failing code{scale}: {share} scored >= {thr:g}.")
-        elif fp > 0:
-            praise.append(f"sometimes praises failing code{scale}: {share} scored >= {thr:g}.")
-        else:
-            praise.append(
-                f"never praised failing code{scale}: none of {plural(n_fail, 'failing candidate')} "
-                f"scored >= {thr:g}."
-            )
-        if group and t.get("false_praise_rate_standardised") is not None:
-            praise.append(
-                "a group judge's scores mean something only inside a group; on within-task "
-                "standardised scores (GRPO's advantage) "
-                f"{fmt_ci(t, 'false_praise_rate_standardised', pct=True)} of failing candidates "
-                f"({t.get('n_false_praise_standardised')} of {n_fail}) score above their "
-                "task's mean, so training would push them up."
-            )
-    primary: list[str] = []
-    if t.get("pairwise_accuracy_strict") is not None and judged:
-        primary.append(
-            f"on mixed tasks, where GRPO learns: strict pairwise accuracy "
-            f"{fmt_ci(t, 'pairwise_accuracy_strict')} ({t.get('n_strict_pairs')} of "
-            f"{plural(t.get('n_pairs'), 'pair')} right, {t.get('n_tied_pairs')} tied); advantage "
-            f"fidelity {fmt_ci(t, 'advantage_fidelity')} (1 = the tests' advantages, 0 = no "
-            f"signal); {t.get('n_zero_advantage_mixed')} of "
-            f"{plural(t.get('n_pair_groups'), 'task')} with one score for all; false praise "
-            "within the group "
-            f"{fmt_ci(t, 'false_praise_within_group', pct=True)} "
-            f"({t.get('n_false_praise_within_group')} of {t.get('n_failing_mixed')} failing "
-            "candidates scored at or above a passing one)."
-        )
-    out += primary + (ranking + praise if group else praise + ranking)
-    parseable = parseable_finding(ev.get("truth_parseable", {}), left_out, group)
-    if parseable and judged:
+    ranking, praise = _ranking_lines(t, group), _praise_lines(t, group)
+    out = _primary_lines(t) + (ranking + praise if group else praise + ranking)
+    if parseable := parseable_finding(ev.get("truth_parseable", {}), left_out, group):
         out.append(parseable)
-    signal = signal_finding(ev) if judged else None
-    if signal:
+    if signal := signal_finding(ev):
         out.append(signal)
-    gap = t.get("score_gap")
-    if gap is not None and judged:
+    if t.get("score_gap") is not None:
+        scale = " (absolute scale)" if group else ""
         out.append(
             f"mean score{scale} {fmt_num(t.get('mean_score_passing'))} for passing vs "
             f"{fmt_num(t.get('mean_score_failing'))} for failing code "
@@ -344,9 +295,78 @@ def findings(name: str, ev: dict[str, Any], left_out: int = 0) -> list[str]:
     for key, why in sorted(t.get("reasons", {}).items()):
         if key in ("pairwise_accuracy", "false_praise_rate", "roc_auc"):
             missing.setdefault(why, []).append(key.replace("_", " "))
-    if judged:
-        for why, keys in missing.items():
-            out.append(f"no {', '.join(keys)}: {why}.")
+    out += [f"no {', '.join(keys)}: {why}." for why, keys in missing.items()]
+    return out
+
+
+def _primary_lines(t: dict[str, Any]) -> list[str]:
+    if t.get("pairwise_accuracy_strict") is None:
+        return []
+    return [
+        f"on mixed tasks, where GRPO learns: strict pairwise accuracy "
+        f"{fmt_ci(t, 'pairwise_accuracy_strict')} ({t.get('n_strict_pairs')} of "
+        f"{plural(t.get('n_pairs'), 'pair')} right, {t.get('n_tied_pairs')} tied); advantage "
+        f"fidelity {fmt_ci(t, 'advantage_fidelity')} (1 = the tests' advantages, 0 = no "
+        f"signal); {t.get('n_zero_advantage_mixed')} of "
+        f"{plural(t.get('n_pair_groups'), 'task')} with one score for all; false praise "
+        "within the group "
+        f"{fmt_ci(t, 'false_praise_within_group', pct=True)} "
+        f"({t.get('n_false_praise_within_group')} of {t.get('n_failing_mixed')} failing "
+        "candidates scored at or above a passing one)."
+    ]
+
+
+def _ranking_lines(t: dict[str, Any], group: bool) -> list[str]:
+    if t.get("pairwise_accuracy") is None:
+        return []
+    out = [
+        f"{ranking_verdict(t)}: pairwise accuracy {fmt_ci(t, 'pairwise_accuracy')} over "
+        f"{plural(t.get('n_pairs'), 'pair')} in {plural(t.get('n_pair_groups'), 'task')} "
+        "(0.5 = chance)."
+    ]
+    if group:
+        out.append(
+            f"within tasks: top-1 accuracy {fmt_ci(t, 'top1_accuracy')}; "
+            f"{t.get('n_tied_pairs')} of {plural(t.get('n_pairs'), 'pair')} tied "
+            f"({fmt_ci(t, 'tied_pair_share', pct=True)})."
+        )
+    return out
+
+
+def _praise_lines(t: dict[str, Any], group: bool) -> list[str]:
+    fp = t.get("false_praise_rate")
+    if fp is None:
+        return []
+    thr, scale = t.get("praise_threshold"), " (absolute scale)" if group else ""
+    n_fail = t.get("n_failing", 0)
+    share = (
+        f"{fmt_ci(t, 'false_praise_rate', pct=True)} of failing candidates "
+        f"({t.get('n_false_praise')} of {n_fail})"
+    )
+    if fp >= 0.2:
+        out = [f"praises failing code{scale}: {share} scored >= {thr:g}."]
+    elif fp > 0:
+        out = [f"sometimes praises failing code{scale}: {share} scored >= {thr:g}."]
+    else:
+        out = [
+            f"never praised failing code{scale}: none of {plural(n_fail, 'failing candidate')} "
+            f"scored >= {thr:g}."
+        ]
+    if group and t.get("false_praise_rate_standardised") is not None:
+        out.append(
+            "a group judge's scores mean something only inside a group; on within-task "
+            "standardised scores (GRPO's advantage) "
+            f"{fmt_ci(t, 'false_praise_rate_standardised', pct=True)} of failing candidates "
+            f"({t.get('n_false_praise_standardised')} of {n_fail}) score above their "
+            "task's mean, so training would push them up."
+        )
+    return out
+
+
+def score_findings(ev: dict[str, Any]) -> list[str]:
+    """How an evaluator scores: its distribution, unscored rows, judge failures, raw scores
+    out of range."""
+    out = []
     if ev.get("mean") is not None:
         out.append(
             f"scores: mean {fmt_num(ev['mean'])}, median {fmt_num(ev['median'])}, "
@@ -455,14 +475,35 @@ def render_markdown(
 ) -> str:
     """report.md; image links are relative to `base` (the report's folder) when given.
     `sections` (training curves, bias probes: report.panels) go before the examples."""
-    evs = metrics.get("evaluators", {})
     out = ["# judgelab: evaluator audit", ""]
     if (line := provenance_line(provenance)) is not None:
         out += [line, ""]
     out += failures.report_markdown(metrics)  # first: before any figure or ranking
     out += [" ".join(_intro(metrics)), ""]
     out += ranking_markdown(metrics)
-    out += ["## Headline", ""]
+    out += _tables_markdown(metrics)
+    out += power_markdown(metrics.get("power") or {}, fmt_ci)
+    out += training_report.markdown_section(metrics)
+    out += _latency_markdown(latency)
+    out += ["", "## Plots", ""]
+    for label, path in images.items():
+        link = path.relative_to(base).as_posix() if base is not None else path.name
+        out.append(f"![{md_cell(label)}]({link})")
+    for section in sections:
+        out += ["", section.markdown.rstrip()]
+    out += _examples_markdown(examples, _threshold(metrics))
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _threshold(metrics: dict[str, Any]) -> Any:
+    return (metrics.get("settings") or {}).get("praise_threshold", 0.8)
+
+
+def _tables_markdown(metrics: dict[str, Any]) -> list[str]:
+    """The headline tables (all code, then parseable code only when some did not parse),
+    score distributions and each evaluator's findings."""
+    evs = metrics.get("evaluators", {})
+    out = ["## Headline", ""]
     min_groups = (metrics.get("settings") or {}).get("min_ci_groups")
     out += md_table(HEADLINE_COLUMNS, headline_rows(evs), min_groups)
     left_out = n_unparseable(metrics)
@@ -476,9 +517,11 @@ def render_markdown(
         out.append(f"### {md_cell(name)}")
         out += [f"- {md_cell(line)}" for line in findings(name, evs[name], left_out)]
         out.append("")
-    out += power_markdown(metrics.get("power") or {}, fmt_ci)
-    out += training_report.markdown_section(metrics)
-    out += [
+    return out
+
+
+def _latency_markdown(latency: dict[str, dict[str, Any]]) -> list[str]:
+    out = [
         "## Latency",
         "",
         "| evaluator | rows | mean s | median s | total s |",
@@ -490,14 +533,12 @@ def render_markdown(
             f"| {md_cell(name)} | {lat['n']} | {fmt_num(lat['mean_latency_s'])} | "
             f"{fmt_num(lat['median_latency_s'])} | {fmt_num(lat['total_latency_s'], 1)} |"
         )
-    out += ["", "## Plots", ""]
-    for label, path in images.items():
-        link = path.relative_to(base).as_posix() if base is not None else path.name
-        out.append(f"![{md_cell(label)}]({link})")
-    for section in sections:
-        out += ["", section.markdown.rstrip()]
-    threshold = (metrics.get("settings") or {}).get("praise_threshold", 0.8)
-    out += ["", "## Worst false praise", ""]
+    return out
+
+
+def _examples_markdown(examples: list[dict[str, Any]], threshold: Any) -> list[str]:
+    """The worst false praise, model-generated text fenced so it cannot break out."""
+    out = ["", "## Worst false praise", ""]
     out.append(f"Failing code that a judge scored at or above the praise threshold ({threshold}).")
     out.append("")
     if not examples:
@@ -524,7 +565,7 @@ def render_markdown(
             fence(ex["code"] or "(no completion found)"),
             "",
         ]
-    return "\n".join(out).rstrip() + "\n"
+    return out
 
 
 # ---------------------------------------------------------------------------- html
@@ -542,7 +583,6 @@ def render_html(
     sections: Sequence[Section] = (),
     provenance: dict[str, Any] | None = None,
 ) -> str:
-    evs = metrics.get("evaluators", {})
     h: list[str] = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -555,7 +595,26 @@ def render_html(
     h += failures.report_html(metrics, escape)  # first: before any figure or ranking
     h += [f'<p class="note">{escape(line)}</p>' for line in _intro(metrics)]
     h += ranking_html(metrics, escape)
-    h.append("<h2>Headline</h2>")
+    h += _tables_html(metrics)
+    h += power_html(metrics.get("power") or {}, fmt_ci, escape)
+    h += training_report.html_section(metrics, escape)
+    h += _latency_html(latency)
+    h[-1] += "<h2>Plots</h2>"  # on the table's closing line: the same bytes as before
+    for label, path in images.items():
+        h.append(
+            f'<figure><img alt="{escape(label)}" src="{_data_uri(path)}">'
+            f"<figcaption>{escape(label)}</figcaption></figure>"
+        )
+    h += [section.html for section in sections]
+    h += _examples_html(examples, _threshold(metrics))
+    h.append("</body></html>")
+    return "\n".join(h) + "\n"
+
+
+def _tables_html(metrics: dict[str, Any]) -> list[str]:
+    """`_tables_markdown` in HTML; a finding that is bad news is marked."""
+    evs = metrics.get("evaluators", {})
+    h = ["<h2>Headline</h2>"]
     min_groups = (metrics.get("settings") or {}).get("min_ci_groups")
     h += html_table("headline", HEADLINE_COLUMNS, headline_rows(evs), min_groups)
     left_out = n_unparseable(metrics)
@@ -573,12 +632,14 @@ def render_html(
             cls = ' class="bad"' if line.startswith(("praises failing", "ranks failing")) else ""
             h.append(f"<li{cls}>{escape(line)}</li>")
         h.append("</ul>")
-    h += power_html(metrics.get("power") or {}, fmt_ci, escape)
-    h += training_report.html_section(metrics, escape)
-    h.append(
+    return h
+
+
+def _latency_html(latency: dict[str, dict[str, Any]]) -> list[str]:
+    h = [
         "<h2>Latency</h2><table><thead><tr><th>evaluator</th><th>rows</th><th>mean s</th>"
         "<th>median s</th><th>total s</th></tr></thead><tbody>"
-    )
+    ]
     for name in sorted(latency):
         lat = latency[name]
         h.append(
@@ -586,15 +647,12 @@ def render_html(
             f"</td><td>{fmt_num(lat['median_latency_s'])}</td>"
             f"<td>{fmt_num(lat['total_latency_s'], 1)}</td></tr>"
         )
-    h.append("</tbody></table><h2>Plots</h2>")
-    for label, path in images.items():
-        h.append(
-            f'<figure><img alt="{escape(label)}" src="{_data_uri(path)}">'
-            f"<figcaption>{escape(label)}</figcaption></figure>"
-        )
-    h += [section.html for section in sections]
-    threshold = (metrics.get("settings") or {}).get("praise_threshold", 0.8)
-    h.append("<h2>Worst false praise</h2>")
+    h.append("</tbody></table>")
+    return h
+
+
+def _examples_html(examples: list[dict[str, Any]], threshold: Any) -> list[str]:
+    h = ["<h2>Worst false praise</h2>"]
     h.append(
         f"<p>Failing code that a judge scored at or above the praise threshold "
         f"({escape(str(threshold))}).</p>"
@@ -612,5 +670,4 @@ def render_html(
         h.append(f"<p><b>Why the tests failed:</b></p><pre>{escape(reason)}</pre>")
         h.append(f"<p><b>Explanation:</b></p><pre>{escape(ex['explanation'] or '(none)')}</pre>")
         h.append(f"<p><b>Code:</b></p><pre>{escape(ex['code'] or '(no completion found)')}</pre>")
-    h.append("</body></html>")
-    return "\n".join(h) + "\n"
+    return h
