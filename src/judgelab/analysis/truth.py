@@ -338,6 +338,26 @@ def _advantages(s: np.ndarray) -> np.ndarray:
     return (s - s.mean()) / std if std > _STD_EPS else np.zeros_like(s)
 
 
+def _mixed_task(s_t: np.ndarray, y_t: np.ndarray) -> dict[str, float]:
+    """The within-task figures' parts of one mixed task (`s_t` its scores, `y_t` passed)."""
+    top = s_t == s_t.max()
+    a_judge, a_tests = _advantages(s_t), _advantages(y_t.astype(float))
+    return {
+        "top_num": y_t[top].mean(),
+        "top_den": 1.0,
+        "top_chance": y_t.mean(),
+        # mean(a_judge * a_tests) is their correlation = gap / gap_tests: 1 when the judge
+        # splits passing from failing as the tests do, 0 for no signal, < 0 inverted
+        "adv_corr": float(np.mean(a_judge * a_tests)),
+        "adv_ordered": float(a_judge[y_t].min() > a_judge[~y_t].max()),
+        "adv_gap": a_judge[y_t].mean() - a_judge[~y_t].mean(),
+        "adv_gap_tests": a_tests[y_t].mean() - a_tests[~y_t].mean(),
+        "flat_mixed": float(np.ptp(s_t) <= _STD_EPS),
+        "n_fail_mixed": float((~y_t).sum()),
+        "fail_at_pass": float((s_t[~y_t] >= s_t[y_t].min()).sum()),
+    }
+
+
 def _task_parts(
     task_idx: np.ndarray,
     score: np.ndarray,
@@ -368,26 +388,7 @@ def _task_parts(
         "adv_gap_tests", "flat_mixed", "n_fail_mixed", "fail_at_pass")}  # fmt: skip
     for t in np.flatnonzero((n_pass > 0) & (n_fail > 0)):
         in_t = task_idx == t
-        s_t, y_t = score[in_t], passed[in_t]
-        top = s_t == s_t.max()
-        a_judge, a_tests = _advantages(s_t), _advantages(y_t.astype(float))
-        gap = a_judge[y_t].mean() - a_judge[~y_t].mean()
-        gap_tests = a_tests[y_t].mean() - a_tests[~y_t].mean()
-        values = {
-            "top_num": y_t[top].mean(),
-            "top_den": 1.0,
-            "top_chance": y_t.mean(),
-            # mean(a_judge * a_tests) is their correlation = gap / gap_tests: 1 when the judge
-            # splits passing from failing as the tests do, 0 for no signal, < 0 inverted
-            "adv_corr": float(np.mean(a_judge * a_tests)),
-            "adv_ordered": float(a_judge[y_t].min() > a_judge[~y_t].max()),
-            "adv_gap": gap,
-            "adv_gap_tests": gap_tests,
-            "flat_mixed": float(np.ptp(s_t) <= _STD_EPS),
-            "n_fail_mixed": float((~y_t).sum()),
-            "fail_at_pass": float((s_t[~y_t] >= s_t[y_t].min()).sum()),
-        }
-        for key, value in values.items():
+        for key, value in _mixed_task(score[in_t], passed[in_t]).items():
             per_mixed[key][t] = value
     return _TaskParts(
         n_pass=n_pass,
@@ -503,18 +504,30 @@ def truth_metrics(
     boot = figures(weights) if weights is not None and weights.shape[0] else None
     if boot is None:
         reasons.setdefault("ci", "bootstrap disabled (analysis.bootstrap = 0) or no tasks")
-    n_groups = parts.group_counts()
+    result |= _headline_figures(point, boot, reasons, parts.group_counts(), rule)
+    result["reasons"] = dict(sorted(reasons.items()))
+    return result
+
+
+def _headline_figures(
+    point: dict[str, float],
+    boot: dict[str, np.ndarray] | None,
+    reasons: dict[str, str],
+    n_groups: dict[str, int],
+    rule: CIRule,
+) -> dict[str, Any]:
+    """Each headline figure's value (None when `reasons` names it) with its CI fields."""
+    out: dict[str, Any] = {}
     for name in HEADLINE:
         value = None if name in reasons else _finite(point[name])
-        result[name] = value
+        out[name] = value
         if value is None:
             interval = no_interval(reasons.get(name, "undefined"), n_groups[name])
         else:
             draws = None if boot is None else boot[name]
             interval = percentile_ci(draws, n_groups[name], rule)
-        result.update(interval.fields(name))
-    result["reasons"] = dict(sorted(reasons.items()))
-    return result
+        out.update(interval.fields(name))
+    return out
 
 
 def _undefined(truth: Truth, passed: np.ndarray, point: dict[str, float]) -> dict[str, str]:

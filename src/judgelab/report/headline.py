@@ -24,6 +24,7 @@ from typing import Any
 from judgelab.analysis.power import LABELS
 from judgelab.analysis.ranking import CHANCE, rank_judges
 from judgelab.report.format import NA, NO_CI_MARK, fmt_ci, fmt_num, fmt_pct, interval
+from judgelab.report.power import HEADER as POWER_HEADER
 from judgelab.report.power import rows as power_rows
 from judgelab.report.ranking import (
     CAVEAT_COLUMNS,
@@ -296,6 +297,22 @@ def findings_block(data_dir: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _columns_note(threshold: Any) -> str:
+    """What the full table's columns measure."""
+    return (
+        "Strict pairwise accuracy counts a tied (passing, failing) pair as wrong; the ½-tie "
+        "figure is secondary. Top-1 − chance: best-of-k accuracy minus the passing share of "
+        "the group. Advantage fidelity: the within-group correlation of the judge's GRPO "
+        "advantages (score − mean) / std with the tests' (1 = as the tests, 0 = no signal). "
+        "False praise within group: failing candidates scored at or above a passing one of "
+        f"their group. False praise ≥ threshold ({threshold}) is on an absolute scale, which "
+        "a group judge (RULER) does not have: it is not a basis for comparing protocols. "
+        "Order-consistent accuracy (probes): on the known-truth probe groups judged in two "
+        "orders, the share of (passing, failing) pairs whose passing candidate wins in both. "
+        "Position consistency leaves out flat pairs (tied in both orders)."
+    )
+
+
 def audit_document(data_dir: Path) -> str:
     """docs/REFERENCE_AUDIT.md: generated, held to the committed metrics by a test."""
     analysis, probes = _load(data_dir)
@@ -325,31 +342,11 @@ def audit_document(data_dir: Path) -> str:
         *_table(COLUMNS, full),
         *_footnote(analysis, full),
         "",
-        "Strict pairwise accuracy counts a tied (passing, failing) pair as wrong; the ½-tie "
-        "figure is secondary. Top-1 − chance: best-of-k accuracy minus the passing share of "
-        "the group. Advantage fidelity: the within-group correlation of the judge's GRPO "
-        "advantages (score − mean) / std with the tests' (1 = as the tests, 0 = no signal). "
-        "False praise within group: failing candidates scored at or above a passing one of "
-        f"their group. False praise ≥ threshold ({threshold}) is on an absolute scale, which "
-        "a group judge (RULER) does not have: it is not a basis for comparing protocols. "
-        "Order-consistent accuracy (probes): on the known-truth probe groups judged in two "
-        "orders, the share of (passing, failing) pairs whose passing candidate wins in both. "
-        "Position consistency leaves out flat pairs (tied in both orders).",
+        _columns_note(threshold),
         "",
         f"## Paired comparisons ({LABELS.get(power.get('endpoint') or '', 'primary')})",
         "",
-        *_table(
-            [
-                "judges",
-                "difference [95 % CI]",
-                "shared mixed tasks",
-                "p (Holm)",
-                "tasks needed: margin",
-                "tasks needed: observed gap",
-                "verdict",
-            ],
-            power_rows(power, fmt_ci),
-        ),  # fmt: skip
+        *_table(POWER_HEADER, power_rows(power, fmt_ci)),
         "",
         f"Paired t-based cluster intervals over shared mixed tasks; p-values Holm-corrected "
         f"over {power.get('n_comparisons')} comparisons; tasks needed for power "

@@ -179,7 +179,25 @@ def render_probe_report(
     judges = metrics["judges"]
     notes = _Notes()
     st = metrics["settings"]
-    lines = [
+    lines = _intro_lines(metrics) + _comparison_lines(judges, notes)
+    lines += _perturbation_lines(judges, st["tolerance"], notes)
+    attacks = attack_lines(judges, lambda b, k: _fig(b, k, notes), st.get("fail_above"))
+    lines += ["", *attacks] if attacks else []
+    costs = cost_lines(judges, timings or {})
+    lines += ["", *costs] if costs else []
+    lines += _agreement_lines(metrics.get("agreement", {}), notes)
+    for label, path in images.items():
+        lines += ["", f"![{label}]({path})"]
+    for name in sorted(judges):
+        lines += _judge_lines(name, judges[name], notes)
+    if notes.reasons:
+        lines += ["", "## Figures without a CI", *notes.lines()[1:]]
+    return "\n".join(lines) + "\n"
+
+
+def _intro_lines(metrics: dict[str, Any]) -> list[str]:
+    st = metrics["settings"]
+    return [
         "# judgelab bias probes",
         "",
         f"{metrics['n_groups']} probe groups, {metrics['n_candidates']} candidates, "
@@ -199,6 +217,11 @@ def render_probe_report(
         "ones; a pair tied in one order and ranked in the other counts half towards the slot "
         "that won. Slot effect > 0: the same candidate scores higher shown first than last. "
         "Top-choice agreement: two orders pick the same unique best candidate.",
+    ]
+
+
+def _comparison_lines(judges: dict[str, Any], notes: _Notes) -> list[str]:
+    lines = [
         "",
         "## Comparison",
         "",
@@ -209,14 +232,18 @@ def render_probe_report(
         cells = [_fig(judges[name].get(sec, {}), key, notes) for _, sec, key in COLUMNS]
         n = judges[name]["position"].get("n_groups", 0)
         lines.append(f"| {name} | {n} | " + " | ".join(cells) + " |")
-    lines += [
+    return lines
+
+
+def _perturbation_lines(judges: dict[str, Any], tolerance: Any, notes: _Notes) -> list[str]:
+    lines = [
         "",
         "## Verbosity and superficial cues",
         "",
         "Effect: mean Δscore of perturbed candidates minus that of unperturbed controls (the "
         "tests' verdict is unchanged); without a scored control there is no effect. Robustness "
         "rate (CALM): share of perturbed candidates whose score moved by at most "
-        f"{st['tolerance']}.",
+        f"{tolerance}.",
         "",
         "| judge | perturbation | groups | treated / controls | effect | robustness rate |",
         "|---|---|---|---|---|---|",
@@ -230,55 +257,52 @@ def render_probe_report(
                 f"| {name} | {pert} | {v.get('n_groups', 0)} | {v.get('n_treated', 0)} / "
                 f"{v.get('n_control', 0)} | {effect} | {_fig(v, 'robustness_rate', notes)} |"
             )
-    attacks = attack_lines(judges, lambda b, k: _fig(b, k, notes), st.get("fail_above"))
-    lines += ["", *attacks] if attacks else []
-    costs = cost_lines(judges, timings or {})
-    lines += ["", *costs] if costs else []
-    ag = metrics.get("agreement", {})
-    lines += ["", "## Agreement between judges", ""]
+    return lines
+
+
+def _agreement_lines(ag: dict[str, Any], notes: _Notes) -> list[str]:
+    lines = ["", "## Agreement between judges", ""]
     if ag.get("reason"):
-        lines.append(ag["reason"])
+        return lines + [ag["reason"]]
+    lines.append(
+        f"Krippendorff's α (interval, {ag['n_candidates']} candidates): "
+        f"{_fig(ag, 'krippendorff_alpha', notes)}"
+    )
+    lines += ["", "| pair | Kendall's τ | Cohen's κ |", "|---|---|---|"]
+    for pair, v in sorted(ag.get("pairs", {}).items()):
+        lines.append(
+            f"| {pair.replace('|', ' vs ')} | {_fig(v, 'kendall_tau', notes)} | "
+            f"{_fig(v, 'cohen_kappa', notes)} |"
+        )
+    return lines
+
+
+def _judge_lines(name: str, j: dict[str, Any], notes: _Notes) -> list[str]:
+    """One judge's section: rows, position, perturbations, noise floor."""
+    lines = ["", f"## {name} ({j['judge_model']}, family {j['judge_family']})", ""]
+    lines.append(f"- rows: {j['rows']['n_rows']}, unscored rate {j['rows']['unscored_rate']}")
+    lines += _position_lines(j["position"], notes)
+    for pert, v in sorted(j["perturbation"].items()):
+        lines.append(
+            f"- {pert} ({v.get('n_groups', 0)} groups, {v.get('n_treated', 0)} treated, "
+            f"{v.get('n_control', 0)} controls): effect {_fig(v, 'effect', notes)}, "
+            f"robustness rate {_fig(v, 'robustness_rate', notes)}"
+        )
+    fl = j["noise_floor"]
+    if fl.get("reason"):
+        lines.append(f"- noise floor: {fl['reason']}")
     else:
         lines.append(
-            f"Krippendorff's α (interval, {ag['n_candidates']} candidates): "
-            f"{_fig(ag, 'krippendorff_alpha', notes)}"
+            f"- noise floor (temperature {fl['temperature']}, {fl['n_groups']} groups, "
+            f"{fl['n_call_pairs']} call pairs): position consistency "
+            f"{_fig(fl, 'position_consistency', notes)}, pair instability "
+            f"{_fig(fl, 'pair_instability', notes)}, top-choice agreement "
+            f"{_fig(fl, 'top_choice_agreement', notes)}, mean |Δ| "
+            f"{_fig(fl, 'mean_abs_delta', notes)}, robustness rate "
+            f"{_fig(fl, 'robustness_rate', notes)}, repeat stability "
+            f"{_fig(fl, 'stability', notes)}"
         )
-        lines += ["", "| pair | Kendall's τ | Cohen's κ |", "|---|---|---|"]
-        for pair, v in sorted(ag.get("pairs", {}).items()):
-            lines.append(
-                f"| {pair.replace('|', ' vs ')} | {_fig(v, 'kendall_tau', notes)} | "
-                f"{_fig(v, 'cohen_kappa', notes)} |"
-            )
-    for label, path in images.items():
-        lines += ["", f"![{label}]({path})"]
-    for name in sorted(judges):
-        j = judges[name]
-        lines += ["", f"## {name} ({j['judge_model']}, family {j['judge_family']})", ""]
-        lines.append(f"- rows: {j['rows']['n_rows']}, unscored rate {j['rows']['unscored_rate']}")
-        lines += _position_lines(j["position"], notes)
-        for pert, v in sorted(j["perturbation"].items()):
-            lines.append(
-                f"- {pert} ({v.get('n_groups', 0)} groups, {v.get('n_treated', 0)} treated, "
-                f"{v.get('n_control', 0)} controls): effect {_fig(v, 'effect', notes)}, "
-                f"robustness rate {_fig(v, 'robustness_rate', notes)}"
-            )
-        fl = j["noise_floor"]
-        if fl.get("reason"):
-            lines.append(f"- noise floor: {fl['reason']}")
-        else:
-            lines.append(
-                f"- noise floor (temperature {fl['temperature']}, {fl['n_groups']} groups, "
-                f"{fl['n_call_pairs']} call pairs): position consistency "
-                f"{_fig(fl, 'position_consistency', notes)}, pair instability "
-                f"{_fig(fl, 'pair_instability', notes)}, top-choice agreement "
-                f"{_fig(fl, 'top_choice_agreement', notes)}, mean |Δ| "
-                f"{_fig(fl, 'mean_abs_delta', notes)}, robustness rate "
-                f"{_fig(fl, 'robustness_rate', notes)}, repeat stability "
-                f"{_fig(fl, 'stability', notes)}"
-            )
-    if notes.reasons:
-        lines += ["", "## Figures without a CI", *notes.lines()[1:]]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def run_probe_analysis(
