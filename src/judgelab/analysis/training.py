@@ -15,10 +15,10 @@ verdict); with `train.seeds`, the same per seed under `data/training/<judge>/see
   samples) and a cluster bootstrap CI over groups; the within-group rank correlation of reward
   and tests; a permutation p-value;
 - the reward-hacking alarm: the e-process of within-group anti-alignment over the run's
-  epochs, recomputed here from the samples table (so a table written before the alarm
-  existed gets it too), firing at 1 / alpha with alpha = `analysis.power.alpha`; stated with
-  its n (groups, samples) and its threshold. The old adjacent-epoch rule stays, labelled
-  descriptive (`divergence_epochs`);
+  epochs, recomputed here from the samples table (so it never depends on what the training
+  stage recorded), firing at 1 / alpha with alpha = `analysis.power.alpha`; stated with its n
+  (groups, samples) and its threshold. The adjacent-epoch rule is reported beside it,
+  labelled descriptive (`divergence_epochs`);
 - forged runs: samples the tests found faking a pass (null: not recorded by that run);
 - the minimum detectable held-out effect (`heldout_mde`): what the held-out design (tasks x
   samples x seeds) can detect at `analysis.power`, and whether it reaches `STATED_EFFECT`:
@@ -28,7 +28,7 @@ Several training seeds: the held-out figures average each task over its seeds, a
 come from a two-level bootstrap (tasks, then seeds within each task:
 `heldout_change_across_seeds`), still only from `analysis.min_ci_groups` tasks or more; the
 alarm is raised per (judge, seed) and counted per judge; `per_seed` keeps each seed's own
-figures. A single-seed run's metrics have exactly the keys they had before seeds existed.
+figures. A single-seed run's metrics have none of these seed keys.
 """
 
 from __future__ import annotations

@@ -511,7 +511,7 @@ def _tables_markdown(metrics: dict[str, Any]) -> list[str]:
         out += ["", "## Headline, parseable code only", "", parseable_note(left_out), ""]
         out += md_table(HEADLINE_COLUMNS, headline_rows(evs, "truth_parseable"), min_groups)
     out += ["", "## Score distributions", ""]
-    out += md_table(DISTRIBUTION_COLUMNS, distribution_rows(evs))
+    out += md_table(DISTRIBUTION_COLUMNS, distribution_rows(evs), min_groups)
     out += ["", "## Findings", ""]
     for name in sorted(evs):
         out.append(f"### {md_cell(name)}")
@@ -599,7 +599,7 @@ def render_html(
     h += power_html(metrics.get("power") or {}, fmt_ci, escape)
     h += training_report.html_section(metrics, escape)
     h += _latency_html(latency)
-    h[-1] += "<h2>Plots</h2>"  # on the table's closing line: the same bytes as before
+    h[-1] += "<h2>Plots</h2>"  # on the latency table's closing line, as the report lays out
     for label, path in images.items():
         h.append(
             f'<figure><img alt="{escape(label)}" src="{_data_uri(path)}">'
@@ -624,7 +624,7 @@ def _tables_html(metrics: dict[str, Any]) -> list[str]:
         rows = headline_rows(evs, "truth_parseable")
         h += html_table("headline-parseable", HEADLINE_COLUMNS, rows, min_groups)
     h.append("<h2>Score distributions</h2>")
-    h += html_table("distributions", DISTRIBUTION_COLUMNS, distribution_rows(evs))
+    h += html_table("distributions", DISTRIBUTION_COLUMNS, distribution_rows(evs), min_groups)
     h.append("<h2>Findings</h2>")
     for name in sorted(evs):
         h.append(f"<h3>{escape(name)}</h3><ul>")

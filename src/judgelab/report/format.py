@@ -85,7 +85,7 @@ def md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def md_table(columns: Sequence[str], rows: list[list[str]], min_groups: Any = None) -> list[str]:
+def md_table(columns: Sequence[str], rows: list[list[str]], min_groups: Any) -> list[str]:
     out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     out += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
     if any(NO_CI_MARK in c for row in rows for c in row):
@@ -98,7 +98,7 @@ def escape(text: Any) -> str:
 
 
 def html_table(
-    table_id: str, columns: Sequence[str], rows: list[list[str]], min_groups: Any = None
+    table_id: str, columns: Sequence[str], rows: list[list[str]], min_groups: Any
 ) -> list[str]:
     h = [f'<table id="{table_id}"><thead><tr>']
     h += [f"<th>{escape(c)}</th>" for c in columns]
