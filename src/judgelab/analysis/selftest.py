@@ -22,7 +22,8 @@ Checks (`run_selftest`), each over `audits` simulated audits:
   analysis says are needed for d (from a pilot audit's paired SD), then the share of audits
   of that size that separate the pair.
 
-`judgelab selftest` prints the table; tests/unit/test_selftest.py runs a small version;
+`judgelab selftest` prints the tables (`judgelab.report.selftest`); tests/unit/test_selftest.py
+runs a small version;
 docs/SELFTEST.md records the full one with its CPU and date.
 """
 
@@ -249,41 +250,3 @@ def run_selftest(settings: SelftestSettings) -> dict[str, Any]:
             "seed": settings.seed,
         },  # fmt: skip
     }
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f} %"
-
-
-def selftest_markdown(result: dict[str, Any]) -> str:
-    """The self-test's tables (coverage by tasks, family-wise error, power) as markdown."""
-    cfg = result["settings"]
-    lines = [
-        f"Planted-judge self-test: {cfg['audits']} simulated audits per cell, k = {cfg['k']} "
-        f"candidates per task, {cfg['bootstrap']} bootstrap resamples, truth from "
-        f"{cfg['truth_tasks']} tasks, seed {cfg['seed']}.",
-        "",
-        "Coverage of the 95 % CIs (share of audits whose CI holds the true value; audits with "
-        "fewer mixed tasks than the minimum get no CI and are not counted):",
-        "",
-        "| judge | figure | true value | tasks per audit | audits with a CI | percentile "
-        "bootstrap (used) | t-based cluster interval (alternative) |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for row in result["coverage"]:
-        lines.append(
-            f"| {row['judge']} | {row['figure']} | {row['true']:.3f} | {row['tasks']} | "
-            f"{row['audits_with_ci']} | {_pct(row['coverage'])} | {_pct(row['coverage_t'])} |"
-        )
-    lines += ["", "Family-wise error (judges planted alike, every pair compared, Holm):", "",
-              "| tasks per audit | judges | audits tested | any pair declared different |",
-              "|---|---|---|---|"]  # fmt: skip
-    for row in result["family_wise"]:
-        lines.append(f"| {row['tasks']} | {row['judges']} | {row['audits_tested']} | "
-                     f"{_pct(row['family_wise_error'])} |")  # fmt: skip
-    p = result["power"]
-    gap = p["true_gap"]
-    lines += ["", f"Power: sharp vs coarse, true gap in strict pairwise accuracy {gap:.3f}; "
-              f"the power analysis asks for {p['tasks_needed']} mixed tasks; audits of that "
-              f"size separate them in {_pct(p['power'])} (target 80 %)."]  # fmt: skip
-    return "\n".join(lines) + "\n"
