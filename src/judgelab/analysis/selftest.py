@@ -23,8 +23,7 @@ Checks (`run_selftest`), each over `audits` simulated audits:
   of that size that separate the pair.
 
 `judgelab selftest` prints the tables (`judgelab.report.selftest`); tests/unit/test_selftest.py
-runs a small version;
-docs/SELFTEST.md records the full one with its CPU and date.
+runs a small version; docs/SELFTEST.md records the full one with its CPU and date.
 """
 
 from __future__ import annotations
