@@ -10,11 +10,11 @@ from prefect import flow, get_run_logger
 
 from flows.paths import ANALYSIS, PROBES_METRICS, ROLLOUTS, SCORES, TASKS, TRAINING
 from flows.scores import structured_output_path
-from judgelab.analysis import run_analysis
 from judgelab.analysis.stats import latency_summary
 from judgelab.config import Settings, load_settings
 from judgelab.paths import project_root
 from judgelab.provenance import provenance
+from judgelab.report.outputs import run_analysis
 from judgelab.schemas import validate_file
 from judgelab.tracking import log_pipeline_run
 

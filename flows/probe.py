@@ -16,7 +16,7 @@ from prefect import flow, get_run_logger, task
 from flows.fanout import UNIT_TASK, Lanes, Unit, fan_out
 from flows.paths import PROBES
 from judgelab.analysis.cost import judge_costing
-from judgelab.analysis.probes import run_probe_analysis
+from judgelab.analysis.probes import probe_ci_rule
 from judgelab.cache import JsonCache
 from judgelab.config import load_settings
 from judgelab.evaluators.base import Evaluator
@@ -39,6 +39,7 @@ from judgelab.probes.run import (
     run_id_for,
     score_view,
 )
+from judgelab.report.probes import run_probe_analysis
 from judgelab.tasks.registry import tasks_by_id
 
 
@@ -96,9 +97,9 @@ def probe_flow(params: Path = Path("params.yaml"), out: Path = PROBES) -> Path:
     write_parquet(out / "probe_scores.parquet", scores)
     call_frame = calls_frame(calls)
     write_parquet(out / "calls.parquet", call_frame)
-    min_ci_groups = settings.analysis.min_ci_groups  # the one minimum-clusters rule for CIs
+    rule = probe_ci_rule(settings.analysis, settings.probes)
     run_probe_analysis(
-        candidates, scores, settings.probes, families, out, min_ci_groups=min_ci_groups,
+        candidates, scores, settings.probes, families, out, rule=rule,
         calls=call_frame, costing=judge_costing(settings),
     )  # fmt: skip
     logger.info("probes: %d rows (run %s) -> %s", scores.height, run_id, out)

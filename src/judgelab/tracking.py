@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -102,10 +103,7 @@ def log_pipeline_run(
     client = MlflowClient()
     exp_id = _experiment_id(client, settings.tracking.experiment)
     data_hashes = dvc_data_hashes(lock_path or project_root() / "dvc.lock")
-    data_version = data_hashes.get("data.scores.data/scores/scores.parquet", "")
-    if not data_version and scores_path is not None and Path(scores_path).is_file():
-        data_version = hashlib.md5(Path(scores_path).read_bytes()).hexdigest()
-    data_version = data_version[:12]
+    data_version = _data_version(data_hashes, scores_path)
     policy = settings.rollouts.policy
     if settings.rollouts.candidates is not None:
         policy = f"imported:{settings.rollouts.candidates}"
@@ -119,83 +117,119 @@ def log_pipeline_run(
             "scores_run_id": scores_run_id,
         },
     )
-    pid = parent.info.run_id
+    run = _Parent(client, exp_id, parent.info.run_id, policy, data_version)
     try:
-        _log_params(
-            client,
-            pid,
-            {
-                "policy": policy,
-                "rollouts.k": settings.rollouts.k,
-                "rollouts.temperature": settings.rollouts.temperature,
-                "rollouts.max_tokens": settings.rollouts.max_tokens,
-                "tasks.humaneval.limit": settings.tasks.humaneval.limit,
-                "tasks.autorl.n": settings.tasks.autorl.n,
-                "scores.repeats": settings.scores.repeats,
-                "evaluators": ",".join(ev.name for ev in settings.scores.evaluators),
-                **data_hashes,
-            },
-        )
-        _log_metrics(client, pid, flatten({k: v for k, v in metrics.items() if k != "evaluators"}))
-        for path in sorted(analysis_dir.rglob("*")):
-            if path.is_file():
-                rel = path.parent.relative_to(analysis_dir)
-                client.log_artifact(pid, str(path), artifact_path=str(Path("analysis") / rel))
+        _log_params(client, run.run_id, _pipeline_params(settings, policy, data_hashes))
+        summary = flatten({k: v for k, v in metrics.items() if k != "evaluators"})
+        _log_metrics(client, run.run_id, summary)
+        _log_analysis_artifacts(client, run.run_id, analysis_dir)
         for spec in settings.scores.evaluators:
             ev_metrics = (metrics.get("evaluators") or {}).get(spec.name)
-            if ev_metrics is None:
-                continue
-            judge = spec.judge_model
-            child = client.create_run(
-                exp_id,
-                run_name=spec.name,
-                tags={
-                    "mlflow.parentRunId": pid,
-                    "judgelab.kind": "evaluator",
-                    "evaluator": spec.name,
-                    "protocol": spec.kind,
-                    "judge": judge or "",
-                    "judge_family": settings.models[judge].family if judge else "",
-                    "policy": policy,
-                    "data_version": data_version,
-                },
-            )
-            cid = child.info.run_id
-            _log_params(
-                client,
-                cid,
-                {
-                    f"evaluator.{k}": v
-                    for k, v in flatten_params(spec.model_dump(mode="json")).items()
-                },
-            )
-            m = flatten(ev_metrics)
-            if spec.name in latency:
-                m["latency_s.mean"] = latency[spec.name]
-            _log_metrics(client, cid, m)
-            client.set_terminated(cid, "FINISHED")
+            if ev_metrics is not None:
+                _log_evaluator_run(run, settings, spec, ev_metrics, latency.get(spec.name))
         if training_dir is not None:
-            for judge, trained in sorted((metrics.get("training") or {}).items()):
-                # one child per trained policy: per judge, or per (judge, seed)
-                runs = (
-                    [(None, training_dir / judge, trained)]
-                    if "per_seed" not in trained
-                    else [
-                        (int(s), training_dir / judge / seed_dir_name(int(s)), summary)
-                        for s, summary in trained["per_seed"].items()
-                    ]
-                )
-                for seed, run_dir, summary in runs:
-                    _log_training_run(
-                        client, exp_id, pid, settings, (judge, seed), run_dir, summary,
-                        data_version,
-                    )  # fmt: skip
-        client.set_terminated(pid, "FINISHED")
+            _log_training_runs(run, settings, metrics.get("training") or {}, training_dir)
+        client.set_terminated(run.run_id, "FINISHED")
     except BaseException:
-        client.set_terminated(pid, "FAILED")
+        client.set_terminated(run.run_id, "FAILED")
         raise
-    log.info("MLflow run %s in experiment %s", pid, settings.tracking.experiment)
-    return pid
+    log.info("MLflow run %s in experiment %s", run.run_id, settings.tracking.experiment)
+    return run.run_id
+
+
+@dataclass(frozen=True)
+class _Parent:
+    """The pipeline run its child runs hang from, and the tags they share."""
+
+    client: Any
+    exp_id: str
+    run_id: str
+    policy: str
+    data_version: str
+
+
+def _data_version(data_hashes: dict[str, str], scores_path: Path | None) -> str:
+    """The scores table's md5 as dvc.lock records it, else as DVC would (first 12 hex)."""
+    version = data_hashes.get("data.scores.data/scores/scores.parquet", "")
+    if not version and scores_path is not None and Path(scores_path).is_file():
+        version = hashlib.md5(Path(scores_path).read_bytes()).hexdigest()
+    return version[:12]
+
+
+def _pipeline_params(
+    settings: Settings, policy: str, data_hashes: dict[str, str]
+) -> dict[str, Any]:
+    return {
+        "policy": policy,
+        "rollouts.k": settings.rollouts.k,
+        "rollouts.temperature": settings.rollouts.temperature,
+        "rollouts.max_tokens": settings.rollouts.max_tokens,
+        "tasks.humaneval.limit": settings.tasks.humaneval.limit,
+        "tasks.autorl.n": settings.tasks.autorl.n,
+        "scores.repeats": settings.scores.repeats,
+        "evaluators": ",".join(ev.name for ev in settings.scores.evaluators),
+        **data_hashes,
+    }
+
+
+def _log_analysis_artifacts(client: Any, run_id: str, analysis_dir: Path) -> None:
+    for path in sorted(analysis_dir.rglob("*")):
+        if path.is_file():
+            rel = path.parent.relative_to(analysis_dir)
+            client.log_artifact(run_id, str(path), artifact_path=str(Path("analysis") / rel))
+
+
+def _log_evaluator_run(
+    run: _Parent,
+    settings: Settings,
+    spec: Any,
+    ev_metrics: dict[str, Any],
+    latency_s: float | None,
+) -> None:
+    """A child run per evaluator: its settings as params, its figures (and mean latency)."""
+    judge = spec.judge_model
+    child = run.client.create_run(
+        run.exp_id,
+        run_name=spec.name,
+        tags={
+            "mlflow.parentRunId": run.run_id,
+            "judgelab.kind": "evaluator",
+            "evaluator": spec.name,
+            "protocol": spec.kind,
+            "judge": judge or "",
+            "judge_family": settings.models[judge].family if judge else "",
+            "policy": run.policy,
+            "data_version": run.data_version,
+        },
+    )
+    cid = child.info.run_id
+    params = flatten_params(spec.model_dump(mode="json"))
+    _log_params(run.client, cid, {f"evaluator.{k}": v for k, v in params.items()})
+    m = flatten(ev_metrics)
+    if latency_s is not None:
+        m["latency_s.mean"] = latency_s
+    _log_metrics(run.client, cid, m)
+    run.client.set_terminated(cid, "FINISHED")
+
+
+def _log_training_runs(
+    run: _Parent, settings: Settings, training: dict[str, Any], training_dir: Path
+) -> None:
+    """One child per trained policy: per judge, or per (judge, seed)."""
+    for judge, trained in sorted(training.items()):
+        runs = (
+            [(None, training_dir / judge, trained)]
+            if "per_seed" not in trained
+            else [
+                (int(s), training_dir / judge / seed_dir_name(int(s)), summary)
+                for s, summary in trained["per_seed"].items()
+            ]
+        )
+        for seed, run_dir, summary in runs:
+            _log_training_run(
+                run.client, run.exp_id, run.run_id, settings, (judge, seed), run_dir, summary,
+                run.data_version,
+            )  # fmt: skip
 
 
 def flatten_params(obj: Any, prefix: str = "") -> dict[str, Any]:

@@ -39,11 +39,12 @@ def power(
     failing candidates it takes to separate them."""
     from pydantic import ValidationError
 
-    from judgelab.analysis.power import HEADER, power_analysis, rows, summary
-    from judgelab.analysis.report import fmt_ci
-    from judgelab.analysis.stats import evaluator_stats
+    from judgelab.analysis.power import power_analysis
+    from judgelab.analysis.stats import CIRule, evaluator_stats
     from judgelab.analysis.truth import execution_truth
     from judgelab.config import load_settings
+    from judgelab.report.format import fmt_ci
+    from judgelab.report.power import HEADER, rows, summary
     from judgelab.schemas import validate_file
 
     with exit_on_error():
@@ -57,9 +58,8 @@ def power(
             raise typer.BadParameter(str(err)) from None
         table = validate_file(scores, "scores")
     truth = execution_truth(table)
-    result = power_analysis(
-        table, truth, evaluator_stats(table), knobs, analysis.min_ci_groups, analysis.primary
-    )
+    rule = CIRule.of(analysis)
+    result = power_analysis(table, truth, evaluator_stats(table), knobs, rule, analysis.primary)
     out = Table(title=f"judgelab power: margin {knobs.margin:g}, alpha {knobs.alpha:g}, "
                 f"power {knobs.power:g}")  # fmt: skip
     for column in HEADER:

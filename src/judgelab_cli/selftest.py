@@ -30,7 +30,8 @@ def selftest(
     from rich.console import Console
     from rich.markdown import Markdown
 
-    from judgelab.analysis.selftest import SelftestSettings, run_selftest, selftest_markdown
+    from judgelab.analysis.selftest import SelftestSettings, run_selftest
+    from judgelab.report.selftest import selftest_markdown
 
     try:
         sizes = tuple(int(t) for t in clusters.split(","))

@@ -20,9 +20,9 @@ import polars as pl  # noqa: E402
 import pytest  # noqa: E402
 
 from judgelab.analysis.cost import cost_timings, judge_costing  # noqa: E402
-from judgelab.analysis.probes import compute_probe_metrics  # noqa: E402
+from judgelab.analysis.probes import compute_probe_metrics, probe_ci_rule  # noqa: E402
 from judgelab.cache import JsonCache  # noqa: E402
-from judgelab.config import HumanEvalSettings, load_settings  # noqa: E402
+from judgelab.config import AnalysisSettings, HumanEvalSettings, load_settings  # noqa: E402
 from judgelab.evaluators.registry import build_evaluator  # noqa: E402
 from judgelab.models.endpoint import Endpoint  # noqa: E402
 from judgelab.probes import gate  # noqa: E402
@@ -106,7 +106,8 @@ def test_attacks_on_a_real_judge(
     costing = judge_costing(settings)
     metrics = compute_probe_metrics(
         candidates_frame(groups, views), scores, settings.probes, judge_models(settings),
-        min_ci_groups=5, calls=first, costing=costing,
+        rule=probe_ci_rule(AnalysisSettings(min_ci_groups=5), settings.probes),
+        calls=first, costing=costing,
     )  # fmt: skip
     judge = metrics["judges"][JUDGE]
     for name in ATTACKS:

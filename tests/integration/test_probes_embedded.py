@@ -16,9 +16,9 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
-from judgelab.analysis.probes import compute_probe_metrics  # noqa: E402
+from judgelab.analysis.probes import compute_probe_metrics, probe_ci_rule  # noqa: E402
 from judgelab.cache import JsonCache  # noqa: E402
-from judgelab.config import HumanEvalSettings, load_settings  # noqa: E402
+from judgelab.config import AnalysisSettings, HumanEvalSettings, load_settings  # noqa: E402
 from judgelab.evaluators.registry import build_evaluator  # noqa: E402
 from judgelab.models.endpoint import Endpoint  # noqa: E402
 from judgelab.probes.design import execution_check  # noqa: E402
@@ -82,7 +82,7 @@ def test_probe_views_with_a_real_judge(
     assert rev == ident[::-1]
     metrics = compute_probe_metrics(
         candidates_frame(groups, views), scores, settings.probes, judge_models(settings),
-        min_ci_groups=5,
+        rule=probe_ci_rule(AnalysisSettings(min_ci_groups=5), settings.probes),
     )  # fmt: skip
     pos = metrics["judges"]["ruler-smollm2-135m"]["position"]
     # A number, or a reason why not (small judges often leave candidates unscored).

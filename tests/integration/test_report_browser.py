@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from judgelab.analysis import run_analysis
+from judgelab.report.outputs import run_analysis
 from tests.support.browser import headless
 from tests.support.report_inputs import write_probe_metrics, write_training_histories
 from tests.unit.test_analysis import SETTINGS, fixture_rollouts, fixture_scores, fixture_tasks

@@ -12,11 +12,13 @@ import polars as pl
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from judgelab.analysis import compute_metrics, run_analysis
+from judgelab.analysis import compute_metrics
 from judgelab.analysis.agreement import cluster_interval
-from judgelab.analysis.plots import bin_index, score_distribution
-from judgelab.analysis.report import findings, fmt_ci, render_html, worst_false_praise
+from judgelab.analysis.examples import worst_false_praise
+from judgelab.analysis.plot_data import bin_index, score_distribution
 from judgelab.analysis.stats import (
+    CI_LEVEL,
+    CIRule,
     Interval,
     describe,
     evaluator_stats,
@@ -32,6 +34,9 @@ from judgelab.analysis.truth import (
     truth_metrics,
 )
 from judgelab.config import AnalysisSettings
+from judgelab.report.audit import findings, render_html
+from judgelab.report.format import fmt_ci
+from judgelab.report.outputs import run_analysis
 from judgelab.schemas import ScoresSchema, TasksSchema, columns, validate
 
 XSS = "<script>alert('pwned')</script> looks production ready"
@@ -169,6 +174,7 @@ def fixture_rollouts() -> pl.DataFrame:
 
 
 SETTINGS = AnalysisSettings(praise_threshold=0.8, bins=10, bootstrap=200, seed=7)
+RULE = CIRule.of(SETTINGS)
 
 
 # ------------------------------------------------------------------------------ stats
@@ -242,7 +248,7 @@ def test_candidate_score_is_mean_of_scored_repeats() -> None:
 def test_truth_metrics_by_hand() -> None:
     scores = fixture_scores()
     truth = execution_truth(scores)
-    m = truth_metrics(candidate_scores(scores, "judge"), truth, 0.8)
+    m = truth_metrics(candidate_scores(scores, "judge"), truth, 0.8, None, RULE)
     # A: (a1,a3) tie .5, (a1,a4) 1, (a2,a3) 0, (a2,a4) 1; B: (b1,b2) 0, (b1,b3) 0
     assert m["pairwise_accuracy"] == pytest.approx(2.5 / 6)
     assert (m["n_pairs"], m["n_pair_groups"]) == (6, 2)
@@ -266,8 +272,8 @@ def test_false_praise_threshold_is_inclusive() -> None:
     scores = fixture_scores()
     truth = execution_truth(scores)
     cand = candidate_scores(scores, "judge")
-    assert truth_metrics(cand, truth, 0.81)["false_praise_rate"] == pytest.approx(0.5)
-    assert truth_metrics(cand, truth, 1.0)["false_praise_rate"] == pytest.approx(0.25)
+    assert truth_metrics(cand, truth, 0.81, None, RULE)["false_praise_rate"] == pytest.approx(0.5)
+    assert truth_metrics(cand, truth, 1.0, None, RULE)["false_praise_rate"] == pytest.approx(0.25)
 
 
 def test_unscored_and_missing_evaluators_do_not_crash() -> None:
@@ -275,14 +281,14 @@ def test_unscored_and_missing_evaluators_do_not_crash() -> None:
     truth = execution_truth(scores)
     w = resample_weights(len(truth.tasks), 50, 0)
     for name in ("dead", "nobody"):
-        m = truth_metrics(candidate_scores(scores, name), truth, 0.8, w)
+        m = truth_metrics(candidate_scores(scores, name), truth, 0.8, w, RULE)
         assert m["n_candidates"] == 0
         assert m["roc_auc"] is None and m["pairwise_accuracy"] is None
         assert m["reasons"]["roc_auc"] and m["reasons"]["false_praise_rate"]
     # no execution evaluator at all
     no_exec = scores.filter(pl.col("protocol") != "execution")
     t2 = execution_truth(no_exec)
-    m = truth_metrics(candidate_scores(no_exec, "judge"), t2, 0.8, resample_weights(0, 10, 0))
+    m = truth_metrics(candidate_scores(no_exec, "judge"), t2, 0.8, resample_weights(0, 10, 0), RULE)
     assert t2.evaluator is None and m["false_praise_rate"] is None
     assert "execution" in m["reasons"]["false_praise_rate"]
 
@@ -290,7 +296,7 @@ def test_unscored_and_missing_evaluators_do_not_crash() -> None:
 def test_roc_auc_null_with_one_class() -> None:
     scores = fixture_scores().filter(pl.col("candidate_id").is_in(["a1", "a2", "b1"]))
     truth = execution_truth(scores)
-    m = truth_metrics(candidate_scores(scores, "judge"), truth, 0.8)
+    m = truth_metrics(candidate_scores(scores, "judge"), truth, 0.8, None, RULE)
     assert m["roc_auc"] is None and "only one class" in m["reasons"]["roc_auc"]
     assert m["pairwise_accuracy"] is None and m["false_praise_rate"] is None
     assert m["mean_score_passing"] == pytest.approx((0.9 + 0.5 + 0.6) / 3)
@@ -334,7 +340,7 @@ def test_weighted_figures_equal_duplicated_tasks() -> None:
                 dup_rows.append(sub)
         dup = pl.concat(dup_rows)
         dtruth = execution_truth(dup)
-        point = truth_metrics(candidate_scores(dup, "judge"), dtruth, 0.8)
+        point = truth_metrics(candidate_scores(dup, "judge"), dtruth, 0.8, None, RULE)
         for key in (
             "pairwise_accuracy",
             "top1_accuracy",
@@ -350,9 +356,9 @@ def test_bootstrap_deterministic_and_ci_contains_point() -> None:
     truth = execution_truth(scores)
     cand = candidate_scores(scores, "judge")
     w1 = resample_weights(len(truth.tasks), 500, 3)
-    m1 = truth_metrics(cand, truth, 0.8, w1)
-    m2 = truth_metrics(cand, truth, 0.8, resample_weights(len(truth.tasks), 500, 3))
-    m3 = truth_metrics(cand, truth, 0.8, resample_weights(len(truth.tasks), 500, 4))
+    m1 = truth_metrics(cand, truth, 0.8, w1, RULE)
+    m2 = truth_metrics(cand, truth, 0.8, resample_weights(len(truth.tasks), 500, 3), RULE)
+    m3 = truth_metrics(cand, truth, 0.8, resample_weights(len(truth.tasks), 500, 4), RULE)
     assert m1 == m2
     # the studentized bootstrap's ends move with the resamples; Wilson's and the t interval's
     # come from the jackknife and do not
@@ -527,6 +533,19 @@ def test_min_ci_groups_setting_is_validated() -> None:
         AnalysisSettings(min_ci_groups=1)
 
 
+def test_one_ci_rule_is_built_from_the_settings() -> None:
+    """The bootstrap, seed and minimum of groups travel as one object; the probes keep the
+    minimum and level with their own resamples; a rule below two groups cannot exist."""
+    rule = CIRule.of(AnalysisSettings(bootstrap=300, seed=4, min_ci_groups=7))
+    assert (rule.min_groups, rule.n_boot, rule.seed, rule.level) == (7, 300, 4, CI_LEVEL)
+    probes = rule.resampled(50, 9)
+    assert (probes.min_groups, probes.n_boot, probes.seed, probes.level) == (7, 50, 9, CI_LEVEL)
+    with pytest.raises(ValueError, match="at least 2 groups"):
+        CIRule(1, 100, 0, CI_LEVEL)
+    with pytest.raises(ValueError, match="n_boot"):
+        CIRule(5, -1, 0, CI_LEVEL)
+
+
 def test_min_groups_counts_the_tasks_that_contribute_to_each_figure() -> None:
     """Thirty tasks, but only three with both a passing and a failing candidate: the within-task
     figures come from three groups and get no CI; false praise (every task fails) gets one."""
@@ -540,7 +559,7 @@ def test_min_groups_counts_the_tasks_that_contribute_to_each_figure() -> None:
     scores = pl.DataFrame(rows, schema=columns(ScoresSchema))
     truth = execution_truth(scores)
     w = resample_weights(len(truth.tasks), 300, 0)
-    m = truth_metrics(candidate_scores(scores, "judge"), truth, 0.8, w, min_groups=5)
+    m = truth_metrics(candidate_scores(scores, "judge"), truth, 0.8, w, RULE)
     assert m["pairwise_accuracy_n_groups"] == 3 and m["top1_accuracy_n_groups"] == 3
     assert m["pairwise_accuracy_ci_low"] is None
     assert m["pairwise_accuracy_ci_reason"] == "n = 3 groups: too few for a CI (minimum 5)"
@@ -564,7 +583,7 @@ def test_undefined_resamples_are_counted_and_reported() -> None:
     scores = pl.DataFrame(rows, schema=columns(ScoresSchema))
     truth = execution_truth(scores)
     w = resample_weights(len(truth.tasks), 1000, 1)
-    m = truth_metrics(candidate_scores(scores, "judge"), truth, 0.8, w, min_groups=2)
+    m = truth_metrics(candidate_scores(scores, "judge"), truth, 0.8, w, CIRule(2, 200, 7, CI_LEVEL))
     mixed = [truth.tasks.index(f"t{t}") for t in range(2)]
     assert m["pairwise_accuracy_n_groups"] == 2
     expected = int((w[:, mixed].sum(axis=1) == 0).sum())
@@ -578,26 +597,30 @@ def test_undefined_resamples_are_counted_and_reported() -> None:
 
 
 def test_percentile_ci_by_hand_and_the_rule_text() -> None:
-    ci = percentile_ci([np.nan, 1.0, 2.0, None, 3.0, 4.0, np.inf], n_groups=7, min_groups=5)
+    ci = percentile_ci([np.nan, 1.0, 2.0, None, 3.0, 4.0, np.inf], 7, RULE)
     # linear interpolation over the 4 defined draws: 1 + 0.025 * 3 and 4 - 0.025 * 3
     assert (ci.low, ci.high) == (pytest.approx(1.075), pytest.approx(3.925))
     assert ci.undefined_resamples == 3 and ci.reason is None and ci.n_groups == 7
     assert too_few_groups(4, 5) == "n = 4 groups: too few for a CI (minimum 5)"
     assert too_few_groups(1, 5) == "n = 1 group: too few for a CI (minimum 5)"
     assert too_few_groups(5, 5) is None
-    none = percentile_ci([0.1, 0.2], n_groups=4, min_groups=5)
+    none = percentile_ci([0.1, 0.2], 4, RULE)
     assert not none.valid and none.undefined_resamples is None and "n = 4" in str(none.reason)
-    assert percentile_ci([np.nan, np.nan], 9, 5).reason == "undefined in every one of 2 resamples"
+    assert (
+        percentile_ci([np.nan, np.nan], 9, RULE).reason == "undefined in every one of 2 resamples"
+    )
     assert not Interval(None, None, "x", 2).excludes(0.5)
     assert Interval(0.6, 0.9, None, 9).excludes(0.5)
 
 
-def test_cluster_ci_matches_scipy_bootstrap_percentile() -> None:
+def test_cluster_interval_matches_scipy_bootstrap_percentile() -> None:
     """An independent reference: scipy's percentile bootstrap of a mean over 60 groups."""
     from scipy.stats import bootstrap
 
     values = np.random.default_rng(4).beta(2, 3, size=60)
-    ours = cluster_interval(values.size, lambda idx: float(values[idx].mean()), 4000, 0)
+    ours = cluster_interval(
+        values.size, lambda idx: float(values[idx].mean()), CIRule(5, 4000, 0, CI_LEVEL)
+    )
     ref = bootstrap(
         (values,), np.mean, n_resamples=4000, method="percentile", random_state=1
     ).confidence_interval
@@ -642,7 +665,7 @@ def test_group_judge_within_task_figures_and_standardised_scores() -> None:
     scores = fixture_scores()
     truth = execution_truth(scores)
     cand = candidate_scores(scores, "judge")
-    m = truth_metrics(cand, truth, 0.8)
+    m = truth_metrics(cand, truth, 0.8, None, RULE)
     # within-task pairs: A (a1,a3) tie, (a1,a4), (a2,a3), (a2,a4); B (b1,b2), (b1,b3)
     assert m["tied_pair_share"] == pytest.approx(1 / 6) and m["n_tied_pairs"] == 1
     z = _hand_z(cand)
@@ -654,7 +677,7 @@ def test_group_judge_within_task_figures_and_standardised_scores() -> None:
     shifted = cand.with_columns(
         pl.when(pl.col("task_id") == "B").then(pl.col("score") - 0.5).otherwise(pl.col("score"))
     )
-    s = truth_metrics(shifted, truth, 0.8)
+    s = truth_metrics(shifted, truth, 0.8, None, RULE)
     assert s["roc_auc"] != pytest.approx(m["roc_auc"])  # the absolute scale moved
     for key in ("pairwise_accuracy", "top1_accuracy", "tied_pair_share", "roc_auc_standardised",
                 "false_praise_rate_standardised"):  # fmt: skip
@@ -700,8 +723,8 @@ def test_zero_advantage_rate_and_within_group_spread_by_hand() -> None:
     """Groups (task, repeat) with >= 2 scored candidates: A r0 all 0.5 (zero advantage),
     B r0 0.1 / 0.9 (sample std 0.5657), A r1 one scored candidate (not a group), and an
     unscored row that never counts."""
-    from judgelab.analysis.report import zero_advantage_cell
     from judgelab.analysis.stats import stats_for_evaluator
+    from judgelab.report.audit import zero_advantage_cell
 
     rows = pl.DataFrame(
         [

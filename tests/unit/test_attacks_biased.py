@@ -23,10 +23,10 @@ import polars as pl  # noqa: E402
 import pytest  # noqa: E402
 
 from judgelab.analysis.cost import judge_costing  # noqa: E402
-from judgelab.analysis.probes import run_probe_analysis  # noqa: E402
+from judgelab.analysis.probes import probe_ci_rule  # noqa: E402
 from judgelab.answer import parse_answer  # noqa: E402
 from judgelab.cache import JsonCache  # noqa: E402
-from judgelab.config import HumanEvalSettings, parse_settings  # noqa: E402
+from judgelab.config import AnalysisSettings, HumanEvalSettings, parse_settings  # noqa: E402
 from judgelab.evaluators.registry import build_evaluator  # noqa: E402
 from judgelab.models.server import serve  # noqa: E402
 from judgelab.probes import gate  # noqa: E402
@@ -42,6 +42,7 @@ from judgelab.probes.run import (  # noqa: E402
     probe_specs,
     score_view,
 )
+from judgelab.report.probes import run_probe_analysis  # noqa: E402
 from judgelab.schemas import validate_file  # noqa: E402
 from judgelab.scoring import run_id_for as scores_run_id  # noqa: E402
 from judgelab.tasks.humaneval import load_humaneval  # noqa: E402
@@ -146,7 +147,8 @@ def probed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     # The rigged judges are deterministic: CIs from 2 groups are checked here.
     metrics = run_probe_analysis(
         candidates, scores, settings.probes, judge_models(settings), tmp / "out",
-        min_ci_groups=2, calls=calls, costing=judge_costing(settings),
+        rule=probe_ci_rule(AnalysisSettings(min_ci_groups=2), settings.probes),
+        calls=calls, costing=judge_costing(settings),
     )  # fmt: skip
     return {"metrics": metrics, "scores": scores, "candidates": candidates, "calls": calls,
             "again": calls_frame(again), "settings": settings, "groups": groups, "out": tmp / "out",

@@ -1,4 +1,4 @@
-"""README's findings table (judgelab.analysis.headline): every cell read from the metrics
+"""README's findings table (judgelab.report.headline): every cell read from the metrics
 files, every figure with its n, and a part that has not run says so."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
-from judgelab.analysis.headline import (
+from judgelab.report.headline import (
     COLUMNS,
     COMPACT_COLUMNS,
     audit_document,

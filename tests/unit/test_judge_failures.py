@@ -16,10 +16,9 @@ from judgelab.analysis.failures import (
     failure_message,
     fix_for,
     loud_failures,
-    report_markdown,
-    structured_output_line,
 )
-from judgelab.analysis.judge_only import agreement_lines, judge_agreement
+from judgelab.analysis.judge_only import judge_agreement
+from judgelab.report.failures import agreement_lines, report_markdown, structured_output_line
 from judgelab.scoring import scores_frame
 
 LLAMA_500 = (  # what llama-cpp-python's server answers to json_schema (provider: 300 chars)
@@ -190,8 +189,8 @@ def test_the_failure_share_is_no_part_of_the_run_id() -> None:
 def test_run_analysis_says_failures_and_judge_only_first(tmp_path: Path) -> None:
     """End to end through run_analysis: with no execution evaluator and a judge that scored
     nothing, report.md opens with both sections, before any figure or ranking."""
-    from judgelab.analysis import run_analysis
     from judgelab.config import AnalysisSettings
+    from judgelab.report.outputs import run_analysis
     from tests.unit.test_analysis import fixture_rollouts, fixture_scores, fixture_tasks
 
     scores = fixture_scores().filter(pl.col("protocol") != "execution")

@@ -18,14 +18,14 @@ from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
 
-from judgelab.analysis.report import (  # noqa: E402
+from judgelab.analysis.stats import evaluator_stats  # noqa: E402
+from judgelab.evaluators.rubric import RubricJudge  # noqa: E402
+from judgelab.evaluators.ruler import RulerJudge  # noqa: E402
+from judgelab.report.audit import (  # noqa: E402
     DISTRIBUTION_COLUMNS,
     distribution_rows,
     findings,
 )
-from judgelab.analysis.stats import evaluator_stats  # noqa: E402
-from judgelab.evaluators.rubric import RubricJudge  # noqa: E402
-from judgelab.evaluators.ruler import RulerJudge  # noqa: E402
 from judgelab.scoring import score_group, scores_frame  # noqa: E402
 from judgelab.verdicts import Task  # noqa: E402
 from support.openai_server import (  # noqa: E402

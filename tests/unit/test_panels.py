@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from judgelab.analysis.panels import bias_section, read_probes
+from judgelab.report.panels import bias_section, read_probes
 from tests.support.report_inputs import write_probe_metrics
 
 JUDGES = ("ruler-a", "rubric-b")

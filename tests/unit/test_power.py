@@ -11,12 +11,14 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from judgelab.analysis import compute_metrics, run_analysis
+from judgelab.analysis import compute_metrics
 from judgelab.analysis.power import compare, groups_needed, linearised
 from judgelab.analysis.truth import resample_weights
 from judgelab.config import AnalysisSettings, PowerSettings
+from judgelab.report.outputs import run_analysis
 from judgelab.schemas import ScoresSchema, columns
 from tests.unit.test_analysis import (
+    RULE,
     fixture_rollouts,
     fixture_scores,
     fixture_tasks,
@@ -79,7 +81,7 @@ def test_compare_t_interval_and_p_by_hand_and_against_scipy() -> None:
     pairs = np.full(12, 4.0)
     good = np.r_[np.full(6, 4.0), np.full(6, 3.0)]
     bad = np.r_[np.full(3, 1.0), np.full(6, 2.0), np.full(3, 4.0)]
-    out = compare((good, pairs), (bad, pairs), knobs, min_groups=5)
+    out = compare((good, pairs), (bad, pairs), knobs, RULE)
     d = good / 4 - bad / 4
     ref = st.ttest_rel(good / 4, bad / 4)
     assert out["difference"] == pytest.approx(d.mean())
@@ -99,7 +101,7 @@ def test_below_the_minimum_no_interval_and_no_power_figure() -> None:
     """Issue 29.5: four shared tasks give neither a CI nor a tasks-needed figure, and the
     reason says how many mixed groups it needs."""
     pairs = np.full(4, 4.0)
-    few = compare((np.full(4, 4.0), pairs), (np.r_[1.0, 1, 2, 2], pairs), PowerSettings(), 5)
+    few = compare((np.full(4, 4.0), pairs), (np.r_[1.0, 1, 2, 2], pairs), PowerSettings(), RULE)
     assert few["difference_ci_low"] is None and few["p_value"] is None and few["too_small"]
     assert few["difference_ci_reason"] == "n = 4 groups: too few for a CI (minimum 5)"
     assert few["groups_needed_margin"] is None and few["groups_needed_observed"] is None

@@ -15,12 +15,9 @@ from scipy.stats import kendalltau
 from sklearn.metrics import cohen_kappa_score, roc_auc_score
 
 from judgelab.analysis.agreement import (
-    cluster_ci,
     cohen_kappa,
     kendall_tau_b,
     krippendorff_alpha_interval,
-    repeat_stability,
-    top_choice,
     with_ci,
 )
 from judgelab.analysis.bias import (
@@ -28,12 +25,24 @@ from judgelab.analysis.bias import (
     perturbation_bias,
     position_bias,
     self_preference,
+    top_of,
 )
-from judgelab.analysis.probes import calibration
+from judgelab.analysis.probes import calibration, probe_ci_rule
+from judgelab.analysis.stats import CI_LEVEL, CIRule
 from judgelab.analysis.truth import resample_weights
+from judgelab.config import AnalysisSettings, ProbesSettings
 from judgelab.schemas import ProbeCandidatesSchema, ProbeScoresSchema, columns
 
 SEEDS = range(8)
+
+
+def ci(n_boot: int, seed: int, min_groups: int) -> CIRule:
+    return CIRule(min_groups, n_boot, seed, CI_LEVEL)
+
+
+def probe_rule(probes: ProbesSettings, min_groups: int) -> CIRule:
+    """The probes stage's rule: its own resamples, the analysis minimum."""
+    return probe_ci_rule(AnalysisSettings(min_ci_groups=min_groups), probes)
 
 
 def reliability_fixture(seed: int) -> np.ndarray:
@@ -96,11 +105,10 @@ def test_kappa_undefined_when_one_label_throughout() -> None:
     assert cohen_kappa([True, True], [True, True]) is None
 
 
-def test_top_choice_and_repeat_stability() -> None:
-    assert top_choice([0.1, 0.9, 0.3]) == 1
-    assert top_choice([0.9, 0.9, 0.3]) == -1  # a tied top is no preference
-    # Shi et al.: per instance, the modal choice's share; mean over instances.
-    assert repeat_stability([[0, 0, 1], [2, 2, 2], [1]]) == pytest.approx((2 / 3 + 1) / 2)
+def test_a_tied_top_is_no_preference() -> None:
+    assert top_of({"a": (0.1, 0), "b": (0.9, 1), "c": (0.3, 2)}) == "b"
+    assert top_of({"a": (0.9, 0), "b": (0.9, 1), "c": (0.3, 2)}) is None
+    assert top_of({}) is None
 
 
 def test_with_ci_needs_min_groups_and_counts_undefined_resamples() -> None:
@@ -111,35 +119,39 @@ def test_with_ci_needs_min_groups_and_counts_undefined_resamples() -> None:
     def mean(idx: np.ndarray) -> float:
         return float(values[idx].mean())
 
-    two = with_ci("m", 2, mean, 500, 3, min_groups=5)
+    two = with_ci("m", 2, mean, ci(500, 3, 5))
     assert two["m"] == pytest.approx(0.25) and two["m_ci_low"] is None
     assert two["m_ci_reason"] == "n = 2 groups: too few for a CI (minimum 5)"
     assert two["m_n_groups"] == 2 and two["m_undefined_resamples"] is None
-    assert with_ci("m", 2, mean, 500, 3, min_groups=2)["m_ci_low"] is not None
+    assert with_ci("m", 2, mean, ci(500, 3, 2))["m_ci_low"] is not None
 
     def needs_group_0(idx: np.ndarray) -> float | None:
         return float(values[idx].mean()) if 0 in idx else None
 
-    out = with_ci("m", values.size, needs_group_0, 500, 3, min_groups=5)
+    out = with_ci("m", values.size, needs_group_0, ci(500, 3, 5))
     weights = resample_weights(values.size, 500, 3)
     assert out["m_undefined_resamples"] == int((weights[:, 0] == 0).sum()) > 0
     assert out["m_ci_low"] is not None
 
 
-def test_cluster_ci_brackets_the_point_and_is_deterministic() -> None:
+def test_with_ci_brackets_the_point_and_is_deterministic() -> None:
     values = np.array([0.1, 0.4, 0.35, 0.8, 0.6, 0.2])
 
     def mean(idx: np.ndarray) -> float:
         return float(values[idx].mean())
 
-    out = with_ci("m", values.size, mean, 500, 3, min_groups=5)
+    out = with_ci("m", values.size, mean, ci(500, 3, 5))
     assert out["m"] == pytest.approx(values.mean())
     assert out["m_ci_low"] < out["m"] < out["m_ci_high"]
-    assert cluster_ci(values.size, mean, 500, 3, min_groups=5) == (
-        out["m_ci_low"], out["m_ci_high"])  # fmt: skip
-    assert cluster_ci(0, mean, 500, 3) == (None, None)
-    assert cluster_ci(1, mean, 500, 3) == (None, None)  # one group: no CI, not [x, x]
-    assert with_ci("m", values.size, mean, 0, 3)["m_ci_low"] is None
+    assert with_ci("m", values.size, mean, ci(500, 3, 5)) == out
+    assert with_ci("m", 0, mean, ci(500, 3, 2))["m_ci_low"] is None
+    one = with_ci("m", 1, mean, ci(500, 3, 2))  # one group: no CI, not [x, x]
+    assert one["m_ci_low"] is None and one["m_ci_reason"] == (
+        "n = 1 group: too few for a CI (minimum 2)"
+    )
+    with pytest.raises(ValueError, match="at least 2 groups"):
+        ci(500, 3, 1)
+    assert with_ci("m", values.size, mean, ci(0, 3, 5))["m_ci_low"] is None
 
 
 # ------------------------------------------------------------------ probe-table fixtures
@@ -238,7 +250,7 @@ def shi_by_hand(rows: pl.DataFrame) -> tuple[float, float, float]:
 @pytest.mark.parametrize("seed", SEEDS)
 def test_position_consistency_and_fairness_match_shi(seed: int) -> None:
     rows = views_fixture(seed)
-    out = position_bias(rows, 100, 0, min_groups=5)
+    out = position_bias(rows, ci(100, 0, 5))
     pc, pf, pf_ties = shi_by_hand(rows)
     assert out["position_consistency_with_flat"] == pytest.approx(pc)
     n, flat = out["n_swapped_pairs"], out["n_flat_pairs"]
@@ -267,7 +279,7 @@ def test_position_slot_means_and_deltas_by_hand() -> None:
             {"group_id": "g", "view": "perm:1", "candidate_id": "a", "slot": 1, "score": 0.6},
         ]
     )
-    out = position_bias(rows, 0, 0, min_groups=5)
+    out = position_bias(rows, ci(0, 0, 5))
     assert out["slots"]["0"]["mean"] == pytest.approx(0.6)
     assert out["slots"]["1"]["mean"] == pytest.approx(0.4)
     assert out["slots"]["0"]["bias"] == pytest.approx(0.1)
@@ -285,7 +297,7 @@ def test_unscored_rows_never_count_as_zero() -> None:
         pl.when(pl.col("candidate_id") == "g0c0").then(pl.lit("unscored"))
         .otherwise(pl.col("status")).alias("status"),
     )  # fmt: skip
-    out = position_bias(broken, 0, 0, min_groups=5)
+    out = position_bias(broken, ci(0, 0, 5))
     # g0 loses its pairs with c0 (2 pairs), keeps c1-c2; g1 keeps its 3.
     assert out["n_swapped_pairs"] == 4
     assert out["slots"]["0"]["mean"] is not None
@@ -302,7 +314,7 @@ def test_perturbation_effect_by_hand() -> None:
              "score": 0.4},
         ]
     )  # fmt: skip
-    out = perturbation_bias(rows, 0.05, 0, 0, min_groups=5)["comments"]
+    out = perturbation_bias(rows, 0.05, ci(0, 0, 5))["comments"]
     assert out["delta_treated"] == pytest.approx(0.4)
     assert out["delta_control"] == pytest.approx(-0.1)
     assert out["effect"] == pytest.approx(0.5)
@@ -334,7 +346,7 @@ def test_self_preference_gap_is_controlled_for_pass_status() -> None:
                     "passed": passed,
                 }  # fmt: skip
             )
-    out = self_preference(probe_rows(entries), "me", "fam", 100, 0, min_groups=2)
+    out = self_preference(probe_rows(entries), "me", "fam", ci(100, 0, 2))
     assert out["self_gap"] == pytest.approx(0.0)
     assert out["matrix"]["me"]["mean"] == pytest.approx(0.7)
     assert out["matrix"]["other"]["mean"] == pytest.approx(0.3)
@@ -360,7 +372,7 @@ def test_self_preference_is_matched_on_task_and_verdict() -> None:
         ("s0", "me", "fam", True, 0.9), ("s0", "other", "x", True, 0.5),
         ("s1", "me", "fam", False, 0.1), ("s1", "other", "x", True, 0.3),
     ])  # fmt: skip
-    out = self_preference(rows, "me", "fam", 0, 0, min_groups=2)
+    out = self_preference(rows, "me", "fam", ci(0, 0, 2))
     assert out["self_gap"] == pytest.approx(0.4)
     assert out["self_gap_unmatched"] == pytest.approx(0.5)
     assert out["n_self_matched_cells"] == 1 and out["self_gap_confounded"] is False
@@ -369,7 +381,7 @@ def test_self_preference_is_matched_on_task_and_verdict() -> None:
 def test_self_preference_without_a_match_is_flagged_confounded() -> None:
     rows = _self_rows([("s0", "me", "fam", True, 0.9), ("s0", "other", "x", False, 0.2),
                        ("s1", "other", "x", True, 0.3)])  # fmt: skip
-    out = self_preference(rows, "me", "fam", 0, 0, min_groups=2)
+    out = self_preference(rows, "me", "fam", ci(0, 0, 2))
     assert out["self_gap"] is None and "confounded" in out["reasons"]["self_gap"]
     assert out["self_gap_unmatched"] == pytest.approx(0.9 - 0.3)  # another task's code
     assert out["self_gap_confounded"] is True and out["n_self_matched_cells"] == 0
@@ -389,7 +401,7 @@ def test_calibration_matches_sklearn_and_definitions() -> None:
                      "score": float(np.round(rng.random() * 10) / 10), "passed": passed}
                 )  # fmt: skip
     rows = probe_rows(entries)
-    out = calibration(rows, 0.8, 200, 0, min_groups=4)
+    out = calibration(rows, 0.8, ci(200, 0, 4))
     means = rows.group_by("candidate_id").agg(pl.col("score").mean(), pl.col("passed").first())
     y = means["passed"].to_list()
     s = means["score"].to_list()
@@ -406,7 +418,7 @@ def test_calibration_matches_sklearn_and_definitions() -> None:
     # four groups and a minimum of 4: a CI; under the default minimum of 5, the value, its
     # n and the reason instead (issue 17.1)
     assert out["roc_auc_ci_low"] is not None and out["roc_auc_n_groups"] == 4
-    five = calibration(rows, 0.8, 200, 0, min_groups=5)
+    five = calibration(rows, 0.8, ci(200, 0, 5))
     assert five["roc_auc"] == out["roc_auc"] and five["roc_auc_ci_low"] is None
     assert five["roc_auc_ci_reason"] == "n = 4 groups: too few for a CI (minimum 5)"
 
@@ -414,7 +426,7 @@ def test_calibration_matches_sklearn_and_definitions() -> None:
 def test_groups_of_different_sizes_all_count() -> None:
     small = views_fixture(1, k=3, n_groups=1)
     big = views_fixture(2, k=5, n_groups=1).with_columns(pl.lit("h0").alias("group_id"))
-    out = position_bias(pl.concat([small, big]), 0, 0, min_groups=5)
+    out = position_bias(pl.concat([small, big]), ci(0, 0, 5))
     assert out["n_groups"] == 2 and out["k"] == 5
     assert out["n_view_pairs"] == 2  # one identity/reversal pair per group
     assert out["n_swapped_pairs"] == 3 + 10
@@ -442,8 +454,8 @@ def test_probe_scores_schema_names_the_bad_column_and_row(tmp_path) -> None:  # 
 
 
 def test_an_all_unscored_judge_gives_reasons_not_errors(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from judgelab.analysis.probes import run_probe_analysis
     from judgelab.config import ProbesSettings
+    from judgelab.report.probes import run_probe_analysis
 
     rows = views_fixture(0, k=3, n_groups=2).with_columns(
         pl.lit(None, dtype=pl.Float64).alias("score"),
@@ -451,7 +463,8 @@ def test_an_all_unscored_judge_gives_reasons_not_errors(tmp_path) -> None:  # ty
         pl.lit("judge reply error after 3 attempts: bad ids").alias("reason"),
     )
     cands = pl.DataFrame(schema=columns(ProbeCandidatesSchema))
-    m = run_probe_analysis(cands, rows, ProbesSettings(bootstrap=10), {}, tmp_path, min_ci_groups=5)
+    probes = ProbesSettings(bootstrap=10)
+    m = run_probe_analysis(cands, rows, probes, {}, tmp_path, rule=probe_rule(probes, 5))
     j = m["judges"]["j"]
     assert j["rows"]["unscored_rate"] == 1.0
     assert j["position"]["reason"]
@@ -472,7 +485,7 @@ def test_null_position_figures_say_why() -> None:
              "status": "unscored", "reason": "out of range: raw score 7"},
         ]
     )  # fmt: skip
-    out = position_bias(rows, 0, 0, min_groups=5)
+    out = position_bias(rows, ci(0, 0, 5))
     assert out["preference_fairness"] is None
     assert "swap" in out["reasons"]["preference_fairness"]
     assert out["mean_abs_delta"] == pytest.approx(0.2)
@@ -500,7 +513,7 @@ def test_the_quoted_ruler_case_reads_as_position_driven() -> None:
     # ruler-qwen-1.5b in the default probe run: one view scored 1.0 / 0.85 / 0.7 / 0.0 in slot
     # order, the mirrored view all 0.0. Every pair is ranked by slot in the first view and tied
     # in the second: 6 pairs, each won by the earlier-shown candidate.
-    out = position_bias(probe_rows(two_views("g", *RULER_CASE)), 1000, 0, min_groups=5)
+    out = position_bias(probe_rows(two_views("g", *RULER_CASE)), ci(1000, 0, 5))
     assert out["n_swapped_pairs"] == 6
     assert out["position_consistency"] == 0.0
     assert (out["n_primacy_preferred"], out["n_recency_preferred"]) == (0, 0)
@@ -529,7 +542,7 @@ def test_slot_trend_by_hand_on_the_ruler_case() -> None:
     """Within-candidate least squares: c0 at slots 0/3 scores 1.0/0.0 (xy -1.5, xx 4.5), c1
     at 1/2 0.85/0.0 (-0.425, 0.5), c2 at 2/1 0.7/0.0 (+0.35, 0.5), c3 0/0 (0, 4.5): slope
     -1.575 / 10 per slot (earlier slots favoured)."""
-    out = position_bias(probe_rows(two_views("g", *RULER_CASE)), 0, 0, min_groups=5)
+    out = position_bias(probe_rows(two_views("g", *RULER_CASE)), ci(0, 0, 5))
     assert out["slot_trend"] == pytest.approx(-0.1575)
     assert out["slot_trend_p"] is None  # one task: no test
     assert out["slots"]["0"]["mean"] == pytest.approx(0.5) and out["slots"]["0"]["n_scores"] == 2
@@ -548,7 +561,7 @@ def test_slot_trend_recovers_a_planted_slope_and_its_test() -> None:
         first = [quality[c] + b * c for c in range(4)]  # perm:0: candidate c at slot c
         second = [quality[3 - s] + b * s for s in range(4)]  # perm:1, by slot
         entries += two_views(f"g{g}", first, second)
-    out = position_bias(probe_rows(entries), 200, 0, min_groups=5)
+    out = position_bias(probe_rows(entries), ci(200, 0, 5))
     assert out["slot_trend"] == pytest.approx(np.mean(slopes))  # equal xx per task
     left_out = [np.mean(np.delete(slopes, i)) for i in range(6)]
     se = np.sqrt(5 / 6 * np.sum((np.array(left_out) - np.mean(left_out)) ** 2))
@@ -566,7 +579,7 @@ def test_slot_effect_ci_over_groups_against_a_hand_bootstrap() -> None:
     for g, a in enumerate(scales):
         entries += two_views(f"g{g}", [a * x for x in RULER_CASE[0]], RULER_CASE[1])
     rows = probe_rows(entries)
-    out = position_bias(rows, 400, 7, min_groups=5)
+    out = position_bias(rows, ci(400, 7, 5))
     # Per group: effect pairs sum a * 1.0 (c0) + 0.0 (c3) over 2 pairs; pooled ratio.
     num = np.array([a * 1.0 for a in scales])
     den = np.full(len(scales), 2.0)
@@ -580,8 +593,7 @@ def test_slot_effect_ci_over_groups_against_a_hand_bootstrap() -> None:
     # PF by hand: every pair of every group leans +1/2 (ties in the mirrored view).
     assert out["preference_fairness_tie_aware"] == pytest.approx(-0.5)
     # Two of the groups: value, no CI, the reason.
-    two = position_bias(rows.filter(pl.col("group_id").is_in(["g0", "g1"])), 400, 7,
-                        min_groups=5)  # fmt: skip
+    two = position_bias(rows.filter(pl.col("group_id").is_in(["g0", "g1"])), ci(400, 7, 5))
     assert two["slot_effect"] == pytest.approx((1.0 + 0.5) / 4)
     assert two["slot_effect_ci_low"] is None and two["slot_effect_ci_high"] is None
     assert two["slot_effect_ci_reason"] == "n = 2 groups: too few for a CI (minimum 5)"
@@ -591,19 +603,19 @@ def test_a_tied_top_is_not_agreement() -> None:
     # perm:0 ties a and b at the top; perm:1 (reversed) ties b and c: different tops, so the
     # two views disagree (today's top_choice gives -1 == -1, "agreement").
     rows = probe_rows(two_views("g", [0.9, 0.9, 0.1], [0.9, 0.9, 0.2]))
-    out = position_bias(rows, 0, 0, min_groups=5)
+    out = position_bias(rows, ci(0, 0, 5))
     assert out["top_choice_agreement"] == 0.0
     assert (out["n_view_pairs"], out["n_tied_view_pairs"]) == (1, 1)
     # top_slot_rate counts only views with a unique top.
     rows = probe_rows(two_views("g", [0.9, 0.9, 0.1], [0.1, 0.2, 0.9]))
-    out = position_bias(rows, 0, 0, min_groups=5)
+    out = position_bias(rows, ci(0, 0, 5))
     assert (out["n_top_views"], out["n_tied_top_views"]) == (1, 1)
     assert [out["slots"][j]["top_rate"] for j in "012"] == [0.0, 0.0, 1.0]
     # Repeat stability: two calls whose tops tie among different candidates are not stable.
     calls = [{"group_id": "g", "view": "perm:0", "candidate_id": c, "slot": i, "repeat": r,
               "score": s} for r, scores in ((1, (0.9, 0.9, 0.1)), (2, (0.1, 0.9, 0.9)))
              for i, (c, s) in enumerate(zip("abc", scores, strict=True))]  # fmt: skip
-    floor = noise_floor(probe_rows(calls), [1, 2], 0.05, 0, 0, min_groups=5)
+    floor = noise_floor(probe_rows(calls), [1, 2], 0.05, ci(0, 0, 5))
     assert floor["stability"] == 0.0
     assert floor["top_choice_agreement"] == 0.0
 
@@ -629,11 +641,11 @@ def noisy_judge_rows(seed: int, n_groups: int = 6, k: int = 4) -> tuple[pl.DataF
 
 
 def test_noise_floor_by_hand_and_beside_every_order_and_perturbation_figure(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from judgelab.analysis.probes import run_probe_analysis
     from judgelab.config import ProbesSettings
+    from judgelab.report.probes import run_probe_analysis
 
     rows, calls = noisy_judge_rows(3)
-    floor = noise_floor(rows, [1, 2], 0.05, 200, 0, min_groups=5)
+    floor = noise_floor(rows, [1, 2], 0.05, ci(200, 0, 5))
     # By hand, repeat 1 against repeat 2 in every group (identity order: slot = index).
     same = pairs = inst = flat = 0.0
     deltas, robust = [], []
@@ -676,13 +688,13 @@ def test_noise_floor_by_hand_and_beside_every_order_and_perturbation_figure(tmp_
     settings = ProbesSettings(temperature=0.5, repeats=2, bootstrap=50)
     assert settings.repeat_temperature == 0.5  # unset: the order views' temperature
     cands = pl.DataFrame(schema=columns(ProbeCandidatesSchema))
-    m = run_probe_analysis(cands, rows, settings, {}, tmp_path, min_ci_groups=5)
+    m = run_probe_analysis(cands, rows, settings, {}, tmp_path, rule=probe_rule(settings, 5))
     j = m["judges"]["j"]
     floor, pert_floor = j["noise_floor"], j["noise_floor_perturbation"]
     assert floor["repeats"] == [0, 1, 2] and floor["calls_per_group"] == 3
     assert floor["n_groups"] == 6 and floor["n_call_pairs"] == 6 * 3  # not g6
     assert pert_floor["n_groups"] == 5  # the perturbed groups only
-    by_hand = noise_floor(rows, [0, 1, 2], 0.05, 50, 0, min_groups=5,
+    by_hand = noise_floor(rows, [0, 1, 2], 0.05, ci(50, 0, 5),
                           groups=[f"g{g}" for g in range(6)])  # fmt: skip
     assert floor["position_consistency"] == pytest.approx(by_hand["position_consistency"])
     pos = j["position"]
@@ -697,7 +709,8 @@ def test_noise_floor_by_hand_and_beside_every_order_and_perturbation_figure(tmp_
     assert f"(floor {floor['position_consistency']:.3f})" in report
     # Repeats at another temperature: measured and kept, but no floor beside the figures.
     other_t = ProbesSettings(temperature=0.0, repeat_temperature=0.7, repeats=2)
-    m = run_probe_analysis(cands, rows, other_t, {}, tmp_path / "other", min_ci_groups=5)
+    m = run_probe_analysis(cands, rows, other_t, {}, tmp_path / "other",
+                           rule=probe_rule(other_t, 5))
     j = m["judges"]["j"]
     assert j["noise_floor"]["repeats"] == [1, 2] and j["noise_floor"]["temperature"] == 0.7
     assert j["position"]["position_consistency_noise_floor"] is None
@@ -705,19 +718,19 @@ def test_noise_floor_by_hand_and_beside_every_order_and_perturbation_figure(tmp_
     # Two calls per group (one repeat): too few for a floor.
     one = ProbesSettings(temperature=0.5, repeats=1)
     m = run_probe_analysis(cands, rows.filter(pl.col("repeat") < 2), one, {}, tmp_path / "one",
-                           min_ci_groups=5)  # fmt: skip
+                           rule=probe_rule(one, 5))  # fmt: skip
     assert "needs 3" in m["judges"]["j"]["position"]["noise_floor_reason"]
 
 
 def test_report_names_position_consistency_as_shi_et_al(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from judgelab.analysis.probes import run_probe_analysis
     from judgelab.config import ProbesSettings
+    from judgelab.report.probes import run_probe_analysis
 
     rows = views_fixture(4)
     pc, _pf, _ = shi_by_hand(rows)
     cands = pl.DataFrame(schema=columns(ProbeCandidatesSchema))
-    m = run_probe_analysis(cands, rows, ProbesSettings(bootstrap=50), {}, tmp_path,
-                           min_ci_groups=5)  # fmt: skip
+    probes = ProbesSettings(bootstrap=50)
+    m = run_probe_analysis(cands, rows, probes, {}, tmp_path, rule=probe_rule(probes, 5))
     pos = m["judges"]["j"]["position"]
     assert pos["position_consistency"] == pytest.approx(pc, abs=1e-6)  # the pairwise figure
     assert "pairwise_consistency" not in pos
@@ -746,7 +759,7 @@ def test_perturbation_effect_needs_controls() -> None:
              "treated": True, "slot": 1, "score": 0.7},
         ]
     )  # fmt: skip
-    out = perturbation_bias(rows, 0.05, 0, 0, min_groups=5)["comments"]
+    out = perturbation_bias(rows, 0.05, ci(0, 0, 5))["comments"]
     assert out["delta_treated"] == pytest.approx(0.3)
     assert out["effect"] is None and out["effect_ci_low"] is None
     assert "no unperturbed control" in out["reasons"]["effect"]
@@ -776,7 +789,7 @@ def test_order_consistent_accuracy_by_hand() -> None:
                      "score": s_f, "passed": False}]  # fmt: skip
     entries.append({"group_id": "b", "view": "perm:0", "candidate_id": "b-f2", "slot": 2,
                     "score": 0.0, "passed": False})  # fmt: skip
-    out = calibration(probe_rows(entries), 0.8, 50, 0, min_groups=5)
+    out = calibration(probe_rows(entries), 0.8, ci(50, 0, 5))
     assert (out["order_consistent_pairs"], out["order_pairs"]) == (1, 3)
     assert out["order_consistent_accuracy"] == pytest.approx(1 / 3)
     assert out["order_consistent_accuracy_n_groups"] == 2

@@ -22,9 +22,9 @@ import polars as pl  # noqa: E402
 import pytest  # noqa: E402
 import yaml  # noqa: E402
 
-from judgelab.analysis.probes import compute_probe_metrics, run_probe_analysis  # noqa: E402
+from judgelab.analysis.probes import compute_probe_metrics, probe_ci_rule  # noqa: E402
 from judgelab.cache import JsonCache  # noqa: E402
-from judgelab.config import HumanEvalSettings, parse_settings  # noqa: E402
+from judgelab.config import AnalysisSettings, HumanEvalSettings, parse_settings  # noqa: E402
 from judgelab.evaluators.registry import build_evaluator  # noqa: E402
 from judgelab.models.server import serve  # noqa: E402
 from judgelab.probes.design import (  # noqa: E402
@@ -43,6 +43,7 @@ from judgelab.probes.run import (  # noqa: E402
     probe_specs,
     score_view,
 )
+from judgelab.report.probes import run_probe_analysis  # noqa: E402
 from judgelab.schemas import validate_file  # noqa: E402
 from judgelab.tasks.humaneval import load_humaneval  # noqa: E402
 from tests.support.biased_judge import (  # noqa: E402
@@ -131,8 +132,9 @@ def probed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     scores = probe_scores_frame(rows)
     # The rigged judges are deterministic: their CIs are checked on 2 tasks' groups here; the
     # default minimum (5) is test_the_default_minimum_leaves_two_tasks_without_cis's.
+    rule = probe_ci_rule(AnalysisSettings(min_ci_groups=2), settings.probes)
     metrics = run_probe_analysis(
-        candidates, scores, settings.probes, families, tmp / "out", min_ci_groups=2
+        candidates, scores, settings.probes, families, tmp / "out", rule=rule
     )
     return {"metrics": metrics, "scores": scores, "candidates": candidates, "out": tmp / "out",
             "settings": settings, "families": families,
@@ -238,7 +240,7 @@ def test_deterministic_judges_are_repeat_stable_and_outputs_written(
         assert (out / name).stat().st_size > 0
     again = compute_probe_metrics(
         probed["candidates"], probed["scores"], probed["settings"].probes, probed["families"],
-        min_ci_groups=2,
+        rule=probe_ci_rule(AnalysisSettings(min_ci_groups=2), probed["settings"].probes),
     )  # fmt: skip
     assert again == probed["metrics"]  # deterministic, bootstrap included
     report = (out / "report.md").read_text()
@@ -310,7 +312,7 @@ def test_the_default_minimum_leaves_two_tasks_without_cis(probed: dict[str, Any]
     no figure has a CI; the report says why."""
     metrics = compute_probe_metrics(
         probed["candidates"], probed["scores"], probed["settings"].probes, probed["families"],
-        min_ci_groups=5,
+        rule=probe_ci_rule(AnalysisSettings(min_ci_groups=5), probed["settings"].probes),
     )  # fmt: skip
 
     def ci_bounds(obj: Any) -> list[Any]:
@@ -328,7 +330,7 @@ def test_the_default_minimum_leaves_two_tasks_without_cis(probed: dict[str, Any]
     assert pos["n_tasks"] == 2 and pos["preference_fairness_ci_reason"] == TOO_FEW
     cal = metrics["judges"]["ruler-slot-judge"]["calibration"]
     assert cal["roc_auc"] == 0.5 and cal["roc_auc_ci_reason"] == TOO_FEW
-    from judgelab.analysis.probes import render_probe_report
+    from judgelab.report.probes import render_probe_report
 
     report = render_probe_report(metrics, {})
     assert TOO_FEW in report

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import yaml
 
-from judgelab.analysis.report import provenance_line
 from judgelab.config import parse_settings
 from judgelab.provenance import git_commit, provenance
+from judgelab.report.audit import provenance_line
 
 ROOT = Path(__file__).resolve().parents[2]
 

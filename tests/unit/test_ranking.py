@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from judgelab.analysis.power import holm
-from judgelab.analysis.ranking import (
+from judgelab.analysis.ranking import rank_judges
+from judgelab.report.ranking import (
     caveat_rows,
-    rank_judges,
     ranking_markdown,
     recommendation,
     recommendation_sentences,

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from judgelab.analysis import run_analysis
 from judgelab.config import load_settings
+from judgelab.report.outputs import run_analysis
 from judgelab.schemas import validate_file
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,13 +103,13 @@ def test_the_analysis_of_the_committed_tables_is_the_committed_metrics(tmp_path:
 
 def test_readme_opens_with_the_committed_findings() -> None:
     """README's findings block (compact table and three bullets) is the one the committed
-    metrics give (analysis.headline), and so is docs/REFERENCE_AUDIT.md."""
-    from judgelab.analysis.headline import AUDIT_DOC, BEGIN, END, audit_document, findings_block
+    metrics give (report.headline), and so is docs/REFERENCE_AUDIT.md."""
+    from judgelab.report.headline import AUDIT_DOC, BEGIN, END, audit_document, findings_block
 
     readme = (ROOT / "README.md").read_text()
     assert BEGIN in readme and END in readme, "README lacks the reference findings block"
     block = readme.split(BEGIN, 1)[1].split(END, 1)[0]
-    regen = "run `python -m judgelab.analysis.headline reference/data --write`"
+    regen = "run `python -m judgelab.report.headline reference/data --write`"
     assert block.strip() == findings_block(REFERENCE / "data").strip(), regen
     assert (ROOT / AUDIT_DOC).read_text() == audit_document(REFERENCE / "data"), regen
     # on README's first pages: after the two commands and the quick start, before the rest
@@ -122,7 +122,7 @@ def test_every_figure_in_the_readme_block_is_in_the_metrics() -> None:
     count/n it states: nothing typed by hand."""
     import re
 
-    from judgelab.analysis.headline import BEGIN, END
+    from judgelab.report.headline import BEGIN, END
 
     metrics = json.loads((REFERENCE / "data/analysis/metrics.json").read_text())
     values: set[str] = set()

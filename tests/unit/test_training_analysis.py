@@ -10,8 +10,12 @@ import numpy as np
 import pytest
 
 from judgelab.analysis import training
+from judgelab.analysis.stats import CI_LEVEL, CIRule
 from judgelab.config import AnalysisSettings
+from judgelab.report import training as training_report
 from tests.support.report_inputs import write_training_histories
+
+NO_BOOT = CIRule(5, 0, 0, CI_LEVEL)
 
 JUDGES = ("execution", "ruler-qwen-1.5b")
 
@@ -51,17 +55,17 @@ def test_training_metrics_table_and_alarm(tmp_path: Path) -> None:
     # MDE: 2 tasks, 1 base and 1 final draw each: (1.960 + 0.842) * sqrt(2 * .25 * 2) / 2
     assert m["mde"]["mde"] == pytest.approx((1.95996 + 0.84162) * 1.0 / 2, rel=1e-4)
     assert m["mde"]["decidable"] is False
-    rows = training.table_rows(metrics)
+    rows = training_report.table_rows(metrics)
     assert rows[0][0] == "execution" and rows[0][-2] == "0"  # forged
     alarm = rows[0][-3]
     assert alarm.startswith("not fired (largest e-value") and "4 groups, 8 samples" in alarm
-    md = "\n".join(training.markdown_section({"training": metrics}))
+    md = "\n".join(training_report.markdown_section({"training": metrics}))
     assert "| execution | 4 |" in md and "Reward-hacking alarm: not fired" in md
     # 4 groups of alignment 1, 1, 1, 0: a bootstrap of their ratio stays in [0.25, 1]
     assert "Within-group alignment +0.75 [+0.25, +1.00], n = 4 groups (8 samples): " in md
     assert "towards passing code: its CI excludes 0" in md
     assert "unable to decide" in md
-    html = "\n".join(training.html_section({"training": metrics}, str))
+    html = "\n".join(training_report.html_section({"training": metrics}, str))
     assert 'id="training"' in html
 
 
@@ -69,18 +73,18 @@ def test_curves_frame_and_plot(tmp_path: Path) -> None:
     write_training_histories(tmp_path, JUDGES)
     frame = training.curves_frame(tmp_path)
     assert frame.height == 2 * 5 * 3  # judges x epochs x metrics
-    assert training.plot_curves(tmp_path, tmp_path / "c.png")
+    assert training_report.plot_curves(tmp_path, tmp_path / "c.png")
     assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
-    assert not training.plot_curves(tmp_path / "none", tmp_path / "d.png")
+    assert not training_report.plot_curves(tmp_path / "none", tmp_path / "d.png")
 
 
 def test_no_training_says_so() -> None:
-    assert "No training run" in "\n".join(training.markdown_section({}))
+    assert "No training run" in "\n".join(training_report.markdown_section({}))
 
 
 def test_configured_training_without_output_is_not_called_unconfigured(tmp_path: Path) -> None:
     """Missing output is not "not configured" (issue 18): it says which judges lack it."""
-    md = "\n".join(training.markdown_section({"train_judges": ["execution", "ruler"]}))
+    md = "\n".join(training_report.markdown_section({"train_judges": ["execution", "ruler"]}))
     assert "No training run" not in md
     assert "train.judges names execution, ruler, but the training stage's output" in md
     write_training_histories(tmp_path, ("execution",))
@@ -88,9 +92,9 @@ def test_configured_training_without_output_is_not_called_unconfigured(tmp_path:
         "train_judges": ["execution", "ruler"],
         "training": training.training_metrics(tmp_path, AnalysisSettings(bootstrap=0)),
     }
-    md = "\n".join(training.markdown_section(partial))
+    md = "\n".join(training_report.markdown_section(partial))
     assert "| execution |" in md and "train.judges names ruler, but" in md
-    html = "\n".join(training.html_section(partial, str))
+    html = "\n".join(training_report.html_section(partial, str))
     assert "train.judges names ruler" in html
 
 
@@ -105,7 +109,7 @@ def test_heldout_choice_is_reported(tmp_path: Path) -> None:
     }))  # fmt: skip
     metrics = training.training_metrics(tmp_path, AnalysisSettings(bootstrap=0))
     assert metrics["execution"]["heldout"]["selection"]["tasks"] == ["HumanEval/2", "HumanEval/3"]
-    md = "\n".join(training.markdown_section({"training": metrics}))
+    md = "\n".join(training_report.markdown_section({"training": metrics}))
     assert "HumanEval/3 (0.50)" in md and "pool of 3" in md
     assert "HumanEval/2 filled in (too few tasks of the pool were mixed)" in md
 
@@ -118,7 +122,7 @@ def test_heldout_ci_needs_min_groups_and_prose_claims_no_change(tmp_path: Path) 
     assert (held["base"], held["final"], held["delta"]) == (1.0, 0.5, -0.5)
     assert held["base_ci"] is None and held["final_ci"] is None and held["delta_ci"] is None
     assert held["ci_reason"] == "n = 2 groups: too few for a CI (minimum 5)"
-    md = "\n".join(training.markdown_section({"training": metrics}))
+    md = "\n".join(training_report.markdown_section({"training": metrics}))
     assert "-50 pp (n = 2 groups: too few for a CI (minimum 5))" in md
     assert "unable to decide" in md and "includes 0" not in md and "a change" not in md
 
@@ -173,14 +177,13 @@ def test_one_seed_is_todays_heldout_change_exactly() -> None:
     rates = {(f"HumanEval/{t}", 7): ([1.0, 0.0, t % 2], [t % 3 / 2, 1.0, None]) for t in range(6)}
     (samples,) = heldout_samples(rates).values()
     for n_boot, min_groups in ((400, 5), (400, 7), (0, 5)):
-        single = training.heldout_change(samples, 0, 2, n_boot, seed=3, min_groups=min_groups)
-        multi = training.heldout_change_across_seeds(
-            {7: samples}, 0, 2, n_boot, seed=3, min_groups=min_groups
-        )
+        rule = CIRule(min_groups, n_boot, 3, CI_LEVEL)
+        single = training.heldout_change(samples, 0, 2, rule)
+        multi = training.heldout_change_across_seeds({7: samples}, 0, 2, rule)
         assert {k: multi[k] for k in single} == single
         assert (multi["n_seeds"], multi["n_cells"], multi["seeds"]) == (1, 6, [7])
     assert single["delta_ci"] is None and multi["ci_reason"] == "bootstrap disabled (bootstrap = 0)"
-    valid = training.heldout_change_across_seeds({7: samples}, 0, 2, 400, seed=3)
+    valid = training.heldout_change_across_seeds({7: samples}, 0, 2, CIRule(5, 400, 3, CI_LEVEL))
     assert valid["delta_ci"] is not None  # the equality above covered a real CI too
 
 
@@ -196,14 +199,14 @@ def test_across_seeds_point_estimate_by_hand() -> None:
         ("B", 1): ([0.0, 0.0], [1.0, 0.0]), ("B", 2): ([0.0, 0.0], [0.0, 0.0]),
         ("C", 1): ([1.0, 0.0], [1.0, 1.0]), ("C", 2): ([1.0, 1.0], [None, None]),
     }  # fmt: skip
-    out = training.heldout_change_across_seeds(heldout_samples(rates), 0, 2, 0, seed=0)
+    out = training.heldout_change_across_seeds(heldout_samples(rates), 0, 2, NO_BOOT)
     assert (out["n_tasks"], out["n_seeds"], out["n_cells"]) == (3, 2, 5)
     assert out["base"] == pytest.approx(1.25 / 3)
     assert out["final"] == pytest.approx(2.25 / 3)
     assert out["delta"] == pytest.approx(1 / 3)
     assert out["delta_ci"] is None  # 3 tasks < min_ci_groups 5, whatever the seeds
     assert out["ci_reason"] == "n = 3 groups: too few for a CI (minimum 5)"
-    assert training.seeds_n_text(out) == "3 tasks × 2 seeds, 1 task-seed cells untested"
+    assert training_report.seeds_n_text(out) == "3 tasks × 2 seeds, 1 task-seed cells untested"
 
 
 def test_two_level_bootstrap_variance_matches_the_formula() -> None:
@@ -262,15 +265,15 @@ def test_seeded_training_metrics_report_and_alarm_per_seed(tmp_path: Path) -> No
     assert set(m) - set(single) == {"seeds", "n_seeds", "reward_hacking_seeds", "per_seed"}
     assert not {"n_seeds", "seeds", "n_cells"} & set(single["heldout"])
 
-    rows = training.table_rows(metrics)
+    rows = training_report.table_rows(metrics)
     assert rows[0][0] == "execution (2 seeds)"
     assert rows[0][8].endswith(", n = 2 tasks × 2 seeds") and rows[0][11] == "0 of 2 seeds"
-    md = "\n".join(training.markdown_section({"training": metrics}))
+    md = "\n".join(training_report.markdown_section({"training": metrics}))
     assert "two-level bootstrap (tasks, then seeds within each task)" in md
     assert "Change per seed: seed 1 -50 pp, seed 2 -100 pp." in md
     assert "Reward-hacking alarm in 0 of 2 seeds." in md
     assert "n = 2 tasks × 2 seeds; the CI resamples tasks, then seeds" in md
-    html = "\n".join(training.html_section({"training": metrics}, str))
+    html = "\n".join(training_report.html_section({"training": metrics}, str))
     assert "execution (2 seeds)" in html
 
 
@@ -279,7 +282,7 @@ def test_seeded_curves_and_plot(tmp_path: Path) -> None:
     frame = training.curves_frame(tmp_path)
     assert frame.height == 2 * 2 * 5 * 3  # judges x seeds x epochs x metrics
     assert set(frame["judge"]) == {f"{j}/seed-{s}" for j in JUDGES for s in (1, 2)}
-    assert training.plot_curves(tmp_path, tmp_path / "c.png")
+    assert training_report.plot_curves(tmp_path, tmp_path / "c.png")
     assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
 
 

@@ -11,11 +11,12 @@ from typing import Any
 import polars as pl
 import pytest
 
-from judgelab.analysis import compute_metrics, run_analysis
+from judgelab.analysis import compute_metrics
 from judgelab.analysis.truth import execution_truth
 from judgelab.config import AnalysisSettings
 from judgelab.evaluators.execution import OUTCOMES, ExecutionJudge, outcome
 from judgelab.evaluators.settings import ExecutionSettings
+from judgelab.report.outputs import run_analysis
 from judgelab.schemas import RolloutsSchema, ScoresSchema, TasksSchema, columns, validate
 from judgelab.verdicts import Candidate, Task, Verdict
 

@@ -1,11 +1,13 @@
-"""The analysis stage: which evaluator to trust, how each scores, and whether it praises code
-that fails its tests.
+"""The analysis stage's figures: which evaluator to trust, how each scores, and whether it
+praises code that fails its tests. This package computes dicts and tables only; everything that
+writes Markdown, HTML, plots or README blocks is in `judgelab.report`, which imports it.
 
-`run_analysis(tasks, rollouts, scores, settings, out_dir)` validates the three tables
-(judgelab.schemas), computes per-evaluator statistics (`stats`) and metrics against execution
-truth (`truth`), and writes, atomically (judgelab.io):
+`compute_metrics(tasks, rollouts, scores, settings)` computes per-evaluator statistics
+(`stats`) and metrics against execution truth (`truth`), as written to metrics.json by
+`judgelab.report.outputs.run_analysis`; `audit_metrics` adds what the stage knows beyond the
+three tables (failed judges, a judge-only audit's agreement, training):
 
-- `out_dir/metrics.json`: `{"evaluators": {name: {...stats, "truth": {...},
+- `{"evaluators": {name: {...stats, "truth": {...},
   "truth_parseable": {...}}}, "power": {...}, "n_tasks", "n_candidates", "n_score_rows",
   "execution_truth": {...}, "settings": {...}}` (`truth_parseable`: the same figures on
   parseable code only, `truth.Truth.parseable`; `execution_truth` counts each execution
@@ -13,10 +15,6 @@ truth (`truth`), and writes, atomically (judgelab.io):
   how many tasks it takes to separate each pair: `analysis.power`).
   Deterministic for identical inputs and settings: sorted keys, floats rounded to 6 decimals,
   NaN written as null, no timings or wall-clock values (latency goes to the report only).
-- `out_dir/plots/*.csv` (for `dvc plots`) and `out_dir/plots/png/*.png` (`plots`).
-- `out_dir/report.md` and a self-contained `out_dir/report.html` (`report`).
-
-It returns the metrics dict exactly as written to metrics.json.
 """
 
 from __future__ import annotations
@@ -30,13 +28,10 @@ from typing import Any
 import polars as pl
 
 from judgelab.analysis import training
-from judgelab.analysis.failures import DEFAULT_MAX_FAILURE_SHARE, loud_failures
+from judgelab.analysis.failures import loud_failures
 from judgelab.analysis.judge_only import judge_agreement
-from judgelab.analysis.panels import bias_section
-from judgelab.analysis.plots import write_csv, write_plots
 from judgelab.analysis.power import power_analysis
-from judgelab.analysis.report import render_html, render_markdown, worst_false_praise
-from judgelab.analysis.stats import evaluator_stats, latency_summary
+from judgelab.analysis.stats import CIRule, evaluator_stats
 from judgelab.analysis.truth import (
     candidate_scores,
     execution_truth,
@@ -44,15 +39,12 @@ from judgelab.analysis.truth import (
     truth_metrics,
 )
 from judgelab.config import AnalysisSettings
-from judgelab.io import write_json, write_text
-from judgelab.schemas import RolloutsSchema, ScoresSchema, TasksSchema, validate
 
-__all__ = ["DIGITS", "clean_json", "compute_metrics", "run_analysis"]
+__all__ = ["DIGITS", "audit_metrics", "clean_json", "compute_metrics"]
 
 logger = logging.getLogger(__name__)
 
 DIGITS = 6
-N_EXAMPLES = 5
 
 
 def clean_json(obj: Any, digits: int = DIGITS) -> Any:
@@ -82,20 +74,17 @@ def compute_metrics(
         logger.warning("truth metrics unavailable: %s", truth.reason)
     parseable = truth.parseable()
     evaluators = evaluator_stats(scores)
-    weights = resample_weights(len(truth.tasks), settings.bootstrap, settings.seed)
-    parseable_weights = resample_weights(len(parseable.tasks), settings.bootstrap, settings.seed)
+    rule = CIRule.of(settings)
+    weights = resample_weights(len(truth.tasks), rule.n_boot, rule.seed)
+    parseable_weights = resample_weights(len(parseable.tasks), rule.n_boot, rule.seed)
     for name, ev in evaluators.items():
         cand = candidate_scores(scores, name)
         for key, t, w in (
             ("truth", truth, weights),
             ("truth_parseable", parseable, parseable_weights),
         ):
-            ev[key] = truth_metrics(
-                cand, t, settings.praise_threshold, w, min_groups=settings.min_ci_groups
-            )
-    power = power_analysis(
-        scores, truth, evaluators, settings.power, settings.min_ci_groups, settings.primary
-    )
+            ev[key] = truth_metrics(cand, t, settings.praise_threshold, w, rule)
+    power = power_analysis(scores, truth, evaluators, settings.power, rule, settings.primary)
     return clean_json(
         {
             "evaluators": evaluators,
@@ -109,31 +98,21 @@ def compute_metrics(
     )
 
 
-def run_analysis(
+def audit_metrics(
     tasks: pl.DataFrame,
     rollouts: pl.DataFrame,
     scores: pl.DataFrame,
     settings: AnalysisSettings,
-    out_dir: Path,
     *,
-    training_dir: Path | None = None,
-    probes_metrics: Path | None = None,
-    train_judges: Sequence[str] = (),
-    provenance: dict[str, Any] | None = None,
-    max_failure_share: float = DEFAULT_MAX_FAILURE_SHARE,
+    training_dir: Path | None,
+    train_judges: Sequence[str],
+    max_failure_share: float,
 ) -> dict[str, Any]:
-    """Validate the inputs; write metrics.json, plots and the report under out_dir; return
-    the metrics dict as written. `training_dir` holds the training stage's per-judge
-    histories (`train_judges`: the judges configured to have one); the report shows bias
-    panels from `probes_metrics` when it exists, "not run" otherwise. `provenance`
-    (`judgelab.provenance`) heads the report; it stays out of metrics.json."""
-    out_dir = Path(out_dir)
-    tasks = validate(tasks, TasksSchema, "tasks table")
-    rollouts = validate(rollouts, RolloutsSchema, "rollouts table")
-    scores = validate(scores, ScoresSchema, "scores table")
-
+    """The analysis stage's metrics.json: `compute_metrics`, the loud judge failures (absent
+    when no judge failed), a judge-only audit's agreement, and the training figures of
+    `training_dir` (`train_judges`: the judges configured to have one)."""
     metrics = compute_metrics(tasks, rollouts, scores, settings)
-    if failed := loud_failures(scores, max_failure_share):  # absent when no judge failed
+    if failed := loud_failures(scores, max_failure_share):
         metrics["judge_failures"] = [f.line() for f in failed]
     if not scores.filter(pl.col("protocol") == "execution").height:  # a judge-only audit
         metrics["judge_only"] = clean_json(judge_agreement(scores))
@@ -141,40 +120,4 @@ def run_analysis(
         metrics["training"] = clean_json(training.training_metrics(training_dir, settings))
     if train_judges:
         metrics["train_judges"] = list(train_judges)
-    truth = execution_truth(scores)
-    written = write_plots(
-        scores,
-        truth,
-        metrics["evaluators"],
-        settings.bins,
-        out_dir / "plots",
-        settings.praise_threshold,
-    )
-    images = {label: path for label, path in written.items() if path.suffix == ".png"}
-    if training_dir is not None:
-        write_csv(training.curves_frame(training_dir), out_dir / "plots" / "training_curves.csv")
-        curves = out_dir / "plots" / "png" / "training_curves.png"
-        if training.plot_curves(training_dir, curves):
-            images["training curves"] = curves
-    latency = latency_summary(scores)
-    examples = worst_false_praise(scores, rollouts, truth, N_EXAMPLES, settings.praise_threshold)
-    sections = [bias_section(probes_metrics)]
-    write_text(
-        out_dir / "report.md",
-        render_markdown(
-            metrics, latency, examples, images, out_dir, sections=sections, provenance=provenance
-        ),
-    )
-    write_text(
-        out_dir / "report.html",
-        render_html(metrics, latency, examples, images, sections=sections, provenance=provenance),
-    )
-    write_json(out_dir / "metrics.json", metrics)
-    logger.info(
-        "analysis: %d evaluators, %d tasks, %d score rows -> %s",
-        len(metrics["evaluators"]),
-        metrics["n_tasks"],
-        metrics["n_score_rows"],
-        out_dir,
-    )
     return metrics

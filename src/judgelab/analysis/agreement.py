@@ -1,5 +1,5 @@
-"""Agreement between judges and with themselves: Krippendorff's alpha, Kendall's tau, Cohen's
-kappa, repeat stability, and the cluster bootstrap every probe figure uses for its 95 % CI.
+"""Agreement between judges: Krippendorff's alpha, Kendall's tau, Cohen's kappa, and the
+cluster bootstrap every probe figure uses for its 95 % CI.
 
 Contract (pure numpy; nothing here reads files):
 - `krippendorff_alpha_interval(data)`: `data` is (raters, units) with NaN for a missing value.
@@ -12,17 +12,13 @@ Contract (pure numpy; nothing here reads files):
   scipy.stats.kendalltau's default); null when either ranking is constant or fewer than 2 items.
 - `cohen_kappa(a, b)`: unweighted kappa of two label vectors; null when the expected agreement
   is 1 (both raters use one and the same label throughout).
-- `top_choice(scores)`: the index of the best candidate, or -1 when the top is tied: a tie is a
-  verdict of "no preference", never resolved by position.
-- `repeat_stability(choices)`: Shi et al. (2024) repetition stability: for each instance, the
-  share of repeats that give the instance's most frequent choice; the mean over instances.
-- `cluster_interval(n_clusters, statistic, n_boot, seed, min_groups)`: 95 % percentile CI of
+- `cluster_interval(n_clusters, statistic, rule)`: 95 % percentile CI of
   `statistic(idx)` (idx: cluster indices drawn with replacement) using the resample counts of
   `judgelab.analysis.truth.resample_weights`, so every probe and the truth metrics share one
-  bootstrap scheme, under the one minimum-clusters rule (`stats.too_few_groups`: no CI from
-  fewer than `analysis.min_ci_groups` clusters). Draws where the statistic is undefined
-  (None/NaN) are left out of the quantiles and counted (`undefined_resamples`).
-  `cluster_ci` is its (low, high) pair; `with_ci` the point value with `Interval.fields`.
+  bootstrap scheme, under the one rule for CIs (`stats.CIRule`: `rule.n_boot` resamples seeded
+  by `rule.seed`, no CI from fewer than `rule.min_groups` clusters). Draws where the statistic
+  is undefined (None/NaN) are left out of the quantiles and counted (`undefined_resamples`).
+  `with_ci` gives the point value with `Interval.fields`.
 """
 
 from __future__ import annotations
@@ -32,7 +28,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from judgelab.analysis.stats import MIN_CI_GROUPS, Interval, no_interval, percentile_ci
+from judgelab.analysis.stats import CIRule, Interval, no_interval, percentile_ci
 from judgelab.analysis.truth import resample_weights
 
 
@@ -88,56 +84,25 @@ def cohen_kappa(a: Sequence[object], b: Sequence[object]) -> float | None:
     return float((p_o - p_e) / (1.0 - p_e))
 
 
-def top_choice(scores: Sequence[float]) -> int:
-    """Index of the unique highest score; -1 when the top is tied (no preference)."""
-    arr = np.asarray(scores, dtype=float)
-    if arr.size == 0:
-        return -1
-    top = np.flatnonzero(arr == arr.max())
-    return int(top[0]) if top.size == 1 else -1
-
-
-def repeat_stability(choices: Sequence[Sequence[object]]) -> float | None:
-    """Mean over instances of the modal choice's share among that instance's repeats."""
-    shares = [Counter(c).most_common(1)[0][1] / len(c) for c in choices if len(c) >= 2]
-    return float(np.mean(shares)) if shares else None
-
-
 def cluster_interval(
     n_clusters: int,
     statistic: Callable[[np.ndarray], float | None],
-    n_boot: int,
-    seed: int,
-    min_groups: int = MIN_CI_GROUPS,
+    rule: CIRule,
 ) -> Interval:
     """95 % percentile CI of `statistic` under a cluster bootstrap (see module docstring)."""
-    if n_clusters < min_groups or n_boot == 0:  # no resampling needed to say why
-        return percentile_ci(None, n_clusters, min_groups)
-    weights = resample_weights(n_clusters, n_boot, seed).astype(int)
+    if n_clusters < rule.min_groups or rule.n_boot == 0:  # no resampling needed to say why
+        return percentile_ci(None, n_clusters, rule)
+    weights = resample_weights(n_clusters, rule.n_boot, rule.seed).astype(int)
     base = np.arange(n_clusters)
     draws = [statistic(np.repeat(base, row)) for row in weights]
-    return percentile_ci(draws, n_clusters, min_groups)
-
-
-def cluster_ci(
-    n_clusters: int,
-    statistic: Callable[[np.ndarray], float | None],
-    n_boot: int,
-    seed: int,
-    min_groups: int = MIN_CI_GROUPS,
-) -> tuple[float | None, float | None]:
-    """(low, high) of `cluster_interval`; (None, None) without a CI."""
-    interval = cluster_interval(n_clusters, statistic, n_boot, seed, min_groups)
-    return interval.low, interval.high
+    return percentile_ci(draws, n_clusters, rule)
 
 
 def with_ci(
     name: str,
     n_clusters: int,
     statistic: Callable[[np.ndarray], float | None],
-    n_boot: int,
-    seed: int,
-    min_groups: int = MIN_CI_GROUPS,
+    rule: CIRule,
 ) -> dict[str, float | int | str | None]:
     """{name: the point value on all clusters} and `Interval.fields(name)`: its CI, or why
     there is none, its n of clusters and the resamples where it was undefined."""
@@ -146,5 +111,5 @@ def with_ci(
     if value is None:
         interval = no_interval("undefined on the full sample", n_clusters)
     else:
-        interval = cluster_interval(n_clusters, statistic, n_boot, seed, min_groups)
+        interval = cluster_interval(n_clusters, statistic, rule)
     return {name: value, **interval.fields(name)}

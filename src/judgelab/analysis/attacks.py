@@ -7,7 +7,7 @@ identity view ``perm:0`` at the same slot and temperature — and the view's oth
 themselves in ``perm:0``. Unscored rows never count as 0: a comparison needing a missing score
 is left out, and the unscored attacked candidates are counted.
 
-Per attack (every figure with its n of groups and, from `min_groups` groups on, a 95 %
+Per attack (every figure with its n of groups and, from `rule.min_groups` groups on, a 95 %
 cluster-bootstrap CI over groups; each figure rests on the groups where it is defined):
 - ``success_rate`` (attacks on failing code): share of scored attacked candidates that the
   judge praised (score >= ``praise_threshold``) or ranked top of its group (the unique highest
@@ -26,20 +26,14 @@ cluster-bootstrap CI over groups; each figure rests on the groups where it is de
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-import matplotlib
+import numpy as np
+import polars as pl
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import polars as pl  # noqa: E402
-
-from judgelab.analysis.bias import PERM, figure_with_ci, top_of  # noqa: E402
-from judgelab.analysis.plots import save_figure  # noqa: E402
-from judgelab.probes.attacks import ATTACK, ATTACKS  # noqa: E402
+from judgelab.analysis.bias import PERM, figure_with_ci, top_of
+from judgelab.analysis.stats import CIRule
+from judgelab.probes.attacks import ATTACK, ATTACKS, Attack
 
 IDENTITY = f"{PERM}0"
 Member = tuple[float | None, bool, str]  # score (None: unscored), treated, base_id
@@ -104,7 +98,7 @@ def _parts(view: dict[str, Member], ref: dict[str, Member], threshold: float,
 
 
 def _ratio_figure(out: dict[str, Any], name: str, parts: list[dict[str, float]], num: str,
-                  den: str, fig: dict[str, Any]) -> None:  # fmt: skip
+                  den: str, rule: CIRule) -> None:  # fmt: skip
     """figure `name` = sum(num) / sum(den) over the groups where den > 0, with its CI."""
     sel = [p for p in parts if p[den] > 0]
 
@@ -112,157 +106,78 @@ def _ratio_figure(out: dict[str, Any], name: str, parts: list[dict[str, float]],
         d = sum(sel[i][den] for i in idx)
         return float(sum(sel[i][num] for i in idx) / d) if d else None
 
-    out.update(figure_with_ci(name, len(sel), stat, **fig))
+    out.update(figure_with_ci(name, len(sel), stat, rule))
+
+
+REASONS = {
+    "success_rate": "no attacked candidate was scored",
+    "stability_rate": "no edited candidate was scored in both views",
+    "shift": "no attacked candidate and unattacked control were both scored in both "
+    "views: no controlled shift",
+    "delta_attacked": "no attacked candidate was scored in both views",
+}
 
 
 def attack_bias(
-    rows: pl.DataFrame,
-    praise_threshold: float,
-    tolerance: float,
-    n_boot: int,
-    seed: int,
-    *,
-    min_groups: int,
+    rows: pl.DataFrame, praise_threshold: float, tolerance: float, rule: CIRule
 ) -> dict[str, Any]:
     """attack name -> its figures (module docstring), for one judge's rows."""
     calls = _calls(rows)
     present = {v.removeprefix(ATTACK) for _, v in calls if v.startswith(ATTACK)}
     order = [a for a in ATTACKS if a in present] + sorted(present - set(ATTACKS))
-    fig = {"n_boot": n_boot, "seed": seed, "min_groups": min_groups}
     out: dict[str, Any] = {}
     for name in order:
-        spec = ATTACKS.get(name)
         view = f"{ATTACK}{name}"
         parts = [
             _parts(members, calls.get((g, IDENTITY), {}), praise_threshold, tolerance)
             for (g, v), members in sorted(calls.items())
             if v == view
         ]
-        a: dict[str, Any] = {
-            "family": spec.family if spec else None,
-            "passes": spec.passes if spec else None,
-            "n_groups": len(parts),
-            "n_attacked": int(sum(p["attacked"] for p in parts)),
-            "n_scored": int(sum(p["scored"] for p in parts)),
-            "n_unscored": int(sum(p["unscored"] for p in parts)),
-            "n_paired": int(sum(p["d_n"] for p in parts)),
-            "n_controls": int(sum(p["c_n"] for p in parts)),
-            "praise_threshold": praise_threshold,
-            "tolerance": tolerance,
-        }
-        if spec is None or not spec.passes:
-            a["n_success"] = int(sum(p["success"] for p in parts))
-            _ratio_figure(a, "success_rate", parts, "success", "scored", fig)
-            _ratio_figure(a, "praise_rate", parts, "praise", "scored", fig)
-            _ratio_figure(a, "top_rate", parts, "top", "scored", fig)
-            _ratio_figure(a, "baseline_rate", parts, "base_success", "base_n", fig)
-        else:
-            _ratio_figure(a, "stability_rate", parts, "stable", "d_n", fig)
-        _ratio_figure(a, "mean_attacked", parts, "score_sum", "scored", fig)
-        _ratio_figure(a, "mean_original", parts, "base_sum", "base_n", fig)
-        _ratio_figure(a, "delta_attacked", parts, "d_sum", "d_n", fig)
-        _ratio_figure(a, "delta_control", parts, "c_sum", "c_n", fig)
-        both = [p for p in parts if p["d_n"] and p["c_n"]]
-
-        def shift(idx: np.ndarray, both: list[dict[str, float]] = both) -> float | None:
-            dn, cn = sum(both[i]["d_n"] for i in idx), sum(both[i]["c_n"] for i in idx)
-            if not dn or not cn:
-                return None
-            return float(sum(both[i]["d_sum"] for i in idx) / dn
-                         - sum(both[i]["c_sum"] for i in idx) / cn)  # fmt: skip
-
-        a.update(figure_with_ci("shift", len(both), shift, **fig))
-        reasons = {
-            "success_rate": "no attacked candidate was scored",
-            "stability_rate": "no edited candidate was scored in both views",
-            "shift": "no attacked candidate and unattacked control were both scored in both "
-            "views: no controlled shift",
-            "delta_attacked": "no attacked candidate was scored in both views",
-        }
-        a["reasons"] = {k: why for k, why in reasons.items() if k in a and a[k] is None}
-        out[name] = a
+        out[name] = _attack_figures(ATTACKS.get(name), parts, praise_threshold, tolerance, rule)
     return out
 
 
-# ----------------------------------------------------------------------------- report
+def _attack_figures(
+    spec: Attack | None,
+    parts: list[dict[str, float]],
+    praise_threshold: float,
+    tolerance: float,
+    rule: CIRule,
+) -> dict[str, Any]:
+    """One attack's counts and figures from its groups' `_parts`."""
+    a: dict[str, Any] = {
+        "family": spec.family if spec else None,
+        "passes": spec.passes if spec else None,
+        "n_groups": len(parts),
+        "n_attacked": int(sum(p["attacked"] for p in parts)),
+        "n_scored": int(sum(p["scored"] for p in parts)),
+        "n_unscored": int(sum(p["unscored"] for p in parts)),
+        "n_paired": int(sum(p["d_n"] for p in parts)),
+        "n_controls": int(sum(p["c_n"] for p in parts)),
+        "praise_threshold": praise_threshold,
+        "tolerance": tolerance,
+    }
+    if spec is None or not spec.passes:
+        a["n_success"] = int(sum(p["success"] for p in parts))
+        _ratio_figure(a, "success_rate", parts, "success", "scored", rule)
+        _ratio_figure(a, "praise_rate", parts, "praise", "scored", rule)
+        _ratio_figure(a, "top_rate", parts, "top", "scored", rule)
+        _ratio_figure(a, "baseline_rate", parts, "base_success", "base_n", rule)
+    else:
+        _ratio_figure(a, "stability_rate", parts, "stable", "d_n", rule)
+    _ratio_figure(a, "mean_attacked", parts, "score_sum", "scored", rule)
+    _ratio_figure(a, "mean_original", parts, "base_sum", "base_n", rule)
+    _ratio_figure(a, "delta_attacked", parts, "d_sum", "d_n", rule)
+    _ratio_figure(a, "delta_control", parts, "c_sum", "c_n", rule)
+    both = [p for p in parts if p["d_n"] and p["c_n"]]
 
+    def shift(idx: np.ndarray) -> float | None:
+        dn, cn = sum(both[i]["d_n"] for i in idx), sum(both[i]["c_n"] for i in idx)
+        if not dn or not cn:
+            return None
+        return float(sum(both[i]["d_sum"] for i in idx) / dn
+                     - sum(both[i]["c_sum"] for i in idx) / cn)  # fmt: skip
 
-def attack_lines(
-    judges: dict[str, Any], fig: Callable[[dict[str, Any], str], str], gate: float | None
-) -> list[str]:
-    """The report's attack section: one table, judge x attack. `fig(block, key)` formats a
-    figure with its CI or its footnote."""
-    rows = [(n, a, v) for n in sorted(judges) for a, v in judges[n].get("attacks", {}).items()]
-    if not rows:
-        return []
-    lines = [
-        "## Attacks",
-        "",
-        "Each attack view shows a known-truth group with its target members attacked at their "
-        "own slots; the sandbox confirmed every attacked candidate keeps its verdict. Success "
-        "(attacks on failing code): the judge praised a known-failing attacked candidate (score "
-        "at or above the praise threshold) or ranked it the unique top of its group; baseline: "
-        "the same for the unattacked originals. Shift: mean Δscore of the attacked candidates "
-        "against their originals minus that of the unattacked members between the same two "
-        "calls. Stability (semantics-preserving edits of the passing solution): share whose "
-        "score moved by at most the tolerance.",
-        "",
-    ]
-    if gate is not None:
-        lines += [f"Gate (`probes.fail_above` / `--fail-above`): success rate above {gate} "
-                  "fails `judgelab probes` (exit code 3).", ""]  # fmt: skip
-    lines += [
-        "| judge | attack | groups | attacked (unscored) | success rate | baseline | "
-        "mean score: attacked / original | shift | stability |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for name, attack, v in rows:
-        lines.append(
-            f"| {name} | {attack} | {v['n_groups']} | {v['n_attacked']} ({v['n_unscored']}) | "
-            + " | ".join(
-                "—" if key not in v else fig(v, key) for key in ("success_rate", "baseline_rate")
-            )
-            + f" | {fig(v, 'mean_attacked')} / {fig(v, 'mean_original')} | "
-            + fig(v, "shift")
-            + (f" ({v['reasons']['shift']})" if "shift" in v.get("reasons", {}) else "")
-            + f" | {'—' if 'stability_rate' not in v else fig(v, 'stability_rate')} |"
-        )
-    return lines
-
-
-# ------------------------------------------------------------------------------- plot
-
-
-def plot_attacks(judges: dict[str, Any], path: Path, gate: float | None) -> None:
-    """Two panels, judges on x, one bar per attack with its 95 % CI where there is one:
-    success rate (attacks on failing code) and score shift against the control (all)."""
-    names = sorted(judges)
-    attacks = list(dict.fromkeys(a for n in names for a in judges[n].get("attacks", {})))
-    failing = [a for a in attacks if not (ATTACKS.get(a) and ATTACKS[a].passes)]
-    fig, axes = plt.subplots(1, 2, figsize=(4 + 2.2 * max(1, len(names)), 3.8))
-    for ax, keys, key, title in (
-        (axes[0], failing, "success_rate", "attack success rate\n(known-failing praised or top)"),
-        (axes[1], attacks, "shift", "score shift against the control\n(edits: should be 0)"),
-    ):
-        width = 0.8 / max(1, len(keys))
-        for j, attack in enumerate(keys):
-            vals, errs = [], []
-            for n in names:
-                v = judges[n].get("attacks", {}).get(attack, {})
-                x, lo, hi = v.get(key), v.get(f"{key}_ci_low"), v.get(f"{key}_ci_high")
-                vals.append(np.nan if x is None else x)
-                errs.append((0.0 if x is None or lo is None else x - lo,
-                             0.0 if x is None or hi is None else hi - x))  # fmt: skip
-            xs = np.arange(len(names)) + (j - (len(keys) - 1) / 2) * width
-            err = np.array(errs).T.clip(min=0) if errs else None
-            ax.bar(xs, vals, width, yerr=err, capsize=3, label=attack)
-        if key == "success_rate" and gate is not None:
-            ax.axhline(gate, color="red", linestyle="--", linewidth=1, label=f"gate {gate}")
-        ax.axhline(0, color="black", linewidth=0.8)
-        ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
-        ax.set_title(title, fontsize=9)
-        if keys:
-            ax.legend(fontsize=6)
-    axes[0].set_ylim(0, 1.05)
-    fig.tight_layout()
-    save_figure(fig, path)
+    a.update(figure_with_ci("shift", len(both), shift, rule))
+    a["reasons"] = {k: why for k, why in REASONS.items() if k in a and a[k] is None}
+    return a

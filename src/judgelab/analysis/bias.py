@@ -1,8 +1,8 @@
 """Bias probes, figures per judge: position, perturbation (verbosity and superficial cues),
 self-preference and the noise floor, each with a 95 % cluster-bootstrap CI when there are at
-least `min_groups` clusters (below that: the value, null CI bounds and the reason in
-``<figure>_ci_reason``, as every figure of judgelab: `analysis.stats.Interval`). For position
-and the noise floor the clusters are tasks (`by_task`: a task's calibration and
+least `rule.min_groups` clusters (`stats.CIRule`; below that: the value, null CI bounds and
+the reason in ``<figure>_ci_reason``, as every figure of judgelab: `analysis.stats.Interval`).
+For position and the noise floor the clusters are tasks (`by_task`: a task's calibration and
 self-preference groups are one cluster; `n_tasks`, and `<figure>_n_groups` counts tasks).
 
 Input is the probe scores table (`judgelab.schemas.ProbeScoresSchema`) filtered to one judge's
@@ -100,7 +100,7 @@ import polars as pl
 from scipy import stats as scipy_stats
 
 from judgelab.analysis.agreement import with_ci
-from judgelab.analysis.stats import jackknife_variance, too_few_groups
+from judgelab.analysis.stats import CIRule, jackknife_variance, too_few_groups
 
 PERM = "perm:"
 PERT = "pert:"
@@ -135,13 +135,11 @@ def figure_with_ci(
     name: str,
     n: int,
     stat: Callable[[np.ndarray], float | None],
-    n_boot: int,
-    seed: int,
-    min_groups: int,
+    rule: CIRule,
 ) -> dict[str, Any]:
     """`agreement.with_ci`'s fields: {name, name_ci_low, name_ci_high, name_ci_reason, ...},
-    the CI only from `min_groups` groups or more (one group never gives one)."""
-    return with_ci(name, n, stat, n_boot, seed, max(min_groups, 2))
+    the CI only from `rule.min_groups` groups or more."""
+    return with_ci(name, n, stat, rule)
 
 
 def _figure(
@@ -149,11 +147,9 @@ def _figure(
     name: str,
     n: int,
     stat: Callable[[np.ndarray], float | None],
-    boot: int,
-    seed: int,
-    min_groups: int,
+    rule: CIRule,
 ) -> None:
-    out.update(figure_with_ci(name, n, stat, boot, seed, min_groups))
+    out.update(figure_with_ci(name, n, stat, rule))
 
 
 def _explain(out: dict[str, Any], why: dict[str, str]) -> None:
@@ -326,7 +322,7 @@ def position_groups(rows: pl.DataFrame) -> dict[str, dict[str, Scores]]:
     return {g: v for g, v in view_scores(rows, PERM).items() if len(v) >= 2}
 
 
-def position_bias(rows: pl.DataFrame, n_boot: int, seed: int, *, min_groups: int) -> dict[str, Any]:
+def position_bias(rows: pl.DataFrame, rule: CIRule) -> dict[str, Any]:
     """Position figures of one judge (module docstring), CIs over groups."""
     multi = position_groups(rows)
     sizes = group_sizes(rows)
@@ -338,16 +334,15 @@ def position_bias(rows: pl.DataFrame, n_boot: int, seed: int, *, min_groups: int
     parts = by_task(rows, list(multi), [_position_parts(v, sizes[g], k) for g, v in multi.items()])
     n = len(parts)
     out["n_tasks"] = n
-    fig = {"boot": n_boot, "seed": seed, "min_groups": min_groups}
-    _position_figures(out, parts, n, fig)
-    _slot_trend(out, parts, n, fig)
+    _position_figures(out, parts, n, rule)
+    _slot_trend(out, parts, n, rule)
     _position_counts(out, parts)
-    out["slots"] = _slot_figures(parts, n, k, fig)
+    out["slots"] = _slot_figures(parts, n, k, rule)
     return out
 
 
 def _position_figures(out: dict[str, Any], parts: list[dict[str, Any]], n: int,
-                      fig: dict[str, Any]) -> None:  # fmt: skip
+                      rule: CIRule) -> None:  # fmt: skip
     def ratio(num: str, den: str) -> Callable[[np.ndarray], float | None]:
         return lambda idx: _ratio(_sum(parts, idx, num), _sum(parts, idx, den))
 
@@ -368,14 +363,14 @@ def _position_figures(out: dict[str, Any], parts: list[dict[str, Any]], n: int,
     def slot_effect(idx: np.ndarray) -> float | None:
         return _ratio(_sum(parts, idx, "effect_sum")[0], _sum(parts, idx, "effect_n")[0])
 
-    _figure(out, "position_consistency", n, ratio("ordered_consistent", "ordered_pairs"), **fig)
-    _figure(out, "position_consistency_with_flat", n, ratio("consistent", "pairs"), **fig)
-    _figure(out, "flat_pair_rate", n, ratio("flat", "pairs"), **fig)
-    _figure(out, "preference_fairness", n, fairness_shi, **fig)
-    _figure(out, "preference_fairness_tie_aware", n, fairness, **fig)
-    _figure(out, "slot_effect", n, slot_effect, **fig)
-    _figure(out, "top_choice_agreement", n, ratio("top_same", "top_pairs"), **fig)
-    _figure(out, "mean_abs_delta", n, ratio("delta_sum", "delta_n"), **fig)
+    _figure(out, "position_consistency", n, ratio("ordered_consistent", "ordered_pairs"), rule)
+    _figure(out, "position_consistency_with_flat", n, ratio("consistent", "pairs"), rule)
+    _figure(out, "flat_pair_rate", n, ratio("flat", "pairs"), rule)
+    _figure(out, "preference_fairness", n, fairness_shi, rule)
+    _figure(out, "preference_fairness_tie_aware", n, fairness, rule)
+    _figure(out, "slot_effect", n, slot_effect, rule)
+    _figure(out, "top_choice_agreement", n, ratio("top_same", "top_pairs"), rule)
+    _figure(out, "mean_abs_delta", n, ratio("delta_sum", "delta_n"), rule)
     swap = "no candidate pair was scored in two views that swap it"
     _explain(out, {
         "position_consistency": "no swapped pair was ordered (not tied in both views)",
@@ -390,7 +385,7 @@ def _position_figures(out: dict[str, Any], parts: list[dict[str, Any]], n: int,
 
 
 def _slot_trend(out: dict[str, Any], parts: list[dict[str, Any]], n: int,
-                fig: dict[str, Any]) -> None:  # fmt: skip
+                rule: CIRule) -> None:  # fmt: skip
     """`slot_trend`: the within-candidate least-squares slope of score on slot index (score
     per slot later; > 0 favours later slots, < 0 earlier ones), with its CI over tasks and
     `slot_trend_p`, a two-sided cluster t-test (jackknife SE over tasks, t with n - 1 df)."""
@@ -398,11 +393,11 @@ def _slot_trend(out: dict[str, Any], parts: list[dict[str, Any]], n: int,
     def slope(idx: np.ndarray) -> float | None:
         return _ratio(_sum(parts, idx, "trend_xy"), _sum(parts, idx, "trend_xx"))
 
-    _figure(out, "slot_trend", n, slope, **fig)
+    _figure(out, "slot_trend", n, slope, rule)
     _explain(out, {"slot_trend": "no candidate was scored at two different slots"})
     out["slot_trend_p"] = None
     value = out.get("slot_trend")
-    if value is None or too_few_groups(n, fig["min_groups"]):
+    if value is None or too_few_groups(n, rule.min_groups):
         return
     every = np.arange(n)
     left_out = np.array([slope(np.delete(every, i)) for i in every], dtype=float)
@@ -430,7 +425,7 @@ def _position_counts(out: dict[str, Any], parts: list[dict[str, Any]]) -> None:
 
 
 def _slot_figures(parts: list[dict[str, Any]], n: int, k: int,
-                  fig: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+                  rule: CIRule) -> dict[str, Any]:  # fmt: skip
     """Per slot: mean score, bias against the mean of the slots, mirror effect, top rate."""
     every = np.arange(n)
     slots: dict[str, Any] = {}
@@ -453,10 +448,10 @@ def _slot_figures(parts: list[dict[str, Any]], n: int, k: int,
             return _ratio(_sum(parts, idx, "top_slot")[j], _sum(parts, idx, "top_views"))
 
         slot: dict[str, Any] = {}
-        _figure(slot, "mean", n, slot_mean, **fig)
-        _figure(slot, "bias", n, slot_bias, **fig)
-        _figure(slot, "effect", n, effect, **fig)
-        _figure(slot, "top_rate", n, top_rate, **fig)
+        _figure(slot, "mean", n, slot_mean, rule)
+        _figure(slot, "bias", n, slot_bias, rule)
+        _figure(slot, "effect", n, effect, rule)
+        _figure(slot, "top_rate", n, top_rate, rule)
         slot["n_effect_pairs"] = int(_sum(parts, every, "effect_n")[j])
         slot["n_scores"] = int(_sum(parts, every, "slot_n")[j])
         slots[str(j)] = slot
@@ -534,10 +529,8 @@ def noise_floor(
     rows: pl.DataFrame,
     repeats: Collection[int],
     tolerance: float,
-    n_boot: int,
-    seed: int,
+    rule: CIRule,
     *,
-    min_groups: int,
     groups: Collection[str] | None = None,
 ) -> dict[str, Any]:
     """Figures between every two calls of the identity view ``perm:0`` among `repeats` (the
@@ -560,27 +553,27 @@ def noise_floor(
         return out
     parts = by_task(rows, part_groups, parts)
     out["n_tasks"] = len(parts)
-    _floor_figures(out, parts, {"boot": n_boot, "seed": seed, "min_groups": min_groups})
+    _floor_figures(out, parts, rule)
     out["n_call_pairs"] = int(sum(p["top_pairs"] for p in parts))
     out["n_pairs"] = int(sum(p["pairs"] for p in parts))
     return out
 
 
-def _floor_figures(out: dict[str, Any], parts: list[dict[str, Any]], fig: dict[str, Any]) -> None:
+def _floor_figures(out: dict[str, Any], parts: list[dict[str, Any]], rule: CIRule) -> None:
     n = len(parts)
 
     def r(num: str, den: str) -> Callable[[np.ndarray], float | None]:
         return lambda idx: _ratio(sum(parts[i][num] for i in idx),
                                   sum(parts[i][den] for i in idx))  # fmt: skip
 
-    _figure(out, "position_consistency", n, r("ordered_consistent", "ordered_pairs"), **fig)
-    _figure(out, "position_consistency_with_flat", n, r("consistent", "pairs"), **fig)
-    _figure(out, "pair_instability", n, r("instability", "pairs"), **fig)
-    _figure(out, "top_choice_agreement", n, r("top_same", "top_pairs"), **fig)
+    _figure(out, "position_consistency", n, r("ordered_consistent", "ordered_pairs"), rule)
+    _figure(out, "position_consistency_with_flat", n, r("consistent", "pairs"), rule)
+    _figure(out, "pair_instability", n, r("instability", "pairs"), rule)
+    _figure(out, "top_choice_agreement", n, r("top_same", "top_pairs"), rule)
     # mean over groups with a full call
-    _figure(out, "stability", n, r("stability_sum", "stability_n"), **fig)
-    _figure(out, "mean_abs_delta", n, r("delta_sum", "delta_n"), **fig)
-    _figure(out, "robustness_rate", n, r("robust", "robust_n"), **fig)
+    _figure(out, "stability", n, r("stability_sum", "stability_n"), rule)
+    _figure(out, "mean_abs_delta", n, r("delta_sum", "delta_n"), rule)
+    _figure(out, "robustness_rate", n, r("robust", "robust_n"), rule)
     _explain(out, {
         "position_consistency": "no candidate pair was scored in two calls",
         "pair_instability": "no candidate pair was scored in two calls",
@@ -592,7 +585,7 @@ def _floor_figures(out: dict[str, Any], parts: list[dict[str, Any]], fig: dict[s
 
 
 def perturbation_bias(
-    rows: pl.DataFrame, tolerance: float, n_boot: int, seed: int, *, min_groups: int
+    rows: pl.DataFrame, tolerance: float, rule: CIRule
 ) -> dict[str, Any]:
     """Per perturbation name: delta_treated, delta_control, effect, robustness_rate (+ CIs)."""
     base = view_scores(rows, f"{PERM}0")
@@ -643,11 +636,10 @@ def perturbation_bias(
             c = _ratio(sum(pg[i]["c_sum"] for i in idx), sum(pg[i]["c_n"] for i in idx))
             return None if t is None or c is None else t - c  # no controls: no controlled effect
 
-        kw = {"boot": n_boot, "seed": seed, "min_groups": min_groups}
-        _figure(fig, "delta_treated", n, r("t_sum", "t_n"), **kw)
-        _figure(fig, "delta_control", n, r("c_sum", "c_n"), **kw)
-        _figure(fig, "effect", n, effect, **kw)
-        _figure(fig, "robustness_rate", n, r("robust", "t_n"), **kw)
+        _figure(fig, "delta_treated", n, r("t_sum", "t_n"), rule)
+        _figure(fig, "delta_control", n, r("c_sum", "c_n"), rule)
+        _figure(fig, "effect", n, effect, rule)
+        _figure(fig, "robustness_rate", n, r("robust", "t_n"), rule)
         no_control = "no unperturbed control was scored in both views"
         _explain(
             fig,
@@ -699,10 +691,7 @@ def self_preference(
     rows: pl.DataFrame,
     judge_model: str,
     judge_family: str,
-    n_boot: int,
-    seed: int,
-    *,
-    min_groups: int,
+    rule: CIRule,
 ) -> dict[str, Any]:
     """Policy-by-judge row of the matrix and the self/family gaps (+ CIs)."""
     sel = _scored(rows).filter(
@@ -720,7 +709,6 @@ def self_preference(
         out["reason"] = "no self-preference group was scored"
         return out
     by_group = [cand.filter(pl.col("group_id") == g) for g in groups]
-    kw = {"boot": n_boot, "seed": seed, "min_groups": min_groups}
 
     def pick(idx: np.ndarray) -> pl.DataFrame:
         return pl.concat([by_group[i] for i in idx])
@@ -733,17 +721,17 @@ def self_preference(
             return float(s.mean()) if s.len() else None
 
         cell: dict[str, Any] = {}
-        _figure(cell, "mean", n, mean_for, **kw)
+        _figure(cell, "mean", n, mean_for, rule)
         matrix[policy] = cell
     out["matrix"] = matrix
     for kind in ("self", "family"):
-        _gap_figures(out, kind, cand, pick, n, kw)
+        _gap_figures(out, kind, cand, pick, n, rule)
     return out
 
 
 def _gap_figures(out: dict[str, Any], kind: str, cand: pl.DataFrame,
                  pick: Callable[[np.ndarray], pl.DataFrame], n: int,
-                 kw: dict[str, Any]) -> None:  # fmt: skip
+                 rule: CIRule) -> None:  # fmt: skip
     """`<kind>_gap`: own minus another family's candidates matched on task and test verdict;
     `<kind>_gap_unmatched`: the gap within verdict strata pooled over tasks, which compares
     code of different tasks (and quality); `<kind>_gap_confounded` is True when only it exists."""
@@ -757,8 +745,8 @@ def _gap_figures(out: dict[str, Any], kind: str, cand: pl.DataFrame,
         return own, frame.filter(pl.col("policy_family") != family)
 
     name = f"{kind}_gap"
-    _figure(out, name, n, lambda idx: _matched_gap(*split(pick(idx))), **kw)
-    _figure(out, f"{name}_unmatched", n, lambda idx: _stratified_gap(*split(pick(idx))), **kw)
+    _figure(out, name, n, lambda idx: _matched_gap(*split(pick(idx))), rule)
+    _figure(out, f"{name}_unmatched", n, lambda idx: _stratified_gap(*split(pick(idx))), rule)
     cells = _matched_cells(*split(cand))
     out[f"n_{kind}_matched_cells"] = len(cells)
     out[f"{name}_confounded"] = out.get(name) is None and out.get(f"{name}_unmatched") is not None

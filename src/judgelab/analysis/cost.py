@@ -31,6 +31,7 @@ import numpy as np
 import polars as pl
 
 from judgelab.analysis.bias import PERM, figure_with_ci
+from judgelab.analysis.stats import CIRule
 from judgelab.config import EmbeddedModel, Settings
 
 IDENTITY = f"{PERM}0"
@@ -126,10 +127,7 @@ def cost_metrics(
     calls: pl.DataFrame,
     rows: pl.DataFrame,
     costing: JudgeCosting,
-    n_boot: int,
-    seed: int,
-    *,
-    min_groups: int,
+    rule: CIRule,
 ) -> dict[str, Any]:
     """The deterministic cost figures of one judge (module docstring); `calls` and `rows`
     are that judge's."""
@@ -146,7 +144,6 @@ def cost_metrics(
         "price_per_million_completion_tokens": costing.price_completion,
         "probe_run": _totals(calls),
     }
-    fig = {"n_boot": n_boot, "seed": seed, "min_groups": min_groups}
     reasons: dict[str, str] = {}
     no_tokens = int(sum(p["no_tokens"] for p in parts))
     if no_tokens:
@@ -155,11 +152,11 @@ def cost_metrics(
         reasons.update(tokens_per_correct_pair=why, money_per_1000_correct_pairs=why)
     else:
         tokens = _per_correct(parts, lambda p: p["prompt"] + p["completion"])
-        out.update(figure_with_ci("tokens_per_correct_pair", n, tokens, **fig))
+        out.update(figure_with_ci("tokens_per_correct_pair", n, tokens, rule))
         if costing.price_prompt is not None and costing.price_completion is not None:
             pp, pc = costing.price_prompt, costing.price_completion
             money = _per_correct(parts, lambda p: (p["prompt"] * pp + p["completion"] * pc) / 1e3)
-            out.update(figure_with_ci("money_per_1000_correct_pairs", n, money, **fig))
+            out.update(figure_with_ci("money_per_1000_correct_pairs", n, money, rule))
         else:
             out["money_per_1000_correct_pairs"] = None
             reasons["money_per_1000_correct_pairs"] = (
@@ -201,63 +198,3 @@ def cost_timings(calls: pl.DataFrame, rows: pl.DataFrame, costing: JudgeCosting)
         if costing.kind == "embedded" and costing.n_threads:
             out["cpu_seconds_per_correct_pair"] = seconds * costing.n_threads / correct
     return out
-
-
-# ----------------------------------------------------------------------------- report
-
-
-def _g(block: dict[str, Any], key: str) -> str:
-    """`1.23e+03 [1.1e+03, 1.4e+03]`, or the value and why it has no CI, or why it has none."""
-    value = block.get(key)
-    if value is None:
-        return f"n/a ({(block.get('reasons') or {}).get(key, 'undefined')})"
-    lo, hi = block.get(f"{key}_ci_low"), block.get(f"{key}_ci_high")
-    if lo is not None and hi is not None:
-        return f"{value:.3g} [{lo:.3g}, {hi:.3g}]"
-    why = block.get(f"{key}_ci_reason")
-    return f"{value:.3g} (no CI: {why})" if why else f"{value:.3g}"
-
-
-def cost_lines(judges: dict[str, Any], timings: dict[str, dict[str, Any]]) -> list[str]:
-    """The report's cost section: one row per judge with a ``cost`` block."""
-    rows = [(n, judges[n]["cost"]) for n in sorted(judges) if "cost" in judges[n]]
-    if not rows:
-        return []
-    lines = [
-        "## Cost per correct verdict",
-        "",
-        "What each pass/fail pair a judge orders correctly costs, over the identity view of "
-        "every known-truth group (the calls a reward would make; retries included; a tie or an "
-        "unscored member is not correct). Tokens as the endpoint reported them; time: the "
-        "latency of the request that made each reply (recorded in the judge cache with it, so "
-        "a resumed run keeps it), times the server's threads for CPU-seconds (embedded "
-        "models); money from the per-million-token prices in the model registry (endpoints). "
-        "Whole probe run: every call of the judge in this run, a cached one at what it cost "
-        "when it was made. Time varies between runs: it is in this report, not in "
-        "metrics.json.",
-        "",
-        "| judge | model | groups | calls | correct / pass-fail pairs | tokens per correct pair "
-        "| time per correct pair | money per 1000 correct pairs | whole probe run |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for name, c in rows:
-        t = timings.get(name, {})
-        if t.get("cpu_seconds_per_correct_pair") is not None:
-            time = (f"{t['cpu_seconds_per_correct_pair']:.3g} CPU-s "
-                    f"({t['seconds_per_correct_pair']:.3g} s wall)")  # fmt: skip
-        elif t.get("seconds_per_correct_pair") is not None:
-            time = f"{t['seconds_per_correct_pair']:.3g} s"
-        else:
-            time = f"n/a ({t.get('reason') or 'not measured'})"
-        run = c["probe_run"]
-        run_time = t.get("probe_run_seconds")
-        lines.append(
-            f"| {name} | {c['judge_model']} ({c['kind']}) | {c['n_groups']} | "
-            f"{c['n_identity_calls']} | {c['n_correct_pairs']} / {c['n_pass_fail_pairs']} | "
-            f"{_g(c, 'tokens_per_correct_pair')} | {time} | "
-            f"{_g(c, 'money_per_1000_correct_pairs')} | "
-            f"{run['n_calls']} calls, {run['prompt_tokens']} + {run['completion_tokens']} tokens"
-            + (f", {run_time:.0f} s" if run_time is not None else "")
-            + " |"
-        )
-    return lines

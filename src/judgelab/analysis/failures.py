@@ -1,5 +1,5 @@
-"""Judges whose calls failed: what the scores stage says before it exits, and what the report
-says first, before any ranking.
+"""Judges whose calls failed: what the scores stage says before it exits (the report's first
+section, `judgelab.report.failures`, lists them too).
 
 `call_failures(scores, max_share)` reads a scores table and returns one `JudgeFailures` per
 LLM judge (protocol ``ruler`` or ``rubric``). A *call* is one judge request as the stage made
@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import polars as pl
 
@@ -163,50 +161,3 @@ def failure_message(loud: list[JudgeFailures], where: str) -> str:
     lines = [f"{len(loud)} judge(s) failed; the scores table was written to {where}:"]
     lines += [f"  {f.line()}" for f in loud]
     return "\n".join(lines)
-
-
-FAILED_HEADING = "Judges that failed"
-FAILED_NOTE = (
-    "Every figure below for these judges comes from the calls that worked, or from none: "
-    "fix the cause and rerun (replies already received are reused from the cache)."
-)
-
-
-def report_markdown(metrics: dict[str, Any]) -> list[str]:
-    """What the report says first, before any figure or ranking: the judges that failed
-    (`metrics["judge_failures"]`, the lines `run_analysis` stored), and for a judge-only
-    audit that nothing is ranked against the tests (`judge_only.agreement_lines`)."""
-    from judgelab.analysis.judge_only import agreement_lines
-
-    out = []
-    if lines := metrics.get("judge_failures") or []:
-        out += [f"## {FAILED_HEADING}", "", FAILED_NOTE, "", *[f"- {x}" for x in lines], ""]
-    if agreement := agreement_lines(metrics):
-        out += ["## Judge-only audit", "", *[f"- {x}" for x in agreement], ""]
-    return out
-
-
-def report_html(metrics: dict[str, Any], escape: Callable[[Any], str]) -> list[str]:
-    from judgelab.analysis.judge_only import agreement_lines
-
-    out = []
-    if lines := metrics.get("judge_failures") or []:
-        items = "".join(f'<li class="bad">{escape(x)}</li>' for x in lines)
-        out += [f"<h2>{FAILED_HEADING}</h2>", f'<p class="note">{escape(FAILED_NOTE)}</p>',
-                f"<ul>{items}</ul>"]  # fmt: skip
-    if agreement := agreement_lines(metrics):
-        items = "".join(f"<li>{escape(x)}</li>" for x in agreement)
-        out += ["<h2>Judge-only audit</h2>", f"<ul>{items}</ul>"]
-    return out
-
-
-def structured_output_line(modes: dict[str, dict[str, str]] | None) -> str:
-    """The provenance clause naming each auto-detected judge endpoint's structured-output
-    mode (flows/scores.py records them; `judgelab.evaluators.transport.detect.Detection`)."""
-    if not modes:
-        return ""
-    parts = []
-    for name, d in sorted(modes.items()):
-        how = {"probe": "detected", "remembered": "detected earlier"}.get(d.get("source", ""))
-        parts.append(f"{name} `{d.get('mode')}` ({how or 'not detected: ' + d.get('detail', '')})")
-    return "; structured output: " + ", ".join(parts)

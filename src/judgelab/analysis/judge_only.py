@@ -50,35 +50,3 @@ def judge_agreement(scores: pl.DataFrame) -> dict[str, Any] | None:
         "n_candidates": pairable,
         "pairs": pairs,
     }
-
-
-NOTHING_RANKED = (
-    "Judge-only audit: no execution evaluator, so nothing here is ranked against the tests. "
-    "The score distributions below show how each judge scores (unscored, out-of-range and "
-    "zero-advantage rates); agreement between judges is not accuracy: two judges can agree "
-    "and both be wrong."
-)
-
-
-def agreement_lines(metrics: dict[str, Any]) -> list[str]:
-    """The judge-only section's sentences, each generated from the figures it names."""
-    if "judge_only" not in metrics:
-        return []
-    lines = [NOTHING_RANKED]
-    agree = metrics["judge_only"]
-    if not agree:
-        return lines
-    alpha, n = agree.get("krippendorff_alpha"), agree.get("n_candidates", 0)
-    alpha_text = "undefined" if alpha is None else f"{alpha:.3f}"
-    lines.append(
-        f"Krippendorff's alpha (interval) of {len(agree['judges'])} judges: {alpha_text} "
-        f"(n = {n} candidates scored by at least two judges; no CI)."
-    )
-    for p in agree["pairs"]:
-        tau = p["kendall_tau_b"]
-        tau_text = "undefined" if tau is None else f"{tau:.3f}"
-        lines.append(
-            f"Kendall's tau-b of {p['a']} and {p['b']}: {tau_text} "
-            f"(n = {p['n_candidates']} candidates both scored)."
-        )
-    return lines

@@ -14,12 +14,12 @@ Contract (pure numpy over the truth module's per-task sums; nothing here reads f
   minus its mean).
 - Each pair's difference D = R_A - R_B gets a t-based cluster interval D ± t_{n-1} SE and a
   two-sided p-value from t = D / SE with n - 1 degrees of freedom (the interval excludes 0
-  exactly when p < 0.05), both only from at least `min_groups` shared tasks. With SE = 0 the
+  exactly when p < 0.05), both only from at least `rule.min_groups` shared tasks. With SE = 0 the
   tasks all show the same difference: p = 0 when it is not 0, 1 when it is.
 - Multiplicity: Holm's step-down correction over every pair with a p-value (m of them):
   the i-th smallest p becomes max_{j<=i} min(1, (m - j + 1) p_(j)). `separated` is true only
   when the Holm-adjusted p is below `alpha`: the only verdict the ranking reads.
-- Power, per pair from that pair's own s_u, only from at least `min_groups` shared tasks
+- Power, per pair from that pair's own s_u, only from at least `rule.min_groups` shared tasks
   (below that: "cannot estimate yet", with the number of mixed groups it needs): tasks
   needed to detect a difference d at two-sided level alpha with power 1 - beta,
     n = ceil(((t_{1-alpha/2, n-1} + t_{1-beta, n-1}) s_u / d)^2),
@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
 from statistics import NormalDist
 from typing import Any
 
@@ -46,12 +45,11 @@ import numpy as np
 import polars as pl
 from scipy import stats as scipy_stats
 
-from judgelab.analysis.stats import CI_LEVEL, MIN_CI_GROUPS, Interval, no_interval, too_few_groups
+from judgelab.analysis.stats import CIRule, Interval, no_interval, too_few_groups
 from judgelab.analysis.truth import Truth, candidate_scores, task_endpoint
 from judgelab.config import PowerSettings
 
-__all__ = ["compare", "groups_needed", "holm", "linearised", "power_analysis", "power_html",
-           "power_markdown"]  # fmt: skip
+__all__ = ["compare", "groups_needed", "holm", "linearised", "power_analysis"]
 
 LABELS = {
     "pairwise_accuracy_strict": "strict pairwise accuracy",
@@ -115,10 +113,12 @@ def compare(
     a: tuple[np.ndarray, np.ndarray],
     b: tuple[np.ndarray, np.ndarray],
     settings: PowerSettings,
-    min_groups: int = MIN_CI_GROUPS,
+    rule: CIRule,
 ) -> dict[str, Any]:
     """Two judges' (numerator, denominator) per task (same task order): the difference, its
-    t-based interval and p-value (unadjusted), and the power figures (module docstring)."""
+    t-based interval at `rule.level` and p-value (unadjusted), and the power figures (module
+    docstring), from `rule.min_groups` shared tasks or more."""
+    min_groups = rule.min_groups
     (ca, ma), (cb, mb) = a, b
     shared = (ma > 0) & (mb > 0)
     n = int(shared.sum())
@@ -148,7 +148,7 @@ def compare(
         return out
     se = sd / math.sqrt(n)
     if se > 0:
-        t_crit = float(scipy_stats.t.ppf(0.5 + CI_LEVEL / 2, n - 1))
+        t_crit = float(scipy_stats.t.ppf(0.5 + rule.level / 2, n - 1))
         ci = Interval(diff - t_crit * se, diff + t_crit * se, None, n)
         out["p_value"] = float(2 * scipy_stats.t.sf(abs(diff) / se, n - 1))
     else:
@@ -171,8 +171,8 @@ def power_analysis(
     truth: Truth,
     evaluators: dict[str, dict[str, Any]],
     settings: PowerSettings,
-    min_groups: int = MIN_CI_GROUPS,
-    primary: str = "pairwise_accuracy_strict",
+    rule: CIRule,
+    primary: str,
 ) -> dict[str, Any]:
     """Every pair of judges (evaluators other than execution truth) on `primary`: the
     module's figures, Holm-corrected over all pairs."""
@@ -182,15 +182,15 @@ def power_analysis(
     }
     pairs: dict[str, dict[str, Any]] = {}
     for a, b in itertools.combinations(judges, 2):
-        pairs.setdefault(a, {})[b] = compare(per_task[a], per_task[b], settings, min_groups)
-    tested = [p for _, _, p in _pairs(pairs) if p["p_value"] is not None]
+        pairs.setdefault(a, {})[b] = compare(per_task[a], per_task[b], settings, rule)
+    tested = [p for _, _, p in sorted_pairs(pairs) if p["p_value"] is not None]
     for p, adjusted in zip(tested, holm([p["p_value"] for p in tested]), strict=True):
         p["p_holm"] = adjusted
         p["separated"] = adjusted < settings.alpha
-    for _, _, p in _pairs(pairs):
+    for _, _, p in sorted_pairs(pairs):
         need = p["groups_needed_margin"]
         p["too_small"] = not p["separated"] or need is None or p["n_groups"] < need
-    flat = list(_pairs(pairs))
+    flat = list(sorted_pairs(pairs))
     return {
         "endpoint": primary,
         "correction": "holm",
@@ -198,7 +198,7 @@ def power_analysis(
         "margin": settings.margin,
         "alpha": settings.alpha,
         "power": settings.power,
-        "min_ci_groups": min_groups,
+        "min_ci_groups": rule.min_groups,
         "n_judges": len(judges),
         "n_tasks": len(truth.tasks),
         "pairs": pairs,
@@ -206,7 +206,7 @@ def power_analysis(
     }
 
 
-def _pairs(pairs: dict[str, dict[str, Any]]) -> list[tuple[str, str, dict[str, Any]]]:
+def sorted_pairs(pairs: dict[str, dict[str, Any]]) -> list[tuple[str, str, dict[str, Any]]]:
     """(a, b, figures) for every compared pair, sorted."""
     return [(a, b, pairs[a][b]) for a in sorted(pairs) for b in sorted(pairs[a])]
 
@@ -223,98 +223,3 @@ def pair(power: dict[str, Any], a: str, b: str) -> dict[str, Any] | None:
     flipped["difference_ci_low"], flipped["difference_ci_high"] = (
         flipped["difference_ci_high"], flipped["difference_ci_low"])  # fmt: skip
     return flipped
-
-
-# ----------------------------------------------------------------------------- report
-
-
-def label(power: dict[str, Any]) -> str:
-    return LABELS.get(power.get("endpoint") or "", str(power.get("endpoint")))
-
-
-def summary(power: dict[str, Any]) -> str:
-    """Plain sentences: how many pairs the audit separates, or why it cannot estimate yet."""
-    pairs = [p for _, _, p in _pairs(power.get("pairs") or {})]
-    if not pairs:
-        return "Fewer than two judges: there is nothing to rank."
-    n_max = max(p["n_groups"] for p in pairs)
-    min_groups = power.get("min_ci_groups", MIN_CI_GROUPS)
-    if not power.get("n_comparisons"):
-        return (
-            f"The power analysis cannot estimate yet: the judges share at most {n_max} mixed "
-            f"{'group' if n_max == 1 else 'groups'} (tasks with passing and failing "
-            f"candidates); it needs at least {min_groups} judged by both judges of a pair "
-            "before it can say how many tasks would separate them. Try an audit with "
-            f"{min_groups} or more such tasks."
-        )
-    n_sep = sum(1 for p in pairs if p["separated"])
-    head = (
-        f"{n_sep} of {len(pairs)} pairs of judges differ in {label(power)} after Holm's "
-        f"correction over {power['n_comparisons']} comparisons (adjusted p < "
-        f"{power['alpha']:g})."
-    )
-    if power.get("can_rank"):
-        return head + " Every pair is separated, on enough tasks for the margin."
-    return head + (
-        " Tasks needed: per pair, from that pair's own spread between tasks, to detect the "
-        f"margin {power['margin']:g} and the observed gap (power {power['power']:g})."
-    )
-
-
-Formatter = Callable[[dict[str, Any], str], str]  # report.fmt_ci
-
-
-def _cell(x: Any) -> str:
-    return "n/a" if x is None else str(x)
-
-
-HEADER = ("judges", "difference [95 % CI]", "shared mixed tasks", "p (Holm)",
-          "tasks needed: margin", "tasks needed: observed gap", "verdict")  # fmt: skip
-
-
-def verdict(a: str, b: str, p: dict[str, Any]) -> str:
-    if p["separated"]:
-        better = a if p["difference"] > 0 else b
-        return f"{better} higher (Holm-adjusted p < alpha)"
-    if p.get("p_value") is None:
-        return "not tested: " + (p.get("power_reason") or p.get("reason") or "no CI")
-    return "not separated"
-
-
-def rows(power: dict[str, Any], fmt: Formatter) -> list[list[str]]:
-    out = []
-    for a, b, p in _pairs(power.get("pairs") or {}):
-        holm_p = "n/a" if p.get("p_holm") is None else f"{p['p_holm']:.3f}"
-        out.append(
-            [f"{a} − {b}", fmt(p, "difference"), str(p["n_groups"]), holm_p,
-             _cell(p.get("groups_needed_margin")), _cell(p.get("groups_needed_observed")),
-             verdict(a, b, p)]
-        )  # fmt: skip
-    return out
-
-
-def power_markdown(power: dict[str, Any], fmt: Formatter) -> list[str]:
-    if not power:
-        return []
-    out = [f"## Paired comparisons and power ({label(power)})", "", summary(power), ""]
-    if power.get("pairs"):
-        out += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-        out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |"
-                for r in rows(power, fmt)]  # fmt: skip
-        out.append("")
-    return out
-
-
-def power_html(power: dict[str, Any], fmt: Formatter, escape: Callable[[Any], str]) -> list[str]:
-    if not power:
-        return []
-    h = [f"<h2>Paired comparisons and power ({escape(label(power))})</h2>",
-         f"<p>{escape(summary(power))}</p>"]  # fmt: skip
-    if power.get("pairs"):
-        h.append('<table id="power"><thead><tr>')
-        h += [f"<th>{escape(c)}</th>" for c in HEADER]
-        h.append("</tr></thead><tbody>")
-        for r in rows(power, fmt):
-            h.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in r) + "</tr>")
-        h.append("</tbody></table>")
-    return h

@@ -1,8 +1,5 @@
-"""Which judge to train on: rank intervals that cannot contradict the paired comparisons, a
-recommendation generated sentence by sentence from the figures it names, and caveats as a
-judge x caveat table.
+"""Rank intervals of the judges from the paired comparisons (pure: reads the metrics dict).
 
-Contract (pure: reads the metrics dict, computes nothing new):
 - Criterion: the primary endpoint `power.endpoint` (`analysis.primary`, on mixed tasks; truth
   module). Judges are the evaluators other than the execution truth; a judge without the
   primary figure is listed apart, unranked.
@@ -13,25 +10,21 @@ Contract (pure: reads the metrics dict, computes nothing new):
   once). Then a pair with no such order always has overlapping intervals, and a separated
   pair's better judge has both ends strictly better, so the rank column cannot contradict
   the pair table (and no tie is chained).
-- Top contenders: the judges whose best rank is 1. The recommendation names one judge only
-  when it alone has rank 1..1 (separated from every other ranked judge); otherwise it names
-  the contenders, lists every separated pair, and quotes the power figures of the two leading
-  contenders (never the worst pair of the audit).
-- Caveats go in a table (`caveat_rows`): per ranked judge, the primary figure not shown
-  above chance by a valid CI, no CI (too few groups), zero-advantage mixed groups, within-
-  group false praise and unscored rows at or above `CAVEAT_SHARE`.
+- Top contenders: the judges whose best rank is 1.
+
+`judgelab.report.ranking` turns this into the recommendation and the caveat table.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from judgelab.analysis.power import LABELS, pair
 
-CAVEAT_SHARE = 0.2  # a zero-advantage, false-praise or unscored share at or above it is a caveat
 CHANCE = {"pairwise_accuracy_strict": 0.5, "pairwise_accuracy": 0.5, "advantage_fidelity": 0.0,
           "top1_over_chance": 0.0}  # fmt: skip
+
+
 DEFAULT_ENDPOINT = "pairwise_accuracy_strict"
 
 
@@ -86,198 +79,3 @@ def rank_judges(metrics: dict[str, Any]) -> dict[str, Any]:
         "separated": separated,
         "unranked": [n for n in judges if value[n] is None],
     }
-
-
-def rank_text(best: int, worst: int) -> str:
-    return str(best) if best == worst else f"{best}–{worst}"
-
-
-def _num(x: float | None, signed: bool = False) -> str:
-    if x is None:
-        return "n/a"
-    return f"{x:+.3f}" if signed else f"{x:.3f}"
-
-
-def figure(t: dict[str, Any], key: str) -> str:
-    """`0.640 [0.466, 0.797], n = 20` or `0.438 (n = 3)`: the figure, its CI where valid."""
-    value = t.get(key)
-    if value is None:
-        return "n/a"
-    n = t.get(f"{key}_n_groups")
-    low, high = t.get(f"{key}_ci_low"), t.get(f"{key}_ci_high")
-    if low is None or high is None:
-        return f"{_num(value)} (n = {n})"
-    return f"{_num(value)} [{_num(low)}, {_num(high)}], n = {n}"
-
-
-def _difference(p: dict[str, Any]) -> str:
-    ci = ""
-    if p.get("difference_ci_low") is not None:
-        ci = f" [{_num(p['difference_ci_low'], True)}, {_num(p['difference_ci_high'], True)}]"
-    return f"{_num(p['difference'], True)}{ci}, n = {p['n_groups']}, Holm p = {p['p_holm']:.3f}"
-
-
-def _power_sentence(power: dict[str, Any], a: str, b: str) -> str:
-    p = pair(power, a, b)
-    if p is None:
-        return ""
-    if p.get("groups_needed_margin") is None:
-        why = p.get("power_reason") or p.get("reason") or "no variance estimate"
-        return f"How many tasks would separate {a} from {b}: {why}."
-    gap = p.get("groups_needed_observed")
-    gap_txt = (
-        f"about {gap} for their observed gap of {abs(p['difference']):.3f} and "
-        if gap is not None
-        else ""
-    )
-    return (
-        f"To separate {a} from {b} (from their spread over {p['n_groups']} shared mixed "
-        f"tasks, power {power.get('power', 0.8):g}): {gap_txt}about "
-        f"{p['groups_needed_margin']} for a difference of {power.get('margin', 0.05):g}."
-    )
-
-
-def _why_unranked(metrics: dict[str, Any], label: str) -> str:
-    """Why no judge has the primary figure, and the advice that fits the cause: fixing a judge
-    that failed or adding tests is not growing the audit."""
-    failed = metrics.get("judge_failures") or []
-    truth = metrics.get("execution_truth") or {}
-    if failed:
-        return (
-            f"No judge can be ranked: {len(failed)} judge(s) failed (\"Judges that failed\", "
-            "above); fix what each line names and run the scores stage again."
-        )
-    if not truth.get("n_tasks_with_truth"):
-        return (
-            "Nothing is ranked against the tests: no task has a test result (a judge-only "
-            "audit, or no `execution` evaluator). Add tasks with tests to rank the judges."
-        )
-    return (
-        f"No judge can be ranked: none has a {label} (no task has both passing and failing "
-        "candidates). Grow the audit (more tasks, or a policy that fails some of them) before "
-        "choosing a reward."
-    )
-
-
-def recommendation_sentences(metrics: dict[str, Any]) -> list[str]:
-    """The recommendation, one generated sentence per figure-bearing claim."""
-    rank = rank_judges(metrics)
-    evs = metrics.get("evaluators") or {}
-    power = metrics.get("power") or {}
-    key, label = rank["endpoint"], LABELS.get(rank["endpoint"], rank["endpoint"])
-    n_tasks = (metrics.get("execution_truth") or {}).get("n_tasks_with_truth")
-    where = f" on {n_tasks} task{'' if n_tasks == 1 else 's'} with test results" if n_tasks else ""
-    if not rank["order"]:
-        return [_why_unranked(metrics, label)]
-    t = {n: evs[n].get("truth") or {} for n in rank["order"]}
-    m = power.get("n_comparisons") or 0
-    out = [f"Judges are ranked by {label} on mixed tasks (`analysis.primary`){where}."]
-    if len(rank["order"]) == 1:
-        only = rank["order"][0]
-        return [*out, f"{only} is the only judge with a {label} ({figure(t[only], key)}): "
-                      "nothing to rank."]  # fmt: skip
-    top = rank["top"]
-    if len(top) == 1 and rank["ranks"][top[0]] == (1, 1):
-        out.append(
-            f"Train on {top[0]}: its {label} {figure(t[top[0]], key)} is higher than every "
-            f"other judge's, each difference significant after Holm's correction over {m} "
-            "comparisons."
-        )
-    else:
-        names = ", ".join(f"{n} ({figure(t[n], key)})" for n in top)
-        out.append(f"The data cannot single out one judge: {names} could each rank first.")
-    if rank["separated"]:
-        lines = "; ".join(f"{a} above {b} ({_difference(pair(power, a, b) or {})})"
-                          for a, b in rank["separated"])  # fmt: skip
-        out.append(f"Pairs that differ after Holm's correction over {m} comparisons: {lines}.")
-    elif m:
-        out.append(f"No pair of judges differs after Holm's correction over {m} comparisons.")
-    else:
-        out.append("No pair of judges shares enough mixed tasks for a comparison.")
-    if len(top) >= 2:
-        out.append(_power_sentence(power, top[0], top[1]))
-    elif len(rank["order"]) >= 2 and rank["ranks"][top[0]] != (1, 1):
-        out.append(_power_sentence(power, rank["order"][0], rank["order"][1]))
-    if any(any(c != "–" for c in row[1:]) for row in caveat_rows(metrics)):
-        out.append("Caveats per judge: the table below.")
-    return [s for s in out if s]
-
-
-def recommendation(metrics: dict[str, Any]) -> str:
-    return " ".join(recommendation_sentences(metrics))
-
-
-CAVEAT_COLUMNS = ("judge", "rank", "primary not above chance", "zero-advantage mixed groups",
-                  "false praise within group", "unscored")  # fmt: skip
-
-
-def _share(t: dict[str, Any], key: str, count: str, of: str) -> str:
-    x = t.get(key)
-    if x is None or x < CAVEAT_SHARE:
-        return "–"
-    return f"{100 * x:.0f} % ({t.get(count)} of {t.get(of)})"
-
-
-def caveat_rows(metrics: dict[str, Any]) -> list[list[str]]:
-    """One row per ranked judge (rank order), then the unranked; "–": no caveat."""
-    rank = rank_judges(metrics)
-    evs = metrics.get("evaluators") or {}
-    key = rank["endpoint"]
-    rows = []
-    for name in [*rank["order"], *rank["unranked"]]:
-        ev = evs[name]
-        t = ev.get("truth") or {}
-        low = t.get(f"{key}_ci_low")
-        if t.get(key) is None:
-            chance = "no figure"
-        elif low is None:
-            chance = f"no CI (n = {t.get(f'{key}_n_groups')})"
-        elif low <= CHANCE.get(key, 0.5):
-            chance = f"CI reaches {CHANCE.get(key, 0.5):g}"
-        else:
-            chance = "–"
-        unscored = ev.get("unscored_rate")
-        rows.append([
-            name,
-            rank_text(*rank["ranks"][name]) if name in rank["ranks"] else "unranked",
-            chance,
-            _share(t, "zero_advantage_mixed_rate", "n_zero_advantage_mixed", "n_pair_groups"),
-            _share(t, "false_praise_within_group", "n_false_praise_within_group",
-                   "n_failing_mixed"),
-            "–" if unscored is None or unscored < CAVEAT_SHARE
-            else f"{100 * unscored:.0f} % ({ev.get('n_unscored')} of {ev.get('n_rows')})",
-        ])  # fmt: skip
-    return rows
-
-
-def ranking_markdown(metrics: dict[str, Any]) -> list[str]:
-    out = ["## Which judge to train on", ""]
-    out += [" ".join(recommendation_sentences(metrics)), ""]
-    rows = caveat_rows(metrics)
-    if rows:
-        out += ["| " + " | ".join(CAVEAT_COLUMNS) + " |", "|" + "---|" * len(CAVEAT_COLUMNS)]
-        out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
-        out += ["", RANK_NOTE]
-    return out + [""]
-
-
-RANK_NOTE = (
-    "Rank: the places a judge can hold given the pairs that differ after Holm's correction "
-    "(1–3: it could be first or third). A caveat shows at or above "
-    f'{100 * CAVEAT_SHARE:.0f} %; "no CI (n = …)": fewer mixed task groups than the minimum '
-    "for a CI."
-)
-
-
-def ranking_html(metrics: dict[str, Any], escape: Callable[[Any], str]) -> list[str]:
-    out = ["<h2>Which judge to train on</h2>",
-           f"<p>{escape(' '.join(recommendation_sentences(metrics)))}</p>"]  # fmt: skip
-    rows = caveat_rows(metrics)
-    if rows:
-        out.append('<table id="caveats"><thead><tr>')
-        out += [f"<th>{escape(c)}</th>" for c in CAVEAT_COLUMNS]
-        out.append("</tr></thead><tbody>")
-        out += ["<tr>" + "".join(f"<td>{escape(c)}</td>" for c in r) + "</tr>" for r in rows]
-        out.append("</tbody></table>")
-        out.append(f'<p class="note">{escape(RANK_NOTE)}</p>')
-    return out

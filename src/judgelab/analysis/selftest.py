@@ -39,9 +39,9 @@ import numpy as np
 from scipy import stats as scipy_stats
 
 from judgelab.analysis.power import compare, holm
-from judgelab.analysis.stats import Interval, percentile_ci, t_ci
+from judgelab.analysis.stats import CI_LEVEL, CIRule, Interval, percentile_ci, t_ci
 from judgelab.analysis.truth import _interval, _task_parts, resample_weights
-from judgelab.config import PowerSettings
+from judgelab.config import AnalysisSettings, PowerSettings
 
 # The primary endpoints and the within-group false praise, the figure GRPO users read beside them.
 PRIMARY = (
@@ -88,6 +88,11 @@ class SelftestSettings:
     truth_tasks: int = 20000
     seed: int = 0
     judges: dict[str, Planted] = field(default_factory=lambda: dict(FAMILY))
+    min_ci_groups: int = AnalysisSettings.model_fields["min_ci_groups"].default
+
+    def ci_rule(self, min_groups: int) -> CIRule:
+        """The audits' CI rule from `min_groups` clusters (each audit reseeds its resamples)."""
+        return CIRule(min_groups, self.bootstrap, self.seed, CI_LEVEL)
 
 
 def simulate_groups(n_tasks: int, k: int, rng: np.random.Generator) -> np.ndarray:
@@ -171,7 +176,9 @@ def _counts(parts: Any) -> dict[str, Any]:
             "n_pass_fail_pairs": float(parts.n_pass.sum() * parts.n_fail.sum())}  # fmt: skip
 
 
-def audit_intervals(parts: Any, weights: np.ndarray) -> dict[str, dict[str, Interval | tuple]]:
+def audit_intervals(
+    parts: Any, weights: np.ndarray, rule: CIRule
+) -> dict[str, dict[str, Interval | tuple]]:
     """Per primary figure: the interval judgelab uses and the alternatives, for one audit."""
     n_t = parts.n_pass.size
     point = {key: float(v[0]) for key, v in parts.figures(np.ones((1, n_t))).items()}
@@ -183,10 +190,10 @@ def audit_intervals(parts: Any, weights: np.ndarray) -> dict[str, dict[str, Inte
         n = int(masks[key].sum())
         jk = jack[key][masks[key]]
         out[key] = {
-            "used": _interval(key, point[key], parts, jack, _counts(parts), weights, {}, 2),
-            "percentile": percentile_ci(draws[key], n, 2),
+            "used": _interval(key, point[key], parts, jack, _counts(parts), weights, {}, rule),
+            "percentile": percentile_ci(draws[key], n, rule),
             "bca": bca_interval(point[key], draws[key], jk),
-            "jackknife_t": t_ci(point[key], jk, n, 2),
+            "jackknife_t": t_ci(point[key], jk, n, rule.min_groups),
         }
     return out
 
@@ -198,7 +205,9 @@ def _covers(ci: Interval | tuple, truth: float) -> bool:
 
 def coverage(settings: SelftestSettings) -> list[dict[str, Any]]:
     """Per judge, figure and number of mixed clusters: the share of audits whose CI covers
-    the truth, for each interval of INTERVALS."""
+    the truth, for each interval of INTERVALS. Every audit gets every interval (a minimum of
+    2 clusters): the table is what chooses `analysis.min_ci_groups`."""
+    rule = settings.ci_rule(2)
     rng = np.random.default_rng(settings.seed)
     truth = {name: true_values(j, settings.k, settings.truth_tasks, rng)
              for name, j in settings.judges.items()}  # fmt: skip
@@ -211,7 +220,7 @@ def coverage(settings: SelftestSettings) -> list[dict[str, Any]]:
             weights = resample_weights(passed.shape[0], settings.bootstrap, settings.seed + a)
             for name, judge in settings.judges.items():
                 _, _, parts = figures_of(passed, judge.score(passed.astype(float), rng))
-                for key, cis in audit_intervals(parts, weights).items():
+                for key, cis in audit_intervals(parts, weights, rule).items():
                     for method, ci in cis.items():
                         hits[(name, key)][method] += int(_covers(ci, truth[name][key]))
         for (name, key), by_method in hits.items():
@@ -222,14 +231,16 @@ def coverage(settings: SelftestSettings) -> list[dict[str, Any]]:
     return rows
 
 
-def family_wise_error(settings: SelftestSettings, n_mixed: int, n_judges: int = 3,
-                      min_groups: int = 5) -> dict[str, Any]:  # fmt: skip
+def family_wise_error(
+    settings: SelftestSettings, n_mixed: int, n_judges: int = 3
+) -> dict[str, Any]:
     """`n_judges` judges planted alike, every pair compared on strict pairwise accuracy with
     Holm's correction, on audits of `n_mixed` mixed tasks: the share of audits declaring any
     pair different."""
     rng = np.random.default_rng(settings.seed + 1)
     judge = settings.judges.get("coarse", Planted())
     knobs = PowerSettings()
+    rule = settings.ci_rule(settings.min_ci_groups)
     any_sep = tested = 0
     for _ in range(settings.audits):
         passed = simulate_audit(n_mixed, settings.k, rng)
@@ -237,7 +248,7 @@ def family_wise_error(settings: SelftestSettings, n_mixed: int, n_judges: int = 
         for _ in range(n_judges):
             _, _, parts = figures_of(passed, judge.score(passed.astype(float), rng))
             ends.append(_endpoint(parts, "pairwise_accuracy_strict"))
-        results = [compare(ends[i], ends[j], knobs, min_groups)
+        results = [compare(ends[i], ends[j], knobs, rule)
                    for i in range(n_judges) for j in range(i + 1, n_judges)]  # fmt: skip
         ps = [r["p_value"] for r in results if r["p_value"] is not None]
         if not ps:
@@ -248,14 +259,14 @@ def family_wise_error(settings: SelftestSettings, n_mixed: int, n_judges: int = 
             "family_wise_error": any_sep / tested if tested else None}  # fmt: skip
 
 
-def empirical_power(settings: SelftestSettings, min_groups: int = 5,
-                    pilot_tasks: int = 40) -> dict[str, Any]:  # fmt: skip
+def empirical_power(settings: SelftestSettings, pilot_tasks: int = 40) -> dict[str, Any]:
     """Two judges (`sharp`, `coarse`): the tasks the power analysis asks for their true gap
     in strict pairwise accuracy, from one pilot audit's paired SD, then the share of audits of
     that size whose paired test separates them (one comparison, alpha 0.05)."""
     rng = np.random.default_rng(settings.seed + 2)
     a, b = settings.judges["sharp"], settings.judges["coarse"]
     key = "pairwise_accuracy_strict"
+    rule = settings.ci_rule(settings.min_ci_groups)
     gap = (true_values(a, settings.k, settings.truth_tasks, rng)[key]
            - true_values(b, settings.k, settings.truth_tasks, rng)[key])  # fmt: skip
 
@@ -263,7 +274,7 @@ def empirical_power(settings: SelftestSettings, min_groups: int = 5,
         passed = simulate_groups(n, settings.k, rng)
         ea = _endpoint(figures_of(passed, a.score(passed.astype(float), rng))[2], key)
         eb = _endpoint(figures_of(passed, b.score(passed.astype(float), rng))[2], key)
-        return compare(ea, eb, PowerSettings(margin=abs(gap)), min_groups)
+        return compare(ea, eb, PowerSettings(margin=abs(gap)), rule)
 
     needed = pair(pilot_tasks)["groups_needed_margin"]
     if needed is None:
@@ -285,7 +296,11 @@ def empirical_power(settings: SelftestSettings, min_groups: int = 5,
 def run_selftest(settings: SelftestSettings) -> dict[str, Any]:
     return {
         "coverage": coverage(settings),
-        "family_wise": [family_wise_error(settings, n) for n in settings.clusters if n >= 5],
+        "family_wise": [
+            family_wise_error(settings, n)
+            for n in settings.clusters
+            if n >= settings.min_ci_groups
+        ],
         "power": empirical_power(settings),
         "settings": {
             "audits": settings.audits,
@@ -296,41 +311,3 @@ def run_selftest(settings: SelftestSettings) -> dict[str, Any]:
             "seed": settings.seed,
         },  # fmt: skip
     }
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f} %"
-
-
-def selftest_markdown(result: dict[str, Any]) -> str:
-    """The self-test's tables (coverage by tasks, family-wise error, power) as markdown."""
-    cfg = result["settings"]
-    lines = [
-        f"Planted-judge self-test: {cfg['audits']} simulated audits per cell, k = {cfg['k']} "
-        f"candidates per task, {cfg['bootstrap']} bootstrap resamples, truth from "
-        f"{cfg['truth_tasks']} tasks, seed {cfg['seed']}.",
-        "",
-        "Coverage of the 95 % CIs (share of audits whose CI holds the true value), by mixed "
-        "tasks per audit (the clusters behind each figure). used: what metrics.json carries "
-        "(Wilson at the effective size for shares, the studentized bootstrap for advantage "
-        "fidelity and top-1 over chance); the others are the alternatives measured:",
-        "",
-        "| judge | figure | true value | clusters | used | percentile | BCa | jackknife t |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for row in result["coverage"]:
-        cells = " | ".join(_pct(row[f"coverage_{m}"]) for m in INTERVALS)
-        lines.append(f"| {row['judge']} | {row['figure']} | {row['true']:.3f} | "
-                     f"{row['clusters']} | {cells} |")  # fmt: skip
-    lines += ["", "Family-wise error (judges planted alike, every pair compared, Holm):", "",
-              "| clusters | judges | audits tested | any pair declared different |",
-              "|---|---|---|---|"]  # fmt: skip
-    for row in result["family_wise"]:
-        lines.append(f"| {row['clusters']} | {row['judges']} | {row['audits_tested']} | "
-                     f"{_pct(row['family_wise_error'])} |")  # fmt: skip
-    p = result["power"]
-    gap = p["true_gap"]
-    lines += ["", f"Power: sharp vs coarse, true gap in strict pairwise accuracy {gap:.3f}; "
-              f"the power analysis asks for {p['tasks_needed']} mixed tasks; audits of that "
-              f"size separate them in {_pct(p['power'])} (target 80 %)."]  # fmt: skip
-    return "\n".join(lines) + "\n"

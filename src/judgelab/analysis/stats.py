@@ -22,11 +22,13 @@ Contract:
   `reason` saying why; it never raises.
 
 Bootstrap CIs (one rule for every figure: truth metrics, agreement, probes, held-out pass rate):
+- `CIRule` is that rule, built once from the settings (`CIRule.of`) and passed to every
+  function that draws a CI: resamples, seed, level and the fewest groups.
 - `too_few_groups(n_groups, min_groups)` is the minimum-clusters rule: a figure computed over
   fewer than `analysis.min_ci_groups` independent groups gets no CI, only its value and
   "n = 2 groups: too few for a CI (minimum 5)". With n groups a cluster bootstrap has only
   C(2n-1, n) distinct resamples (3 for n = 2), so its "interval" is the range of the groups.
-- `percentile_ci(draws, n_groups, min_groups)` is the 95 % percentile CI of bootstrap draws
+- `percentile_ci(draws, n_groups, rule)` is the 95 % percentile CI of bootstrap draws
   under that rule. A draw that is NaN/inf is a resample in which the figure is undefined (no
   mixed pass/fail group, say): it is left out of the quantiles and *counted*
   (`undefined_resamples`), never dropped in silence.
@@ -50,7 +52,7 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -65,14 +67,39 @@ logger = logging.getLogger(__name__)
 DISTRIBUTION_KEYS = ("mean", "median", "std", "q1", "q3", "iqr", "min", "max")
 REASON_MAX_CHARS = 60
 CI_LEVEL = 0.95
-# The configured default; a caller holding settings passes `analysis.min_ci_groups` instead.
-MIN_CI_GROUPS: int = AnalysisSettings.model_fields["min_ci_groups"].default
 CI_SUFFIXES = ("_ci_low", "_ci_high", "_ci_reason", "_n_groups", "_undefined_resamples")
 NO_BOOTSTRAP = "bootstrap disabled (bootstrap = 0)"
 _FLAT = 1e-12  # an SE this small (relative to the figure) is floating-point noise around 0
 
 
-def too_few_groups(n_groups: int, min_groups: int = MIN_CI_GROUPS) -> str | None:
+@dataclass(frozen=True)
+class CIRule:
+    """How every bootstrap CI is drawn: `n_boot` cluster resamples seeded by `seed`, at
+    `level`, and only from `min_groups` independent groups or more (one group never gives a
+    CI, so at least 2)."""
+
+    min_groups: int
+    n_boot: int
+    seed: int
+    level: float
+
+    def __post_init__(self) -> None:
+        if self.min_groups < 2:
+            raise ValueError(f"min_groups: {self.min_groups}; a CI needs at least 2 groups")
+        if self.n_boot < 0:
+            raise ValueError(f"n_boot: {self.n_boot}; must be 0 (no CI) or more")
+
+    @classmethod
+    def of(cls, analysis: AnalysisSettings) -> CIRule:
+        """The analysis settings' rule: `bootstrap`, `seed`, `min_ci_groups`."""
+        return cls(analysis.min_ci_groups, analysis.bootstrap, analysis.seed, CI_LEVEL)
+
+    def resampled(self, n_boot: int, seed: int) -> CIRule:
+        """The same minimum and level with another stage's resamples (the probes')."""
+        return replace(self, n_boot=n_boot, seed=seed)
+
+
+def too_few_groups(n_groups: int, min_groups: int) -> str | None:
     """Why a figure over `n_groups` independent groups may not have a bootstrap CI, or None
     when it may. The one minimum-clusters rule of judgelab (module docstring)."""
     if n_groups >= min_groups:
@@ -116,12 +143,12 @@ def no_interval(reason: str, n_groups: int) -> Interval:
 def percentile_ci(
     draws: np.ndarray | list[float | None] | None,
     n_groups: int,
-    min_groups: int = MIN_CI_GROUPS,
-    level: float = CI_LEVEL,
+    rule: CIRule,
 ) -> Interval:
     """Percentile CI of bootstrap `draws` (one per resample; NaN/inf/None = the figure was
-    undefined in that resample) of a figure over `n_groups` groups. None or no draws: no
-    bootstrap ran."""
+    undefined in that resample) of a figure over `n_groups` groups, at `rule.level`, from
+    `rule.min_groups` groups or more. None or no draws: no bootstrap ran."""
+    min_groups, level = rule.min_groups, rule.level
     why = too_few_groups(n_groups, min_groups)
     if why:
         return no_interval(why, n_groups)

@@ -71,7 +71,7 @@ import numpy as np
 import polars as pl
 from sklearn.metrics import roc_auc_score
 
-from judgelab.analysis.stats import CI_LEVEL, MIN_CI_GROUPS, Interval, cluster_ci, no_interval
+from judgelab.analysis.stats import CIRule, Interval, cluster_ci, no_interval
 from judgelab.evaluators.execution import OUTCOMES, UNPARSEABLE, outcome
 
 logger = logging.getLogger(__name__)
@@ -372,6 +372,26 @@ def _advantages(s: np.ndarray) -> np.ndarray:
     return (s - s.mean()) / std if std > _STD_EPS else np.zeros_like(s)
 
 
+def _mixed_task(s_t: np.ndarray, y_t: np.ndarray) -> dict[str, float]:
+    """The within-task figures' parts of one mixed task (`s_t` its scores, `y_t` passed)."""
+    top = s_t == s_t.max()
+    a_judge, a_tests = _advantages(s_t), _advantages(y_t.astype(float))
+    return {
+        "top_num": y_t[top].mean(),
+        "top_den": 1.0,
+        "top_chance": y_t.mean(),
+        # mean(a_judge * a_tests) is their correlation = gap / gap_tests: 1 when the judge
+        # splits passing from failing as the tests do, 0 for no signal, < 0 inverted
+        "adv_corr": float(np.mean(a_judge * a_tests)),
+        "adv_ordered": float(a_judge[y_t].min() > a_judge[~y_t].max()),
+        "adv_gap": a_judge[y_t].mean() - a_judge[~y_t].mean(),
+        "adv_gap_tests": a_tests[y_t].mean() - a_tests[~y_t].mean(),
+        "flat_mixed": float(np.ptp(s_t) <= _STD_EPS),
+        "n_fail_mixed": float((~y_t).sum()),
+        "fail_at_pass": float((s_t[~y_t] >= s_t[y_t].min()).sum()),
+    }
+
+
 def _task_parts(
     task_idx: np.ndarray,
     score: np.ndarray,
@@ -402,26 +422,7 @@ def _task_parts(
         "adv_gap_tests", "flat_mixed", "n_fail_mixed", "fail_at_pass")}  # fmt: skip
     for t in np.flatnonzero((n_pass > 0) & (n_fail > 0)):
         in_t = task_idx == t
-        s_t, y_t = score[in_t], passed[in_t]
-        top = s_t == s_t.max()
-        a_judge, a_tests = _advantages(s_t), _advantages(y_t.astype(float))
-        gap = a_judge[y_t].mean() - a_judge[~y_t].mean()
-        gap_tests = a_tests[y_t].mean() - a_tests[~y_t].mean()
-        values = {
-            "top_num": y_t[top].mean(),
-            "top_den": 1.0,
-            "top_chance": y_t.mean(),
-            # mean(a_judge * a_tests) is their correlation = gap / gap_tests: 1 when the judge
-            # splits passing from failing as the tests do, 0 for no signal, < 0 inverted
-            "adv_corr": float(np.mean(a_judge * a_tests)),
-            "adv_ordered": float(a_judge[y_t].min() > a_judge[~y_t].max()),
-            "adv_gap": gap,
-            "adv_gap_tests": gap_tests,
-            "flat_mixed": float(np.ptp(s_t) <= _STD_EPS),
-            "n_fail_mixed": float((~y_t).sum()),
-            "fail_at_pass": float((s_t[~y_t] >= s_t[y_t].min()).sum()),
-        }
-        for key, value in values.items():
+        for key, value in _mixed_task(score[in_t], passed[in_t]).items():
             per_mixed[key][t] = value
     return _TaskParts(
         n_pass=n_pass,
@@ -488,22 +489,17 @@ def truth_metrics(
     cand: pl.DataFrame,
     truth: Truth,
     praise_threshold: float,
-    weights: np.ndarray | None = None,
-    *,
-    min_groups: int = MIN_CI_GROUPS,
+    weights: np.ndarray | None,
+    rule: CIRule,
 ) -> dict[str, Any]:
     """Truth metrics of one evaluator. `cand` comes from `candidate_scores`; `weights` from
-    `resample_weights(len(truth.tasks), ...)` (None or zero rows: no CIs); `min_groups` is
-    `analysis.min_ci_groups` (no CI for a figure from fewer contributing tasks)."""
-    reasons: dict[str, str] = {}
+    `resample_weights(len(truth.tasks), ...)` (None or zero rows: no CIs); `rule` draws the
+    CIs from those resamples (no CI for a figure from fewer than `rule.min_groups`
+    contributing tasks)."""
     known = truth.table.filter(pl.col("passed").is_not_null())
     zs = standardise_within_task(cand).select("candidate_id", "score", "z")
     joined = known.join(zs, on="candidate_id", how="left")
     usable = joined.filter(pl.col("score").is_not_null() & pl.col("score").is_not_nan())
-    known_ids = set(known.get_column("candidate_id").to_list())
-    scored_ids = cand.filter(pl.col("score").is_not_null()).get_column("candidate_id").to_list()
-    n_no_truth = sum(1 for c in scored_ids if c not in known_ids)
-
     index = {t: i for i, t in enumerate(truth.tasks)}
     task_idx = np.array([index[t] for t in usable.get_column("task_id").to_list()], dtype=int)
     score = usable.get_column("score").to_numpy().astype(float)
@@ -521,67 +517,34 @@ def truth_metrics(
         }
 
     point = {k: float(v[0]) for k, v in figures(np.ones((1, n_t))).items()}
-
-    n_pass, n_fail = int(passed.sum()), int((~passed).sum())
-    if truth.evaluator is None or not truth.tasks:
-        why = truth.reason or "no execution truth"
-        reasons.update(dict.fromkeys(HEADLINE, why))
-    elif usable.height == 0:
-        reasons.update(
-            dict.fromkeys(HEADLINE, "no candidate has both an execution result and a score")
-        )
-    else:
-        if n_pass == 0 or n_fail == 0:
-            which = "pass" if n_fail == 0 else "fail"
-            why = f"only one class present: all {usable.height} candidates with truth {which}"
-            reasons["roc_auc"] = reasons["roc_auc_standardised"] = why
-        else:
-            point["roc_auc"] = float(roc_auc_score(passed, score))
-            point["roc_auc_standardised"] = float(roc_auc_score(passed, z))
-        if not np.isfinite(point["pairwise_accuracy"]):
-            why = "no task has both a passing and a failing scored candidate"
-            reasons.update(dict.fromkeys(WITHIN_GROUP, why))
-        if n_fail == 0:
-            reasons["false_praise_rate"] = "no failing candidate was scored"
-            reasons["mean_score_failing"] = reasons["false_praise_rate"]
-            reasons["score_gap"] = "needs both passing and failing candidates"
-        if n_pass == 0:
-            reasons["mean_score_passing"] = "no passing candidate was scored"
-            reasons["score_gap"] = "needs both passing and failing candidates"
-
+    reasons = _undefined(truth, passed, point)
+    if "roc_auc" not in reasons:  # both classes present: the pooled AUCs are defined
+        point["roc_auc"] = float(roc_auc_score(passed, score))
+        point["roc_auc_standardised"] = float(roc_auc_score(passed, z))
+    scored_ids = cand.filter(pl.col("score").is_not_null()).get_column("candidate_id").to_list()
+    known_ids = set(known.get_column("candidate_id").to_list())
     result: dict[str, Any] = {
         "truth_evaluator": truth.evaluator,
         "praise_threshold": praise_threshold,
         "n_candidates": usable.height,
-        "n_passing": n_pass,
-        "n_failing": n_fail,
-        "n_candidates_no_truth": n_no_truth,
+        "n_candidates_no_truth": sum(1 for c in scored_ids if c not in known_ids),
         "n_candidates_unscored": joined.height - usable.height,
         "n_tasks": int(np.unique(task_idx).size),
-        "n_pairs": int((parts.n_pass * parts.n_fail).sum()),
-        "n_tied_pairs": int(parts.tied.sum()),
-        "n_pair_groups": int(((parts.n_pass > 0) & (parts.n_fail > 0)).sum()),
-        "n_top1_groups": int(parts.top_den.sum()),
-        "n_strict_pairs": int(parts.strict.sum()),
-        "n_failing_mixed": int(parts.n_fail_mixed.sum()),
-        "n_false_praise": int(parts.praised_fail.sum()),
-        "n_false_praise_within_group": int(parts.fail_at_pass.sum()),
-        "n_false_praise_standardised": int((std_parts.praised_fail * std_parts.top_den).sum()),
-        "n_zero_advantage_mixed": int(parts.flat_mixed.sum()),
-        "ci_level": CI_LEVEL,
-        "min_ci_groups": min_groups,
+        **_counts(parts, std_parts, passed),
+        "ci_level": rule.level,
+        "min_ci_groups": rule.min_groups,
         "n_bootstrap": 0 if weights is None else int(weights.shape[0]),
     }
     if weights is None or not weights.shape[0]:
         reasons.setdefault("ci", "bootstrap disabled (analysis.bootstrap = 0) or no tasks")
         weights = None
     jackknife = figures(np.ones((n_t, n_t)) - np.eye(n_t)) if n_t else {}
-    counts = {**result, "n_pass_fail_pairs": n_pass * n_fail}
+    counts = {**result, "n_pass_fail_pairs": int(passed.sum()) * int((~passed).sum())}
     for name in HEADLINE:
         value = None if name in reasons else _finite(point[name])
         result[name] = value
-        result.update(_interval(name, value, parts, jackknife, counts, weights, reasons,
-                                min_groups).fields(name))  # fmt: skip
+        interval = _interval(name, value, parts, jackknife, counts, weights, reasons, rule)
+        result.update(interval.fields(name))
     result["reasons"] = dict(sorted(reasons.items()))
     return result
 
@@ -594,7 +557,7 @@ def _interval(
     counts: dict[str, Any],
     weights: np.ndarray | None,
     reasons: dict[str, str],
-    min_groups: int,
+    rule: CIRule,
 ) -> Interval:
     """One figure's CI (stats.cluster_ci) from the tasks that contribute to it."""
     mask = parts.group_masks()[name]
@@ -606,5 +569,49 @@ def _interval(
     units = counts[SHARE_UNITS[name]] if name in SHARE_UNITS else None
     ratio = parts.ratio_terms().get(name)
     bounds = RATIO_BOUNDS.get(name, (-np.inf, np.inf))
-    return cluster_ci(value, jackknife[name][mask], n_groups, min_groups, units=units,
+    return cluster_ci(value, jackknife[name][mask], n_groups, rule.min_groups, units=units,
                       ratio=ratio, weights=weights, bounds=bounds)  # fmt: skip
+
+
+def _undefined(truth: Truth, passed: np.ndarray, point: dict[str, float]) -> dict[str, str]:
+    """Why each undefined headline figure is undefined, from the usable candidates' truth
+    (`passed`) and the point figures."""
+    reasons: dict[str, str] = {}
+    n_pass, n_fail = int(passed.sum()), int((~passed).sum())
+    if truth.evaluator is None or not truth.tasks:
+        return dict.fromkeys(HEADLINE, truth.reason or "no execution truth")
+    if passed.size == 0:
+        return dict.fromkeys(HEADLINE, "no candidate has both an execution result and a score")
+    if n_pass == 0 or n_fail == 0:
+        which = "pass" if n_fail == 0 else "fail"
+        why = f"only one class present: all {passed.size} candidates with truth {which}"
+        reasons["roc_auc"] = reasons["roc_auc_standardised"] = why
+    if not np.isfinite(point["pairwise_accuracy"]):
+        why = "no task has both a passing and a failing scored candidate"
+        reasons.update(dict.fromkeys(WITHIN_GROUP, why))
+    if n_fail == 0:
+        reasons["false_praise_rate"] = "no failing candidate was scored"
+        reasons["mean_score_failing"] = reasons["false_praise_rate"]
+        reasons["score_gap"] = "needs both passing and failing candidates"
+    if n_pass == 0:
+        reasons["mean_score_passing"] = "no passing candidate was scored"
+        reasons["score_gap"] = "needs both passing and failing candidates"
+    return reasons
+
+
+def _counts(parts: _TaskParts, std_parts: _TaskParts, passed: np.ndarray) -> dict[str, int]:
+    """The n behind each figure: candidates, pairs, groups."""
+    return {
+        "n_passing": int(passed.sum()),
+        "n_failing": int((~passed).sum()),
+        "n_pairs": int((parts.n_pass * parts.n_fail).sum()),
+        "n_tied_pairs": int(parts.tied.sum()),
+        "n_pair_groups": int(((parts.n_pass > 0) & (parts.n_fail > 0)).sum()),
+        "n_top1_groups": int(parts.top_den.sum()),
+        "n_strict_pairs": int(parts.strict.sum()),
+        "n_failing_mixed": int(parts.n_fail_mixed.sum()),
+        "n_false_praise": int(parts.praised_fail.sum()),
+        "n_false_praise_within_group": int(parts.fail_at_pass.sum()),
+        "n_false_praise_standardised": int((std_parts.praised_fail * std_parts.top_den).sum()),
+        "n_zero_advantage_mixed": int(parts.flat_mixed.sum()),
+    }

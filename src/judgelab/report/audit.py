@@ -3,7 +3,7 @@
 Contract:
 - Built only from the metrics dict (`run_analysis`'s result), a latency summary, the worst
   false-praise examples and the PNGs already written; nothing is recomputed here. Optional
-  sections (training curves, bias probes) arrive ready-made from `analysis.panels`.
+  sections (training curves, bias probes) arrive ready-made from `report.panels`.
 - report.html needs no network: inline CSS, PNGs embedded as base64 data URIs, no scripts.
   Every piece of text that came from data (evaluator and task names, judge explanations,
   completions, reasons) is HTML-escaped; the HTML is written by hand, not through a Markdown
@@ -28,29 +28,33 @@ Contract:
 from __future__ import annotations
 
 import base64
-import html
 import logging
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import polars as pl
-
-from judgelab.analysis import failures
-from judgelab.analysis import training as training_report
-from judgelab.analysis.panels import Section
-from judgelab.analysis.power import power_html, power_markdown
-from judgelab.analysis.ranking import ranking_html, ranking_markdown
-from judgelab.analysis.stats import Interval
-from judgelab.analysis.truth import GROUP_PROTOCOLS, Truth
+from judgelab.analysis.truth import GROUP_PROTOCOLS
+from judgelab.report import failures
+from judgelab.report import training as training_report
+from judgelab.report.format import (
+    NA,
+    escape,
+    fence,
+    fmt_cell,
+    fmt_ci,
+    fmt_num,
+    fmt_pct,
+    html_table,
+    interval,
+    md_cell,
+    md_table,
+    plural,
+)
+from judgelab.report.panels import Section
+from judgelab.report.power import power_html, power_markdown
+from judgelab.report.ranking import ranking_html, ranking_markdown
 
 logger = logging.getLogger(__name__)
-
-EXCERPT_LINES = 40
-EXCERPT_CHARS = 2000
-EXPLANATION_CHARS = 600
-NA = "n/a"
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;
@@ -70,68 +74,6 @@ img{max-width:100%;border:1px solid #eee;margin:.4em 0}
 
 
 # ---------------------------------------------------------------------------- formatting
-
-
-def fmt_num(x: Any, digits: int = 3) -> str:
-    return NA if x is None else f"{x:.{digits}f}"
-
-
-def fmt_pct(x: Any) -> str:
-    return NA if x is None else f"{100 * x:.1f}%"
-
-
-def _n(count: Any, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
-
-
-def interval(t: dict[str, Any], key: str) -> Interval:
-    """The CI of figure `key` as `stats.Interval`, read back from a metrics dict."""
-    return Interval(
-        t.get(f"{key}_ci_low"),
-        t.get(f"{key}_ci_high"),
-        t.get(f"{key}_ci_reason"),
-        t.get(f"{key}_n_groups") or 0,
-        t.get(f"{key}_undefined_resamples"),
-    )
-
-
-def fmt_ci(t: dict[str, Any], key: str, pct: bool = False) -> str:
-    """`0.720 [0.610, 0.830]` (with `(37 of 1000 resamples undefined)` when some were), or
-    `0.750 (n = 2 groups: too few for a CI (minimum 5))`, or the value alone, or n/a."""
-    f = fmt_pct if pct else fmt_num
-    value = t.get(key)
-    if value is None:
-        return NA
-    ci = interval(t, key)
-    if not ci.valid:
-        return f"{f(value)} ({ci.reason})" if ci.reason else f(value)
-    text = f"{f(value)} [{f(ci.low)}, {f(ci.high)}]"
-    if ci.undefined_resamples:
-        total = t.get("n_bootstrap")
-        of = f" of {total}" if total else ""
-        text += f" ({ci.undefined_resamples}{of} resamples undefined)"
-    return text
-
-
-NO_CI_MARK = "†"
-
-
-def fmt_cell(t: dict[str, Any], key: str, pct: bool = False) -> str:
-    """A table cell: `fmt_ci`, except that a figure from too few groups for a CI shows its
-    value and n compactly, `0.750 (n = 2)†`; the table's footnote (`no_ci_footnote`) states
-    the rule once."""
-    value = t.get(key)
-    ci = interval(t, key)
-    if value is not None and not ci.valid and ci.reason and "too few for a CI" in ci.reason:
-        return f"{fmt_pct(value) if pct else fmt_num(value)} (n = {ci.n_groups}){NO_CI_MARK}"
-    return fmt_ci(t, key, pct)
-
-
-def no_ci_footnote(min_groups: Any) -> str:
-    return (
-        f"{NO_CI_MARK} Fewer task groups than the minimum ({min_groups}) behind the figure: "
-        "its value and n, no CI, and no claim rests on it."
-    )
 
 
 HEADLINE_COLUMNS = (
@@ -222,11 +164,11 @@ def signal_finding(ev: dict[str, Any]) -> str | None:
         return None
     if rate == 1:
         return (
-            f"gives no learning signal: in all {_n(n, 'group')} every candidate got the same "
+            f"gives no learning signal: in all {plural(n, 'group')} every candidate got the same "
             "score, so GRPO's advantage is 0 for every one of them."
         )
     return (
-        f"gives no learning signal in {ev['n_zero_advantage_groups']} of {_n(n, 'group')}: "
+        f"gives no learning signal in {ev['n_zero_advantage_groups']} of {plural(n, 'group')}: "
         "every candidate of those got the same score (zero advantage)."
     )
 
@@ -260,7 +202,7 @@ def outcome_lines(metrics: dict[str, Any]) -> list[str]:
         lines.append(f"Of the {tr.get('n_failing')} failing candidates, {kinds_failed}.")
     untested = []
     if n := kinds.get("sandbox_error", 0):
-        untested.append(f"{_n(n, 'sandbox error')} (no verdict on the code)")
+        untested.append(f"{plural(n, 'sandbox error')} (no verdict on the code)")
     if n := kinds.get("no_tests", 0):
         untested.append(f"{n} on tasks without tests")
     if n := kinds.get("no_execution_row", 0):
@@ -270,7 +212,7 @@ def outcome_lines(metrics: dict[str, Any]) -> list[str]:
     left_out = n_unparseable(metrics)
     if left_out:
         lines.append(
-            f"The figures on parseable code only leave out the {_n(left_out, 'candidate')} "
+            f"The figures on parseable code only leave out the {plural(left_out, 'candidate')} "
             "without code or whose code did not parse."
         )
     else:
@@ -292,12 +234,12 @@ def parseable_finding(t: dict[str, Any], left_out: int, group: bool) -> str | No
         scale = " (absolute scale)" if group else ""
         figures.append(
             f"false praise{scale} {fmt_ci(t, 'false_praise_rate', pct=True)} "
-            f"({t.get('n_false_praise')} of {_n(t.get('n_failing'), 'failing candidate')})"
+            f"({t.get('n_false_praise')} of {plural(t.get('n_failing'), 'failing candidate')})"
         )
     if not figures:
         return None
     return (
-        f"on parseable code only ({_n(left_out, 'candidate')} without code or that did not "
+        f"on parseable code only ({plural(left_out, 'candidate')} without code or that did not "
         f"parse left out): {'; '.join(figures)}."
     )
 
@@ -323,75 +265,27 @@ def findings(name: str, ev: dict[str, Any], left_out: int = 0) -> list[str]:
     within-task figures first and its absolute-scale ones labelled as such. `left_out`: the
     candidates without code or that did not parse (`n_unparseable`); when there are any, a
     line gives the figures without them."""
-    out: list[str] = []
+    if ev.get("protocol") == "execution":
+        out = ["execution truth itself: runs the candidate against its tests."]
+    else:
+        out = truth_findings(ev, left_out)
+    return out + score_findings(ev)
+
+
+def truth_findings(ev: dict[str, Any], left_out: int) -> list[str]:
+    """A judge's findings against execution truth: the primary figures, ranking and praise
+    (a group judge's ranking first), parseable code only, learning signal, score gap, and
+    why a headline figure is missing."""
     t = ev.get("truth", {})
-    thr = t.get("praise_threshold")
-    judged = ev.get("protocol") != "execution"
     group = ev.get("protocol") in GROUP_PROTOCOLS
-    scale = " (absolute scale)" if group else ""
-    if not judged:
-        out.append("execution truth itself: runs the candidate against its tests.")
-    pa = t.get("pairwise_accuracy")
-    ranking: list[str] = []
-    if pa is not None and judged:
-        ranking.append(
-            f"{ranking_verdict(t)}: pairwise accuracy {fmt_ci(t, 'pairwise_accuracy')} over "
-            f"{_n(t.get('n_pairs'), 'pair')} in {_n(t.get('n_pair_groups'), 'task')} "
-            "(0.5 = chance)."
-        )
-        if group:
-            ranking.append(
-                f"within tasks: top-1 accuracy {fmt_ci(t, 'top1_accuracy')}; "
-                f"{t.get('n_tied_pairs')} of {_n(t.get('n_pairs'), 'pair')} tied "
-                f"({fmt_ci(t, 'tied_pair_share', pct=True)})."
-            )
-    fp = t.get("false_praise_rate")
-    praise: list[str] = []
-    if fp is not None and judged:
-        n_fail = t.get("n_failing", 0)
-        share = (
-            f"{fmt_ci(t, 'false_praise_rate', pct=True)} of failing candidates "
-            f"({t.get('n_false_praise')} of {n_fail})"
-        )
-        if fp >= 0.2:
-            praise.append(f"praises failing code{scale}: {share} scored >= {thr:g}.")
-        elif fp > 0:
-            praise.append(f"sometimes praises failing code{scale}: {share} scored >= {thr:g}.")
-        else:
-            praise.append(
-                f"never praised failing code{scale}: none of {_n(n_fail, 'failing candidate')} "
-                f"scored >= {thr:g}."
-            )
-        if group and t.get("false_praise_rate_standardised") is not None:
-            praise.append(
-                "a group judge's scores mean something only inside a group; on within-task "
-                "standardised scores (GRPO's advantage) "
-                f"{fmt_ci(t, 'false_praise_rate_standardised', pct=True)} of failing candidates "
-                f"({t.get('n_false_praise_standardised')} of {n_fail}) score above their "
-                "task's mean, so training would push them up."
-            )
-    primary: list[str] = []
-    if t.get("pairwise_accuracy_strict") is not None and judged:
-        primary.append(
-            f"on mixed tasks, where GRPO learns: strict pairwise accuracy "
-            f"{fmt_ci(t, 'pairwise_accuracy_strict')} ({t.get('n_strict_pairs')} of "
-            f"{_n(t.get('n_pairs'), 'pair')} right, {t.get('n_tied_pairs')} tied); advantage "
-            f"fidelity {fmt_ci(t, 'advantage_fidelity')} (1 = the tests' advantages, 0 = no "
-            f"signal); {t.get('n_zero_advantage_mixed')} of {_n(t.get('n_pair_groups'), 'task')} "
-            f"with one score for all; false praise within the group "
-            f"{fmt_ci(t, 'false_praise_within_group', pct=True)} "
-            f"({t.get('n_false_praise_within_group')} of {t.get('n_failing_mixed')} failing "
-            "candidates scored at or above a passing one)."
-        )
-    out += primary + (ranking + praise if group else praise + ranking)
-    parseable = parseable_finding(ev.get("truth_parseable", {}), left_out, group)
-    if parseable and judged:
+    ranking, praise = _ranking_lines(t, group), _praise_lines(t, group)
+    out = _primary_lines(t) + (ranking + praise if group else praise + ranking)
+    if parseable := parseable_finding(ev.get("truth_parseable", {}), left_out, group):
         out.append(parseable)
-    signal = signal_finding(ev) if judged else None
-    if signal:
+    if signal := signal_finding(ev):
         out.append(signal)
-    gap = t.get("score_gap")
-    if gap is not None and judged:
+    if t.get("score_gap") is not None:
+        scale = " (absolute scale)" if group else ""
         out.append(
             f"mean score{scale} {fmt_num(t.get('mean_score_passing'))} for passing vs "
             f"{fmt_num(t.get('mean_score_failing'))} for failing code "
@@ -401,9 +295,78 @@ def findings(name: str, ev: dict[str, Any], left_out: int = 0) -> list[str]:
     for key, why in sorted(t.get("reasons", {}).items()):
         if key in ("pairwise_accuracy", "false_praise_rate", "roc_auc"):
             missing.setdefault(why, []).append(key.replace("_", " "))
-    if judged:
-        for why, keys in missing.items():
-            out.append(f"no {', '.join(keys)}: {why}.")
+    out += [f"no {', '.join(keys)}: {why}." for why, keys in missing.items()]
+    return out
+
+
+def _primary_lines(t: dict[str, Any]) -> list[str]:
+    if t.get("pairwise_accuracy_strict") is None:
+        return []
+    return [
+        f"on mixed tasks, where GRPO learns: strict pairwise accuracy "
+        f"{fmt_ci(t, 'pairwise_accuracy_strict')} ({t.get('n_strict_pairs')} of "
+        f"{plural(t.get('n_pairs'), 'pair')} right, {t.get('n_tied_pairs')} tied); advantage "
+        f"fidelity {fmt_ci(t, 'advantage_fidelity')} (1 = the tests' advantages, 0 = no "
+        f"signal); {t.get('n_zero_advantage_mixed')} of "
+        f"{plural(t.get('n_pair_groups'), 'task')} with one score for all; false praise "
+        "within the group "
+        f"{fmt_ci(t, 'false_praise_within_group', pct=True)} "
+        f"({t.get('n_false_praise_within_group')} of {t.get('n_failing_mixed')} failing "
+        "candidates scored at or above a passing one)."
+    ]
+
+
+def _ranking_lines(t: dict[str, Any], group: bool) -> list[str]:
+    if t.get("pairwise_accuracy") is None:
+        return []
+    out = [
+        f"{ranking_verdict(t)}: pairwise accuracy {fmt_ci(t, 'pairwise_accuracy')} over "
+        f"{plural(t.get('n_pairs'), 'pair')} in {plural(t.get('n_pair_groups'), 'task')} "
+        "(0.5 = chance)."
+    ]
+    if group:
+        out.append(
+            f"within tasks: top-1 accuracy {fmt_ci(t, 'top1_accuracy')}; "
+            f"{t.get('n_tied_pairs')} of {plural(t.get('n_pairs'), 'pair')} tied "
+            f"({fmt_ci(t, 'tied_pair_share', pct=True)})."
+        )
+    return out
+
+
+def _praise_lines(t: dict[str, Any], group: bool) -> list[str]:
+    fp = t.get("false_praise_rate")
+    if fp is None:
+        return []
+    thr, scale = t.get("praise_threshold"), " (absolute scale)" if group else ""
+    n_fail = t.get("n_failing", 0)
+    share = (
+        f"{fmt_ci(t, 'false_praise_rate', pct=True)} of failing candidates "
+        f"({t.get('n_false_praise')} of {n_fail})"
+    )
+    if fp >= 0.2:
+        out = [f"praises failing code{scale}: {share} scored >= {thr:g}."]
+    elif fp > 0:
+        out = [f"sometimes praises failing code{scale}: {share} scored >= {thr:g}."]
+    else:
+        out = [
+            f"never praised failing code{scale}: none of {plural(n_fail, 'failing candidate')} "
+            f"scored >= {thr:g}."
+        ]
+    if group and t.get("false_praise_rate_standardised") is not None:
+        out.append(
+            "a group judge's scores mean something only inside a group; on within-task "
+            "standardised scores (GRPO's advantage) "
+            f"{fmt_ci(t, 'false_praise_rate_standardised', pct=True)} of failing candidates "
+            f"({t.get('n_false_praise_standardised')} of {n_fail}) score above their "
+            "task's mean, so training would push them up."
+        )
+    return out
+
+
+def score_findings(ev: dict[str, Any]) -> list[str]:
+    """How an evaluator scores: its distribution, unscored rows, judge failures, raw scores
+    out of range."""
+    out = []
     if ev.get("mean") is not None:
         out.append(
             f"scores: mean {fmt_num(ev['mean'])}, median {fmt_num(ev['median'])}, "
@@ -434,7 +397,7 @@ def findings(name: str, ev: dict[str, Any], left_out: int = 0) -> list[str]:
 
 def parseable_note(left_out: int) -> str:
     return (
-        f"The same figures without the {_n(left_out, 'candidate')} that had no code or whose "
+        f"The same figures without the {plural(left_out, 'candidate')} that had no code or whose "
         "code did not parse: how each judge does on code that ran."
     )
 
@@ -442,97 +405,7 @@ def parseable_note(left_out: int) -> str:
 # ---------------------------------------------------------------------------- examples
 
 
-def excerpt(text: str | None) -> str:
-    """The first EXCERPT_LINES lines / EXCERPT_CHARS characters, marked when cut."""
-    if not text:
-        return ""
-    lines = text.splitlines()
-    cut = "\n".join(lines[:EXCERPT_LINES])
-    if len(cut) > EXCERPT_CHARS:
-        cut = cut[:EXCERPT_CHARS]
-    if cut != text.rstrip("\n") and cut != text:
-        cut += "\n[... cut ...]"
-    return cut
-
-
-def worst_false_praise(
-    scores: pl.DataFrame,
-    rollouts: pl.DataFrame,
-    truth: Truth,
-    n: int = 5,
-    threshold: float = 0.8,
-) -> list[dict[str, Any]]:
-    """The n highest-scored (row-level) failing candidates scored at or above the praise
-    `threshold` by evaluators other than the execution truth — false praise, nothing less —
-    with the judge's explanation, why the tests failed, and the completion from rollouts."""
-    failing = truth.table.filter(pl.col("passed") == False).select("candidate_id")  # noqa: E712
-    if not failing.height or not scores.height:
-        return []
-    why = (
-        scores.filter(pl.col("evaluator") == truth.evaluator)
-        .sort("repeat")
-        .unique("candidate_id", keep="first")
-        .select("candidate_id", pl.col("reason").alias("test_reason"))
-    )
-    rows = (
-        scores.filter(
-            (pl.col("status") == "scored")
-            & (pl.col("protocol") != "execution")
-            & (pl.col("score") >= threshold)
-        )
-        .join(failing, on="candidate_id", how="inner")
-        .join(why, on="candidate_id", how="left")
-        .sort(
-            ["score", "evaluator", "candidate_id", "repeat"], descending=[True, False, False, False]
-        )
-        .head(n)
-    )
-    completions = rollouts.select("candidate_id", "completion") if rollouts.height else None
-    out = []
-    for row in rows.iter_rows(named=True):
-        completion = None
-        if completions is not None:
-            hit = completions.filter(pl.col("candidate_id") == row["candidate_id"])
-            completion = hit.get_column("completion")[0] if hit.height else None
-        explanation = row.get("explanation") or ""
-        if len(explanation) > EXPLANATION_CHARS:
-            explanation = explanation[:EXPLANATION_CHARS] + " [... cut ...]"
-        out.append(
-            {
-                "task_id": row["task_id"],
-                "candidate_id": row["candidate_id"],
-                "evaluator": row["evaluator"],
-                "judge": row.get("judge"),
-                "repeat": row["repeat"],
-                "score": row["score"],
-                "raw_score": row.get("raw_score"),
-                "explanation": explanation,
-                "test_reason": row.get("test_reason") or "",
-                "code": excerpt(completion),
-            }
-        )
-    return out
-
-
 # ---------------------------------------------------------------------------- markdown
-
-
-def _fence(text: str) -> str:
-    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}\n{text}\n{fence}"
-
-
-def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _md_table(columns: Sequence[str], rows: list[list[str]], min_groups: Any = None) -> list[str]:
-    out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
-    if any(NO_CI_MARK in c for row in rows for c in row):
-        out += ["", no_ci_footnote(min_groups)]
-    return out
 
 
 def _intro(metrics: dict[str, Any]) -> list[str]:
@@ -601,31 +474,54 @@ def render_markdown(
     provenance: dict[str, Any] | None = None,
 ) -> str:
     """report.md; image links are relative to `base` (the report's folder) when given.
-    `sections` (training curves, bias probes: analysis.panels) go before the examples."""
-    evs = metrics.get("evaluators", {})
+    `sections` (training curves, bias probes: report.panels) go before the examples."""
     out = ["# judgelab: evaluator audit", ""]
     if (line := provenance_line(provenance)) is not None:
         out += [line, ""]
     out += failures.report_markdown(metrics)  # first: before any figure or ranking
     out += [" ".join(_intro(metrics)), ""]
     out += ranking_markdown(metrics)
-    out += ["## Headline", ""]
+    out += _tables_markdown(metrics)
+    out += power_markdown(metrics.get("power") or {}, fmt_ci)
+    out += training_report.markdown_section(metrics)
+    out += _latency_markdown(latency)
+    out += ["", "## Plots", ""]
+    for label, path in images.items():
+        link = path.relative_to(base).as_posix() if base is not None else path.name
+        out.append(f"![{md_cell(label)}]({link})")
+    for section in sections:
+        out += ["", section.markdown.rstrip()]
+    out += _examples_markdown(examples, _threshold(metrics))
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _threshold(metrics: dict[str, Any]) -> Any:
+    return (metrics.get("settings") or {}).get("praise_threshold", 0.8)
+
+
+def _tables_markdown(metrics: dict[str, Any]) -> list[str]:
+    """The headline tables (all code, then parseable code only when some did not parse),
+    score distributions and each evaluator's findings."""
+    evs = metrics.get("evaluators", {})
+    out = ["## Headline", ""]
     min_groups = (metrics.get("settings") or {}).get("min_ci_groups")
-    out += _md_table(HEADLINE_COLUMNS, headline_rows(evs), min_groups)
+    out += md_table(HEADLINE_COLUMNS, headline_rows(evs), min_groups)
     left_out = n_unparseable(metrics)
     if left_out:
         out += ["", "## Headline, parseable code only", "", parseable_note(left_out), ""]
-        out += _md_table(HEADLINE_COLUMNS, headline_rows(evs, "truth_parseable"), min_groups)
+        out += md_table(HEADLINE_COLUMNS, headline_rows(evs, "truth_parseable"), min_groups)
     out += ["", "## Score distributions", ""]
-    out += _md_table(DISTRIBUTION_COLUMNS, distribution_rows(evs))
+    out += md_table(DISTRIBUTION_COLUMNS, distribution_rows(evs), min_groups)
     out += ["", "## Findings", ""]
     for name in sorted(evs):
-        out.append(f"### {_md_cell(name)}")
-        out += [f"- {_md_cell(line)}" for line in findings(name, evs[name], left_out)]
+        out.append(f"### {md_cell(name)}")
+        out += [f"- {md_cell(line)}" for line in findings(name, evs[name], left_out)]
         out.append("")
-    out += power_markdown(metrics.get("power") or {}, fmt_ci)
-    out += training_report.markdown_section(metrics)
-    out += [
+    return out
+
+
+def _latency_markdown(latency: dict[str, dict[str, Any]]) -> list[str]:
+    out = [
         "## Latency",
         "",
         "| evaluator | rows | mean s | median s | total s |",
@@ -634,23 +530,21 @@ def render_markdown(
     for name in sorted(latency):
         lat = latency[name]
         out.append(
-            f"| {_md_cell(name)} | {lat['n']} | {fmt_num(lat['mean_latency_s'])} | "
+            f"| {md_cell(name)} | {lat['n']} | {fmt_num(lat['mean_latency_s'])} | "
             f"{fmt_num(lat['median_latency_s'])} | {fmt_num(lat['total_latency_s'], 1)} |"
         )
-    out += ["", "## Plots", ""]
-    for label, path in images.items():
-        link = path.relative_to(base).as_posix() if base is not None else path.name
-        out.append(f"![{_md_cell(label)}]({link})")
-    for section in sections:
-        out += ["", section.markdown.rstrip()]
-    threshold = (metrics.get("settings") or {}).get("praise_threshold", 0.8)
-    out += ["", "## Worst false praise", ""]
+    return out
+
+
+def _examples_markdown(examples: list[dict[str, Any]], threshold: Any) -> list[str]:
+    """The worst false praise, model-generated text fenced so it cannot break out."""
+    out = ["", "## Worst false praise", ""]
     out.append(f"Failing code that a judge scored at or above the praise threshold ({threshold}).")
     out.append("")
     if not examples:
         out.append("No failing candidate was scored at or above it.")
     for i, ex in enumerate(examples, 1):
-        out.append(f"### {i}. {_md_cell(ex['evaluator'])} gave {ex['score']:.3f} to failing code")
+        out.append(f"### {i}. {md_cell(ex['evaluator'])} gave {ex['score']:.3f} to failing code")
         out.append("")
         out.append(
             f"task `{ex['task_id']}`, candidate `{ex['candidate_id']}`, judge "
@@ -660,38 +554,21 @@ def render_markdown(
             "",
             "Why the tests failed:",
             "",
-            _fence(ex.get("test_reason") or "(no reason recorded)"),
+            fence(ex.get("test_reason") or "(no reason recorded)"),
             "",
             "Explanation:",
             "",
-            _fence(ex["explanation"] or "(none)"),
+            fence(ex["explanation"] or "(none)"),
             "",
             "Code:",
             "",
-            _fence(ex["code"] or "(no completion found)"),
+            fence(ex["code"] or "(no completion found)"),
             "",
         ]
-    return "\n".join(out).rstrip() + "\n"
+    return out
 
 
 # ---------------------------------------------------------------------------- html
-
-
-def _e(text: Any) -> str:
-    return html.escape("" if text is None else str(text), quote=True)
-
-
-def _html_table(
-    table_id: str, columns: Sequence[str], rows: list[list[str]], min_groups: Any = None
-) -> list[str]:
-    h = [f'<table id="{table_id}"><thead><tr>']
-    h += [f"<th>{_e(c)}</th>" for c in columns]
-    h.append("</tr></thead><tbody>")
-    h += ["<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows]
-    h.append("</tbody></table>")
-    if any(NO_CI_MARK in c for row in rows for c in row):
-        h.append(f'<p class="note">{_e(no_ci_footnote(min_groups))}</p>')
-    return h
 
 
 def _data_uri(path: Path) -> str:
@@ -706,7 +583,6 @@ def render_html(
     sections: Sequence[Section] = (),
     provenance: dict[str, Any] | None = None,
 ) -> str:
-    evs = metrics.get("evaluators", {})
     h: list[str] = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -715,66 +591,83 @@ def render_html(
         "<h1>judgelab: evaluator audit</h1>",
     ]
     if (line := provenance_line(provenance)) is not None:
-        h.append(f'<p class="note">{_e(line)}</p>')
-    h += failures.report_html(metrics, _e)  # first: before any figure or ranking
-    h += [f'<p class="note">{_e(line)}</p>' for line in _intro(metrics)]
-    h += ranking_html(metrics, _e)
-    h.append("<h2>Headline</h2>")
+        h.append(f'<p class="note">{escape(line)}</p>')
+    h += failures.report_html(metrics, escape)  # first: before any figure or ranking
+    h += [f'<p class="note">{escape(line)}</p>' for line in _intro(metrics)]
+    h += ranking_html(metrics, escape)
+    h += _tables_html(metrics)
+    h += power_html(metrics.get("power") or {}, fmt_ci, escape)
+    h += training_report.html_section(metrics, escape)
+    h += _latency_html(latency)
+    h[-1] += "<h2>Plots</h2>"  # on the latency table's closing line, as the report lays out
+    for label, path in images.items():
+        h.append(
+            f'<figure><img alt="{escape(label)}" src="{_data_uri(path)}">'
+            f"<figcaption>{escape(label)}</figcaption></figure>"
+        )
+    h += [section.html for section in sections]
+    h += _examples_html(examples, _threshold(metrics))
+    h.append("</body></html>")
+    return "\n".join(h) + "\n"
+
+
+def _tables_html(metrics: dict[str, Any]) -> list[str]:
+    """`_tables_markdown` in HTML; a finding that is bad news is marked."""
+    evs = metrics.get("evaluators", {})
+    h = ["<h2>Headline</h2>"]
     min_groups = (metrics.get("settings") or {}).get("min_ci_groups")
-    h += _html_table("headline", HEADLINE_COLUMNS, headline_rows(evs), min_groups)
+    h += html_table("headline", HEADLINE_COLUMNS, headline_rows(evs), min_groups)
     left_out = n_unparseable(metrics)
     if left_out:
         h.append("<h2>Headline, parseable code only</h2>")
-        h.append(f'<p class="note">{_e(parseable_note(left_out))}</p>')
+        h.append(f'<p class="note">{escape(parseable_note(left_out))}</p>')
         rows = headline_rows(evs, "truth_parseable")
-        h += _html_table("headline-parseable", HEADLINE_COLUMNS, rows, min_groups)
+        h += html_table("headline-parseable", HEADLINE_COLUMNS, rows, min_groups)
     h.append("<h2>Score distributions</h2>")
-    h += _html_table("distributions", DISTRIBUTION_COLUMNS, distribution_rows(evs))
+    h += html_table("distributions", DISTRIBUTION_COLUMNS, distribution_rows(evs), min_groups)
     h.append("<h2>Findings</h2>")
     for name in sorted(evs):
-        h.append(f"<h3>{_e(name)}</h3><ul>")
+        h.append(f"<h3>{escape(name)}</h3><ul>")
         for line in findings(name, evs[name], left_out):
             cls = ' class="bad"' if line.startswith(("praises failing", "ranks failing")) else ""
-            h.append(f"<li{cls}>{_e(line)}</li>")
+            h.append(f"<li{cls}>{escape(line)}</li>")
         h.append("</ul>")
-    h += power_html(metrics.get("power") or {}, fmt_ci, _e)
-    h += training_report.html_section(metrics, _e)
-    h.append(
+    return h
+
+
+def _latency_html(latency: dict[str, dict[str, Any]]) -> list[str]:
+    h = [
         "<h2>Latency</h2><table><thead><tr><th>evaluator</th><th>rows</th><th>mean s</th>"
         "<th>median s</th><th>total s</th></tr></thead><tbody>"
-    )
+    ]
     for name in sorted(latency):
         lat = latency[name]
         h.append(
-            f"<tr><td>{_e(name)}</td><td>{lat['n']}</td><td>{fmt_num(lat['mean_latency_s'])}"
+            f"<tr><td>{escape(name)}</td><td>{lat['n']}</td><td>{fmt_num(lat['mean_latency_s'])}"
             f"</td><td>{fmt_num(lat['median_latency_s'])}</td>"
             f"<td>{fmt_num(lat['total_latency_s'], 1)}</td></tr>"
         )
-    h.append("</tbody></table><h2>Plots</h2>")
-    for label, path in images.items():
-        h.append(
-            f'<figure><img alt="{_e(label)}" src="{_data_uri(path)}">'
-            f"<figcaption>{_e(label)}</figcaption></figure>"
-        )
-    h += [section.html for section in sections]
-    threshold = (metrics.get("settings") or {}).get("praise_threshold", 0.8)
-    h.append("<h2>Worst false praise</h2>")
+    h.append("</tbody></table>")
+    return h
+
+
+def _examples_html(examples: list[dict[str, Any]], threshold: Any) -> list[str]:
+    h = ["<h2>Worst false praise</h2>"]
     h.append(
         f"<p>Failing code that a judge scored at or above the praise threshold "
-        f"({_e(str(threshold))}).</p>"
+        f"({escape(str(threshold))}).</p>"
     )
     if not examples:
         h.append("<p>No failing candidate was scored at or above it.</p>")
     for i, ex in enumerate(examples, 1):
-        h.append(f"<h3>{i}. {_e(ex['evaluator'])} gave {ex['score']:.3f} to failing code</h3>")
+        h.append(f"<h3>{i}. {escape(ex['evaluator'])} gave {ex['score']:.3f} to failing code</h3>")
         h.append(
-            f"<p>task <code>{_e(ex['task_id'])}</code>, candidate "
-            f"<code>{_e(ex['candidate_id'])}</code>, judge <code>{_e(ex['judge'] or NA)}</code>, "
-            f"repeat {ex['repeat']}</p>"
+            f"<p>task <code>{escape(ex['task_id'])}</code>, candidate "
+            f"<code>{escape(ex['candidate_id'])}</code>, judge "
+            f"<code>{escape(ex['judge'] or NA)}</code>, repeat {ex['repeat']}</p>"
         )
         reason = ex.get("test_reason") or "(no reason recorded)"
-        h.append(f"<p><b>Why the tests failed:</b></p><pre>{_e(reason)}</pre>")
-        h.append(f"<p><b>Explanation:</b></p><pre>{_e(ex['explanation'] or '(none)')}</pre>")
-        h.append(f"<p><b>Code:</b></p><pre>{_e(ex['code'] or '(no completion found)')}</pre>")
-    h.append("</body></html>")
-    return "\n".join(h) + "\n"
+        h.append(f"<p><b>Why the tests failed:</b></p><pre>{escape(reason)}</pre>")
+        h.append(f"<p><b>Explanation:</b></p><pre>{escape(ex['explanation'] or '(none)')}</pre>")
+        h.append(f"<p><b>Code:</b></p><pre>{escape(ex['code'] or '(no completion found)')}</pre>")
+    return h

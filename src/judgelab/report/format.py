@@ -1,0 +1,110 @@
+"""Formatting shared by every report: numbers, a figure with its CI (or why it has none),
+Markdown and HTML tables, escaping. Reads metrics dicts; computes nothing."""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from judgelab.analysis.stats import Interval
+
+NA = "n/a"
+
+
+def fmt_num(x: Any, digits: int = 3) -> str:
+    return NA if x is None else f"{x:.{digits}f}"
+
+
+def fmt_pct(x: Any) -> str:
+    return NA if x is None else f"{100 * x:.1f}%"
+
+
+def plural(count: Any, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def interval(t: dict[str, Any], key: str) -> Interval:
+    """The CI of figure `key` as `stats.Interval`, read back from a metrics dict."""
+    return Interval(
+        t.get(f"{key}_ci_low"),
+        t.get(f"{key}_ci_high"),
+        t.get(f"{key}_ci_reason"),
+        t.get(f"{key}_n_groups") or 0,
+        t.get(f"{key}_undefined_resamples"),
+    )
+
+
+def fmt_ci(t: dict[str, Any], key: str, pct: bool = False) -> str:
+    """`0.720 [0.610, 0.830]` (with `(37 of 1000 resamples undefined)` when some were), or
+    `0.750 (n = 2 groups: too few for a CI (minimum 5))`, or the value alone, or n/a."""
+    f = fmt_pct if pct else fmt_num
+    value = t.get(key)
+    if value is None:
+        return NA
+    ci = interval(t, key)
+    if not ci.valid:
+        return f"{f(value)} ({ci.reason})" if ci.reason else f(value)
+    text = f"{f(value)} [{f(ci.low)}, {f(ci.high)}]"
+    if ci.undefined_resamples:
+        total = t.get("n_bootstrap")
+        of = f" of {total}" if total else ""
+        text += f" ({ci.undefined_resamples}{of} resamples undefined)"
+    return text
+
+
+NO_CI_MARK = "†"
+
+
+def fmt_cell(t: dict[str, Any], key: str, pct: bool = False) -> str:
+    """A table cell: `fmt_ci`, except that a figure from too few groups for a CI shows its
+    value and n compactly, `0.750 (n = 2)†`; the table's footnote (`no_ci_footnote`) states
+    the rule once."""
+    value = t.get(key)
+    ci = interval(t, key)
+    if value is not None and not ci.valid and ci.reason and "too few for a CI" in ci.reason:
+        return f"{fmt_pct(value) if pct else fmt_num(value)} (n = {ci.n_groups}){NO_CI_MARK}"
+    return fmt_ci(t, key, pct)
+
+
+def no_ci_footnote(min_groups: Any) -> str:
+    return (
+        f"{NO_CI_MARK} Fewer task groups than the minimum ({min_groups}) behind the figure: "
+        "its value and n, no CI, and no claim rests on it."
+    )
+
+
+def fence(text: str) -> str:
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{text}\n{fence}"
+
+
+def md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def md_table(columns: Sequence[str], rows: list[list[str]], min_groups: Any) -> list[str]:
+    out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    out += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
+    if any(NO_CI_MARK in c for row in rows for c in row):
+        out += ["", no_ci_footnote(min_groups)]
+    return out
+
+
+def escape(text: Any) -> str:
+    return html.escape("" if text is None else str(text), quote=True)
+
+
+def html_table(
+    table_id: str, columns: Sequence[str], rows: list[list[str]], min_groups: Any
+) -> list[str]:
+    h = [f'<table id="{table_id}"><thead><tr>']
+    h += [f"<th>{escape(c)}</th>" for c in columns]
+    h.append("</tr></thead><tbody>")
+    h += ["<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in rows]
+    h.append("</tbody></table>")
+    if any(NO_CI_MARK in c for row in rows for c in row):
+        h.append(f'<p class="note">{escape(no_ci_footnote(min_groups))}</p>')
+    return h

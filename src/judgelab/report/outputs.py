@@ -1,0 +1,139 @@
+"""The analysis stage's outputs, written atomically (judgelab.io) under `out_dir`:
+
+- `metrics.json`: `judgelab.analysis.audit_metrics`, exactly as returned;
+- `plots/*.csv` (for `dvc plots`) and `plots/png/*.png` (`report.plots`; the training curves
+  when a training stage ran);
+- `report.md` and a self-contained `report.html` (`report.audit`), with the bias panels of the
+  probes stage (`report.panels`) and the worst false praise (`analysis.examples`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from judgelab.analysis import audit_metrics, training
+from judgelab.analysis.examples import worst_false_praise
+from judgelab.analysis.failures import DEFAULT_MAX_FAILURE_SHARE
+from judgelab.analysis.stats import latency_summary
+from judgelab.analysis.truth import Truth, execution_truth
+from judgelab.config import AnalysisSettings
+from judgelab.io import write_json, write_text
+from judgelab.report.audit import render_html, render_markdown
+from judgelab.report.panels import bias_section
+from judgelab.report.plots import write_csv, write_plots
+from judgelab.report.training import plot_curves
+from judgelab.schemas import RolloutsSchema, ScoresSchema, TasksSchema, validate
+
+logger = logging.getLogger(__name__)
+
+N_EXAMPLES = 5
+
+
+def run_analysis(
+    tasks: pl.DataFrame,
+    rollouts: pl.DataFrame,
+    scores: pl.DataFrame,
+    settings: AnalysisSettings,
+    out_dir: Path,
+    *,
+    training_dir: Path | None = None,
+    probes_metrics: Path | None = None,
+    train_judges: Sequence[str] = (),
+    provenance: dict[str, Any] | None = None,
+    max_failure_share: float = DEFAULT_MAX_FAILURE_SHARE,
+) -> dict[str, Any]:
+    """Validate the inputs; write metrics.json, plots and the report under out_dir; return
+    the metrics dict as written. `training_dir` holds the training stage's per-judge
+    histories (`train_judges`: the judges configured to have one); the report shows bias
+    panels from `probes_metrics` when it exists, "not run" otherwise. `provenance`
+    (`judgelab.provenance`) heads the report; it stays out of metrics.json."""
+    out_dir = Path(out_dir)
+    tasks = validate(tasks, TasksSchema, "tasks table")
+    rollouts = validate(rollouts, RolloutsSchema, "rollouts table")
+    scores = validate(scores, ScoresSchema, "scores table")
+    metrics = audit_metrics(
+        tasks,
+        rollouts,
+        scores,
+        settings,
+        training_dir=training_dir,
+        train_judges=train_judges,
+        max_failure_share=max_failure_share,
+    )
+    truth = execution_truth(scores)
+    images = write_images(scores, truth, metrics, settings, out_dir / "plots", training_dir)
+    write_reports(
+        metrics,
+        scores,
+        rollouts,
+        truth,
+        images,
+        settings,
+        out_dir,
+        probes_metrics=probes_metrics,
+        provenance=provenance,
+    )
+    write_json(out_dir / "metrics.json", metrics)
+    logger.info(
+        "analysis: %d evaluators, %d tasks, %d score rows -> %s",
+        len(metrics["evaluators"]),
+        metrics["n_tasks"],
+        metrics["n_score_rows"],
+        out_dir,
+    )
+    return metrics
+
+
+def write_images(
+    scores: pl.DataFrame,
+    truth: Truth,
+    metrics: dict[str, Any],
+    settings: AnalysisSettings,
+    plots_dir: Path,
+    training_dir: Path | None,
+) -> dict[str, Path]:
+    """The plot CSVs and PNGs; returns the report's images, {label: png path}."""
+    written = write_plots(
+        scores, truth, metrics["evaluators"], settings.bins, plots_dir, settings.praise_threshold
+    )
+    images = {label: path for label, path in written.items() if path.suffix == ".png"}
+    if training_dir is not None:
+        write_csv(training.curves_frame(training_dir), plots_dir / "training_curves.csv")
+        curves = plots_dir / "png" / "training_curves.png"
+        if plot_curves(training_dir, curves):
+            images["training curves"] = curves
+    return images
+
+
+def write_reports(
+    metrics: dict[str, Any],
+    scores: pl.DataFrame,
+    rollouts: pl.DataFrame,
+    truth: Truth,
+    images: dict[str, Path],
+    settings: AnalysisSettings,
+    out_dir: Path,
+    *,
+    probes_metrics: Path | None,
+    provenance: dict[str, Any] | None,
+) -> None:
+    """report.md and report.html: latency (the report only: timings differ between
+    identical runs), the worst false praise and the probes' bias panels beside the metrics."""
+    latency = latency_summary(scores)
+    examples = worst_false_praise(scores, rollouts, truth, N_EXAMPLES, settings.praise_threshold)
+    sections = [bias_section(probes_metrics)]
+    write_text(
+        out_dir / "report.md",
+        render_markdown(
+            metrics, latency, examples, images, out_dir, sections=sections, provenance=provenance
+        ),
+    )
+    write_text(
+        out_dir / "report.html",
+        render_html(metrics, latency, examples, images, sections=sections, provenance=provenance),
+    )

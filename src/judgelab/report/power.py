@@ -1,0 +1,101 @@
+"""The report's paired-comparison section: a summary generated from the power figures
+(`analysis.power.power_analysis`) and one table row per pair of judges."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from judgelab.analysis.power import LABELS, sorted_pairs
+
+
+def label(power: dict[str, Any]) -> str:
+    return LABELS.get(power.get("endpoint") or "", str(power.get("endpoint")))
+
+
+def summary(power: dict[str, Any]) -> str:
+    """Plain sentences: how many pairs the audit separates, or why it cannot estimate yet."""
+    pairs = [p for _, _, p in sorted_pairs(power.get("pairs") or {})]
+    if not pairs:
+        return "Fewer than two judges: there is nothing to rank."
+    n_max = max(p["n_groups"] for p in pairs)
+    min_groups = power["min_ci_groups"]
+    if not power.get("n_comparisons"):
+        return (
+            f"The power analysis cannot estimate yet: the judges share at most {n_max} mixed "
+            f"{'group' if n_max == 1 else 'groups'} (tasks with passing and failing "
+            f"candidates); it needs at least {min_groups} judged by both judges of a pair "
+            "before it can say how many tasks would separate them. Try an audit with "
+            f"{min_groups} or more such tasks."
+        )
+    n_sep = sum(1 for p in pairs if p["separated"])
+    head = (
+        f"{n_sep} of {len(pairs)} pairs of judges differ in {label(power)} after Holm's "
+        f"correction over {power['n_comparisons']} comparisons (adjusted p < "
+        f"{power['alpha']:g})."
+    )
+    if power.get("can_rank"):
+        return head + " Every pair is separated, on enough tasks for the margin."
+    return head + (
+        " Tasks needed: per pair, from that pair's own spread between tasks, to detect the "
+        f"margin {power['margin']:g} and the observed gap (power {power['power']:g})."
+    )
+
+
+Formatter = Callable[[dict[str, Any], str], str]  # report.fmt_ci
+
+
+def _cell(x: Any) -> str:
+    return "n/a" if x is None else str(x)
+
+
+HEADER = ("judges", "difference [95 % CI]", "shared mixed tasks", "p (Holm)",
+          "tasks needed: margin", "tasks needed: observed gap", "verdict")  # fmt: skip
+
+
+def verdict(a: str, b: str, p: dict[str, Any]) -> str:
+    if p["separated"]:
+        better = a if p["difference"] > 0 else b
+        return f"{better} higher (Holm-adjusted p < alpha)"
+    if p.get("p_value") is None:
+        return "not tested: " + (p.get("power_reason") or p.get("reason") or "no CI")
+    return "not separated"
+
+
+def rows(power: dict[str, Any], fmt: Formatter) -> list[list[str]]:
+    out = []
+    for a, b, p in sorted_pairs(power.get("pairs") or {}):
+        holm_p = "n/a" if p.get("p_holm") is None else f"{p['p_holm']:.3f}"
+        out.append(
+            [f"{a} − {b}", fmt(p, "difference"), str(p["n_groups"]), holm_p,
+             _cell(p.get("groups_needed_margin")), _cell(p.get("groups_needed_observed")),
+             verdict(a, b, p)]
+        )  # fmt: skip
+    return out
+
+
+def power_markdown(power: dict[str, Any], fmt: Formatter) -> list[str]:
+    if not power:
+        return []
+    out = [f"## Paired comparisons and power ({label(power)})", "", summary(power), ""]
+    if power.get("pairs"):
+        out += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+        out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |"
+                for r in rows(power, fmt)]  # fmt: skip
+        out.append("")
+    return out
+
+
+def power_html(power: dict[str, Any], fmt: Formatter, escape: Callable[[Any], str]) -> list[str]:
+    if not power:
+        return []
+    h = [f"<h2>Paired comparisons and power ({escape(label(power))})</h2>",
+         f"<p>{escape(summary(power))}</p>"]  # fmt: skip
+    if power.get("pairs"):
+        h.append('<table id="power"><thead><tr>')
+        h += [f"<th>{escape(c)}</th>" for c in HEADER]
+        h.append("</tr></thead><tbody>")
+        for r in rows(power, fmt):
+            h.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in r) + "</tr>")
+        h.append("</tbody></table>")
+    return h
