@@ -173,7 +173,7 @@ def fixture_rollouts() -> pl.DataFrame:
     )
 
 
-SETTINGS = AnalysisSettings(praise_threshold=0.8, bins=10, bootstrap=200, seed=7)
+SETTINGS = AnalysisSettings(praise_threshold=0.8, bins=10, bootstrap=200, seed=7, min_ci_groups=5)
 RULE = CIRule.of(SETTINGS)
 
 
@@ -498,7 +498,7 @@ def test_run_analysis_with_empty_scores(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ issue 17: CIs, scales
 
 
-TOO_FEW = "n = 2 groups: too few for a CI (minimum 15)"
+TOO_FEW = "n = 2 groups: too few for a CI (minimum 5)"
 
 
 def test_no_ci_from_fewer_than_min_groups_in_metrics_and_report(tmp_path: Path) -> None:
@@ -516,7 +516,7 @@ def test_no_ci_from_fewer_than_min_groups_in_metrics_and_report(tmp_path: Path) 
     # tables: the value and n compactly, the rule once in a footnote under each table
     headline = md.split("## Headline", 1)[1].split("## ", 1)[0]
     assert "| 0.417 (n = 2)† |" in headline and TOO_FEW not in headline
-    assert headline.count("† Fewer task groups than the minimum (15) behind the figure") == 1
+    assert headline.count("† Fewer task groups than the minimum (5) behind the figure") == 1
     assert f"0.417 ({TOO_FEW})" in md  # pairwise accuracy 2.5/6, in the findings' prose
     assert f"75.0% ({TOO_FEW})" in md  # false praise
     assert "0.417 [" not in md and "75.0% [" not in md

@@ -82,7 +82,8 @@ def test_probe_cells_once_the_probes_have_run(tmp_path: Path) -> None:
     ruler = dict(zip(COLUMNS, table["ruler-a"], strict=True))
     probe = json.loads((GOLDEN / "probe_metrics.json").read_text())["judges"]["ruler-a"]
     consistency = probe["position"]["position_consistency"]
-    assert ruler["position consistency"] == f"{consistency:.3f} (n = 2)†"  # 2 tasks
+    floor = probe["position"]["position_consistency_noise_floor"]  # 3 calls a group: a floor
+    assert ruler["position consistency"] == f"{consistency:.3f} (n = 2)†; noise floor {floor:.3f}"
     assert table["format"][COLUMNS.index("position consistency")] == "not probed"
 
 
@@ -93,6 +94,7 @@ def test_probe_cells_show_the_noise_floor_where_the_probes_measured_one(tmp_path
     probe = metrics["judges"]["ruler-a"]
     probe["position"]["position_consistency_noise_floor"] = 0.75
     probe["perturbation"]["claims"]["robustness_rate_noise_floor"] = 0.5
+    probe["perturbation"]["comments"]["robustness_rate_noise_floor"] = None
     (data / "probes" / "metrics.json").write_text(json.dumps(metrics))
     ruler = dict(zip(COLUMNS, rows(findings_table(data))["ruler-a"], strict=True))
     consistency = probe["position"]["position_consistency"]

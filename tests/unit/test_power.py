@@ -112,7 +112,7 @@ def test_below_the_minimum_no_interval_and_no_power_figure() -> None:
 
 
 def test_report_says_plainly_the_audit_cannot_estimate_yet(tmp_path: Path) -> None:
-    settings = AnalysisSettings(bootstrap=200, seed=7)
+    settings = AnalysisSettings(bootstrap=200, seed=7, min_ci_groups=5)
     metrics = run_analysis(
         fixture_tasks(), fixture_rollouts(), fixture_scores(), settings, tmp_path
     )

@@ -117,7 +117,7 @@ def test_heldout_choice_is_reported(tmp_path: Path) -> None:
 def test_heldout_ci_needs_min_groups_and_prose_claims_no_change(tmp_path: Path) -> None:
     """17.1 and 17.3: two held-out tasks give no CI, and the finding claims no change."""
     write_training_histories(tmp_path, JUDGES)
-    metrics = training.training_metrics(tmp_path, AnalysisSettings(bootstrap=500))
+    metrics = training.training_metrics(tmp_path, AnalysisSettings(bootstrap=500, min_ci_groups=5))
     held = metrics["execution"]["heldout"]
     assert (held["base"], held["final"], held["delta"]) == (1.0, 0.5, -0.5)
     assert held["base_ci"] is None and held["final_ci"] is None and held["delta_ci"] is None
@@ -149,7 +149,9 @@ def test_the_stated_effect_is_a_setting(tmp_path: Path) -> None:
     write_training_histories(tmp_path, JUDGES)
     settings = AnalysisSettings(bootstrap=100, power=PowerSettings(training_effect=0.9))
     md = "\n".join(
-        training.markdown_section({"training": training.training_metrics(tmp_path, settings)})
+        training_report.markdown_section(
+            {"training": training.training_metrics(tmp_path, settings)}
+        )
     )
     assert "MDE is above 0.90 (`analysis.power.training_effect`)" in md
     assert "above the stated 0.90" in md

@@ -28,7 +28,8 @@ Contract (pure numpy over the truth module's per-task sums; nothing here reads f
   for d = the configured margin (`groups_needed_margin`) and d = the observed |D|
   (`groups_needed_observed`); `groups_needed_independent` the same for the margin with each
   judge on its own tasks, (s_A^2 + s_B^2) in place of s_u^2, tasks
-  per judge. Null, with `power_reason`, when the SD is 0. No figure here is a maximum over
+  per judge. Never below `rule.min_groups` (fewer shared tasks give no comparison). Null,
+  with `power_reason`, when the SD is 0. No figure here is a maximum over
   pairs: the ranking quotes it for its top contenders only.
 - `pairs[a][b]` (a < b by name) holds each pair's figures; `too_small` says plainly that the
   audit cannot rank the pair: not separated, or fewer shared tasks than the margin needs.
@@ -159,10 +160,13 @@ def compare(
     if sd == 0:
         out["power_reason"] = f"no variation between the {n} shared tasks: no variance estimate"
     else:
-        out["groups_needed_margin"] = groups_needed(sd, m, al, pw)
-        out["groups_needed_independent"] = groups_needed(sd_a, m, al, pw, sd_other=sd_b)
+        # never below the minimum: fewer shared tasks give no comparison at all
+        out["groups_needed_margin"] = max(groups_needed(sd, m, al, pw), min_groups)
+        out["groups_needed_independent"] = max(
+            groups_needed(sd_a, m, al, pw, sd_other=sd_b), min_groups
+        )
         if abs(diff) > 1e-12:
-            out["groups_needed_observed"] = groups_needed(sd, abs(diff), al, pw)
+            out["groups_needed_observed"] = max(groups_needed(sd, abs(diff), al, pw), min_groups)
     return out
 
 
