@@ -24,7 +24,7 @@ def models_used(settings: Settings) -> list[str]:
     were imported), the trained policy and the AutoRL task writer."""
     names = [ev.judge_model for ev in settings.scores.evaluators if ev.judge_model is not None]
     if settings.rollouts.candidates is None:
-        names.append(settings.rollouts.policy)
+        names += settings.rollouts.writers
     if settings.train.judges:
         names.append(settings.train.policy)
     if settings.tasks.autorl.enabled and settings.tasks.autorl.n:

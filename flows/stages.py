@@ -94,7 +94,7 @@ def _autorl_model(settings: Settings) -> list[str]:
 def _policy(settings: Settings) -> list[str]:
     if settings.rollouts.candidates is not None:  # imported: no policy is sampled
         return []
-    return [settings.rollouts.policy]
+    return settings.rollouts.writers
 
 
 def _judge_models(settings: Settings) -> list[str]:

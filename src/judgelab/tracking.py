@@ -106,7 +106,7 @@ def log_pipeline_run(
     if not data_version and scores_path is not None and Path(scores_path).is_file():
         data_version = hashlib.md5(Path(scores_path).read_bytes()).hexdigest()
     data_version = data_version[:12]
-    policy = settings.rollouts.policy
+    policy = ",".join(settings.rollouts.writers)
     if settings.rollouts.candidates is not None:
         policy = f"imported:{settings.rollouts.candidates}"
     parent = client.create_run(
