@@ -43,6 +43,8 @@ from judgelab.analysis.truth import (
     resample_weights,
     truth_metrics,
 )
+from judgelab.analysis.writers import writer_blocks
+from judgelab.analysis.writers_section import writers_section
 from judgelab.config import AnalysisSettings
 from judgelab.io import write_json, write_text
 from judgelab.schemas import RolloutsSchema, ScoresSchema, TasksSchema, validate
@@ -105,6 +107,7 @@ def compute_metrics(
             "n_score_rows": scores.height,
             "execution_truth": truth.summary(),
             "settings": settings.model_dump(),
+            **writer_blocks(rollouts, scores, settings),  # only with several writers/origins
         }
     )
 
@@ -158,7 +161,7 @@ def run_analysis(
             images["training curves"] = curves
     latency = latency_summary(scores)
     examples = worst_false_praise(scores, rollouts, truth, N_EXAMPLES, settings.praise_threshold)
-    sections = [bias_section(probes_metrics)]
+    sections = [bias_section(probes_metrics), *writers_section(metrics)]
     write_text(
         out_dir / "report.md",
         render_markdown(
