@@ -65,6 +65,8 @@ def writer_blocks(
 ) -> dict[str, Any]:
     """``{"writers": {"by_writer": ..., "by_origin": ...}}``, or ``{}`` with one writer and
     one origin (see the module's contract)."""
+    if "policy" not in rollouts.columns:  # a bare candidate list (compute_metrics' callers)
+        return {}
     writer_of = dict(rollouts.select("candidate_id", "policy").unique("candidate_id").iter_rows())
     scored = scores.get_column("candidate_id").unique().sort().to_list()
     by_writer: dict[str, list[str]] = {}
