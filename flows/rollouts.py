@@ -1,5 +1,6 @@
 """rollouts stage: k candidates per task from each writer (`rollouts.policy` or
-`rollouts.policies`), or your own candidates file (`rollouts.candidates`) -> rollouts.parquet."""
+`rollouts.policies`), with a file's candidates joined to them (`rollouts.extra_candidates`),
+or your own candidates file in their place (`rollouts.candidates`) -> rollouts.parquet."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from judgelab.models.endpoint import Endpoint
 from judgelab.models.server import serve
 from judgelab.paths import cache_dir, project_root
 from judgelab.rollouts.generate import distinct_writers, generate_group, rollouts_frame
-from judgelab.rollouts.imported import import_candidates
+from judgelab.rollouts.imported import import_candidates, join_candidates
 from judgelab.schemas import validate_file
 from judgelab.tasks import tasks_from_frame
 from judgelab.verdicts import Task
@@ -57,18 +58,29 @@ def rollouts_flow(
     task_list = tasks_from_frame(validate_file(tasks, "tasks"))
     if settings.rollouts.candidates is not None:
         return _import(settings, task_list, out)
+    extra = _extra(settings, task_list)
     writers = settings.rollouts.writers
     lanes = Lanes(settings, writers)
     with serve(settings, writers) as endpoints:
         units = group_units(settings.rollouts, task_list, endpoints, lanes)
         groups = fan_out(rollout_group_task, units, lanes.limits, stage="rollouts", unit="group")
-    rows = [row for group in groups for row in group]
+    rows = [row for group in groups for row in group] + extra
     frame = rollouts_frame(rows)
     write_parquet(out, frame)
     get_run_logger().info(
         "wrote %d candidates for %d tasks to %s", frame.height, len(task_list), out
     )
     return out
+
+
+def _extra(settings: Settings, task_list: list[Task]) -> list[dict]:
+    """`rollouts.extra_candidates`' rows, read before anything is sampled, so a bad file
+    fails first."""
+    if settings.rollouts.extra_candidates is None:
+        return []
+    path = project_root() / settings.rollouts.extra_candidates
+    first = len(settings.rollouts.writers) * settings.rollouts.k
+    return join_candidates(path, "rollouts.extra_candidates", task_list, settings.rollouts, first)
 
 
 def _import(settings: Settings, task_list: list[Task], out: Path) -> Path:

@@ -345,9 +345,20 @@ class RolloutSettings(_Section):
         "project root) in place of sampling the policy; k, temperature and seed then do not "
         "apply. Format: docs/TASKS.md.",
     )
+    extra_candidates: str | None = Field(
+        None,
+        min_length=1,
+        description="A candidates file (the `candidates` format) whose candidates join the "
+        "sampled groups, each task's after its writers' samples: contrast groups beside "
+        "natural rollouts, for instance. Not with `candidates`.",
+    )
 
     @model_validator(mode="after")
     def _one_list_of_writers(self) -> RolloutSettings:
+        if self.candidates is not None and self.extra_candidates is not None:
+            raise ValueError(
+                "candidates replaces sampling and extra_candidates joins it: set one of them"
+            )
         if self.policies is None:
             return self
         if "policy" in self.model_fields_set:

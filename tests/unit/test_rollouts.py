@@ -249,3 +249,33 @@ def test_policies_setting_one_writer_or_several() -> None:
         with pytest.raises(ConfigError) as err:
             writers_settings(**rollouts)
         assert message in str(err.value), (rollouts, str(err.value))
+
+
+def test_extra_candidates_join_each_group_after_the_writers_samples(tmp_path: Path) -> None:
+    from judgelab.rollouts.imported import join_candidates
+
+    extra = tmp_path / "contrast.jsonl"
+    lines = [
+        {"task_id": "HumanEval/1", "policy": "reference", "completion": "<code>ref</code>"},
+        {"task_id": "HumanEval/0", "policy": "reference", "completion": "<code>ref</code>"},
+        {"task_id": "HumanEval/0", "policy": "operator_flip", "completion": "<code>x</code>"},
+    ]
+    extra.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    settings = RolloutSettings(k=2)
+    with OpenAIServer(by_seed) as srv:
+        cache = JsonCache(tmp_path, "completions")
+        sampled = [
+            r
+            for t in (TASK, TASK_B)
+            for r in generate_group(settings, t, endpoint(srv.base_url), cache)
+        ]
+    joined = join_candidates(extra, "rollouts.extra_candidates", [TASK, TASK_B], settings, 2)
+    frame = rollouts_frame(sampled + joined)
+    group = frame.filter(task_id="HumanEval/0")
+    assert group["sample_index"].to_list() == [0, 1, 2, 3]
+    assert group["policy"].to_list() == ["stub", "stub", "reference", "operator_flip"]
+    assert frame.filter(task_id="HumanEval/1")["policy"].to_list() == ["stub", "stub", "reference"]
+    # the file's ids are its content's, whatever was sampled beside them
+    assert set(joined[0]) == set(sampled[0]) and joined[0]["sample_index"] == 2
+    with pytest.raises(Exception, match="set one of them"):
+        RolloutSettings(candidates="inputs/a.jsonl", extra_candidates="inputs/b.jsonl")
