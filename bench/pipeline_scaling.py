@@ -7,10 +7,10 @@ imported through `rollouts.candidates` (`judgelab.rollouts.imported`), so no pol
 sampled: the task's reference solution (writer ``reference``), the reference with its first
 ``return`` made to return None (``synthetic``; its tests decide, most fail), an answer
 without code (``synthetic``) and a non-answer (``non_answer``). Two origins, so the analysis
-also computes its by-writer and by-origin blocks. Judge: RULER against a loopback OpenAI-compatible endpoint
-that answers every call after `--latency` seconds (the tests' loopback judge and its pure
-replies, run as a separate process), `max_concurrency` 16; format, syntax and execution
-beside it, as in the default pipeline.
+also computes its by-writer and by-origin blocks. Judge: RULER against a loopback
+OpenAI-compatible endpoint that answers every call after `--latency` seconds (the tests'
+loopback judge and its pure replies, run as a separate process), `max_concurrency` 16;
+format, syntax and execution beside it, as in the default pipeline.
 
 Per size, in a fresh project (so no judge call is a cache hit), timed:
 - `judgelab rollouts` (the import), `judgelab scores` and `judgelab analysis` (MLflow
