@@ -1,5 +1,6 @@
-"""rollouts stage: k candidates per task from the policy, or your own candidates file
-(`rollouts.candidates`) -> rollouts.parquet."""
+"""rollouts stage: k candidates per task from each writer (`rollouts.policy` or
+`rollouts.policies`), with a file's candidates joined to them (`rollouts.extra_candidates`),
+or your own candidates file in their place (`rollouts.candidates`) -> rollouts.parquet."""
 
 from __future__ import annotations
 
@@ -16,21 +17,37 @@ from judgelab.io import write_parquet
 from judgelab.models.endpoint import Endpoint
 from judgelab.models.server import serve
 from judgelab.paths import cache_dir, project_root
-from judgelab.rollouts.generate import generate_group, rollouts_frame
-from judgelab.rollouts.imported import import_candidates
+from judgelab.rollouts.generate import distinct_writers, generate_group, rollouts_frame
+from judgelab.rollouts.imported import import_candidates, join_candidates
 from judgelab.schemas import validate_file
 from judgelab.tasks import tasks_from_frame
 from judgelab.verdicts import Task
 
 
 @task(name="rollout-group", **UNIT_TASK)
-def rollout_group_task(settings: RolloutSettings, task_: Task, endpoint: Endpoint) -> list[dict]:
+def rollout_group_task(
+    settings: RolloutSettings, task_: Task, endpoint: Endpoint, first_index: int = 0
+) -> list[dict]:
     cache = JsonCache(cache_dir(), "completions")
-    rows = generate_group(settings, task_, endpoint, cache)
+    rows = generate_group(settings, task_, endpoint, cache, first_index)
     logging.getLogger("judgelab.flows.rollouts").info(
-        "%s: %d samples (%d from cache)", task_.task_id, len(rows), cache.hits
+        "%s (%s): %d samples (%d from cache)", task_.task_id, endpoint.name, len(rows), cache.hits
     )
     return rows
+
+
+def group_units(
+    settings: RolloutSettings, task_list: list[Task], endpoints: dict[str, Endpoint], lanes: Lanes
+) -> list[Unit]:
+    """One unit per (writer, task), writer-major: the embedded server then swaps models once
+    per writer, not once per task. Each writer's samples take their own places in a group."""
+    distinct_writers({w: endpoints[w] for w in settings.writers})
+    return [
+        Unit(lanes.of(w), {"settings": settings, "task_": t, "endpoint": endpoints[w],
+                           "first_index": n * settings.k}, t.task_id)
+        for n, w in enumerate(settings.writers)
+        for t in task_list
+    ]  # fmt: skip
 
 
 @flow(name="judgelab-rollouts")
@@ -41,22 +58,29 @@ def rollouts_flow(
     task_list = tasks_from_frame(validate_file(tasks, "tasks"))
     if settings.rollouts.candidates is not None:
         return _import(settings, task_list, out)
-    policy = settings.rollouts.policy
-    lanes = Lanes(settings, [policy])
-    with serve(settings, [policy]) as endpoints:
-        units = [
-            Unit(lanes.of(policy), {"settings": settings.rollouts, "task_": t,
-                                    "endpoint": endpoints[policy]}, t.task_id)
-            for t in task_list
-        ]  # fmt: skip
+    extra = _extra(settings, task_list)
+    writers = settings.rollouts.writers
+    lanes = Lanes(settings, writers)
+    with serve(settings, writers) as endpoints:
+        units = group_units(settings.rollouts, task_list, endpoints, lanes)
         groups = fan_out(rollout_group_task, units, lanes.limits, stage="rollouts", unit="group")
-    rows = [row for group in groups for row in group]
+    rows = [row for group in groups for row in group] + extra
     frame = rollouts_frame(rows)
     write_parquet(out, frame)
     get_run_logger().info(
         "wrote %d candidates for %d tasks to %s", frame.height, len(task_list), out
     )
     return out
+
+
+def _extra(settings: Settings, task_list: list[Task]) -> list[dict]:
+    """`rollouts.extra_candidates`' rows, read before anything is sampled, so a bad file
+    fails first."""
+    if settings.rollouts.extra_candidates is None:
+        return []
+    path = project_root() / settings.rollouts.extra_candidates
+    first = len(settings.rollouts.writers) * settings.rollouts.k
+    return join_candidates(path, "rollouts.extra_candidates", task_list, settings.rollouts, first)
 
 
 def _import(settings: Settings, task_list: list[Task], out: Path) -> Path:

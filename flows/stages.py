@@ -179,8 +179,12 @@ PROBES_STAGE = Stage(
     # The probed judges' and the execution evaluator's settings (not scores.repeats: the
     # probes repeat probes.repeats times); the self-preference writers sample with the
     # rollouts' settings but their own model and count (not rollouts.policy, rollouts.k).
+    # probes.tasks are built by their source with its settings (CodeI/O's cases and seed,
+    # your task files).
     params=(
         "probes",
+        "tasks.codeio",
+        "tasks.files",
         "analysis.min_ci_groups",
         "models",
         "scores.evaluators",

@@ -327,7 +327,16 @@ class TasksSettings(_Section):
 
 
 class RolloutSettings(_Section):
-    policy: str = "qwen-0.5b"
+    policy: str = Field(
+        "qwen-0.5b", description="The model that writes the candidates (one writer)."
+    )
+    policies: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="Several writers in place of `policy`: each writes k candidates per task "
+        "and a task's group is all of them, writer by writer in this order (k x writers <= "
+        "64). Every candidate names its writer (the rollouts table's `policy`).",
+    )
     k: int = Field(
         4,
         ge=1,
@@ -347,6 +356,37 @@ class RolloutSettings(_Section):
         "project root) in place of sampling the policy; k, temperature and seed then do not "
         "apply. Format: docs/TASKS.md.",
     )
+    extra_candidates: str | None = Field(
+        None,
+        min_length=1,
+        description="A candidates file (the `candidates` format) whose candidates join the "
+        "sampled groups, each task's after its writers' samples: contrast groups beside "
+        "natural rollouts, for instance. Not with `candidates`.",
+    )
+
+    @model_validator(mode="after")
+    def _one_list_of_writers(self) -> RolloutSettings:
+        if self.candidates is not None and self.extra_candidates is not None:
+            raise ValueError(
+                "candidates replaces sampling and extra_candidates joins it: set one of them"
+            )
+        if self.policies is None:
+            return self
+        if "policy" in self.model_fields_set:
+            raise ValueError("set policy (one writer) or policies (several), not both")
+        if len(set(self.policies)) != len(self.policies):
+            raise ValueError(f"policies: a writer is listed twice ({self.policies})")
+        if self.k * len(self.policies) > 64:
+            raise ValueError(
+                f"k x policies = {self.k} x {len(self.policies)}: a task's group holds at most "
+                "64 candidates"
+            )
+        return self
+
+    @property
+    def writers(self) -> list[str]:
+        """The models that write the candidates, in the order their groups are built."""
+        return list(self.policies) if self.policies is not None else [self.policy]
 
 
 class ScoresSettings(_Section):
@@ -699,7 +739,12 @@ class Settings(_Section):
         known = sorted(self.models)
         refs = []  # a model is checked only where it is used
         if self.rollouts.candidates is None:  # imported candidates: no policy is sampled
-            refs.append(("rollouts.policy", self.rollouts.policy))
+            if self.rollouts.policies is None:
+                refs.append(("rollouts.policy", self.rollouts.policy))
+            else:
+                refs += [
+                    (f"rollouts.policies[{i}]", p) for i, p in enumerate(self.rollouts.policies)
+                ]
         if self.tasks.autorl.enabled and self.tasks.autorl.n:
             refs.append(("tasks.autorl.model", self.tasks.autorl.model))
         refs += [
@@ -773,7 +818,7 @@ class Settings(_Section):
         called: dict[str, list[str | None]] = {
             "tasks": [autorl.model] if autorl.enabled and autorl.n else [],
             # imported candidates: no policy is sampled
-            "rollouts": [self.rollouts.policy] if self.rollouts.candidates is None else [],
+            "rollouts": self.rollouts.writers if self.rollouts.candidates is None else [],
             "scores": [ev.judge_model for ev in self.scores.evaluators],
             "training": [self.evaluator(name).judge_model for name in self.train.judges],
             "analysis": [],

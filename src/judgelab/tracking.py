@@ -104,7 +104,7 @@ def log_pipeline_run(
     exp_id = _experiment_id(client, settings.tracking.experiment)
     data_hashes = dvc_data_hashes(lock_path or project_root() / "dvc.lock")
     data_version = _data_version(data_hashes, scores_path)
-    policy = settings.rollouts.policy
+    policy = ",".join(settings.rollouts.writers)
     if settings.rollouts.candidates is not None:
         policy = f"imported:{settings.rollouts.candidates}"
     parent = client.create_run(

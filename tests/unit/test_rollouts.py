@@ -161,3 +161,121 @@ def test_merge_system_folds_into_the_first_user_turn() -> None:
     ]
     assert merge_system([{"role": "system", "content": "S"}]) == [{"role": "user", "content": "S"}]
     assert merge_system([{"role": "user", "content": "U"}]) == [{"role": "user", "content": "U"}]
+
+
+# ------------------------------------------------------------------ several writers
+
+TASK_B = Task(task_id="HumanEval/1", source="humaneval", request="write g", prompt="def g(): pass")
+
+
+def by_model(body: dict) -> Reply:
+    return ok(f"<code>{body['model']} seed {body['seed']}</code>")
+
+
+def writers_settings(**rollouts: object) -> object:
+    from judgelab.config import parse_settings
+
+    ep = {"kind": "endpoint", "base_url": "http://127.0.0.1:9/v1"}
+    models = {n: {**ep, "model": n} for n in ("small", "large", "judge")}
+    return parse_settings(
+        {
+            "models": models,
+            "tasks": {"autorl": {"enabled": False}},
+            "rollouts": rollouts,
+            "scores": {"evaluators": [{"name": "execution", "kind": "execution"}]},
+            "train": {"judges": []},
+        }
+    )
+
+
+def test_several_writers_fill_one_group_each_sample_as_it_would_be_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flows.fanout import Lanes
+    from flows.rollouts import group_units, rollout_group_task
+
+    monkeypatch.setenv("JUDGELAB_CACHE", str(tmp_path))
+    settings = writers_settings(policies=["small", "large"], k=2)
+    with OpenAIServer(by_model) as srv:
+        eps = {
+            n: Endpoint(name=n, base_url=srv.base_url, model=n, fingerprint=f"endpoint:x|{n}")
+            for n in ("small", "large")
+        }
+        units = group_units(settings.rollouts, [TASK, TASK_B], eps, Lanes(settings, ["small"]))
+        # writer-major, so an embedded server swaps models once per writer
+        assert [(u.kwargs["endpoint"].name, u.label) for u in units] == [
+            ("small", "HumanEval/0"), ("small", "HumanEval/1"),
+            ("large", "HumanEval/0"), ("large", "HumanEval/1"),
+        ]  # fmt: skip
+        frame = rollouts_frame([r for u in units for r in rollout_group_task.fn(**u.kwargs)])
+        alone = generate_group(
+            RolloutSettings(k=2), TASK, eps["large"], JsonCache(tmp_path / "alone", "completions")
+        )
+    group = frame.filter(task_id="HumanEval/0")
+    assert group["sample_index"].to_list() == [0, 1, 2, 3]
+    assert group["policy"].to_list() == ["small", "small", "large", "large"]
+    assert group["completion"].str.starts_with("<code>small").to_list() == [1, 1, 0, 0]
+    # the second writer's samples are the ones it draws alone: same seeds, keys and ids
+    late = group.filter(policy="large")
+    assert late["cache_key"].to_list() == [r["cache_key"] for r in alone]
+    assert late["seed"].to_list() == [r["seed"] for r in alone]
+    assert late["candidate_id"].to_list() == [r["candidate_id"] for r in alone]
+
+
+def test_two_writers_that_are_one_model_are_refused_before_sampling() -> None:
+    from judgelab.errors import ConfigError
+    from judgelab.rollouts.generate import distinct_writers
+
+    same = Endpoint(name="a", base_url="http://x", model="m", fingerprint="gguf:abc")
+    with pytest.raises(ConfigError, match="'a' and 'b' are the same model"):
+        distinct_writers({"a": same, "b": Endpoint(**{**same.__dict__, "name": "b"})})
+    distinct_writers({"a": same, "b": Endpoint(**{**same.__dict__, "fingerprint": "gguf:x"})})
+
+
+def test_policies_setting_one_writer_or_several() -> None:
+    from judgelab.errors import ConfigError
+
+    assert writers_settings(policy="large").rollouts.writers == ["large"]
+    assert RolloutSettings().writers == ["qwen-0.5b"]
+    assert writers_settings(policies=["large", "small"]).rollouts.writers == ["large", "small"]
+    bad = [
+        ({"policy": "small", "policies": ["large"]}, "not both"),
+        ({"policies": ["small", "small"]}, "listed twice"),
+        ({"policies": ["small", "large"], "k": 40}, "at most 64"),
+        ({"policies": []}, "at least 1"),
+        ({"policies": ["small", "huge"]}, "rollouts.policies[1]: unknown model 'huge'"),
+    ]
+    for rollouts, message in bad:
+        with pytest.raises(ConfigError) as err:
+            writers_settings(**rollouts)
+        assert message in str(err.value), (rollouts, str(err.value))
+
+
+def test_extra_candidates_join_each_group_after_the_writers_samples(tmp_path: Path) -> None:
+    from judgelab.rollouts.imported import join_candidates
+
+    extra = tmp_path / "contrast.jsonl"
+    lines = [
+        {"task_id": "HumanEval/1", "policy": "reference", "completion": "<code>ref</code>"},
+        {"task_id": "HumanEval/0", "policy": "reference", "completion": "<code>ref</code>"},
+        {"task_id": "HumanEval/0", "policy": "operator_flip", "completion": "<code>x</code>"},
+    ]
+    extra.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    settings = RolloutSettings(k=2)
+    with OpenAIServer(by_seed) as srv:
+        cache = JsonCache(tmp_path, "completions")
+        sampled = [
+            r
+            for t in (TASK, TASK_B)
+            for r in generate_group(settings, t, endpoint(srv.base_url), cache)
+        ]
+    joined = join_candidates(extra, "rollouts.extra_candidates", [TASK, TASK_B], settings, 2)
+    frame = rollouts_frame(sampled + joined)
+    group = frame.filter(task_id="HumanEval/0")
+    assert group["sample_index"].to_list() == [0, 1, 2, 3]
+    assert group["policy"].to_list() == ["stub", "stub", "reference", "operator_flip"]
+    assert frame.filter(task_id="HumanEval/1")["policy"].to_list() == ["stub", "stub", "reference"]
+    # the file's ids are its content's, whatever was sampled beside them
+    assert set(joined[0]) == set(sampled[0]) and joined[0]["sample_index"] == 2
+    with pytest.raises(Exception, match="set one of them"):
+        RolloutSettings(candidates="inputs/a.jsonl", extra_candidates="inputs/b.jsonl")

@@ -161,6 +161,10 @@ def test_a_changed_key_reruns_only_the_stages_that_read_it(tmp_path: Path) -> No
     assert stale_after("rollouts", "temperature", 0.7) == {"rollouts", "probes"}
     assert stale_after("scores", "repeats", 2) == {"scores"}
     assert stale_after("train", "k", 8) == {"training"}
+    # probes.tasks may name CodeI/O items, built with tasks.codeio's cases and seed
+    assert stale_after("tasks", "codeio", {"enabled": False, "cases": 3}) == {"tasks", "probes"}
+    assert stale_after("tasks", "files", ["inputs/mine.jsonl"]) == {"tasks", "probes"}
+    assert stale_after("rollouts", "policies", ["qwen-0.5b", "qwen-1.5b"]) == {"rollouts"}
     assert stale_after("analysis", "min_ci_groups", 6) == {"analysis", "probes"}
 
 

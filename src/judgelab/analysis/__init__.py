@@ -38,6 +38,7 @@ from judgelab.analysis.truth import (
     resample_weights,
     truth_metrics,
 )
+from judgelab.analysis.writers import writer_blocks
 from judgelab.config import AnalysisSettings
 
 __all__ = ["DIGITS", "audit_metrics", "clean_json", "compute_metrics"]
@@ -94,6 +95,7 @@ def compute_metrics(
             "n_score_rows": scores.height,
             "execution_truth": truth.summary(),
             "settings": settings.model_dump(),
+            **writer_blocks(rollouts, scores, settings),  # only with several writers/origins
         }
     )
 

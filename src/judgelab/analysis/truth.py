@@ -71,6 +71,7 @@ import numpy as np
 import polars as pl
 from sklearn.metrics import roc_auc_score
 
+from judgelab.analysis.pooled_auc import PooledPairs
 from judgelab.analysis.stats import CIRule, Interval, cluster_ci, no_interval
 from judgelab.evaluators.execution import OUTCOMES, UNPARSEABLE, outcome
 
@@ -287,7 +288,7 @@ class _TaskParts:
 
     n_pass: np.ndarray  # (T,)
     n_fail: np.ndarray
-    cross: np.ndarray  # (T, T): pair credit, passing rows of task t vs failing rows of task u
+    pooled: PooledPairs  # pair credit between tasks: the pooled ROC-AUC's numerator
     strict: np.ndarray  # (T,): (passing, failing) pairs of task t the passing one wins outright
     tied: np.ndarray  # (T,): tied (passing, failing) pairs within task t
     top_num: np.ndarray
@@ -307,7 +308,7 @@ class _TaskParts:
     def figures(self, w: np.ndarray) -> dict[str, np.ndarray]:
         """Every figure for each row of task weights `w` (B, T)."""
         n_pass, n_fail = w @ self.n_pass, w @ self.n_fail
-        within = np.diagonal(self.cross)
+        within = self.strict + 0.5 * self.tied  # pair credit within each task
         n_within = w @ (self.n_pass * self.n_fail)
         n_mixed = w @ self.top_den
         mean_pass = _ratio(w @ self.sum_pass, n_pass)
@@ -315,7 +316,7 @@ class _TaskParts:
         top1 = _ratio(w @ self.top_num, n_mixed)
         chance = _ratio(w @ self.top_chance, n_mixed)
         return {
-            "roc_auc": _ratio(np.einsum("bt,tu,bu->b", w, self.cross, w), n_pass * n_fail),
+            "roc_auc": _ratio(self.pooled.numerator(w), n_pass * n_fail),
             "pairwise_accuracy": _ratio(w @ within, n_within),
             "pairwise_accuracy_strict": _ratio(w @ self.strict, n_within),
             "top1_accuracy": top1,
@@ -392,6 +393,13 @@ def _mixed_task(s_t: np.ndarray, y_t: np.ndarray) -> dict[str, float]:
     }
 
 
+def _rows_by_task(task_idx: np.ndarray, n_tasks: int) -> list[np.ndarray]:
+    """Each task's row indices in row order (one sort, not a scan of every row per task)."""
+    order = np.argsort(task_idx, kind="stable")
+    cuts = np.searchsorted(task_idx[order], np.arange(n_tasks + 1))
+    return [order[cuts[t] : cuts[t + 1]] for t in range(n_tasks)]
+
+
 def _task_parts(
     task_idx: np.ndarray,
     score: np.ndarray,
@@ -405,29 +413,28 @@ def _task_parts(
     sp, tp = score[passed], task_idx[passed]
     sf, tf = score[~passed], task_idx[~passed]
     praised_f = (sf >= threshold) if praised is None else np.asarray(praised, bool)[~passed]
-    cross = np.zeros((n_tasks, n_tasks))
+    rows = _rows_by_task(task_idx, n_tasks)
     strict = np.zeros(n_tasks)
     tied_within = np.zeros(n_tasks)
     for u in np.unique(tf):
-        fail_u = np.sort(sf[tf == u])
-        below = np.searchsorted(fail_u, sp, side="left")
-        tied = np.searchsorted(fail_u, sp, side="right") - below
-        cross[:, u] = np.bincount(tp, weights=below + 0.5 * tied, minlength=n_tasks)
-        strict[u] = below[tp == u].sum()
-        tied_within[u] = tied[tp == u].sum()
+        s_u, y_u = score[rows[u]], passed[rows[u]]
+        fail_u, pass_u = np.sort(s_u[~y_u]), s_u[y_u]
+        below = np.searchsorted(fail_u, pass_u, side="left")
+        strict[u] = below.sum()
+        tied_within[u] = (np.searchsorted(fail_u, pass_u, side="right") - below).sum()
     n_pass = np.bincount(tp, minlength=n_tasks).astype(float)
     n_fail = np.bincount(tf, minlength=n_tasks).astype(float)
     per_mixed = {k: np.zeros(n_tasks) for k in (
         "top_num", "top_den", "top_chance", "adv_corr", "adv_ordered", "adv_gap",
         "adv_gap_tests", "flat_mixed", "n_fail_mixed", "fail_at_pass")}  # fmt: skip
     for t in np.flatnonzero((n_pass > 0) & (n_fail > 0)):
-        in_t = task_idx == t
+        in_t = rows[t]
         for key, value in _mixed_task(score[in_t], passed[in_t]).items():
             per_mixed[key][t] = value
     return _TaskParts(
         n_pass=n_pass,
         n_fail=n_fail,
-        cross=cross,
+        pooled=PooledPairs.of(task_idx, score, passed, n_tasks),
         strict=strict,
         tied=tied_within,
         **per_mixed,
@@ -465,7 +472,7 @@ def task_endpoint(
     parts = _task_parts(task_idx, score, passed, len(truth.tasks), 1.0)
     pairs = parts.n_pass * parts.n_fail
     per_task = {
-        "pairwise_accuracy": (np.diagonal(parts.cross).copy(), pairs),
+        "pairwise_accuracy": (parts.strict + 0.5 * parts.tied, pairs),
         "pairwise_accuracy_strict": (parts.strict, pairs),
         "advantage_fidelity": (parts.adv_corr, parts.top_den),
         "top1_over_chance": (parts.top_num - parts.top_chance, parts.top_den),

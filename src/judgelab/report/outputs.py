@@ -27,6 +27,7 @@ from judgelab.report.audit import render_html, render_markdown
 from judgelab.report.panels import bias_section
 from judgelab.report.plots import write_csv, write_plots
 from judgelab.report.training import plot_curves
+from judgelab.report.writers import writers_section
 from judgelab.schemas import RolloutsSchema, ScoresSchema, TasksSchema, validate
 
 logger = logging.getLogger(__name__)
@@ -126,7 +127,7 @@ def write_reports(
     identical runs), the worst false praise and the probes' bias panels beside the metrics."""
     latency = latency_summary(scores)
     examples = worst_false_praise(scores, rollouts, truth, N_EXAMPLES, settings.praise_threshold)
-    sections = [bias_section(probes_metrics)]
+    sections = [bias_section(probes_metrics), *writers_section(metrics)]
     write_text(
         out_dir / "report.md",
         render_markdown(

@@ -3,6 +3,11 @@
 The seed of sample i of task t is derived from (rollouts.seed, t, i), so adding tasks or
 raising k never changes the samples already drawn. `candidate_id` is derived from the cache
 key, so the same sample has the same id in every run and every table.
+
+With several writers (`rollouts.policies`) a task's group is every writer's k samples, writer
+by writer: the table's `sample_index` is the place in that group, while the seed and the cache
+key use the place within the writer's own k, so one writer's samples are the ones it draws
+alone (the same cache entries, the same ids).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import polars as pl
 
 from judgelab.cache import JsonCache
 from judgelab.config import RolloutSettings
+from judgelab.errors import ConfigError
 from judgelab.models.endpoint import Endpoint
 from judgelab.rollouts.cache import cached_chat
 from judgelab.schemas import RolloutsSchema, columns, validate
@@ -33,9 +39,14 @@ def policy_messages(settings: RolloutSettings, task: Task) -> list[dict]:
 
 
 def generate_group(
-    settings: RolloutSettings, task: Task, endpoint: Endpoint, cache: JsonCache
+    settings: RolloutSettings,
+    task: Task,
+    endpoint: Endpoint,
+    cache: JsonCache,
+    first_index: int = 0,
 ) -> list[dict]:
-    """The k rollout rows of one task (cached samples are not recomputed)."""
+    """The k rollout rows of one task from one writer (cached samples are not recomputed);
+    `first_index` is the place of the writer's first sample in the task's group."""
     messages = policy_messages(settings, task)
     rows = []
     for i in range(settings.k):
@@ -53,7 +64,7 @@ def generate_group(
         rows.append(
             {
                 "task_id": task.task_id,
-                "sample_index": i,
+                "sample_index": first_index + i,
                 "candidate_id": out["cache_key"][:16],
                 "policy": endpoint.name,
                 "model_sha256": endpoint.fingerprint,
@@ -67,6 +78,20 @@ def generate_group(
             }
         )
     return rows
+
+
+def distinct_writers(endpoints: dict[str, Endpoint]) -> None:
+    """Two writers that are one model would draw the same samples under the same cache keys
+    (the same candidate ids): refused before anything is sampled."""
+    seen: dict[tuple[str, bool], str] = {}
+    for name, endpoint in endpoints.items():
+        key = (endpoint.fingerprint, endpoint.system_role)  # the endpoint's part of a key
+        if key in seen:
+            raise ConfigError(
+                f"rollouts.policies: {seen[key]!r} and {name!r} are the same model "
+                f"({endpoint.fingerprint}); their samples would be the same"
+            )
+        seen[key] = name
 
 
 def rollouts_frame(rows: list[dict]) -> pl.DataFrame:

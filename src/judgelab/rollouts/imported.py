@@ -1,4 +1,5 @@
-"""Your own candidates (`rollouts.candidates`) in place of sampling the policy: docs/TASKS.md.
+"""Your own candidates (`rollouts.candidates`) in place of sampling the policy, or beside its
+samples (`rollouts.extra_candidates`): docs/TASKS.md.
 
 One candidate per line (JSONL) or row (parquet): `task_id` (a task of the tasks table) and
 `completion` (the answer as the policy wrote it), and optionally `policy` (a name; default
@@ -106,3 +107,13 @@ def import_candidates(
     if not rows:
         raise ConfigError(f"{where} ({path}): the file holds no candidates")
     return rows
+
+
+def join_candidates(
+    path: Path, where: str, tasks: list[Task], settings: RolloutSettings, first_index: int
+) -> list[dict]:
+    """The file's candidates as rollout rows that join sampled groups
+    (`rollouts.extra_candidates`): a task's take the places from `first_index` on, after its
+    writers' samples."""
+    rows = import_candidates(path, where, tasks, settings)
+    return [{**r, "sample_index": first_index + r["sample_index"]} for r in rows]

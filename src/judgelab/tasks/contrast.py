@@ -32,12 +32,11 @@ from judgelab.errors import ConfigError
 from judgelab.io import write_text
 from judgelab.probes.design import canonical_source, execution_check
 from judgelab.probes.perturb import NON_ANSWER, answer, mutants
+from judgelab.tasks.origins import NON_ANSWER_WRITER, REFERENCE
 from judgelab.verdicts import Task
 
 log = logging.getLogger(__name__)
 
-REFERENCE = "reference"
-NON_ANSWER_WRITER = "non_answer"
 Check = Callable[[Task, str], "bool | None"]
 
 

@@ -1,0 +1,75 @@
+"""Report section for metrics.json's ``writers`` block (`judgelab.analysis.writers`): the truth
+figures by origin and by writer, one row per (origin or writer, evaluator). No section when
+the block is absent (one writer, one origin). Descriptive only: the section states no
+comparison; each cell carries its CI or its n (`report.format.fmt_cell`)."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from judgelab.report.format import NO_CI_MARK, fmt_cell, no_ci_footnote
+from judgelab.report.panels import Section
+
+TITLE = "By writer: natural rollouts and contrast groups"
+COLUMNS = (
+    "candidates of",
+    "evaluator",
+    "candidates (pass / fail)",
+    "strict pairwise acc. (ties wrong)",
+    "top-1 acc. − chance",
+    "advantage fidelity",
+    "false praise within group",
+    "false praise (score ≥ threshold, absolute scale)",
+)
+INTRO = (
+    "Each row is an evaluator's truth figures on one subset of the candidates, computed as "
+    "the tables above compute them on all of them (those are the figures together). "
+    "Within-group figures compare the subset's candidates of a task with one another, so a "
+    "writer whose candidates all fail (a mutant kind) has none. Contrast groups are a task's "
+    "reference solution and mutants its tests reject (`judgelab.tasks.contrast`); natural "
+    "candidates are everything else."
+)
+
+
+def _rows(blocks: dict[str, Any], label: str) -> list[list[str]]:
+    rows = []
+    for name, block in blocks.items():
+        for evaluator, t in sorted(block["evaluators"].items()):
+            rows.append(
+                [
+                    f"{label} {name}",
+                    evaluator,
+                    f"{t.get('n_passing', 0)} / {t.get('n_failing', 0)}",
+                    fmt_cell(t, "pairwise_accuracy_strict"),
+                    fmt_cell(t, "top1_over_chance"),
+                    fmt_cell(t, "advantage_fidelity"),
+                    fmt_cell(t, "false_praise_within_group", pct=True),
+                    fmt_cell(t, "false_praise_rate", pct=True),
+                ]
+            )
+    return rows
+
+
+def writers_section(metrics: dict[str, Any]) -> list[Section]:
+    """The section, or none when metrics.json has no ``writers`` block."""
+    block = metrics.get("writers")
+    if not block:
+        return []
+    rows = _rows(block.get("by_origin", {}), "origin") + _rows(block.get("by_writer", {}), "writer")
+    min_groups = (metrics.get("settings") or {}).get("min_ci_groups")
+    lost = block.get("n_candidates_no_writer", 0)
+    note = f" {lost} scored candidates are not in the rollouts table (no writer)." if lost else ""
+    md = [f"## {TITLE}", "", INTRO + note, ""]
+    md.append("| " + " | ".join(COLUMNS) + " |")
+    md.append("|" + "---|" * len(COLUMNS))
+    md += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+    e = html.escape
+    h = [f"<h2>{e(TITLE)}</h2>", f"<p>{e(INTRO + note)}</p>", '<table id="writers"><thead><tr>']
+    h += [f"<th>{e(c)}</th>" for c in COLUMNS] + ["</tr></thead><tbody>"]
+    h += ["<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in rows]
+    h.append("</tbody></table>")
+    if any(NO_CI_MARK in c for r in rows for c in r):
+        md += ["", no_ci_footnote(min_groups)]
+        h.append(f'<p class="note">{e(no_ci_footnote(min_groups))}</p>')
+    return [Section(TITLE, "".join(h), "\n".join(md) + "\n", ran=True)]
