@@ -45,13 +45,13 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 LANE = re.compile(r"lane (\S+): (\d+) units in ([0-9.]+) s")
 
-# The loopback judge in a process of its own: the tests' server and replies (a function of
+# The loopback judge in a process of its own: support/'s server and replies (a function of
 # the request only), each reply held for the given latency. The benchmark closes its stdin
 # to stop it.
 LOOPBACK = """
 import sys
-from tests.support.openai_server import OpenAIServer
-from tests.support.pure_endpoint import pure_reply
+from support.openai_server import OpenAIServer
+from support.pure_endpoint import pure_reply
 latency, serve = float(sys.argv[1]), int(sys.argv[2])
 def reply(body):
     return {**pure_reply(body), "delay_s": latency}
