@@ -310,3 +310,40 @@ def test_the_dependency_check_sees_a_missing_module() -> None:
     assert uncovered([modules["judgelab.evaluators.sandbox"]], ["src/judgelab/models"]) == [
         "src/judgelab/evaluators/sandbox.py"
     ]
+
+
+# ------------------------------------------------- docs/ARCHITECTURE.md "Where do I add…"
+
+
+def test_an_evaluator_kind_has_its_settings_and_its_class() -> None:
+    from judgelab.evaluators.registry import CLASSES
+    from judgelab.evaluators.settings import SETTINGS
+
+    assert set(SETTINGS) == set(CLASSES)
+
+
+def test_a_task_source_is_its_module_its_section_and_one_entry() -> None:
+    from judgelab.config import TasksSettings
+    from judgelab.tasks.registry import SOURCES
+
+    for source in SOURCES:
+        assert source.setting in TasksSettings.model_fields, source.name
+        if source.loader is not None:
+            assert source.loader.__module__.startswith("judgelab.tasks."), source.name
+
+
+def test_a_probe_generator_is_named_in_the_settings() -> None:
+    from judgelab.config import ATTACK_KINDS, PERTURBATION_KINDS
+    from judgelab.probes.attacks import ATTACKS
+    from judgelab.probes.perturb import PERTURBATIONS
+
+    assert tuple(PERTURBATION_KINDS) == PERTURBATIONS
+    assert set(ATTACK_KINDS) == set(ATTACKS)
+
+
+def test_the_guide_names_the_registries_the_tests_hold() -> None:
+    guide = (ROOT / "docs/ARCHITECTURE.md").read_text()
+    table = guide.split("## Where do I add", 1)[1].split("\n## ", 1)[0]
+    for name in ("`SETTINGS`", "`CLASSES`", "`SOURCES`", "`PERTURBATIONS`", "`ATTACKS`",
+                 "`Settings.models_called`", "flows/stages.py"):  # fmt: skip
+        assert name in table, name
