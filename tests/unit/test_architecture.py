@@ -347,3 +347,17 @@ def test_the_guide_names_the_registries_the_tests_hold() -> None:
     for name in ("`SETTINGS`", "`CLASSES`", "`SOURCES`", "`PERTURBATIONS`", "`ATTACKS`",
                  "`Settings.models_called`", "flows/stages.py"):  # fmt: skip
         assert name in table, name
+
+
+MAX_FUNCTION_LINES = 60  # issue 31: a function a reader holds in mind at once
+
+
+def test_no_function_is_longer_than_sixty_lines() -> None:
+    long = []
+    for module, path in module_files().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{module}.{node.name}: {lines} lines")
+    assert long == []

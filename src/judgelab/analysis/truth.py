@@ -547,13 +547,28 @@ def truth_metrics(
         weights = None
     jackknife = figures(np.ones((n_t, n_t)) - np.eye(n_t)) if n_t else {}
     counts = {**result, "n_pass_fail_pairs": int(passed.sum()) * int((~passed).sum())}
-    for name in HEADLINE:
-        value = None if name in reasons else _finite(point[name])
-        result[name] = value
-        interval = _interval(name, value, parts, jackknife, counts, weights, reasons, rule)
-        result.update(interval.fields(name))
+    result |= _headline_figures(point, parts, jackknife, counts, weights, reasons, rule)
     result["reasons"] = dict(sorted(reasons.items()))
     return result
+
+
+def _headline_figures(
+    point: dict[str, float],
+    parts: _TaskParts,
+    jackknife: dict[str, np.ndarray],
+    counts: dict[str, Any],
+    weights: np.ndarray | None,
+    reasons: dict[str, str],
+    rule: CIRule,
+) -> dict[str, Any]:
+    """Each headline figure's value (None when `reasons` names it) with its CI fields."""
+    out: dict[str, Any] = {}
+    for name in HEADLINE:
+        value = None if name in reasons else _finite(point[name])
+        out[name] = value
+        interval = _interval(name, value, parts, jackknife, counts, weights, reasons, rule)
+        out.update(interval.fields(name))
+    return out
 
 
 def _interval(
