@@ -10,9 +10,10 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import polars as pl
+from pydantic import BaseModel, ValidationError
 
 from judgelab.errors import ConfigError
 
@@ -83,3 +84,34 @@ def read_records(path: Path, where: str) -> list[tuple[str, Any]]:
             raise ConfigError(f"{where} ({path}): not a parquet file: {err}") from None
         return [(f"row {n}", row) for n, row in enumerate(frame.iter_rows(named=True), 1)]
     raise ConfigError(f"{where} ({path}): the file must be .jsonl or .parquet")
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def validated_records(
+    path: Path, where: str, model: type[M], what: str, json_field: str
+) -> Iterator[tuple[str, M]]:
+    """(place, record as `model`) for every record of the file (`read_records`), in order.
+    A record that is not an object, a `json_field` given as JSON text (parquet's way of
+    holding a list) that is not JSON, or a record `model` refuses is a ConfigError naming the
+    setting, the file, the place and the field; `what` names a record ("a task")."""
+    for place, record in read_records(path, where):
+        if not isinstance(record, dict):
+            raise ConfigError(f"{where} ({path}) {place}: {what} is a JSON object")
+        if isinstance(record.get(json_field), str):
+            try:
+                record = {**record, json_field: json.loads(record[json_field])}
+            except json.JSONDecodeError as err:
+                raise ConfigError(
+                    f"{where} ({path}) {place}: field {json_field!r}: not JSON: {err.msg}"
+                ) from None
+        try:
+            row = model.model_validate({k: v for k, v in record.items() if v is not None})
+        except ValidationError as err:
+            first = err.errors()[0]
+            field = ".".join(str(p) for p in first["loc"]) or "<row>"
+            raise ConfigError(
+                f"{where} ({path}) {place}: field {field!r}: {first['msg']}"
+            ) from None
+        yield place, row

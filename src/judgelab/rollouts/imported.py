@@ -15,11 +15,11 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from judgelab.config import RolloutSettings
 from judgelab.errors import ConfigError
-from judgelab.io import read_records
+from judgelab.io import validated_records
 from judgelab.rollouts.generate import policy_messages
 from judgelab.verdicts import Task
 
@@ -55,25 +55,7 @@ def import_candidates(
     by_id = {t.task_id: t for t in tasks}
     counts: dict[str, int] = {}
     rows: list[dict] = []
-    for place, record in read_records(path, where):
-        if not isinstance(record, dict):
-            raise ConfigError(f"{where} ({path}) {place}: a candidate is a JSON object")
-        if isinstance(record.get("messages"), str):  # parquet: the messages as JSON text
-            try:
-                record = {**record, "messages": json.loads(record["messages"])}
-            except json.JSONDecodeError as err:
-                raise ConfigError(
-                    f"{where} ({path}) {place}: field 'messages': not JSON: {err.msg}"
-                ) from None
-        record = {k: v for k, v in record.items() if v is not None}
-        try:
-            row = CandidateRow.model_validate(record)
-        except ValidationError as err:
-            first = err.errors()[0]
-            field = ".".join(str(p) for p in first["loc"]) or "<row>"
-            raise ConfigError(
-                f"{where} ({path}) {place}: field {field!r}: {first['msg']}"
-            ) from None
+    for place, row in validated_records(path, where, CandidateRow, "a candidate", "messages"):
         task = by_id.get(row.task_id)
         if task is None:
             known = ", ".join(sorted(by_id)[:5]) + (", ..." if len(by_id) > 5 else "")

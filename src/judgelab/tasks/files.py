@@ -19,15 +19,14 @@ sandbox, as HumanEval's do.
 from __future__ import annotations
 
 import ast
-import json
 import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from judgelab.errors import ConfigError
-from judgelab.io import read_records
+from judgelab.io import validated_records
 from judgelab.tasks.loaded import Loaded
 from judgelab.verdicts import Task
 
@@ -159,25 +158,7 @@ def load_task_file(path: Path, where: str) -> list[Task]:
     """The tasks in one file; `where` names the setting (e.g. ``tasks.files[0]``)."""
     tasks: list[Task] = []
     seen: dict[str, str] = {}
-    for place, record in read_records(path, where):
-        if not isinstance(record, dict):
-            raise ConfigError(f"{where} ({path}) {place}: a task is a JSON object")
-        if isinstance(record.get("tests"), str):  # parquet: the pairs as a JSON string
-            try:
-                record = {**record, "tests": json.loads(record["tests"])}
-            except json.JSONDecodeError as err:
-                raise ConfigError(
-                    f"{where} ({path}) {place}: field 'tests': not JSON: {err.msg}"
-                ) from None
-        record = {k: v for k, v in record.items() if v is not None}
-        try:
-            row = TaskRow.model_validate(record)
-        except ValidationError as err:
-            first = err.errors()[0]
-            field = ".".join(str(p) for p in first["loc"]) or "<row>"
-            raise ConfigError(
-                f"{where} ({path}) {place}: field {field!r}: {first['msg']}"
-            ) from None
+    for place, row in validated_records(path, where, TaskRow, "a task", "tests"):
         if row.task_id in seen:
             raise ConfigError(
                 f"{where} ({path}) {place}: task_id {row.task_id!r} already at {seen[row.task_id]}"
