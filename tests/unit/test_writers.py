@@ -12,7 +12,7 @@ from judgelab.report.writers import writers_section
 from judgelab.schemas import RolloutsSchema, ScoresSchema, TasksSchema, columns
 from tests.unit.test_analysis import row
 
-SETTINGS = AnalysisSettings(bootstrap=200)
+SETTINGS = AnalysisSettings(bootstrap=200, min_ci_groups=5)
 # (task, candidate, writer, passes, judge score). Task A and B each: two natural samples of
 # "qwen" (one passes, one fails), the reference and two mutants.
 CANDIDATES = [

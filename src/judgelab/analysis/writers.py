@@ -25,6 +25,7 @@ from typing import Any
 
 import polars as pl
 
+from judgelab.analysis.stats import CIRule
 from judgelab.analysis.truth import (
     candidate_scores,
     execution_truth,
@@ -45,7 +46,7 @@ def subset_truth(scores: pl.DataFrame, settings: AnalysisSettings) -> dict[str, 
             truth,
             settings.praise_threshold,
             weights,
-            min_groups=settings.min_ci_groups,
+            CIRule.of(settings),
         )
         for name in sorted(scores.get_column("evaluator").unique().to_list())
     }
