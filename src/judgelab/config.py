@@ -18,7 +18,6 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
-    field_validator,
     model_validator,
 )
 
@@ -134,8 +133,7 @@ class EndpointModel(_Section):
         "endpoint and model by a cheap probe request, remembered for the run; shown by "
         "`judgelab doctor` and in the report), OpenAI-style json_schema, "
         "llama-cpp-python-style json_object with a schema, or text (the schema in the "
-        "prompt, the reply validated the same way). An explicit value wins; `none` is read "
-        "as text.",
+        "prompt, the reply validated the same way). An explicit value wins.",
     )
     timeout_s: float = Field(120.0, gt=0)
     max_concurrency: int | None = Field(
@@ -160,11 +158,6 @@ class EndpointModel(_Section):
     price_per_million_completion_tokens: float | None = Field(
         None, ge=0, description="What a million completion tokens cost (same currency)."
     )
-
-    @field_validator("structured_output", mode="before")
-    @classmethod
-    def _none_is_text(cls, value: object) -> object:
-        return "text" if value == "none" else value  # the name before `text` (issue 29)
 
     @model_validator(mode="after")
     def _no_inline_secret(self) -> EndpointModel:

@@ -127,12 +127,11 @@ def test_judges_without_an_execution_truth_are_a_judge_only_audit(
     assert "judge-only audit" in warning and "nothing is ranked against the tests" in warning
 
 
-def test_structured_output_defaults_to_auto_and_reads_none_as_text() -> None:
+def test_structured_output_defaults_to_auto_and_names_its_field_when_unknown() -> None:
     d = params()
     d["models"]["remote"] = {"kind": "endpoint", "base_url": "http://x/v1", "model": "m"}
     assert parse_settings(d).models["remote"].structured_output == "auto"
-    d["models"]["remote"]["structured_output"] = "none"
-    assert parse_settings(d).models["remote"].structured_output == "text"
-    d["models"]["remote"]["structured_output"] = "grammar"
-    with pytest.raises(ConfigError, match=r"models\.remote\.endpoint\.structured_output"):
-        parse_settings(d)
+    for unknown in ("grammar", "none"):  # "none": text's old name, not an alias any more
+        d["models"]["remote"]["structured_output"] = unknown
+        with pytest.raises(ConfigError, match=r"models\.remote\.endpoint\.structured_output"):
+            parse_settings(d)

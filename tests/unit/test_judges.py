@@ -44,7 +44,7 @@ SECRET = "sk-test-SECRET-0123456789"
 
 def endpoint(
     server: OpenAIServer,
-    mode: Literal["json_schema", "json_object", "none"] = "json_schema",
+    mode: Literal["json_schema", "json_object", "text"] = "json_schema",
     *,
     system_role: bool = True,
     api_key: str | None = None,
@@ -414,7 +414,7 @@ def test_prompt_only_request_asks_for_json_and_extracts_it(server: OpenAIServer)
         return {"content": f"Sure! Here are the scores:\n```json\n{inner}\n```\nHope it helps."}
 
     server.add(fenced)
-    result = RulerJudge(ruler_spec(), endpoint(server, "none")).judge_group(TASK, candidates(2))
+    result = RulerJudge(ruler_spec(), endpoint(server, "text")).judge_group(TASK, candidates(2))
     assert [v.score for v in result.verdicts] == [0.4, 0.4]
     body = server.requests[0]["body"]
     assert "response_format" not in body
@@ -665,7 +665,7 @@ def test_rubric_retries_bad_json_then_unscored(server: OpenAIServer) -> None:
 
 def test_rubric_prompt_only_endpoint_with_merged_system(server: OpenAIServer) -> None:
     server.add({"content": "```json\n" + rubric_reply(0.2)["content"] + "\n```"})
-    ep = endpoint(server, "none", system_role=False)
+    ep = endpoint(server, "text", system_role=False)
     v = RubricJudge(rubric_spec(), ep).score_group(TASK, candidates(1))[0]
     assert v.score == 0.2
     body = server.requests[0]["body"]
@@ -709,7 +709,7 @@ def test_a_call_outside_judge_call_gets_a_complete_context(server: OpenAIServer)
     from judgelab.evaluators.transport.provider import register_endpoint
 
     server.add({"content": "plain reply"})
-    model = register_endpoint(endpoint(server, "none"))
+    model = register_endpoint(endpoint(server, "text"))
     reply = asyncio.run(
         litellm.acompletion(model=model, messages=[{"role": "user", "content": "hi"}])
     )

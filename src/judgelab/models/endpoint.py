@@ -25,8 +25,8 @@ class Endpoint:
     model: str
     fingerprint: str
     family: str = "unknown"
-    # "auto": found by probe (judgelab.evaluators.transport.detect); "none" is read as "text"
-    structured_output: Literal["auto", "json_schema", "json_object", "text", "none"] = "json_schema"
+    # "auto": found by probe (judgelab.evaluators.transport.detect)
+    structured_output: Literal["auto", "json_schema", "json_object", "text"] = "json_schema"
     api_key: str | None = None
     timeout_s: float = 120.0
     system_role: bool = True  # False for chat templates that drop system messages (Gemma)

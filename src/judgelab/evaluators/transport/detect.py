@@ -5,7 +5,7 @@ An endpoint model's ``structured_output`` setting (docs/ENDPOINTS.md) is one of
 * ``json_schema``: OpenAI style, ``{"type": "json_schema", "json_schema": {...}}``;
 * ``json_object``: llama-cpp-python style, ``{"type": "json_object", "schema": {...}}``;
 * ``text``: no ``response_format``; the schema goes into the prompt and the first JSON object
-  of the reply is validated like any other (``none`` is read as ``text``);
+  of the reply is validated like any other;
 * ``auto`` (the default): `resolve` sends one cheap probe request per mode, in that order
   (a few output tokens, a one-key schema with no strings), and takes the first mode the
   endpoint accepts (any 2xx). A rejection (an HTTP status other than 401, 403, 408 and 429)
@@ -96,11 +96,9 @@ _async_locks: dict[tuple[int, int, str, str], asyncio.Lock] = {}
 
 
 def explicit_mode(endpoint: Endpoint) -> Mode | None:
-    """The endpoint's mode when it is set (``none`` reads as ``text``), None for ``auto``."""
+    """The endpoint's mode when it is set, None for ``auto``."""
     mode = endpoint.structured_output
-    if mode == "auto":
-        return None
-    return "text" if mode == "none" else mode  # type: ignore[return-value]
+    return None if mode == "auto" else mode
 
 
 def _key(endpoint: Endpoint) -> tuple[int, str, str]:

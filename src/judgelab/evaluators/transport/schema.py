@@ -4,7 +4,7 @@
 mode (the endpoint's setting, or what `judgelab.evaluators.transport.detect` found for
 ``auto``): ``"json_schema"`` passes the OpenAI-style format through; ``"json_object"`` sends
 ``{"type": "json_object", "schema": <schema, $defs inlined>}`` (llama-cpp-python's server
-answers HTTP 500 to ``json_schema``); ``"text"`` (also spelt ``"none"``) sends no format and
+answers HTTP 500 to ``json_schema``); ``"text"`` sends no format and
 appends the schema to the last user message (`extract_json_object` then cuts the first
 JSON object out of the reply, which is validated like any other). System messages are
 merged into the first user message when ``endpoint.system_role`` is False (llama.cpp's
@@ -165,7 +165,7 @@ def adapt_request(
             f"judge endpoint {endpoint.name!r}: structured_output 'auto' must be resolved "
             "before a request is built"
         )
-    prompt_only = mode in ("text", "none")
+    prompt_only = mode == "text"
     sent = [{k: v for k, v in m.items()} for m in messages]
     if not endpoint.system_role:
         sent = merge_system(sent)
