@@ -184,13 +184,14 @@ def audit_intervals(
     point = {key: float(v[0]) for key, v in parts.figures(np.ones((1, n_t))).items()}
     draws = parts.figures(weights)
     jack = parts.figures(np.ones((n_t, n_t)) - np.eye(n_t))
-    masks = parts.group_masks()
+    masks = parts.group_masks
+    counts = _counts(parts)
     out: dict[str, dict[str, Interval | tuple]] = {}
     for key in PRIMARY:
         n = int(masks[key].sum())
         jk = jack[key][masks[key]]
         out[key] = {
-            "used": _interval(key, point[key], parts, jack, _counts(parts), weights, {}, rule),
+            "used": _interval(key, point[key], parts, jack, counts, weights, {}, rule),
             "percentile": percentile_ci(draws[key], n, rule),
             "bca": bca_interval(point[key], draws[key], jk),
             "jackknife_t": t_ci(point[key], jk, n, rule.min_groups),

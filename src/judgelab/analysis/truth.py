@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -338,6 +339,7 @@ class _TaskParts:
             "score_gap": mean_pass - mean_fail,
         }
 
+    @cached_property
     def group_masks(self) -> dict[str, np.ndarray]:
         """Which tasks contribute to each figure (their number is the n of the
         minimum-clusters rule; the jackknife leaves out each of them)."""
@@ -353,8 +355,9 @@ class _TaskParts:
 
     def group_counts(self) -> dict[str, int]:
         """How many tasks contribute to each figure (the n of the minimum-clusters rule)."""
-        return {name: int(mask.sum()) for name, mask in self.group_masks().items()}
+        return {name: int(mask.sum()) for name, mask in self.group_masks.items()}
 
+    @cached_property
     def ratio_terms(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """(numerator, denominator) per task of the figures `stats.bootstrap_t_ci` takes:
         ratios of per-task sums that are not shares of units."""
@@ -582,14 +585,14 @@ def _interval(
     rule: CIRule,
 ) -> Interval:
     """One figure's CI (stats.cluster_ci) from the tasks that contribute to it."""
-    mask = parts.group_masks()[name]
+    mask = parts.group_masks[name]
     n_groups = int(mask.sum())
     if value is None:
         return no_interval(reasons.get(name, "undefined"), n_groups)
     if weights is None:  # analysis.bootstrap = 0 turns every CI off, not only the bootstrap's
         return no_interval(reasons["ci"], n_groups)
     units = counts[SHARE_UNITS[name]] if name in SHARE_UNITS else None
-    ratio = parts.ratio_terms().get(name)
+    ratio = parts.ratio_terms.get(name)
     bounds = RATIO_BOUNDS.get(name, (-np.inf, np.inf))
     return cluster_ci(value, jackknife[name][mask], n_groups, rule.min_groups, units=units,
                       ratio=ratio, weights=weights, bounds=bounds)  # fmt: skip
