@@ -19,6 +19,7 @@ from pandera.errors import SchemaError, SchemaErrors
 
 from judgelab.errors import TableError
 from judgelab.tasks.registry import SOURCE_NAMES
+from judgelab.verdicts import OUTCOMES
 
 SOURCES = list(SOURCE_NAMES)  # the task sources' names (the registry is their one list)
 PROTOCOLS = ["rule", "execution", "ruler", "rubric"]
@@ -99,6 +100,8 @@ class ScoresSchema(pa.DataFrameModel):
     latency_s: float = pa.Field(ge=0.0)
     slot: int = pa.Field(nullable=True, ge=0)
     permutation: str = pa.Field(nullable=True)
+    # what the tests said (OUTCOMES): on the execution protocol's rows, and only there
+    outcome: str = pa.Field(nullable=True, isin=list(OUTCOMES))
 
     @pa.dataframe_check(
         error="status 'scored' needs a score; 'unscored' needs a reason and no score"
@@ -110,6 +113,13 @@ class ScoresSchema(pa.DataFrameModel):
             pl.when(scored)
             .then(pl.col("score").is_not_null() & ~pl.col("score").is_nan())
             .otherwise(pl.col("score").is_null() & pl.col("reason").is_not_null())
+        )
+
+    @pa.dataframe_check(error="an execution row needs an outcome; any other row has none")
+    @classmethod
+    def outcome_on_execution_rows(cls, data: pa.PolarsData) -> pl.LazyFrame:
+        return data.lazyframe.select(
+            (pl.col("protocol") == "execution") == pl.col("outcome").is_not_null()
         )
 
     @pa.dataframe_check(error="duplicate (task_id, candidate_id, evaluator, repeat)")

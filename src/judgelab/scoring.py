@@ -46,6 +46,7 @@ def _row(run_id: str, ev: Evaluator, cand: Candidate, repeat: int, v: Verdict) -
         "latency_s": max(0.0, float(v.latency_s)),
         "slot": v.slot,
         "permutation": v.permutation,
+        "outcome": v.outcome,
     }
 
 

@@ -12,6 +12,21 @@ from typing import Literal
 
 Status = Literal["scored", "unscored"]
 
+# What the tests said of a candidate's code (the execution evaluator's verdicts only).
+Outcome = Literal[
+    "passed", "tests_failed", "forged", "not_parsed", "no_code", "sandbox_error", "no_tests"
+]
+OUTCOMES: tuple[Outcome, ...] = (
+    "passed",
+    "tests_failed",  # the code ran and did not pass: a test, timeout, memory, a signal
+    "forged",  # the code tried to fake a pass (left before the tests finished, a forged value)
+    "not_parsed",  # the program did not compile: no test ran
+    "no_code",  # nothing to run
+    "sandbox_error",  # the sandbox could not run it: no verdict on the code
+    "no_tests",  # the task has no tests: no verdict on the code
+)
+UNPARSEABLE: tuple[Outcome, ...] = ("no_code", "not_parsed")
+
 
 @dataclass(frozen=True)
 class Task:
@@ -44,6 +59,7 @@ class Verdict:
     latency_s: float = 0.0
     slot: int | None = None  # position the judge saw this candidate at (group judges)
     permutation: str | None = None  # the order shown to the judge, as candidate indices
+    outcome: Outcome | None = None  # the execution evaluator's reading of the run; else None
 
     def __post_init__(self) -> None:
         if self.status == "scored":
@@ -51,6 +67,8 @@ class Verdict:
                 raise ValueError(f"scored verdict needs a score in [0, 1], got {self.score!r}")
         elif self.score is not None or not self.reason:
             raise ValueError("unscored verdict needs a reason and no score")
+        if self.outcome is not None and self.outcome not in OUTCOMES:
+            raise ValueError(f"outcome {self.outcome!r} is not one of {OUTCOMES}")
 
     @classmethod
     def scored(cls, score: float, **kw: object) -> Verdict:

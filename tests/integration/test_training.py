@@ -278,12 +278,12 @@ class ScriptedTests(PointwiseEvaluator):
     def score_one(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
         if task.task_id == "HumanEval/103":
             if candidate.sample_index == 0:
-                return Verdict.unscored("sandbox error: injected")
-            return Verdict.scored(1.0)
+                return Verdict.unscored("sandbox error: injected", outcome="sandbox_error")
+            return Verdict.scored(1.0, outcome="passed")
         passed = {"HumanEval/100": False, "HumanEval/102": True}.get(
             task.task_id, candidate.sample_index == 0
         )
-        return Verdict.scored(1.0 if passed else 0.0)
+        return Verdict.scored(float(passed), outcome="passed" if passed else "tests_failed")
 
 
 class SeedLog(Policy):

@@ -72,7 +72,15 @@ def row(
         "latency_s": latency,
         "slot": None,
         "permutation": None,
+        "outcome": execution_outcome(score, reason) if protocol == "execution" else None,
     }
+
+
+def execution_outcome(score: float | None, reason: str | None) -> str:
+    """The outcome the execution evaluator writes beside such a score and reason."""
+    if score is None:
+        return "no_tests" if reason == "task has no tests" else "sandbox_error"
+    return "passed" if score >= 1.0 else "tests_failed"
 
 
 # Two tasks with tests (A: 2 pass / 2 fail, B: 1 pass / 2 fail) and one without tests (C).

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from judgelab.config import HumanEvalSettings
-from judgelab.evaluators.execution import ExecutionJudge, outcome
+from judgelab.evaluators.execution import ExecutionJudge
 from judgelab.evaluators.settings import ExecutionSettings
 from judgelab.tasks.files import IOCase, check_function, io_cases
 from judgelab.tasks.humaneval import load_humaneval
@@ -55,8 +55,7 @@ def test_each_forgery_fails_with_its_reason(
     task = tasks[kind]
     verdict = run(judge, task, forgery.code.format(entry=task.entry_point))
     assert verdict.status == "scored" and verdict.score == 0.0, (name, verdict)
-    got = outcome(verdict.status, verdict.score, verdict.reason, verdict.explanation)
-    assert got == forgery.outcome, (name, verdict.reason, verdict.explanation)
+    assert verdict.outcome == forgery.outcome, (name, verdict.reason, verdict.explanation)
     assert forgery.reason in (verdict.reason or ""), (name, verdict.reason)
 
 
@@ -84,11 +83,7 @@ def test_a_helper_the_tests_use_comes_from_the_task_not_the_answer(judge: Execut
     (task,) = load_humaneval(HumanEvalSettings(ids=["HumanEval/32"]))
     code = "def poly(xs, x):\n    return 0\n\ndef find_zero(xs):\n    return 12345.0\n"
     verdict = run(judge, task, code)
-    assert (
-        verdict.score == 0.0
-        and outcome(verdict.status, verdict.score, verdict.reason, verdict.explanation)
-        == "tests_failed"
-    ), verdict
+    assert (verdict.score, verdict.outcome) == (0.0, "tests_failed"), verdict
 
 
 def test_only_check_function_s_own_text_runs_in_io_mode() -> None:

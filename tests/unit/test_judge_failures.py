@@ -20,6 +20,7 @@ from judgelab.analysis.failures import (
 from judgelab.analysis.judge_only import judge_agreement
 from judgelab.report.failures import agreement_lines, report_markdown, structured_output_line
 from judgelab.scoring import scores_frame
+from tests.unit.test_analysis import execution_outcome
 
 LLAMA_500 = (  # what llama-cpp-python's server answers to json_schema (provider: 300 chars)
     "judge endpoint 'my-judge': HTTP 500: 1 validation error:\n  {'type': 'literal_error', "
@@ -40,6 +41,7 @@ def row(
         "raw_score": score, "status": "scored" if score is not None else "unscored",
         "out_of_range": False, "reason": reason, "explanation": None, "latency_s": 0.1,
         "slot": None, "permutation": None,
+        "outcome": execution_outcome(score, reason) if protocol == "execution" else None,
     }  # fmt: skip
 
 

@@ -172,6 +172,7 @@ def probe_rows(entries: list[dict]) -> pl.DataFrame:
         "explanation": None,
         "latency_s": 0.0,
         "permutation": None,
+        "outcome": None,
         "probe": "calibration",
         "treated": False,
         "kind": "sample",

@@ -50,6 +50,7 @@ SCORE = {
     "latency_s": 0.0,
     "slot": None,
     "permutation": None,
+    "outcome": None,
 }
 PROBE = {
     "group_id": "g1",

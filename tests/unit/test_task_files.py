@@ -101,7 +101,8 @@ GOOD = {"task_id": "a", "request": "r", "entry_point": "f", "tests": [{"input": 
         ([{**GOOD, "test": "def check(c): pass"}], r"line 1: .*not both"),
         ([{**GOOD, "entry_point": "not a name"}], r"line 1: .*is not a Python name"),
         ([{**GOOD, "tests": [{"input": 1, "output": 1}]}],
-         r"line 1: field 'tests.0.input': .*a list of positional arguments or an object of keyword"),
+         r"line 1: field 'tests.0.input': "
+         r".*a list of positional arguments or an object of keyword"),
         ([{**GOOD, "tests": []}], r"line 1: field 'tests': List should have at least 1 item"),
         ([GOOD, "", '{"task_id": "b", '], r"line 3: not JSON"),
         ([GOOD, GOOD], r"line 2: task_id 'a' already at line 1"),

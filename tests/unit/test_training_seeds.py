@@ -127,7 +127,8 @@ class EvenTokenTests(PointwiseEvaluator):
         super().__init__(FormatSettings(name="execution"))
 
     def score_one(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
-        return Verdict.scored(float(token(candidate) % 2 == 0))
+        passed = token(candidate) % 2 == 0
+        return Verdict.scored(float(passed), outcome="passed" if passed else "tests_failed")
 
 
 SETTINGS = TrainSettings(

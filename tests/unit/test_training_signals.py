@@ -27,7 +27,7 @@ from tests.unit.test_training_seeds import SETTINGS, StandInPolicy, TokenJudge, 
 
 
 class ForgingTests(PointwiseEvaluator):
-    """The 'tests': an even token passes; token 7 'forged a pass' (scored 0, reason forged)."""
+    """The 'tests': an even token passes; token 7 'forged a pass' (scored 0, outcome forged)."""
 
     protocol = "execution"
 
@@ -38,8 +38,10 @@ class ForgingTests(PointwiseEvaluator):
     def score_one(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
         if token(candidate) == 7:
             self.forged.add(candidate.candidate_id)
-            return Verdict.scored(0.0, reason=FORGED + "left before the tests finished")
-        return Verdict.scored(float(token(candidate) % 2 == 0))
+            reason = FORGED + "left before the tests finished"
+            return Verdict.scored(0.0, reason=reason, outcome="forged")
+        passed = token(candidate) % 2 == 0
+        return Verdict.scored(float(passed), outcome="passed" if passed else "tests_failed")
 
 
 def make_trainer(

@@ -1,7 +1,8 @@
-"""Truth that says what kind it is (issue 18, item 5): the execution evaluator's verdicts tell
-"did not parse / no code" from "tests failed" from "sandbox error", read back from what it
-writes, and the truth figures are taken on parseable code only as well, in metrics.json and the
-report, beside the figures on all code."""
+"""Truth that says what kind it is (issue 18, item 5; issue 31): the execution evaluator's
+verdicts tell "did not parse / no code" from "tests failed" from "sandbox error" in an outcome
+of their own (the scores table's `outcome` column, which truth reads), and the truth figures
+are taken on parseable code only as well, in metrics.json and the report, beside the figures
+on all code."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ import pytest
 from judgelab.analysis import compute_metrics
 from judgelab.analysis.truth import execution_truth
 from judgelab.config import AnalysisSettings
-from judgelab.evaluators.execution import OUTCOMES, ExecutionJudge, outcome
+from judgelab.evaluators.execution import ExecutionJudge
+from judgelab.evaluators.sandbox import SandboxResult
 from judgelab.evaluators.settings import ExecutionSettings
 from judgelab.report.outputs import run_analysis
 from judgelab.schemas import RolloutsSchema, ScoresSchema, TasksSchema, columns, validate
-from judgelab.verdicts import Candidate, Task, Verdict
+from judgelab.verdicts import OUTCOMES, Candidate, Task
 
 ADD = Task(
     task_id="add",
@@ -52,17 +54,13 @@ ANSWERS = {
 }
 
 
-def kind(v: Verdict) -> str:
-    return outcome(v.status, v.score, v.reason, v.explanation)
-
-
 def test_the_outcome_of_each_verdict_through_the_sandbox() -> None:
     judge = ExecutionJudge(ExecutionSettings(name="execution", timeout_s=2, cpu_s=2))
     got = {}
     for name, (completion, _) in ANSWERS.items():
         candidate = Candidate("add", name, 0, completion)
         got[name] = judge.score_one(ADD, candidate)
-    assert {n: kind(v) for n, v in got.items()} == {n: k for n, (_, k) in ANSWERS.items()}
+    assert {n: v.outcome for n, v in got.items()} == {n: k for n, (_, k) in ANSWERS.items()}
     # the reasons are those the evaluator always wrote: a compile error still reads as a
     # failed test there (the scores table is unchanged), the outcome tells them apart
     assert got["unclosed tag"].reason == "tests failed: SyntaxError: invalid syntax"
@@ -71,11 +69,11 @@ def test_the_outcome_of_each_verdict_through_the_sandbox() -> None:
     untested = ExecutionJudge(ExecutionSettings(name="execution")).score_one(
         Task(task_id="t", source="autorl", prompt="write add"), Candidate("t", "c", 0, GOOD)
     )
-    assert kind(untested) == "no_tests"
+    assert (untested.status, untested.outcome) == ("unscored", "no_tests")
     # the sandbox's own failure (run_python's "error" status) is unscored, with its reason
-    assert kind(Verdict.unscored("sandbox setup failed: no report from the launcher")) == (
-        "sandbox_error"
-    )
+    broken = SandboxResult("error", None, False, 0.1, "", "sandbox setup failed: no report")
+    verdict = ExecutionJudge(ExecutionSettings(name="execution"))._verdict(broken, "s", "add", None)
+    assert (verdict.status, verdict.outcome) == ("unscored", "sandbox_error")
     assert set(OUTCOMES) == {*(k for _, k in ANSWERS.values()), "no_tests", "sandbox_error"}
 
 
@@ -95,7 +93,7 @@ CANDIDATES: dict[str, tuple[str, float]] = {
 
 def execution_row(kind_: str) -> dict[str, Any]:
     """The execution verdict the evaluator writes for each outcome."""
-    return {
+    return {"outcome": kind_} | {
         "passed": {"score": 1.0, "reason": "tests passed"},
         "tests_failed": {"score": 0.0, "reason": "tests failed: AssertionError"},
         "no_code": {"score": 0.0, "reason": "no code in answer"},
@@ -113,7 +111,8 @@ def scores_frame(candidates: dict[str, tuple[str, float]]) -> pl.DataFrame:
     for cand, (kind_, judged) in candidates.items():
         common = {"run_id": "r", "task_id": cand[0], "candidate_id": cand, "repeat": 0,
                   "raw_score": None, "out_of_range": False, "explanation": None,
-                  "latency_s": 0.1, "slot": None, "permutation": None}  # fmt: skip
+                  "latency_s": 0.1, "slot": None, "permutation": None,
+                  "outcome": None}  # fmt: skip
         ex = {**common, "evaluator": "execution", "protocol": "execution", "judge": None}
         ex |= execution_row(kind_)
         ex["status"] = "scored" if ex["score"] is not None else "unscored"
@@ -164,8 +163,8 @@ def test_truth_counts_each_outcome() -> None:
     assert kinds == {c: k for c, (k, _) in CANDIDATES.items()}
     summary = truth.summary()
     assert summary["outcomes"] == {
-        "passed": 6, "tests_failed": 6, "forged": 0, "not_parsed": 3, "no_code": 3, "sandbox_error": 1,
-        "no_tests": 0, "no_execution_row": 0,
+        "passed": 6, "tests_failed": 6, "forged": 0, "not_parsed": 3, "no_code": 3,
+        "sandbox_error": 1, "no_tests": 0, "no_execution_row": 0,
     }  # fmt: skip
     assert (summary["n_passing"], summary["n_failing"], summary["n_candidates_no_truth"]) == (
         6, 12, 1,

@@ -6,8 +6,9 @@ Contract:
   1.0 means the candidate passes its tests, any other scored value means it fails. A candidate
   whose execution row is unscored (a task without tests, a sandbox failure) or missing has no
   truth; it is left out of every truth metric and counted (`n_candidates_no_truth`).
-- Each candidate's execution `outcome` (judgelab.evaluators.execution.outcome: passed, tests
-  failed, did not parse, no code, sandbox error, no tests; null without an execution row) is
+- Each candidate's execution `outcome` (the scores table's column, written by the execution
+  evaluator: passed, tests failed, forged, did not parse, no code, sandbox error, no tests;
+  null without an execution row) is
   counted in `Truth.summary`. `Truth.parseable()` is the truth on parseable code only: a
   candidate without code or whose code did not parse has no truth there, so the same figures
   taken on it say how a judge does on code that ran (the analysis reports both).
@@ -74,7 +75,7 @@ from sklearn.metrics import roc_auc_score
 
 from judgelab.analysis.pooled_auc import PooledPairs
 from judgelab.analysis.stats import CIRule, Interval, cluster_ci, no_interval
-from judgelab.evaluators.execution import OUTCOMES, UNPARSEABLE, outcome
+from judgelab.verdicts import OUTCOMES, UNPARSEABLE
 
 logger = logging.getLogger(__name__)
 
@@ -225,14 +226,10 @@ def execution_truth(scores: pl.DataFrame, evaluator: str | None = None) -> Truth
             logger.warning("several execution evaluators %s; using %s as truth", execs, execs[0])
         evaluator = execs[0]
     rows = scores.filter((pl.col("evaluator") == evaluator) & (pl.col("repeat") == 0))
-    outcomes = [
-        outcome(r["status"], r["score"], r["reason"], r["explanation"])
-        for r in rows.select("status", "score", "reason", "explanation").iter_rows(named=True)
-    ]
     rows = rows.select(
         "candidate_id",
         pl.when(pl.col("status") == "scored").then(pl.col("score") >= 1.0).alias("passed"),
-        pl.Series("outcome", outcomes, dtype=pl.String),
+        "outcome",
     )
     table = candidates.join(rows, on="candidate_id", how="left").select(
         [pl.col(c).cast(t) for c, t in _TRUTH_COLUMNS.items()]

@@ -14,10 +14,10 @@ Contract of `ExecutionJudge.score_one(task, candidate) -> Verdict`, per candidat
 - sandbox status "error" (our fault, not the code's) -> unscored with the sandbox's reason
 latency_s is the sandbox's duration.
 
-`outcome(status, score, reason, explanation)` reads back which of these a verdict (a row of
-the scores table) is: one of OUTCOMES, of which UNPARSEABLE are the answers whose code never
-ran (no code, or code that does not parse). The analysis takes its truth figures on parseable
-code only by it.
+Every verdict also names its outcome (`Verdict.outcome`, the scores table's `outcome`
+column): one of `verdicts.OUTCOMES`, of which UNPARSEABLE are the answers whose code never ran
+(no code, or code that does not compile). The analysis and training read that column; nothing
+parses a reason back.
 
 The program run for a HumanEval-style task (prompt, entry_point, test) is:
 - when the extracted code defines `entry_point` as a top-level function (a standalone
@@ -49,14 +49,14 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from judgelab.answer import parse_answer
 from judgelab.evaluators.base import PointwiseEvaluator
 from judgelab.evaluators.sandbox import Runner, SandboxResult, run_python
 from judgelab.evaluators.settings import ExecutionSettings
 from judgelab.tasks.files import io_cases
-from judgelab.verdicts import Candidate, Task, Verdict
+from judgelab.verdicts import Candidate, Outcome, Task, Verdict
 
 log = logging.getLogger(__name__)
 
@@ -70,19 +70,6 @@ PASSED = "tests passed"
 FAILED = "tests failed: "  # + the last line of stderr
 FORGED = "forged: "  # + what the code did to fake a pass (it left early, or forged a value)
 
-Outcome = Literal[
-    "passed", "tests_failed", "forged", "not_parsed", "no_code", "sandbox_error", "no_tests"
-]
-OUTCOMES: tuple[Outcome, ...] = (
-    "passed",
-    "tests_failed",  # the code ran and did not pass: a test, timeout, memory, a signal
-    "forged",  # the code tried to fake a pass (left before the tests finished, a forged value)
-    "not_parsed",  # the program did not compile: no test ran
-    "no_code",  # nothing to run
-    "sandbox_error",  # the sandbox could not run it: no verdict on the code
-    "no_tests",  # the task has no tests: no verdict on the code
-)
-UNPARSEABLE: tuple[Outcome, ...] = ("no_code", "not_parsed")
 _COMPILE_ERRORS = ("SyntaxError:", "IndentationError:", "TabError:")
 # CPython reports a script it cannot compile as the place (`File ".../main.py", line N`) with
 # no traceback; a SyntaxError raised while the program runs (exec, compile, an import) comes
@@ -169,22 +156,12 @@ def build_program(task: Task, code: str) -> str:
     return assemble(task, code).text
 
 
-def outcome(
-    status: str, score: float | None, reason: str | None, explanation: str | None
-) -> Outcome:
-    """Which outcome a verdict of this evaluator is, from what it wrote (see the module
-    docstring). A compile error is told from a test that failed by the interpreter's report in
-    the explanation; one whose report was cut off reads as a failed test."""
-    if status != "scored":
-        return "no_tests" if reason == NO_TESTS else "sandbox_error"
-    if score is not None and score >= 1.0:
-        return "passed"
-    if reason == NO_CODE:
-        return "no_code"
-    if (reason or "").startswith(FORGED):
-        return "forged"
+def _failed(reason: str, explanation: str | None) -> Outcome:
+    """A run that did not pass: a program that did not compile (told from a test that failed
+    by the interpreter's report, which has no traceback; one whose report was cut off reads
+    as a failed test) or code that ran and failed."""
     text = explanation or ""
-    compile_error = (reason or "").removeprefix(FAILED).startswith(_COMPILE_ERRORS)
+    compile_error = reason.removeprefix(FAILED).startswith(_COMPILE_ERRORS)
     if compile_error and _TRACEBACK not in text and _NOT_COMPILED.search(text):
         return "not_parsed"
     return "tests_failed"
@@ -212,10 +189,10 @@ class ExecutionJudge(PointwiseEvaluator):
     def score_one(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
         # `repeat` is accepted for the common evaluator signature; execution is deterministic.
         if not task.test or not task.entry_point:
-            return Verdict.unscored(NO_TESTS)
+            return Verdict.unscored(NO_TESTS, outcome="no_tests")
         code = parse_answer(candidate.completion).code
         if code is None:
-            return Verdict.scored(0.0, reason=NO_CODE)
+            return Verdict.scored(0.0, reason=NO_CODE, outcome="no_code")
         cases = io_cases(task.test)
         program = assemble(task, code, io_mode=cases is not None)
         secret = secrets.token_hex(16)
@@ -255,15 +232,17 @@ class ExecutionJudge(PointwiseEvaluator):
         forgery = _forgery(said, secret, result)
         if result.status != "error" and forgery is not None:
             reason = f"{FORGED}{forgery}"[:REASON_CHARS]
-            return Verdict.scored(0.0, reason=reason, **common)  # type: ignore[arg-type]
+            return Verdict.scored(0.0, reason=reason, outcome="forged", **common)  # type: ignore[arg-type]
         if result.status == "passed":
             wrong = None if cases is None else _wrong_case(said, secret, cases, entry_point)
             if wrong is not None:
-                return Verdict.scored(0.0, reason=f"{FAILED}{wrong}"[:REASON_CHARS], **common)  # type: ignore[arg-type]
-            return Verdict.scored(1.0, reason=PASSED, latency_s=result.duration_s)
+                reason = f"{FAILED}{wrong}"[:REASON_CHARS]
+                return Verdict.scored(0.0, reason=reason, outcome="tests_failed", **common)  # type: ignore[arg-type]
+            return Verdict.scored(1.0, reason=PASSED, outcome="passed",
+                                  latency_s=result.duration_s)  # fmt: skip
         if result.status == "error":
-            return Verdict.unscored(result.stderr_tail[:REASON_CHARS] or "sandbox error",
-                                    latency_s=result.duration_s)  # fmt: skip
+            why = result.stderr_tail[:REASON_CHARS] or "sandbox error"
+            return Verdict.unscored(why, outcome="sandbox_error", latency_s=result.duration_s)
         if result.status == "failed":
             last = _last_line(result.stderr_tail) or f"exit code {result.exit_code}"
             reason = f"{FAILED}{last}"
@@ -277,7 +256,9 @@ class ExecutionJudge(PointwiseEvaluator):
             reason = f"memory limit of {self.spec.memory_mb} MB exceeded"
         else:
             reason = f"killed by {_signal_name(result.exit_code)}"
-        return Verdict.scored(0.0, reason=reason[:REASON_CHARS], **common)  # type: ignore[arg-type]
+        reason = reason[:REASON_CHARS]
+        failed = _failed(reason, explanation)
+        return Verdict.scored(0.0, reason=reason, outcome=failed, **common)  # type: ignore[arg-type]
 
 
 def _forgery(said: list[str], secret: str, result: SandboxResult) -> str | None:

@@ -35,7 +35,6 @@ from judgelab.cache import JsonCache, digest
 from judgelab.config import RolloutSettings, TrainSettings
 from judgelab.errors import ConfigError
 from judgelab.evaluators.base import Evaluator
-from judgelab.evaluators.execution import outcome
 from judgelab.evaluators.settings import ExecutionSettings
 from judgelab.io import atomic_dir, write_json
 from judgelab.rollouts.generate import policy_messages, sample_seed
@@ -136,11 +135,8 @@ def _sample_record(
 
 
 def _forged(verdict: dict) -> bool:
-    """The tests' verdict says the code faked a pass (`evaluators.execution.outcome`)."""
-    return (
-        outcome(verdict["status"], verdict["score"], verdict.get("reason"),
-                verdict.get("explanation")) == "forged"
-    )  # fmt: skip
+    """The tests' verdict (a scores row) says the code faked a pass."""
+    return verdict["outcome"] == "forged"
 
 
 def _row_summary(row: EpochRow) -> str:
