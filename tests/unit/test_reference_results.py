@@ -69,16 +69,23 @@ def test_committed_tables_validate(path: str) -> None:
 
 
 def test_scores_are_the_audit_the_params_ask_for() -> None:
-    """30 HumanEval groups of k candidates, each scored once by every evaluator."""
+    """The HumanEval problems the params name (at least 30), every task a group of k policy
+    samples (and its contrast group where the params join one), every candidate scored once
+    by every evaluator."""
     settings = load_settings(REFERENCE / "params.yaml")
     scores = validate_file(REFERENCE / "data/scores/scores.parquet", "scores")
     tasks = validate_file(REFERENCE / "data/tasks/tasks.parquet", "tasks")
-    humaneval = tasks.filter(tasks["source"] == "humaneval")
-    assert humaneval.height == settings.tasks.humaneval.limit >= 30
+    rollouts = validate_file(REFERENCE / "data/rollouts/rollouts.parquet", "rollouts")
+    humaneval = settings.tasks.humaneval
+    wanted = 164 - humaneval.offset if humaneval.limit == "all" else humaneval.limit
+    assert tasks.filter(tasks["source"] == "humaneval").height == wanted >= 30
+    sampled = rollouts.filter(rollouts["policy"].is_in(settings.rollouts.writers))
+    assert sampled.group_by("task_id").len()["len"].unique().to_list() == [settings.rollouts.k]
+    assert sorted(rollouts["task_id"].unique()) == sorted(tasks["task_id"])
     names = sorted(ev.name for ev in settings.scores.evaluators)
     assert sorted(scores["evaluator"].unique().to_list()) == names
     per_evaluator = scores.group_by("evaluator").len()["len"].unique().to_list()
-    assert per_evaluator == [tasks.height * settings.rollouts.k * settings.scores.repeats]
+    assert per_evaluator == [rollouts.height * settings.scores.repeats]
 
 
 def test_the_analysis_of_the_committed_tables_is_the_committed_metrics(tmp_path: Path) -> None:
