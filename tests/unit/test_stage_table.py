@@ -245,9 +245,9 @@ def test_the_reference_pipeline_is_the_stage_table_rerooted() -> None:
     the project root: the same commands, params and tables; code deps re-rooted at ../; every
     output kept in git (cache: false) so the committed tables and dvc.lock are the results.
     `inputs` is the reference's own (reference/inputs: its known-truth contrast groups). The
-    analysis
-    depends on the probes' metrics themselves, not on probes/ (the main pipeline's record of
-    a pipeline `dvc repro` must not run): the reference runs its probes before its report."""
+    analysis depends on the probes' metrics themselves, not on probes/ (the main pipeline's
+    record of a pipeline `dvc repro` must not run): the reference runs its probes before its
+    report."""
     reference = dvc_file(REFERENCE)
     assert list(reference) == [s.name for s in DVC_STAGES]
     for stage in DVC_STAGES:

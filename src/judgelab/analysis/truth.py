@@ -8,10 +8,10 @@ Contract:
   truth; it is left out of every truth metric and counted (`n_candidates_no_truth`).
 - Each candidate's execution `outcome` (the scores table's column, written by the execution
   evaluator: passed, tests failed, forged, did not parse, no code, sandbox error, no tests;
-  null without an execution row) is
-  counted in `Truth.summary`. `Truth.parseable()` is the truth on parseable code only: a
-  candidate without code or whose code did not parse has no truth there, so the same figures
-  taken on it say how a judge does on code that ran (the analysis reports both).
+  null without an execution row) is counted in `Truth.summary`. `Truth.parseable()` is the
+  truth on parseable code only: a candidate without code or whose code did not parse has no
+  truth there, so the same figures taken on it say how a judge does on code that ran (the
+  analysis reports both).
 - An evaluator's score for a candidate is the mean of its *scored* repeats; a candidate the
   evaluator never scored is left out and counted (`n_candidates_unscored`), never scored as 0.
 - Metrics, over candidates with both truth and a score:
