@@ -173,18 +173,21 @@ class _Rows:
     def draw(self, live: Any, logits: Any) -> Any:
         """One token for each live row from its logits [L, V]: exact inverse-CDF sampling
         from softmax(logits / T) with the row's own generator (greedy at T = 0), kept with
-        its log-probability under the distribution drawn from. Returns the tokens [L]."""
+        its log-probability under the distribution drawn from. Returns the tokens [L] (on
+        the CPU). The logits stay on their device (on CUDA, moving [L, V] logits to the CPU
+        every step cost more than the forward); only the uniforms and the picks travel."""
         torch = _torch()
-        temp = self.temps[live]
+        temp = self.temps[live].to(logits.device)
         warm = torch.where(temp > 0, temp, torch.ones_like(temp))[:, None]
         logp = torch.log_softmax(logits / warm, dim=-1)
         cdf = torch.softmax(logits / warm, dim=-1).double().cumsum(-1)
         u = torch.cat([torch.rand(1, generator=self.gens[r], dtype=torch.float64)
-                       for r in live.tolist()])  # fmt: skip
+                       for r in live.tolist()]).to(logits.device)  # fmt: skip
         sampled = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None])[:, 0]
         sampled = sampled.clamp(max=logits.shape[-1] - 1)
         nxt = torch.where(temp > 0, sampled, logits.argmax(-1))
-        picked = logp.gather(-1, nxt[:, None])[:, 0]
+        picked = logp.gather(-1, nxt[:, None])[:, 0].cpu()
+        nxt = nxt.cpu()
         for r, t, lp in zip(live.tolist(), nxt.tolist(), picked.tolist(), strict=True):
             self.tokens[r].append(t)
             self.logprobs[r].append(lp)
@@ -416,7 +419,7 @@ class Policy:
         live = torch.arange(len(keys))  # the rows still decoding, in batch order
         cache, logits, mask, position = self._prefill(distinct)
         cache.reorder_cache(source.to(self.device))  # distinct prompts -> rows
-        logits, mask, position = logits[source], mask[source], position[source]
+        logits, mask, position = logits[source.to(logits.device)], mask[source], position[source]
         for step in range(int(rows.limits.max())):
             nxt = rows.draw(live, logits)
             going = ~(torch.isin(nxt, stop) | (rows.limits[live] <= step + 1))
@@ -436,7 +439,7 @@ class Policy:
                 position_ids=position.to(self.device),
                 past_key_values=cache,
             )
-            logits = out.logits[:, -1].float().cpu()
+            logits = out.logits[:, -1].float()
 
     def _forward(self, adapters: Sequence[str], **kwargs: Any) -> Any:
         """A forward pass in which row i runs adapter `adapters[i]`."""
@@ -482,7 +485,7 @@ class Policy:
             past_key_values=cache,
             logits_to_keep=1,
         )
-        return out.past_key_values, out.logits[:, -1].float().cpu(), mask, position[:, -1:]
+        return out.past_key_values, out.logits[:, -1].float(), mask, position[:, -1:]
 
     def sequence_logprobs(
         self, tokens: Any, attention_mask: Any, start: int = 0, temperature: float = 1.0
