@@ -10,6 +10,7 @@ from prefect import flow, get_run_logger
 
 from flows.paths import ANALYSIS, PROBES_METRICS, ROLLOUTS, SCORES, TASKS, TRAINING
 from flows.scores import structured_output_path
+from judgelab.analysis.recheck import read_baseline
 from judgelab.analysis.stats import latency_summary
 from judgelab.config import Settings, load_settings
 from judgelab.paths import project_root
@@ -44,6 +45,8 @@ def analysis_flow(
     out: Path = ANALYSIS,
 ) -> Path:
     settings = load_settings(params)
+    baseline = settings.analysis.truth_baseline
+    truth_baseline = read_baseline(project_root() / baseline) if baseline else None
     scores_frame = validate_file(scores, "scores")
     metrics = run_analysis(
         validate_file(tasks, "tasks"),
@@ -57,6 +60,7 @@ def analysis_flow(
         provenance=provenance(settings, params, project_root(), models_used(settings))
         | structured_output_modes(scores),
         max_failure_share=settings.scores.max_failure_share,
+        truth_baseline=truth_baseline,
     )
     if settings.tracking.enabled:
         latency = {

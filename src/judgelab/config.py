@@ -449,6 +449,13 @@ class AnalysisSettings(_Section):
         "self-test (docs/SELFTEST.md); at 5-10 some cover 91-92 %.",
     )
     power: PowerSettings = PowerSettings()
+    truth_baseline: str | None = Field(
+        None,
+        description="An earlier run's execution verdicts, relative to the project root: a "
+        "scores table (its execution rows) or a parquet table of candidate_id, score and "
+        "outcome. The report says how many of them this run's execution evaluator changed "
+        "(analysis/recheck.py). Keep it under inputs/, which the analysis stage depends on.",
+    )
 
 
 class LoraSettings(_Section):

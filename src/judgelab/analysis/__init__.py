@@ -31,6 +31,7 @@ from judgelab.analysis import training
 from judgelab.analysis.failures import loud_failures
 from judgelab.analysis.judge_only import judge_agreement
 from judgelab.analysis.power import power_analysis
+from judgelab.analysis.recheck import truth_recheck
 from judgelab.analysis.stats import CIRule, evaluator_stats
 from judgelab.analysis.truth import (
     candidate_scores,
@@ -109,11 +110,16 @@ def audit_metrics(
     training_dir: Path | None,
     train_judges: Sequence[str],
     max_failure_share: float,
+    truth_baseline: pl.DataFrame | None = None,
 ) -> dict[str, Any]:
     """The analysis stage's metrics.json: `compute_metrics`, the loud judge failures (absent
-    when no judge failed), a judge-only audit's agreement, and the training figures of
-    `training_dir` (`train_judges`: the judges configured to have one)."""
+    when no judge failed), a judge-only audit's agreement, the training figures of
+    `training_dir` (`train_judges`: the judges configured to have one), and the re-check of
+    `truth_baseline` (`recheck.read_baseline` of `settings.truth_baseline`)."""
     metrics = compute_metrics(tasks, rollouts, scores, settings)
+    if truth_baseline is not None:
+        source = settings.truth_baseline or "truth baseline"
+        metrics["truth_recheck"] = clean_json(truth_recheck(truth_baseline, scores, source))
     if failed := loud_failures(scores, max_failure_share):
         metrics["judge_failures"] = [f.line() for f in failed]
     if not scores.filter(pl.col("protocol") == "execution").height:  # a judge-only audit

@@ -26,6 +26,7 @@ from judgelab.io import write_json, write_text
 from judgelab.report.audit import render_html, render_markdown
 from judgelab.report.panels import bias_section
 from judgelab.report.plots import write_csv, write_plots
+from judgelab.report.recheck import recheck_section
 from judgelab.report.training import plot_curves
 from judgelab.report.writers import writers_section
 from judgelab.schemas import RolloutsSchema, ScoresSchema, TasksSchema, validate
@@ -47,6 +48,7 @@ def run_analysis(
     train_judges: Sequence[str] = (),
     provenance: dict[str, Any] | None = None,
     max_failure_share: float = DEFAULT_MAX_FAILURE_SHARE,
+    truth_baseline: pl.DataFrame | None = None,
 ) -> dict[str, Any]:
     """Validate the inputs; write metrics.json, plots and the report under out_dir; return
     the metrics dict as written. `training_dir` holds the training stage's per-judge
@@ -65,6 +67,7 @@ def run_analysis(
         training_dir=training_dir,
         train_judges=train_judges,
         max_failure_share=max_failure_share,
+        truth_baseline=truth_baseline,
     )
     truth = execution_truth(scores)
     images = write_images(scores, truth, metrics, settings, out_dir / "plots", training_dir)
@@ -127,7 +130,7 @@ def write_reports(
     identical runs), the worst false praise and the probes' bias panels beside the metrics."""
     latency = latency_summary(scores)
     examples = worst_false_praise(scores, rollouts, truth, N_EXAMPLES, settings.praise_threshold)
-    sections = [bias_section(probes_metrics), *writers_section(metrics)]
+    sections = [bias_section(probes_metrics), *writers_section(metrics), *recheck_section(metrics)]
     write_text(
         out_dir / "report.md",
         render_markdown(
