@@ -372,8 +372,16 @@ def test_bootstrap_deterministic_and_ci_contains_point() -> None:
     # come from the jackknife and do not
     assert m1["advantage_fidelity_ci_low"] != m3["advantage_fidelity_ci_low"]
     assert m1["pairwise_accuracy_ci_low"] == m3["pairwise_accuracy_ci_low"]
-    for key in ("roc_auc", "pairwise_accuracy", "top1_accuracy", "false_praise_rate", "score_gap",
-                "advantage_fidelity", "top1_over_chance", "mean_score_passing"):
+    for key in (
+        "roc_auc",
+        "pairwise_accuracy",
+        "top1_accuracy",
+        "false_praise_rate",
+        "score_gap",
+        "advantage_fidelity",
+        "top1_over_chance",
+        "mean_score_passing",
+    ):
         low, high = m1[f"{key}_ci_low"], m1[f"{key}_ci_high"]
         assert low is not None and high is not None
         assert low <= m1[key] <= high, key

@@ -96,8 +96,6 @@ def test_a_group_call_is_recorded_once_and_a_rule_records_none(server: OpenAISer
     assert [v.score for v in ruler.score_group(TASK, candidates(3))] == [0.5] * 3
     assert [(c["candidate_id"], c["attempt"]) for c in ruler.calls] == [(None, 0)]
 
-    rule = record_calls(
-        build_evaluator(FormatSettings(name="format"), {}), "g", "perm:identity", 0
-    )
+    rule = record_calls(build_evaluator(FormatSettings(name="format"), {}), "g", "perm:identity", 0)
     verdicts = rule.score_group(TASK, candidates(2))
     assert [v.status for v in verdicts] == ["scored", "scored"] and rule.calls == []

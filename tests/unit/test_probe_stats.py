@@ -710,8 +710,9 @@ def test_noise_floor_by_hand_and_beside_every_order_and_perturbation_figure(tmp_
     assert f"(floor {floor['position_consistency']:.3f})" in report
     # Repeats at another temperature: measured and kept, but no floor beside the figures.
     other_t = ProbesSettings(temperature=0.0, repeat_temperature=0.7, repeats=2)
-    m = run_probe_analysis(cands, rows, other_t, {}, tmp_path / "other",
-                           rule=probe_rule(other_t, 5))
+    m = run_probe_analysis(
+        cands, rows, other_t, {}, tmp_path / "other", rule=probe_rule(other_t, 5)
+    )
     j = m["judges"]["j"]
     assert j["noise_floor"]["repeats"] == [1, 2] and j["noise_floor"]["temperature"] == 0.7
     assert j["position"]["position_consistency_noise_floor"] is None

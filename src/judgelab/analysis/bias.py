@@ -584,9 +584,7 @@ def _floor_figures(out: dict[str, Any], parts: list[dict[str, Any]], rule: CIRul
     })  # fmt: skip
 
 
-def perturbation_bias(
-    rows: pl.DataFrame, tolerance: float, rule: CIRule
-) -> dict[str, Any]:
+def perturbation_bias(rows: pl.DataFrame, tolerance: float, rule: CIRule) -> dict[str, Any]:
     """Per perturbation name: delta_treated, delta_control, effect, robustness_rate (+ CIs)."""
     base = view_scores(rows, f"{PERM}0")
     pert = view_scores(rows, PERT)

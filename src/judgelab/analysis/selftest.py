@@ -298,9 +298,7 @@ def run_selftest(settings: SelftestSettings) -> dict[str, Any]:
     return {
         "coverage": coverage(settings),
         "family_wise": [
-            family_wise_error(settings, n)
-            for n in settings.clusters
-            if n >= settings.min_ci_groups
+            family_wise_error(settings, n) for n in settings.clusters if n >= settings.min_ci_groups
         ],
         "power": empirical_power(settings),
         "settings": {
