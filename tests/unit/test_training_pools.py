@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 
 from judgelab.cache import JsonCache
-from judgelab.config import HeldOutSettings, RolloutSettings, load_settings
+from judgelab.config import HeldOutSettings, HumanEvalSettings, RolloutSettings, load_settings
 from judgelab.errors import ConfigError
 from judgelab.evaluators.execution import ExecutionJudge
 from judgelab.evaluators.settings import ExecutionSettings
 from judgelab.tasks import tasks_frame, tasks_from_frame
+from judgelab.tasks.humaneval import load_humaneval
 from judgelab.tasks.registry import tasks_by_id
-from judgelab.training.loop import JudgeRun, Trainer
+from judgelab.training.loop import JudgeRun, Trainer, trained_tasks
 from judgelab.training.run import heldout_ids, heldout_tasks
 from judgelab.verdicts import Candidate
 from tests.unit.test_training_seeds import SETTINGS, StandInPolicy, TokenJudge
@@ -86,3 +87,31 @@ def test_a_codeio_task_enters_both_training_pools(tmp_path: Path) -> None:
 def test_a_heldout_task_no_source_holds_is_named() -> None:
     with pytest.raises(ConfigError, match=r"train.heldout.ids: no task source holds \['mbpp/1'\]"):
         heldout_tasks(with_heldout(select="fixed", ids=["mbpp/1"], limit=1), ROOT)
+
+
+def test_held_out_tasks_are_apart_from_the_trained_ones_not_from_the_whole_table(
+    tmp_path: Path,
+) -> None:
+    """An audit of every problem trains on the few tasks its epochs and groups cycle through
+    (epochs 0..E, the last scoring the final policy); the rest of the tasks table may be
+    held out, a task a training group draws from may not."""
+    tasks = load_humaneval(HumanEvalSettings(offset=0, limit=10))
+    trained = trained_tasks(tasks, epochs=2, groups_per_epoch=2)
+    assert [t.task_id for t in trained] == [f"HumanEval/{i}" for i in range(6)]
+    assert [t.task_id for t in trained_tasks(tasks[:3], 1, 4)] == [t.task_id for t in tasks[:3]]
+
+    def trainer(heldout: list) -> Trainer:
+        return Trainer(
+            runs=[JudgeRun("a", TokenJudge(), tmp_path / "a")],
+            settings=SETTINGS.model_copy(update={"epochs": 2, "groups_per_epoch": 2}),
+            rollout=RolloutSettings(),
+            tasks=tasks,
+            heldout=heldout,
+            cache=JsonCache(tmp_path / "c", "samples"),
+            executor=ExecutionJudge(ExecutionSettings(name="execution")),
+            policy_factory=lambda adapters: StandInPolicy(adapters, {}),  # type: ignore[arg-type,return-value]
+        )
+
+    assert trainer(tasks[6:]).pool == tasks[6:]  # in the table, never trained on: held out
+    with pytest.raises(ConfigError, match=r"tasks \['HumanEval/5'\] are also trained on"):
+        trainer(tasks[5:7])

@@ -197,11 +197,30 @@ def select_heldout(
     return [t for t in order if t in chosen], filled
 
 
+def epoch_tasks(tasks: Sequence[Task], epoch: int, groups_per_epoch: int) -> list[Task]:
+    """The tasks of epoch `epoch`'s training groups: the training tasks in order, cycled."""
+    n = groups_per_epoch
+    return [tasks[(epoch * n + g) % len(tasks)] for g in range(n)]
+
+
+def trained_tasks(tasks: Sequence[Task], epochs: int, groups_per_epoch: int) -> list[Task]:
+    """Every task a training group draws from in epochs 0..`epochs` (the last one scores the
+    final policy), in first-use order. An audit of every problem trains on a few of them."""
+    seen: dict[str, Task] = {}
+    for epoch in range(epochs + 1):
+        for t in epoch_tasks(tasks, epoch, groups_per_epoch):
+            seen.setdefault(t.task_id, t)
+    return list(seen.values())
+
+
 def check_disjoint(train: Sequence[Task], heldout: Sequence[Task]) -> None:
+    """Held-out tasks are never trained on: none of `heldout` is in `train`
+    (`trained_tasks`); tasks of the table that no group draws from may be held out."""
     overlap = sorted({t.task_id for t in train} & {t.task_id for t in heldout})
     if overlap:
         raise ConfigError(
-            f"train.heldout: tasks {overlap} are also training tasks (in the tasks table); "
+            f"train.heldout: tasks {overlap} are also trained on (train.epochs and "
+            "train.groups_per_epoch cycle through the tasks table's tasks with tests); "
             "hold out others (train.heldout.offset or train.heldout.ids)"
         )
 
@@ -523,7 +542,9 @@ class Trainer:
         self.rollout = rollout
         self.tasks = training_tasks(tasks)
         self.pool = list(heldout)
-        check_disjoint(self.tasks, self.pool)
+        check_disjoint(
+            trained_tasks(self.tasks, settings.epochs, settings.groups_per_epoch), self.pool
+        )
         self.mixed = settings.heldout.select == "mixed"
         self.heldout: list[Task] | None = None if self.mixed else self.pool
         self.selection_file = selection_file
@@ -536,8 +557,7 @@ class Trainer:
         self.min_ci_groups = min_ci_groups
 
     def _tasks_for(self, epoch: int) -> list[Task]:
-        n = self.settings.groups_per_epoch
-        return [self.tasks[(epoch * n + g) % len(self.tasks)] for g in range(n)]
+        return epoch_tasks(self.tasks, epoch, self.settings.groups_per_epoch)
 
     def requests(self, run: JudgeRun, epoch: int) -> list[Request]:
         """The epoch's training groups, then the held-out prompts (fixed seeds every epoch).
