@@ -63,6 +63,21 @@ def test_recheck_by_hand() -> None:
     ]
 
 
+def test_repeats_that_disagree_count_once_and_list_each_differing_verdict() -> None:
+    scores = fixture_scores()
+    flaky = scores.filter(pl.col("candidate_id") == "a2", pl.col("protocol") == "execution")
+    flaky = flaky.with_columns(
+        repeat=pl.lit(1, pl.Int64), score=0.0, outcome=pl.lit("tests_failed")
+    )
+    block = truth_recheck(BASELINE, pl.concat([scores, flaky]), "b")
+    assert (block["n_compared"], block["n_changed"], block["n_absent"]) == (5, 3, 1)
+    assert [(c["candidate_id"], c["now"]["outcome"]) for c in block["changed"]] == [
+        ("a1", "passed"),
+        ("a2", "tests_failed"),
+        ("a3", "tests_failed"),
+    ]
+
+
 def test_a_scores_table_is_a_baseline_of_its_execution_rows(tmp_path: Path) -> None:
     path = tmp_path / "scores.parquet"
     fixture_scores().write_parquet(path)

@@ -55,7 +55,9 @@ def read_baseline(path: Path) -> pl.DataFrame:
 def truth_recheck(baseline: pl.DataFrame, scores: pl.DataFrame, source: str) -> dict[str, Any]:
     """How many of `baseline`'s verdicts (`read_baseline`) this scores table's execution rows
     changed: compared (candidates in both), changed (score or outcome differs), absent (in
-    the baseline, not scored by execution here), and each change."""
+    the baseline, not scored by execution here), and each change. Counts are of candidates:
+    where this run's repeats disagree about one, it has changed if any repeat's verdict differs,
+    and each differing verdict is listed."""
     now = (
         scores.filter(pl.col("protocol") == "execution")
         .select(
@@ -70,12 +72,13 @@ def truth_recheck(baseline: pl.DataFrame, scores: pl.DataFrame, source: str) -> 
         pl.col("score").ne_missing(pl.col("now_score"))
         | pl.col("outcome").ne_missing(pl.col("now_outcome"))
     )
+    compared = joined["candidate_id"].n_unique()
     return {
         "baseline": source,
         "n_baseline": baseline.height,
-        "n_compared": joined.height,
-        "n_changed": changed.height,
-        "n_absent": baseline.height - joined.height,
+        "n_compared": compared,
+        "n_changed": changed["candidate_id"].n_unique(),
+        "n_absent": baseline.height - compared,
         "changed": [
             {
                 "candidate_id": row["candidate_id"],
