@@ -21,7 +21,11 @@ timings do: random weights never stop early, so every row runs to its token budg
 Prompts: the default policy prompts of HumanEval/30-55.
 
     python bench/cuda_training_path.py checks det profile cpu [--random-weights DIR]
-        [--compare-with OLD_POLICY_PY] [--out results.json]
+        [--compare-with OLD_POLICY_PY] [--out results.json] [--prompts FILE]
+
+A GPU machine without judgelab's environment needs only torch and the training path's
+packages (transformers, peft, pydantic, openpipe-art's `art.loss`): write the prompts where
+judgelab is installed (`--write-prompts FILE`, same `--random-weights`) and pass `--prompts`.
 
 `--compare-with` takes an earlier `src/judgelab/training/policy.py`
 (`git show <commit>:src/judgelab/training/policy.py > old_policy.py`). Results are recorded in
@@ -256,22 +260,35 @@ def cpu(prompts: list, out: Path | None) -> None:
         del p
 
 
-def prompt_ids(tokenizer: Any, messages: list[dict]) -> list[int]:
-    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-    return [int(t) for t in (ids["input_ids"] if hasattr(ids, "keys") else ids)]
+def humaneval_prompts(tokenizer_dir: Path) -> list[list[int]]:
+    """The default policy's prompts of HumanEval/30-55, as token ids."""
+    from transformers import AutoTokenizer
+
+    from judgelab.config import HumanEvalSettings, RolloutSettings
+    from judgelab.rollouts.generate import policy_messages
+    from judgelab.tasks.humaneval import load_humaneval
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    out = []
+    for task in load_humaneval(HumanEvalSettings(offset=30, limit=26)):
+        messages = policy_messages(RolloutSettings(), task)
+        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        out.append([int(t) for t in (ids["input_ids"] if hasattr(ids, "keys") else ids)])
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("sections", nargs="*", default=["checks"],
-                    choices=["checks", "det", "profile", "cpu"])  # fmt: skip
+    ap.add_argument("sections", nargs="*", help="checks (default), det, profile, cpu")
     ap.add_argument("--random-weights", type=Path)
     ap.add_argument("--compare-with", type=Path)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--write-prompts", type=Path, help="write the prompts' token ids and stop")
+    ap.add_argument("--prompts", type=Path, help="read them (a machine without the task "
+                    "sources' and rollouts' packages)")  # fmt: skip
     args = ap.parse_args()
-    from judgelab.config import HumanEvalSettings, RolloutSettings
-    from judgelab.rollouts.generate import policy_messages
-    from judgelab.tasks.humaneval import load_humaneval
+    if unknown := set(args.sections) - {"checks", "det", "profile", "cpu"}:
+        ap.error(f"unknown sections {sorted(unknown)}: checks, det, profile, cpu")
 
     say("torch", torch.__version__)
     say("gpu", torch.cuda.get_device_name(0) if GPU == "cuda" else None)
@@ -280,6 +297,13 @@ def main() -> None:
     flags = next((ln for ln in info if ln.startswith("flags")), "").split()
     wanted = ("avx2", "avx512f", "avx512_bf16", "amx_tile")
     say("host_cpu", f"{name}; " + " ".join(f for f in wanted if f in flags))
+    if args.prompts:
+        prompts = json.loads(args.prompts.read_text())
+    else:
+        prompts = humaneval_prompts(args.random_weights or pm.converted_dir(ZOO))
+    if args.write_prompts:
+        args.write_prompts.write_text(json.dumps(prompts))
+        return
     if args.random_weights:
         model_dir = random_model(args.random_weights)
         pm.converted_dir = lambda zoo: model_dir
@@ -291,12 +315,7 @@ def main() -> None:
         sys.modules["old_policy"] = old
         spec.loader.exec_module(old)
         old.converted_dir = pm.converted_dir
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(pm.converted_dir(ZOO))
-    tasks = load_humaneval(HumanEvalSettings(offset=30, limit=26))
-    prompts = [prompt_ids(tokenizer, policy_messages(RolloutSettings(), t)) for t in tasks]
-    for section in args.sections:
+    for section in args.sections or ["checks"]:
         if section == "checks":
             checks(prompts, args.out)
         elif section == "det":
