@@ -95,7 +95,9 @@ def compute_metrics(
             "n_candidates": rollouts.height,
             "n_score_rows": scores.height,
             "execution_truth": truth.summary(),
-            "settings": settings.model_dump(),
+            # truth_baseline is named in truth_recheck when set; left out here, an analysis
+            # without one writes the metrics it wrote before the setting existed
+            "settings": settings.model_dump(exclude={"truth_baseline"}),
             **writer_blocks(rollouts, scores, settings),  # only with several writers/origins
         }
     )
