@@ -5,9 +5,9 @@ field of the block (`sentence`)."""
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
+from judgelab.report.format import escape, html_table, md_table
 from judgelab.report.panels import Section
 
 TITLE = "Execution truth re-checked"
@@ -46,14 +46,8 @@ def recheck_section(metrics: dict[str, Any]) -> list[Section]:
     claim = sentence(block)
     rows = _rows(block)
     md = [f"## {TITLE}", "", claim, ""]
-    e = html.escape
-    h = [f"<h2>{e(TITLE)}</h2>", f"<p>{e(claim)}</p>"]
-    if rows:
-        md.append("| " + " | ".join(COLUMNS) + " |")
-        md.append("|" + "---|" * len(COLUMNS))
-        md += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
-        h += ['<table id="truth-recheck"><thead><tr>', *[f"<th>{e(c)}</th>" for c in COLUMNS]]
-        h.append("</tr></thead><tbody>")
-        h += ["<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in rows]
-        h.append("</tbody></table>")
+    h = [f"<h2>{escape(TITLE)}</h2>", f"<p>{escape(claim)}</p>"]
+    if rows:  # verdicts, not figures: no cell carries a CI, so no minimum applies
+        md += md_table(COLUMNS, rows, None)
+        h += html_table("truth-recheck", COLUMNS, rows, None)
     return [Section(TITLE, "".join(h), "\n".join(md) + "\n", ran=True)]
