@@ -5,10 +5,9 @@ comparison; each cell carries its CI or its n (`report.format.fmt_cell`)."""
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
-from judgelab.report.format import NO_CI_MARK, fmt_cell, no_ci_footnote
+from judgelab.report.format import escape, fmt_cell, html_table, md_table
 from judgelab.report.panels import Section
 
 TITLE = "By writer: natural rollouts and contrast groups"
@@ -60,16 +59,7 @@ def writers_section(metrics: dict[str, Any]) -> list[Section]:
     min_groups = (metrics.get("settings") or {}).get("min_ci_groups")
     lost = block.get("n_candidates_no_writer", 0)
     note = f" {lost} scored candidates are not in the rollouts table (no writer)." if lost else ""
-    md = [f"## {TITLE}", "", INTRO + note, ""]
-    md.append("| " + " | ".join(COLUMNS) + " |")
-    md.append("|" + "---|" * len(COLUMNS))
-    md += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
-    e = html.escape
-    h = [f"<h2>{e(TITLE)}</h2>", f"<p>{e(INTRO + note)}</p>", '<table id="writers"><thead><tr>']
-    h += [f"<th>{e(c)}</th>" for c in COLUMNS] + ["</tr></thead><tbody>"]
-    h += ["<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in rows]
-    h.append("</tbody></table>")
-    if any(NO_CI_MARK in c for r in rows for c in r):
-        md += ["", no_ci_footnote(min_groups)]
-        h.append(f'<p class="note">{e(no_ci_footnote(min_groups))}</p>')
+    md = [f"## {TITLE}", "", INTRO + note, "", *md_table(COLUMNS, rows, min_groups)]
+    h = [f"<h2>{escape(TITLE)}</h2>", f"<p>{escape(INTRO + note)}</p>"]
+    h += html_table("writers", COLUMNS, rows, min_groups)
     return [Section(TITLE, "".join(h), "\n".join(md) + "\n", ran=True)]
