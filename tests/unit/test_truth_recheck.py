@@ -94,7 +94,7 @@ def test_a_scores_table_is_a_baseline_of_its_execution_rows(tmp_path: Path) -> N
         (None, "does not exist"),
         (slim([("a1", 1.0, "passed")]).drop("outcome"), "has no column outcome"),
         (slim([("a1", 1.0, "passed"), ("a1", 0.0, "tests_failed")]), "candidate a1 more than one"),
-        (slim([("a1", 1.0, "passed"), ("a2", 1.0, None)]), "execution verdict 1 has no outcome"),
+        (slim([("a1", 1.0, "passed"), ("a2", 1.0, None)]), "candidate a2 has no outcome (1 of 2"),
         (slim([]), "has no execution verdicts"),
     ],
 )

@@ -37,6 +37,12 @@ def read_baseline(path: Path) -> pl.DataFrame:
         frame = frame.filter(pl.col("protocol") == "execution")
     if not frame.height:
         raise ConfigError(f"{FIELD}: {path} has no execution verdicts")
+    if nulls := frame["outcome"].null_count():  # a score may be null (no tests, a sandbox error)
+        first = frame.filter(pl.col("outcome").is_null())["candidate_id"][0]
+        raise ConfigError(
+            f"{FIELD}: {path}: the execution verdict of candidate {first} has no outcome "
+            f"({nulls} of {frame.height} execution rows have none)"
+        )
     keep = [c for c in ("candidate_id", "task_id", "score", "outcome") if c in frame.columns]
     frame = frame.select(keep).unique(maintain_order=True)
     repeated = frame.group_by("candidate_id").len().filter(pl.col("len") > 1)
@@ -46,9 +52,6 @@ def read_baseline(path: Path) -> pl.DataFrame:
             f"{FIELD}: {path} gives candidate {first} more than one verdict "
             f"({repeated.height} candidates do)"
         )
-    if frame["outcome"].null_count():  # a score may be null (no tests, a sandbox error)
-        row = frame.with_row_index().filter(pl.col("outcome").is_null())["index"][0]
-        raise ConfigError(f"{FIELD}: {path}: execution verdict {row} has no outcome")
     return frame
 
 
