@@ -323,9 +323,21 @@ def heldout_mde(
     return out | {"mde": mde, "decidable": mde <= p.training_effect}
 
 
-def _forged(history: pl.DataFrame) -> int | None:
-    col = history["forged"]
-    return None if col.null_count() == history.height else int(col.sum())
+def _history_counts(history: pl.DataFrame) -> dict[str, Any]:
+    """The figures summed or averaged straight from history rows (one seed's, or every
+    seed's concatenated): counts summed, rates averaged over the rows' epochs; `forged` is
+    None when no row knows it (a run from before the sandbox reported forgeries)."""
+    forged = history["forged"]
+    return {
+        "divergence_epochs": int(history["reward_pass_divergence"].sum()),
+        "forged": None if forged.null_count() == history.height else int(forged.sum()),
+        "truth_unscored": int(history["truth_unscored"].sum()),
+        "groups_skipped": int(history["groups_skipped"].sum()),
+        "groups": int(history["groups"].sum()),
+        "steps": int(history["loss"].is_not_null().sum()),
+        "unscored_rate": float(history["unscored_rate"].mean()),
+        "out_of_range_rate": float(history["out_of_range_rate"].mean()),
+    }
 
 
 def _reward_summary(samples: pl.DataFrame) -> dict[str, Any]:
@@ -358,14 +370,7 @@ def judge_training_metrics(
         "mde": heldout_mde({None: samples}, first, last, settings),
         "alignment": aligned,
         "reward_hacking_epochs": aligned["alarm"]["epochs"],
-        "divergence_epochs": int(history["reward_pass_divergence"].sum()),
-        "forged": _forged(history),
-        "truth_unscored": int(history["truth_unscored"].sum()),
-        "groups_skipped": int(history["groups_skipped"].sum()),
-        "groups": int(history["groups"].sum()),
-        "steps": int(history["loss"].is_not_null().sum()),
-        "unscored_rate": float(history["unscored_rate"].mean()),
-        "out_of_range_rate": float(history["out_of_range_rate"].mean()),
+        **_history_counts(history),
     }
 
 
@@ -407,14 +412,7 @@ def seeds_training_metrics(
         "mde": heldout_mde({s: runs[s][1] for s in seeds}, first, last, settings),
         "alignment": pooled_alignment([runs[s] for s in seeds], settings),
         "reward_hacking_epochs": sum(per_seed[s]["reward_hacking_epochs"] for s in seeds),
-        "divergence_epochs": int(history["reward_pass_divergence"].sum()),
-        "forged": _forged(history),
-        "truth_unscored": int(history["truth_unscored"].sum()),
-        "groups_skipped": int(history["groups_skipped"].sum()),
-        "groups": int(history["groups"].sum()),
-        "steps": int(history["loss"].is_not_null().sum()),
-        "unscored_rate": float(history["unscored_rate"].mean()),
-        "out_of_range_rate": float(history["out_of_range_rate"].mean()),
+        **_history_counts(history),
         "seeds": seeds,
         "n_seeds": len(seeds),
         "reward_hacking_seeds": sum(per_seed[s]["reward_hacking_epochs"] > 0 for s in seeds),
