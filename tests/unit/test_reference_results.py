@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from judgelab.analysis.recheck import read_baseline
 from judgelab.config import load_settings
 from judgelab.report.outputs import run_analysis
 from judgelab.schemas import validate_file
@@ -93,6 +94,7 @@ def test_the_analysis_of_the_committed_tables_is_the_committed_metrics(tmp_path:
     if not committed.exists():
         pytest.skip("the reference analysis has not run yet")
     settings = load_settings(REFERENCE / "params.yaml")
+    baseline = settings.analysis.truth_baseline  # the truth re-check (issue 32, item 6)
     data = REFERENCE / "data"
     metrics = run_analysis(
         validate_file(data / "tasks/tasks.parquet", "tasks"),
@@ -103,13 +105,14 @@ def test_the_analysis_of_the_committed_tables_is_the_committed_metrics(tmp_path:
         training_dir=data / "training",
         probes_metrics=data / "probes/metrics.json",
         train_judges=settings.train.judges,
+        truth_baseline=read_baseline(REFERENCE / baseline) if baseline else None,
     )
     assert (tmp_path / "metrics.json").read_text() == committed.read_text()
     assert metrics == json.loads(committed.read_text())
 
 
 def test_readme_opens_with_the_committed_findings() -> None:
-    """README's findings block (compact table and three bullets) is the one the committed
+    """README's findings block (compact table and four bullets) is the one the committed
     metrics give (report.headline), and so is docs/REFERENCE_AUDIT.md."""
     from judgelab.report.headline import AUDIT_DOC, BEGIN, END, audit_document, findings_block
 

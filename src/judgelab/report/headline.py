@@ -1,4 +1,4 @@
-"""README's findings (a compact table and three bullets) and docs/REFERENCE_AUDIT.md (the full
+"""README's findings (a compact table and four bullets) and docs/REFERENCE_AUDIT.md (the full
 table, the recommendation, caveats and paired comparisons) of a finished audit: every figure
 with its CI or its n, read from the metrics files the stages wrote (nothing recomputed here),
 every sentence generated from the figures it names.
@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from judgelab.analysis.power import LABELS
+from judgelab.analysis.power import LABELS, sorted_pairs
 from judgelab.analysis.ranking import CHANCE, rank_judges
 from judgelab.report.format import NA, NO_CI_MARK, fmt_ci, fmt_num, fmt_pct, interval
 from judgelab.report.power import HEADER as POWER_HEADER
@@ -242,8 +242,39 @@ def _names(names: list[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
+def unseparated(power: dict[str, Any]) -> str:
+    """The power behind each "cannot separate": every tested pair that Holm's correction does
+    not separate, with the tasks it would need, from its own spread, for the margin."""
+    tested = [(a, b, p) for a, b, p in sorted_pairs(power.get("pairs") or {})
+              if p.get("p_value") is not None]  # fmt: skip
+    left = [(a, b, p) for a, b, p in tested if not p["separated"]]
+    if not tested:
+        return "no pair of judges shares enough mixed groups to be compared"
+    if not left:
+        return f"every one of the {len(tested)} compared pairs differs after Holm's correction"
+    needed = sorted(
+        left,
+        key=lambda t: (
+            t[2].get("groups_needed_margin") is None,
+            t[2].get("groups_needed_margin") or 0,
+        ),
+    )
+    parts = [
+        f"{a} and {b} (n = {p['n_groups']}): about {p['groups_needed_margin']}"
+        if p.get("groups_needed_margin") is not None
+        else f"{a} and {b} (n = {p['n_groups']}): not estimated"
+        for a, b, p in needed
+    ]
+    return (
+        f"{len(left)} of the {len(tested)} compared pairs do not differ after Holm's "
+        f"correction; the mixed tasks each would need to detect a difference of "
+        f"{power['margin']:g} (from the pair's own spread, power {power['power']:g}): "
+        + "; ".join(parts)
+    )
+
+
 def bullets(analysis: dict[str, Any]) -> list[str]:
-    """Three findings, each generated from the figures it names."""
+    """Four findings, each generated from the figures it names."""
     ranking = rank_judges(analysis)
     key, label = ranking["endpoint"], LABELS.get(ranking["endpoint"], ranking["endpoint"])
     evs = analysis.get("evaluators") or {}
@@ -283,11 +314,13 @@ def bullets(analysis: dict[str, Any]) -> list[str]:
               for n in unscored]  # fmt: skip
     signal = "; ".join(parts) if parts else "no judge is flat or unscored in 20 % of its groups"
     out.append(f"**No signal for GRPO.** {signal}.")
+    if analysis.get("power"):
+        out.append(f"**Not separated.** {unseparated(analysis['power'])}.")
     return out
 
 
 def findings_block(data_dir: Path) -> str:
-    """README's block: the compact table, its footnote and the three bullets."""
+    """README's block: the compact table, its footnote and the four bullets."""
     analysis, _ = _load(data_dir)
     rows = compact_rows(analysis)
     lines = [*_table(COMPACT_COLUMNS, rows), *_footnote(analysis, rows), ""]
