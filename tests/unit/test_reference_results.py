@@ -158,3 +158,43 @@ def test_every_figure_in_the_readme_block_is_in_the_metrics() -> None:
     numbers = re.findall(r"(?<![\w.-])[+-]?\d+(?:\.\d+)?(?![\w-]|\.\d)", block)
     missing = {n for n in numbers if n.lstrip("+-") not in values and n not in values}
     assert not missing - {"1", "2", "3", "4", "5", "6", "7"}, sorted(missing)  # ranks 1..7
+
+
+def test_readme_prose_around_the_block_agrees_with_the_metrics() -> None:
+    """The sentences README writes by hand after the generated block ("What a practitioner can
+    take from it", "Where the data stops") are claims about the committed metrics: each is
+    checked here, so a rerun that changes them fails until the prose is rewritten."""
+    from judgelab.analysis.power import pair
+    from judgelab.analysis.ranking import rank_judges
+
+    readme = (ROOT / "README.md").read_text()
+    metrics = json.loads((REFERENCE / "data/analysis/metrics.json").read_text())
+    evs = metrics["evaluators"]
+    truth = {n: ev["truth"] for n, ev in evs.items()}
+    llm = [n for n, ev in evs.items() if ev["protocol"] in ("ruler", "rubric")]
+    assert "What a practitioner can take from it" in readme and len(llm) == 5
+    # "every LLM judge of the zoo ties or misorders most passing–failing pairs (its strict
+    # pairwise accuracy's CI stays below 0.5)"
+    assert all(truth[n]["pairwise_accuracy_strict_ci_high"] < 0.5 for n in llm)
+    # "the pointwise rubric on Qwen2.5-Coder-1.5B ... ranks above RULER on the same model by a
+    # Holm-corrected CI and gives a whole mixed group one score far less often"
+    rubric_vs_ruler = pair(metrics["power"], "rubric-qwen-1.5b", "ruler-qwen-1.5b")
+    assert rubric_vs_ruler is not None and rubric_vs_ruler["separated"]
+    assert rubric_vs_ruler["difference_ci_low"] > 0
+    flat = {n: truth[n]["zero_advantage_mixed_rate"] for n in llm}
+    assert flat["rubric-qwen-1.5b"] * 3 < flat["ruler-qwen-1.5b"]
+    # "RULER on Qwen2.5-Coder-0.5B gives GRPO almost nothing": the flattest judge, > 80 %
+    assert max(flat, key=flat.__getitem__) == "ruler-qwen-0.5b" and flat["ruler-qwen-0.5b"] > 0.8
+    # "The pairs the block calls not separated would each need hundreds of mixed tasks"
+    pairs = metrics["power"]["pairs"]
+    left = [p for a in pairs for p in pairs[a].values() if p.get("p_value") is not None
+            and not p["separated"]]  # fmt: skip
+    assert left and all(p["groups_needed_margin"] >= 100 for p in left)
+    # "Gemma-3-270M returns no usable score for most candidates, so its figures rest on far
+    # fewer tasks than the others' and its rank can be anything"
+    gemma = "ruler-gemma-270m"
+    assert evs[gemma]["unscored_rate"] > 0.5
+    n_mixed = {n: truth[n]["pairwise_accuracy_strict_n_groups"] for n in llm}
+    assert all(n_mixed[gemma] * 2 < n_mixed[n] for n in llm if n != gemma)
+    ranking = rank_judges(metrics)
+    assert ranking["ranks"][gemma] == (1, len(ranking["order"]))
