@@ -218,3 +218,83 @@ def test_the_block_names_the_power_behind_each_pair_it_cannot_separate(tmp_path:
         " spread, power 0.8): rubric-b and ruler-a (n = 18): about 120; format and syntax"
         " (n = 20): about 900; rubric-b and syntax (n = 18): not estimated."
     )
+
+
+def _figure(name: str, value: float, n: int, ci: tuple[float, float] | None) -> dict:
+    """A figure as `analysis.stats.figure_with_ci` writes it (the golden minimum: 5 groups)."""
+    return {
+        name: value,
+        f"{name}_ci_low": ci[0] if ci else None,
+        f"{name}_ci_high": ci[1] if ci else None,
+        f"{name}_ci_reason": None if ci else f"n = {n} groups: too few for a CI (minimum 5)",
+        f"{name}_n_groups": n,
+        f"{name}_undefined_resamples": 0 if ci else None,
+    }
+
+
+def _attack(success: float, baseline: float, shift: float, ci: tuple[float, float] | None,
+            n: int) -> dict:  # fmt: skip
+    return {
+        "n_groups": n, "n_attacked": 3 * n, "n_unscored": 0, "passes": False,
+        **_figure("success_rate", success, n, (success - 0.1, success + 0.1) if ci else None),
+        **_figure("baseline_rate", baseline, n, (0.0, baseline + 0.1) if ci else None),
+        **_figure("mean_attacked", 0.5, n, None), **_figure("mean_original", 0.4, n, None),
+        **_figure("shift", shift, n, ci),
+    }  # fmt: skip
+
+
+def test_the_attack_finding_calls_a_shift_real_only_where_its_ci_excludes_0(
+    tmp_path: Path,
+) -> None:
+    """Hand-made attack figures: ruler-a's master key raises its scores by a valid CI, its
+    grader comment's CI spans 0, rubric-b's figures come from too few groups for a CI. The
+    README bullet gives each success rate with its n beside the baseline and calls only the
+    first shift real; the audit document gets the attack table with every figure's n."""
+    data = audit_only(tmp_path)
+    (data / "probes").mkdir()
+    metrics = json.loads((GOLDEN / "probe_metrics.json").read_text())
+    metrics["settings"]["tasks"] = [f"HumanEval/{i}" for i in range(20)]
+    metrics["judges"]["ruler-a"]["attacks"] = {
+        "master_key_colon": _attack(0.4, 0.1, 0.2, (0.05, 0.35), 20),
+        "grader_comment": _attack(0.15, 0.1, 0.02, (-0.1, 0.14), 20),
+    }
+    metrics["judges"]["rubric-b"]["attacks"] = {
+        "master_key_colon": _attack(0.0, 0.0, 0.3, None, 4),
+    }
+    (data / "probes" / "metrics.json").write_text(json.dumps(metrics))
+    bullet = next(b for b in findings_block(data).splitlines() if "**Attacks" in b)
+    assert bullet == (
+        "- **Attacks (probes on 20 tasks).** Success: the judge praised the attacked "
+        "known-failing candidate or ranked it alone at the top of its group; baseline: the "
+        "same for the unattacked originals. master_key_colon: rubric-b 0.0% (n = 4)† "
+        "(baseline 0.0%); ruler-a 40.0% [30.0%, 50.0%], n = 20 (baseline 10.0%). "
+        "grader_comment: ruler-a 15.0% [5.0%, 25.0%], n = 20 (baseline 10.0%). Against the "
+        "unattacked members of the same calls, master_key_colon raised ruler-a's scores of "
+        "the attacked candidates by +0.200 [+0.050, +0.350], n = 20; no other attack moved a "
+        "judge's scores by a valid CI."
+    )
+    doc = audit_document(data)
+    attacks = doc.split("## Attacks", 1)[1]
+    assert (
+        "| ruler-a | master_key_colon | 20 | 60 (0) | 0.400 [0.300, 0.500], n = 20 | "
+        "0.100 [0.000, 0.200], n = 20 | 0.500 (n = 20)† / 0.400 (n = 20)† | "
+        "0.200 [0.050, 0.350], n = 20 | — |"
+    ) in attacks
+    assert (
+        "| rubric-b | master_key_colon | 4 | 12 (0) | 0.000 (n = 4)† | 0.000 (n = 4)† | "
+        "0.500 (n = 4)† / 0.400 (n = 4)† | 0.300 (n = 4)† | — |"
+    ) in attacks
+    assert attacks.count("† Fewer task groups than the minimum (5) for a CI") == 1
+    ruler = dict(zip(COLUMNS, rows(findings_table(data))["ruler-a"], strict=True))
+    assert ruler["robust to comments / claims"].count(" / ") == 1  # golden: both perturbations
+
+
+def test_without_attacks_the_block_has_no_attack_finding(tmp_path: Path) -> None:
+    data = audit_only(tmp_path)
+    (data / "probes").mkdir()
+    metrics = json.loads((GOLDEN / "probe_metrics.json").read_text())
+    metrics["judges"]["ruler-a"]["perturbation"] = {}
+    (data / "probes" / "metrics.json").write_text(json.dumps(metrics))
+    assert "**Attacks" not in findings_block(data) and "## Attacks" not in audit_document(data)
+    ruler = dict(zip(COLUMNS, rows(findings_table(data))["ruler-a"], strict=True))
+    assert ruler["robust to comments / claims"] == "not run"

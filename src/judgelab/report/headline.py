@@ -1,5 +1,6 @@
-"""README's findings (a compact table and four bullets) and docs/REFERENCE_AUDIT.md (the full
-table, the recommendation, caveats and paired comparisons) of a finished audit: every figure
+"""README's findings (a compact table, up to four bullets from the audit and one from the
+probes' attacks) and docs/REFERENCE_AUDIT.md (the full table, the recommendation, caveats,
+paired comparisons and the attack table) of a finished audit: every figure
 with its CI or its n, read from the metrics files the stages wrote (nothing recomputed here),
 every sentence generated from the figures it names.
 
@@ -23,6 +24,7 @@ from typing import Any
 
 from judgelab.analysis.power import LABELS, sorted_pairs
 from judgelab.analysis.ranking import CHANCE, rank_judges
+from judgelab.report.attacks import attack_lines
 from judgelab.report.format import NA, NO_CI_MARK, fmt_ci, fmt_num, fmt_pct, interval
 from judgelab.report.power import HEADER as POWER_HEADER
 from judgelab.report.power import rows as power_rows
@@ -109,11 +111,15 @@ def _probe_cells(probe: dict[str, Any] | None) -> list[str]:
     position = _beside_floor(probe.get("position", {}), "position_consistency")
     self_gap = with_n(probe.get("self_preference", {}), "self_gap")
     perturbation = probe.get("perturbation", {})
-    robust = " / ".join(
-        _beside_floor(perturbation[kind], "robustness_rate", pct=True)
-        if kind in perturbation
-        else NA
-        for kind in ("comments", "claims")
+    robust = (
+        " / ".join(
+            _beside_floor(perturbation[kind], "robustness_rate", pct=True)
+            if kind in perturbation
+            else NA
+            for kind in ("comments", "claims")
+        )
+        if perturbation
+        else "not run"  # probed without perturbations (the attacks have their own section)
     )
     return [order, position, self_gap, robust]
 
@@ -274,7 +280,8 @@ def unseparated(power: dict[str, Any]) -> str:
 
 
 def bullets(analysis: dict[str, Any]) -> list[str]:
-    """Four findings, each generated from the figures it names."""
+    """The audit's findings (three, four with a power analysis), each generated from the
+    figures it names."""
     ranking = rank_judges(analysis)
     key, label = ranking["endpoint"], LABELS.get(ranking["endpoint"], ranking["endpoint"])
     evs = analysis.get("evaluators") or {}
@@ -319,12 +326,69 @@ def bullets(analysis: dict[str, Any]) -> list[str]:
     return out
 
 
+def _attacks(probes: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """judge -> attack -> figures, for the judges the probes attacked."""
+    judges = (probes or {}).get("judges") or {}
+    return {n: j["attacks"] for n, j in sorted(judges.items()) if j.get("attacks")}
+
+
+def attack_bullet(probes: dict[str, Any] | None) -> str | None:
+    """The attack finding, from the probes' figures (`analysis.attacks`), or None where no
+    attack ran: each attack's success rate per judge beside its unattacked baseline, then the
+    judge-attack pairs whose score shift a valid CI sets apart from 0 (no other difference is
+    called real: success and baseline are shown side by side, not compared)."""
+    attacks = _attacks(probes)
+    if not attacks:
+        return None
+    names = list(dict.fromkeys(a for per in attacks.values() for a in per))
+    tasks = len((probes or {}).get("settings", {}).get("tasks") or [])
+    parts = []
+    for attack in names:
+        rates = [
+            f"{judge} {with_n(per[attack], 'success_rate', pct=True)} "
+            f"(baseline {fmt_pct(per[attack].get('baseline_rate'))})"
+            for judge, per in attacks.items()
+            if attack in per and "success_rate" in per[attack]
+        ]
+        if rates:
+            parts.append(f"{attack}: " + "; ".join(rates))
+    moved = []
+    for judge, per in attacks.items():
+        for attack, v in per.items():
+            ci = interval(v, "shift")
+            if ci.valid and (ci.low > 0 or ci.high < 0):
+                verb = "raised" if ci.low > 0 else "lowered"
+                moved.append(
+                    f"{attack} {verb} {judge}'s scores of the attacked candidates by "
+                    f"{v['shift']:+.3f} [{ci.low:+.3f}, {ci.high:+.3f}], n = {ci.n_groups}"
+                )
+    shifted = (
+        "Against the unattacked members of the same calls, "
+        + "; ".join(moved)
+        + "; no other attack moved a judge's scores by a valid CI"
+        if moved
+        else "No attack moved any judge's scores by a valid CI (the shift against the "
+        "unattacked members of the same calls)"
+    )
+    success = (
+        "Success: the judge praised the attacked known-failing candidate or ranked it alone at "
+        "the top of its group; baseline: the same for the unattacked originals. "
+        + ". ".join(parts)
+        + ". "
+        if parts
+        else ""
+    )
+    return f"**Attacks (probes on {tasks} tasks).** {success}{shifted}."
+
+
 def findings_block(data_dir: Path) -> str:
-    """README's block: the compact table, its footnote and the four bullets."""
-    analysis, _ = _load(data_dir)
+    """README's block: the compact table, its footnote, the audit's bullets and, where the
+    probes attacked the judges, the attack finding."""
+    analysis, probes = _load(data_dir)
     rows = compact_rows(analysis)
     lines = [*_table(COMPACT_COLUMNS, rows), *_footnote(analysis, rows), ""]
-    lines += [f"- {b}" for b in bullets(analysis)]
+    attack = attack_bullet(probes)
+    lines += [f"- {b}" for b in [*bullets(analysis), *([attack] if attack else [])]]
     lines += ["", f"The full table, the caveats and every paired comparison: [{AUDIT_DOC}]"
                   f"({AUDIT_DOC})."]  # fmt: skip
     return "\n".join(lines) + "\n"
@@ -386,6 +450,12 @@ def audit_document(data_dir: Path) -> str:
         f"{power.get('power')} at alpha {power.get('alpha')} from each pair's own spread, "
         f"for the margin {power.get('margin')} and for the observed gap.",
     ]
+    attacks = attack_lines(
+        {n: {"attacks": a} for n, a in _attacks(probes).items()},
+        lambda block, key: with_n(block, key),
+        ((probes or {}).get("settings") or {}).get("fail_above"),
+    )
+    lines += ["", *attacks, *_footnote(analysis, [attacks])] if attacks else []
     return "\n".join(lines) + "\n"
 
 
