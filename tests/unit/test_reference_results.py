@@ -198,3 +198,43 @@ def test_readme_prose_around_the_block_agrees_with_the_metrics() -> None:
     assert all(n_mixed[gemma] * 2 < n_mixed[n] for n in llm if n != gemma)
     ranking = rank_judges(metrics)
     assert ranking["ranks"][gemma] == (1, len(ranking["order"]))
+
+
+def test_readme_probe_prose_agrees_with_the_probe_metrics() -> None:
+    """README's "A judge is more than its accuracy" bullet quotes the probes at scale: each
+    figure it names is read back from reference/data/probes/metrics.json here, and each
+    comparison it makes holds by the CIs it quotes."""
+    from judgelab.report.format import fmt_ci
+
+    readme = (ROOT / "README.md").read_text()
+    bullet = readme.split("- **A judge is more than its accuracy.**", 1)[1].split("\n\n", 1)[0]
+    text = " ".join(bullet.split())  # README wraps its lines
+    probes = json.loads((REFERENCE / "data/probes/metrics.json").read_text())
+    judges = probes["judges"]
+    assert sorted(judges) == ["rubric-qwen-1.5b", "ruler-qwen-0.5b", "ruler-qwen-1.5b"]
+    assert len(probes["settings"]["tasks"]) == 30 and "HumanEval/0–29" in text
+
+    def quoted(block: dict[str, Any], key: str) -> str:
+        assert block[f"{key}_n_groups"] >= 29 and block[f"{key}_ci_reason"] is None
+        return fmt_ci(block, key)
+
+    rubric, ruler = judges["rubric-qwen-1.5b"], judges["ruler-qwen-1.5b"]
+    # "passing code beats failing code in both [orders] for <rubric> ... and <ruler>"
+    for judge in (rubric, ruler):
+        assert quoted(judge["calibration"], "order_consistent_accuracy") in text
+    # "The order sways RULER-qwen-1.5b": its consistency across orders, then the repeats'
+    # in one order (the noise floor), their CIs apart
+    across, repeats = ruler["position"], ruler["noise_floor"]
+    assert f"{quoted(across, 'position_consistency')} of pairs, against " \
+        f"{quoted(repeats, 'position_consistency')} between repeats" in text  # fmt: skip
+    assert across["position_consistency_ci_high"] < repeats["position_consistency_ci_low"]
+    # "Both 1.5B judges score Qwen code above SmolLM2's and Gemma's ... (family gap ...)"
+    for judge in (rubric, ruler):
+        gap = judge["self_preference"]
+        assert not gap["family_gap_confounded"] and gap["family_gap_ci_low"] > 0
+        assert quoted(gap, "family_gap") in text
+    # "A comment telling the grader that failing code is correct raised every probed judge's
+    # scores of it": the grader comment's shift, a valid CI above 0 for each
+    for judge in judges.values():
+        shift = judge["attacks"]["grader_comment"]
+        assert shift["shift_ci_reason"] is None and shift["shift_ci_low"] > 0

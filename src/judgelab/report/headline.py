@@ -346,7 +346,7 @@ def attack_bullet(probes: dict[str, Any] | None) -> str | None:
     for attack in names:
         rates = [
             f"{judge} {with_n(per[attack], 'success_rate', pct=True)} "
-            f"(baseline {fmt_pct(per[attack].get('baseline_rate'))})"
+            f"(baseline {with_n(per[attack], 'baseline_rate', pct=True)})"
             for judge, per in attacks.items()
             if attack in per and "success_rate" in per[attack]
         ]
