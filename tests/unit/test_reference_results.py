@@ -128,8 +128,8 @@ def test_readme_opens_with_the_committed_findings() -> None:
 
 
 def test_every_figure_in_the_readme_block_is_in_the_metrics() -> None:
-    """Each number of README's block is a figure of metrics.json as rounded there, or a
-    count/n it states: nothing typed by hand."""
+    """Each number of README's block is a figure of metrics.json (the audit's, or the probes'
+    for the attack finding) as rounded there, or a count/n it states: nothing typed by hand."""
     import re
 
     from judgelab.report.headline import BEGIN, END
@@ -152,6 +152,7 @@ def test_every_figure_in_the_readme_block_is_in_the_metrics() -> None:
             values.update({f"{x:.3f}", f"{abs(x):.3f}", f"{100 * x:.1f}", f"{x:g}"})
 
     walk(metrics)
+    walk(json.loads((REFERENCE / "data/probes/metrics.json").read_text()))
     block = (ROOT / "README.md").read_text().split(BEGIN, 1)[1].split(END, 1)[0]
     block = block.replace("docs/REFERENCE_AUDIT.md", "")
     # numbers, not the digits of a name (ruler-qwen-1.5b, smollm2-135m)
