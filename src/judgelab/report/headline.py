@@ -451,8 +451,8 @@ def audit_document(data_dir: Path) -> str:
         f"for the margin {power.get('margin')} and for the observed gap.",
     ]
     attacks = attack_lines(
-        {n: {"attacks": a} for n, a in _attacks(probes).items()},
-        lambda block, key: with_n(block, key),
+        (probes or {}).get("judges") or {},  # judges without attacks give no rows
+        with_n,
         ((probes or {}).get("settings") or {}).get("fail_above"),
     )
     lines += ["", *attacks, *_footnote(analysis, [attacks])] if attacks else []
