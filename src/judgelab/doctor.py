@@ -228,7 +228,7 @@ def check_endpoints(settings: Settings) -> list[Check]:
 
 
 def check_sandbox() -> Check:
-    from judgelab.evaluators.sandbox import run_python
+    from judgelab.sandbox import run_python
 
     result = run_python("print(6 * 7)", timeout_s=30)
     if result.status == "passed" and result.stdout_tail.strip() == "42":

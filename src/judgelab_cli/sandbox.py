@@ -12,11 +12,11 @@ from typing import Annotated
 
 import typer
 
-from judgelab.evaluators.sandbox import run_python
+from judgelab.sandbox import run_python
 from judgelab_cli.errors import fail
 
 app = typer.Typer(
-    help="Run untrusted Python in the execution sandbox (see judgelab.evaluators.sandbox).",
+    help="Run untrusted Python in the execution sandbox (see judgelab.sandbox).",
     no_args_is_help=True,
 )
 

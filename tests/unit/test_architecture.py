@@ -4,7 +4,7 @@ depends on each module its flow imports.
 The graph has an edge a -> b for every import statement in a that names module b (resolved
 to the longest module path the checkout has), wherever it sits: at the top, inside a
 function (lazy) or under TYPE_CHECKING; and for a file "b.py" beside a that a names (a runs
-it as a program: the sandbox's launcher, the execution harness). Importing a.b.c also runs
+it as a program: the sandbox's launcher, the runners of a test run). Importing a.b.c also runs
 the `__init__` of a and a.b; those implicit edges are left out of the cycle check (a
 package's `__init__` importing its own modules is no cycle) and kept in the dependency check
 (their code runs).
@@ -92,7 +92,7 @@ def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
             names = [f"{base}.{alias.name}" for alias in node.names]
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             # a file of its own folder that it reads and runs as a program (the sandbox's
-            # launcher, the execution harness)
+            # launcher, the runners of a test run)
             if node.value.endswith(".py") and (path.parent / node.value).is_file():
                 names = [f"{package}.{node.value.removesuffix('.py')}"]
             else:
@@ -305,10 +305,10 @@ def test_a_stage_depends_on_every_module_its_flow_imports(dvc_file: Path, name: 
 def test_the_dependency_check_sees_a_missing_module() -> None:
     modules = module_files()
     used = closure("flows.scores", graph(), modules)
-    assert "judgelab.evaluators.sandbox" in used and "flows.fanout" in used
-    assert uncovered([modules["judgelab.evaluators.sandbox"]], ["src/judgelab/evaluators"]) == []
-    assert uncovered([modules["judgelab.evaluators.sandbox"]], ["src/judgelab/models"]) == [
-        "src/judgelab/evaluators/sandbox.py"
+    assert "judgelab.sandbox.tester" in used and "flows.fanout" in used
+    assert uncovered([modules["judgelab.sandbox.tester"]], ["src/judgelab/sandbox"]) == []
+    assert uncovered([modules["judgelab.sandbox.tester"]], ["src/judgelab/evaluators"]) == [
+        "src/judgelab/sandbox/tester.py"
     ]
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from judgelab.evaluators import sandbox
-from judgelab.evaluators.sandbox import SandboxResult, run_python
+from judgelab.sandbox import run as sandbox
+from judgelab.sandbox import SandboxResult, run_python
 from judgelab_cli.main import app
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -377,7 +377,7 @@ def test_the_warm_and_the_cold_launcher_give_the_same_results(
 def test_the_warm_launcher_leaves_with_its_caller() -> None:
     """It exits when the judgelab process that started it is gone, leaving nothing."""
     program = (
-        "from judgelab.evaluators import sandbox\n"
+        "from judgelab.sandbox import run as sandbox\n"
         "assert sandbox.run_python('pass', timeout_s=10).status == 'passed'\n"
         "print(*[w.proc.pid for w in sandbox._warm.values()])\n"
     )

@@ -16,7 +16,7 @@ from judgelab.analysis import compute_metrics
 from judgelab.analysis.truth import execution_truth
 from judgelab.config import AnalysisSettings
 from judgelab.evaluators.execution import ExecutionJudge
-from judgelab.evaluators.sandbox import SandboxResult
+from judgelab.sandbox import SandboxResult
 from judgelab.evaluators.settings import ExecutionSettings
 from judgelab.report.outputs import run_analysis
 from judgelab.schemas import RolloutsSchema, ScoresSchema, TasksSchema, columns, validate

@@ -47,7 +47,7 @@ from typing import Any
 
 from judgelab.config import CodeIOSettings
 from judgelab.errors import ConfigError
-from judgelab.evaluators.sandbox import SandboxResult, run_python
+from judgelab.sandbox import SandboxResult, run_python
 from judgelab.tasks.files import IOCase, check_function
 from judgelab.tasks.loaded import Loaded
 from judgelab.verdicts import Task

@@ -1,11 +1,13 @@
 """Run untrusted Python in a subprocess sandbox. Generated code never runs in our process.
 
 `run_python(code, timeout_s=...)` writes `code` to `main.py` in a fresh temporary directory
-and runs it with `python -I -B main.py` in a child process, or, given a `Runner` (the
-execution evaluator's test harness), runs the runner, which loads main.py itself. It returns
-a `SandboxResult`; it does not raise for anything the code does. Each run's launcher is a
-fork of one warm launcher per process (sandbox_init.serve), not a new interpreter, and a
-runner runs in a fork of it too; USE_WARM_LAUNCHER = False starts one per run.
+and runs it with `python -I -B main.py` in a child process (script mode). `execute(...,
+tests=...)` runs it in tests mode instead: the candidate's runner (candidate.py) imports
+main.py and answers calls from the trusted tester (tester.py), a process of its own that
+alone holds the tests (verify.py builds on it). Both return a `SandboxResult`; neither raises
+for anything the code does. Each run's launcher is a fork of one warm launcher per process
+(launcher.serve), not a new interpreter, and the runners run in forks of it too;
+USE_WARM_LAUNCHER = False starts one per run.
 
 What is guaranteed (on Linux):
 - A fresh temporary directory is the working directory, HOME and TMPDIR; it is removed
@@ -57,8 +59,8 @@ What is NOT guaranteed:
   mounts, ptrace, BPF, kernel modules and keys, io_uring: sandbox_init.DENIED); every other
   call its uid and namespaces allow is open, and a kernel exploit through one of them escapes
   the sandbox. This is process isolation, not a virtual machine.
-- World-readable files outside the hidden directories (system files, other users' world-
-  readable files) can be read, though not changed.
+- Within the view, what the interpreter's own directories hold can be read (the standard
+  library, its test suite, the system's shared libraries), though not changed.
 - When we are NOT root, only the first four points hold: no private uid, no namespaces.
   The code runs as our own user, can write and connect wherever we can, RLIMIT_NPROC counts
   all of our processes, and a child that calls setsid() survives the run. A loud warning
@@ -87,7 +89,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Literal
 
-from judgelab.paths import project_root
+from judgelab.sandbox.view import View, interpreter_view
 
 log = logging.getLogger(__name__)
 
@@ -102,27 +104,18 @@ USE_WARM_LAUNCHER = True  # False: a new launcher interpreter per run (bench/san
 MIN_MEMORY_MB = 32  # below this the interpreter itself cannot start
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 _LOCK_DIR_NAME = "judgelab-sandbox-locks"
-_LAUNCHER = (Path(__file__).parent / "sandbox_init.py").read_text(encoding="utf-8")
+_LAUNCHER = (Path(__file__).parent / "launcher.py").read_text(encoding="utf-8")
 _warned: set[str] = set()
 
 
-CHANNEL_FD = 3  # the runner's channel, in the code's process
+CHANNEL_FD = 3  # script mode: a channel the code's process may write (tests only)
 _PIPE_BUF = 60_000  # stdin this small is written before the run starts (a pipe holds 64 KiB)
-
-
-@dataclass(frozen=True)
-class Runner:
-    """A trusted program that runs the code itself (the execution harness, harness.py).
-
-    It is written as runner.py beside main.py and run instead of it (`python -I -B
-    runner.py`, under every limit the code has), with `stdin` on its standard input followed
-    by EOF, and fd CHANNEL_FD open for writing: what it writes there comes back as
-    SandboxResult.channel (the last `channel_limit` bytes).
-    """
-
-    source: str
-    stdin: bytes = b""
-    channel_limit: int = 1 << 20
+_HERE = Path(__file__).parent
+SOURCES = {  # the programs of tests mode, which the launcher runs (launcher.run_in_process)
+    "wire": (_HERE / "wire.py").read_text(encoding="utf-8"),
+    "candidate": (_HERE / "candidate.py").read_text(encoding="utf-8"),
+    "tester": (_HERE / "tester.py").read_text(encoding="utf-8"),
+}
 
 
 @dataclass(frozen=True)
@@ -138,7 +131,7 @@ class SandboxResult:
     stdout_tail / stderr_tail: the last `output_limit` bytes, decoded as UTF-8 (invalid
     bytes replaced); when more was written, they start with a "[... N bytes dropped ...]"
     line, so each is at most output_limit + 40 characters long.
-    channel: what a Runner wrote to its channel ("" without one).
+    channel: what the tester wrote to its channel (tests mode; "" in script mode).
     """
 
     status: SandboxStatus
@@ -207,10 +200,12 @@ class _TailReader:
 
 @dataclass(frozen=True)
 class _Launch:
-    """How children are started on this machine: which interpreter, as which user."""
+    """How children are started on this machine: which interpreter, as which user, seeing
+    which files (None: no view could be made, or no namespaces to make it in)."""
 
     python: str
     drop_privileges: bool
+    view: View | None = None
 
 
 _launch: _Launch | None = None
@@ -257,15 +252,22 @@ def _choose_launch() -> _Launch:
         return _Launch(python=sys.executable, drop_privileges=False)
     ours = f"{sys.version_info[0]}.{sys.version_info[1]}"
     fallback: str | None = None
+    chosen: str | None = None
     for python in _interpreter_candidates():
         version = _probe_interpreter(python, UID_BASE)
         if version == ours:
-            return _Launch(python=python, drop_privileges=True)
+            chosen = python
+            break
         if version and fallback is None:
             fallback = python
-    if fallback is not None:
+    if chosen is None and fallback is not None:
         log.warning("sandbox: no Python %s the sandbox uid can run; using %s", ours, fallback)
-        return _Launch(python=fallback, drop_privileges=True)
+        chosen = fallback
+    if chosen is not None:
+        python = os.path.realpath(chosen)  # the view binds the real file, not a link to it
+        env = _child_env(Path("/"))
+        view = interpreter_view(python, env, user=UID_BASE, group=UID_BASE, extra_groups=[])
+        return _Launch(python=python, drop_privileges=True, view=view)
     log.warning(
         "SANDBOX RUNS GENERATED CODE AS ROOT: no interpreter could be started under an "
         "unprivileged uid (tried %s). The code can write anywhere and RLIMIT_NPROC does not "
@@ -280,8 +282,8 @@ def _get_launch() -> _Launch:
     with _launch_lock:
         if _launch is None:
             _launch = _choose_launch()
-            log.info("sandbox: python %s, drop privileges: %s", _launch.python,
-                     _launch.drop_privileges)  # fmt: skip
+            log.info("sandbox: python %s, drop privileges: %s, view: %s", _launch.python,
+                     _launch.drop_privileges, _launch.view)  # fmt: skip
         return _launch
 
 
@@ -399,15 +401,31 @@ def run_python(
     cpu_s: float | None = None,
     memory_mb: int = 1024,
     output_limit: int = 64_000,
-    runner: Runner | None = None,
 ) -> SandboxResult:
     """Run `code` as a Python program in the sandbox and report what happened.
 
     timeout_s: wall-clock limit. cpu_s: CPU-time limit (whole seconds, rounded up;
     defaults to timeout_s). memory_mb: address-space limit per process. output_limit:
-    bytes of stdout and of stderr to keep (the tail). runner: a trusted program that runs
-    `code` (main.py) itself and reports on a channel (see Runner); None runs main.py.
+    bytes of stdout and of stderr to keep (the tail).
     """
+    return execute(code, timeout_s=timeout_s, cpu_s=cpu_s, memory_mb=memory_mb,
+                   output_limit=output_limit)  # fmt: skip
+
+
+def execute(
+    code: str,
+    *,
+    timeout_s: float,
+    cpu_s: float | None = None,
+    memory_mb: int = 1024,
+    output_limit: int = 64_000,
+    tests: bytes | None = None,
+    channel_limit: int = 1 << 24,
+) -> SandboxResult:
+    """`run_python`, or, given `tests` (the tester's stdin, tester.py says what), a test run:
+    main.py is imported by the candidate's runner and called by the trusted tester, whose
+    verdict comes back as SandboxResult.channel (its last `channel_limit` bytes). The limits
+    hold for each of the two processes."""
     started = time.monotonic()
     if timeout_s <= 0 or (cpu_s is not None and cpu_s <= 0):
         return _error(f"timeout_s and cpu_s must be > 0 (got {timeout_s}, {cpu_s})", started)
@@ -421,32 +439,13 @@ def run_python(
             workdir = _make_workdir(uid)
             try:
                 (workdir / "main.py").write_text(code, encoding="utf-8", errors="surrogatepass")
-                if runner is not None:
-                    (workdir / "runner.py").write_text(runner.source, encoding="utf-8")
-                return _run_in(workdir, uid, launch.python, timeout_s, cpu_limit, memory_mb,
-                               max(0, output_limit), runner)  # fmt: skip
+                limits = (cpu_limit, memory_mb << 20, FILE_SIZE_MB << 20, MAX_PROCESSES)
+                run = _Run(uid, launch, workdir, timeout_s, limits, tests, channel_limit)
+                return _run_in(run, max(0, output_limit))
             finally:
                 _remove_tree(workdir)
     except OSError as err:
         return _error(f"sandbox could not run the code: {err}", started)
-
-
-def _hidden_dirs(python: str, workdir: Path) -> list[str]:
-    """Directories to cover with an empty tmpfs: homes, our working directory and the project
-    root (the repository, with any .env files), unless the code's interpreter or dir lies
-    inside. None under /tmp: the launcher's fresh /tmp has already taken them out of view
-    (a checkout from `mktemp -d`), and a mount there would fail on a path that is gone."""
-    keep = [Path(python), Path(python).resolve(), workdir]
-    fresh_tmp = Path("/tmp").resolve()
-    found = []
-    for raw in ("/root", "/home", os.environ.get("HOME", ""), os.getcwd(), str(project_root())):
-        path = Path(raw).resolve() if raw else None
-        if path is None or path == Path("/") or not path.is_dir() or ":" in str(path):
-            continue
-        if any(k == path or path in k.parents for k in keep) or fresh_tmp in path.parents:
-            continue
-        found.append(str(path))
-    return sorted(set(found))
 
 
 def _warn_once(message: str) -> None:
@@ -456,86 +455,78 @@ def _warn_once(message: str) -> None:
 
 
 @dataclass(frozen=True)
-class _LaunchArgs:
-    """What sandbox_init.launch is told about one run."""
+class _Run:
+    """One run: who runs it, where, under which limits, in which mode."""
 
     uid: int | None
-    isolate: bool
+    launch: _Launch
     workdir: Path
-    hide: str
+    timeout_s: float
     limits: tuple[int, int, int, int]
-    python: str
-    script: str
-    backstop: int  # the launcher's own alarm, should we never kill it
+    tests: bytes | None
+    channel_limit: int
 
-    def argv(self, in_process: bool) -> list[str]:
-        """sandbox_init.launch's arguments; REPORT and CHANNEL stand for the descriptors,
-        whose numbers the process that starts the launcher knows."""
-        return ["REPORT", str(-1 if self.uid is None else self.uid), "1" if self.isolate else "0",
-                str(self.workdir), self.hide, *map(str, self.limits), self.python, "CHANNEL",
-                self.script, "1" if in_process else "0", str(self.backstop)]  # fmt: skip
+    @property
+    def isolate(self) -> bool:
+        return os.geteuid() == 0 and USE_NAMESPACES
+
+    def config(self) -> dict[str, object]:
+        """What launcher.launch is told (its module docstring)."""
+        uid = -1 if self.uid is None else self.uid
+        view = self.launch.view.to_json() if self.launch.view and self.isolate else None
+        if self.isolate and view is None:
+            _warn_once("no file view for this interpreter: the code sees the host's files")
+        return {
+            "uid": uid, "tester_uid": -1 if self.uid is None else self.uid + UID_POOL,
+            "isolate": self.isolate, "workdir": str(self.workdir), "view": view,
+            "limits": list(self.limits), "python": self.launch.python,
+            "mode": "script" if self.tests is None else "tests",
+            "sources": SOURCES if self.tests is not None else None,
+            "backstop": math.ceil(self.timeout_s) + 30,
+        }  # fmt: skip
 
 
-def _run_in(
-    workdir: Path,
-    uid: int | None,
-    python: str,
-    timeout_s: float,
-    cpu_limit: int,
-    memory_mb: int,
-    output_limit: int,
-    runner: Runner | None = None,
-) -> SandboxResult:
-    isolate = os.geteuid() == 0 and USE_NAMESPACES
-    args = _LaunchArgs(
-        uid,
-        isolate,
-        workdir,
-        hide=":".join(_hidden_dirs(python, workdir)) if isolate else "",
-        limits=(cpu_limit, memory_mb * 1024 * 1024, FILE_SIZE_MB * 1024 * 1024, MAX_PROCESSES),
-        python=python,
-        script="main.py" if runner is None else "runner.py",
-        backstop=math.ceil(timeout_s) + 30,
-    )
-    warm = _warm_launcher(python)
-    pipes = _Pipes.open(runner)
-    if runner is not None and len(runner.stdin) <= _PIPE_BUF:
-        os.write(pipes.stdin_w, runner.stdin)  # fits the pipe: there before the code starts
+def _run_in(run: _Run, output_limit: int) -> SandboxResult:
+    warm = _warm_launcher(run.launch.python)
+    pipes = _Pipes.open(tests=run.tests is not None)
+    if run.tests is not None and len(run.tests) <= _PIPE_BUF:
+        os.write(pipes.stdin_w, run.tests)  # fits the pipe: there before the tester starts
         os.close(pipes.stdin_w)
         pipes.stdin_w = -1
     started = time.monotonic()
-    launcher = _start(warm, args, pipes, in_process=runner is not None)
-    out, err, report, channel = _readers(pipes, runner, output_limit)
-    deadline = started + timeout_s
+    launcher = _start(warm, run, pipes)
+    out, err, report, channel = _readers(pipes, run, output_limit)
+    deadline = started + run.timeout_s
     timed_out = not launcher.wait(report, max(0.0, deadline - time.monotonic()))
     # Killing the launcher's group kills the supervisor, pid 1 of the namespace, and so
     # every process in it; without a pid namespace only the group (and, below, the uid).
     launcher.kill_and_reap()
     duration = time.monotonic() - started
     lines = report.finish(2.0).splitlines()
-    if uid is not None and (not isolate or "warn pid namespace unavailable" in " ".join(lines)):
-        _kill_all_of(uid)  # children that left the process group; frees the pipes
+    pid_namespace = run.isolate and "warn pid namespace unavailable" not in " ".join(lines)
+    if run.uid is not None and not pid_namespace:
+        _kill_all_of(run.uid)  # children that left the process group; frees the pipes
+        _kill_all_of(run.uid + UID_POOL)
     stdout_tail, stderr_tail = out.finish(2.0), err.finish(2.0)
     said = channel.finish(2.0) if channel is not None else ""
+    cpu_limit = run.limits[0]
     return _result(lines, timed_out, duration, cpu_limit, stdout_tail, stderr_tail, said)
 
 
-def _start(
-    warm: _WarmLauncher | None, args: _LaunchArgs, pipes: _Pipes, in_process: bool
-) -> _WarmRun | _ColdRun:
-    """The run's launcher: a fork of the warm launcher (which runs a runner in its own
-    process), else, when there is none or it fails, a new interpreter. Our copies of the
-    launcher's ends of the pipes are closed either way; ours too if nothing started."""
+def _start(warm: _WarmLauncher | None, run: _Run, pipes: _Pipes) -> _WarmRun | _ColdRun:
+    """The run's launcher: a fork of the warm launcher, else, when there is none or it fails,
+    a new interpreter. Our copies of the launcher's ends of the pipes are closed either way;
+    ours too if nothing started."""
     try:
         launcher: _WarmRun | _ColdRun | None = None
         if warm is not None:
             try:
-                launcher = _WarmRun(warm, args.workdir, args.argv(in_process), pipes)
+                launcher = _WarmRun(warm, run, pipes)
             except OSError as err:
                 _warn_once(f"the warm launcher failed ({err}); starting one per run")
-                _warm_broken.add((args.python, _LAUNCHER))
+                _warm_broken.add((run.launch.python, _LAUNCHER))
         if launcher is None:
-            launcher = _ColdRun(args.python, args.workdir, args.argv(in_process=False), pipes)
+            launcher = _ColdRun(run, pipes)
     except OSError:
         pipes.close_ours()
         raise
@@ -545,18 +536,18 @@ def _start(
 
 
 def _readers(
-    pipes: _Pipes, runner: Runner | None, output_limit: int
+    pipes: _Pipes, run: _Run, output_limit: int
 ) -> tuple[_TailReader, _TailReader, _TailReader, _TailReader | None]:
-    """Readers of the code's stdout and stderr, the launcher's report and (with a runner) the
-    runner's channel; a runner's stdin too large for the pipe is fed now, on a thread."""
+    """Readers of the code's stdout and stderr, the launcher's report and (tests mode) the
+    tester's channel; tests too large for the pipe are fed now, on a thread."""
     out = _TailReader(os.fdopen(pipes.stdout_r, "rb"), output_limit)
     err = _TailReader(os.fdopen(pipes.stderr_r, "rb"), output_limit)
     report = _TailReader(os.fdopen(pipes.report_r, "rb"), 16_384)
     channel = None
-    if runner is not None:
-        channel = _TailReader(os.fdopen(pipes.channel_r, "rb"), runner.channel_limit)
+    if run.tests is not None:
+        channel = _TailReader(os.fdopen(pipes.channel_r, "rb"), run.channel_limit)
         if pipes.stdin_w >= 0:
-            _feed(os.fdopen(pipes.stdin_w, "wb"), runner.stdin)
+            _feed(os.fdopen(pipes.stdin_w, "wb"), run.tests)
     return out, err, report, channel
 
 
@@ -593,7 +584,7 @@ def _result(
 
 @dataclass
 class _Pipes:
-    """The run's pipes: ours to read (and the runner's stdin to write), theirs to pass on."""
+    """The run's pipes: ours to read (and the tester's stdin to write), theirs to pass on."""
 
     stdout_r: int
     stdout_w: int
@@ -607,15 +598,15 @@ class _Pipes:
     stdin_w: int = -1
 
     @classmethod
-    def open(cls, runner: Runner | None) -> _Pipes:
+    def open(cls, tests: bool) -> _Pipes:
         pipes = cls(*os.pipe(), *os.pipe(), *os.pipe())
-        if runner is not None:
+        if tests:
             pipes.channel_r, pipes.channel_w = os.pipe()
             pipes.stdin_r, pipes.stdin_w = os.pipe()
         return pipes
 
     def theirs(self) -> list[int]:
-        """stdin, stdout, stderr, report and (with a runner) the channel, in that order."""
+        """stdin, stdout, stderr, report and (tests mode) the channel, in that order."""
         fds = [self.stdin_r, self.stdout_w, self.stderr_w, self.report_w, self.channel_w]
         return [fd for fd in fds if fd >= 0] if self.stdin_r >= 0 else fds[1:4]
 
@@ -630,18 +621,16 @@ class _Pipes:
                 os.close(fd)
 
 
-def _launcher_argv(argv: list[str], pipes: _Pipes) -> list[str]:
-    return [str(pipes.report_w), *argv[1:10], str(pipes.channel_w), *argv[11:]]
-
-
 class _ColdRun:
     """The launcher as a new interpreter (`python -c sandbox_init.py`), our own child."""
 
-    def __init__(self, python: str, workdir: Path, argv: list[str], pipes: _Pipes) -> None:
+    def __init__(self, run: _Run, pipes: _Pipes) -> None:
         passed = tuple(fd for fd in (pipes.report_w, pipes.channel_w) if fd >= 0)
+        python, workdir = run.launch.python, run.workdir
         # The launcher runs as us (root) to unshare and mount; it drops to `uid` itself.
+        argv = [str(pipes.report_w), str(pipes.channel_w), json.dumps(run.config())]
         self.proc = subprocess.Popen(
-            [python, "-I", "-B", "-c", _LAUNCHER, *_launcher_argv(argv, pipes)],
+            [python, "-I", "-B", "-c", _LAUNCHER, "launch", *argv],
             cwd=workdir, env=_child_env(workdir),
             stdin=pipes.stdin_r if pipes.stdin_r >= 0 else subprocess.DEVNULL,
             stdout=pipes.stdout_w, stderr=pipes.stderr_w, pass_fds=passed,
@@ -673,9 +662,9 @@ class _WarmRun:
     """The launcher forked by the warm launcher, which reaps it when we say so: until then
     its pid, and so its process group, cannot be reused."""
 
-    def __init__(self, warm: _WarmLauncher, workdir: Path, argv: list[str], pipes: _Pipes):
+    def __init__(self, warm: _WarmLauncher, run: _Run, pipes: _Pipes):
         self.warm = warm
-        request = {"kind": "launch", "argv": argv, "workdir": str(workdir)}
+        request = {"kind": "launch", "config": run.config(), "workdir": str(run.workdir)}
         self.pid = warm.ask(request, pipes.theirs())["pid"]
 
     def wait(self, report: _TailReader, timeout: float) -> bool:

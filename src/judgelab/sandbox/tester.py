@@ -1,0 +1,206 @@
+"""The trusted side of a test run: the task's own tests, calling the candidate across a pipe.
+
+Never imported by judgelab: the launcher runs this file's text in a process of its own (tests
+mode), under a uid that is not the candidate's and not dumpable, with the standard library only
+and the module `wire` (wire.py) beside it. The tests, their expected values and the verdict
+live here and nowhere the candidate can reach: they arrive on stdin, a pipe from judgelab that
+no other process of the run holds, and the verdict leaves on fd 3, the same.
+
+stdin: one JSON object, then EOF:
+  {"mode": "check", "entry_point": str, "prelude": str, "test": str}
+      run `prelude` (the task's own imports and helpers, HumanEval's `poly` and the like) and
+      `test` in a fresh namespace, then `check(candidate)`, `candidate` forwarding each call;
+  {"mode": "calls", "entry_point": str, "cases": [wire text, ...]}
+      call the candidate once per case (a list: positional arguments; a dict: keyword ones)
+      and report what each call returned, for judgelab to compare.
+fd 3: one JSON line, the verdict:
+  {"verdict": "passed", "calls": n}          every test ran to its end
+  {"verdict": "failed", "why", "detail", "calls"}   a test failed or the candidate raised
+  {"verdict": "import_failed", "why"}        the code raised (or did not compile) on import
+  {"verdict": "exited", "calls": n}          the candidate's process ended before answering
+  {"verdict": "forged", "why", "calls"}      a reply that is not plain data, or not a reply
+  {"verdict": "returned", "values": [wire text, ...], "calls"}   (calls mode)
+  {"verdict": "error", "why"}                the tests themselves could not run (our side)
+fd 4: calls to the candidate; fd 5: its replies (candidate.py says their format).
+"""
+
+import builtins
+import json
+import linecache
+import os
+import sys
+import traceback
+
+try:
+    import wire  # in the sandbox: the launcher's copy of wire.py
+except ImportError:  # imported by judgelab itself (its architecture tests), never run
+    from judgelab.sandbox import wire
+
+CHANNEL, CALLS, REPLIES = 3, 4, 5
+MAX_REPLY = 16 << 20  # bytes of one reply; more is not an answer
+DETAIL_CHARS = 1500
+
+
+class Stop(BaseException):  # noqa: N818 - not an error of the tests: the run's end, told
+    """Ends the tests with a verdict that is not theirs to catch (`except Exception` in a
+    test does not swallow it)."""
+
+    def __init__(self, verdict):
+        super().__init__(verdict["verdict"])
+        self.verdict = verdict
+
+
+class CandidateError(Exception):
+    """An exception of the candidate's that no built-in class stands for."""
+
+
+class Link:
+    """The pipes to the candidate: one call, one reply."""
+
+    def __init__(self):
+        self.buffer = b""
+        self.calls = 0
+
+    def read(self):
+        while b"\n" not in self.buffer:
+            if len(self.buffer) > MAX_REPLY:
+                raise Stop(self.verdict("forged", why=f"a reply longer than {MAX_REPLY} bytes"))
+            chunk = os.read(REPLIES, 1 << 16)
+            if not chunk:
+                raise Stop(self.verdict("exited"))
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        try:
+            message = json.loads(line)
+        except (ValueError, RecursionError):
+            message = None
+        if type(message) is not dict or len(message) != 1:
+            raise Stop(self.verdict("forged", why="wrote to the reply pipe what is no reply"))
+        return message
+
+    def verdict(self, verdict, **fields):
+        return {"verdict": verdict, "calls": self.calls, **fields}
+
+    def call(self, name, args, kwargs):
+        try:
+            request = {"name": name, "args": wire.encode(list(args)),
+                       "kwargs": wire.encode(dict(kwargs))}  # fmt: skip
+        except wire.NotPlain as err:
+            why = f"the tests pass the candidate what cannot cross to it ({err})"
+            raise Stop({"verdict": "error", "why": why}) from None
+        self.calls += 1
+        data = (json.dumps(request) + "\n").encode()
+        try:
+            while data:
+                data = data[os.write(CALLS, data) :]
+        except BrokenPipeError:
+            raise Stop(self.verdict("exited")) from None
+        message = self.read()
+        if "value" in message and type(message["value"]) is str:
+            try:
+                return wire.decode(message["value"])
+            except wire.Malformed as err:
+                why = f"a reply that is not plain data: {err}"
+                raise Stop(self.verdict("forged", why=why)) from None
+            except (MemoryError, RecursionError):
+                raise Stop(self.verdict("failed", why="a reply too large to rebuild")) from None
+        if "forged" in message:
+            raise Stop(self.verdict("forged", why=str(message["forged"])[:300]))
+        if "raised" in message:
+            raise rebuilt(message.get("raised"), message.get("message"))
+        raise Stop(self.verdict("forged", why="wrote to the reply pipe what is no reply"))
+
+
+def rebuilt(name, message):
+    """The candidate's exception as the tests see it: the built-in class it names, else
+    CandidateError; only its name and text crossed."""
+    text = str(message)[:2000]
+    klass = getattr(builtins, str(name), None)
+    if not (isinstance(klass, type) and issubclass(klass, Exception)):  # never SystemExit
+        return CandidateError(f"{name}: {text}")
+    try:
+        return klass(text)
+    except Exception:  # noqa: BLE001 - a class whose constructor wants other arguments
+        return CandidateError(f"{name}: {text}")
+
+
+def forwarder(link, name):
+    def candidate(*args, **kwargs):
+        return link.call(name, args, kwargs)
+
+    candidate.__name__ = candidate.__qualname__ = name
+    return candidate
+
+
+def described(err):
+    text = str(err)
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+def compiled(source, filename):
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    return compile(source, filename, "exec", dont_inherit=True, optimize=0)
+
+
+def wait_ready(link):
+    first = link.read()
+    if "import_failed" in first:
+        raise Stop({"verdict": "import_failed", "why": str(first["import_failed"])[:500]})
+    if "ready" not in first:
+        raise Stop(link.verdict("forged", why="wrote to the reply pipe what is no reply"))
+
+
+def check(link, spec):
+    namespace = {"__name__": "__main__", "__builtins__": builtins}
+    try:
+        exec(compiled(spec.get("prelude") or "", "<prompt>"), namespace)
+        exec(compiled(spec["test"], "<test>"), namespace)
+        tests = namespace["check"]
+    except Exception as err:  # noqa: BLE001 - the task's tests do not run: our side's failure
+        return {"verdict": "error", "why": f"the task's tests do not run: {described(err)}"}
+    wait_ready(link)
+    candidate = forwarder(link, spec["entry_point"])
+    namespace[spec["entry_point"]] = candidate  # tests that call it by name (HumanEval/33)
+    try:
+        tests(candidate)
+    except Exception as err:  # noqa: BLE001 - a failed test, or the candidate's exception
+        detail = "".join(traceback.format_exception(err))[-DETAIL_CHARS:]
+        return link.verdict("failed", why=described(err)[:500], detail=detail)
+    return link.verdict("passed")
+
+
+def calls(link, spec):
+    wait_ready(link)
+    candidate = forwarder(link, spec["entry_point"])
+    values = []
+    for index, case in enumerate(spec["cases"]):
+        args = wire.decode(case)
+        try:
+            value = candidate(**args) if type(args) is dict else candidate(*args)
+        except Exception as err:  # noqa: BLE001 - the candidate's exception
+            return link.verdict("failed", why=described(err)[:500], case=index)
+        values.append(wire.encode(value))
+    return link.verdict("returned", values=values)
+
+
+def main():
+    sys.set_int_max_str_digits(wire.MAX_INT_DIGITS)
+    received = b""
+    while chunk := os.read(0, 1 << 16):
+        received += chunk
+    spec = json.loads(received)
+    link = Link()
+    try:
+        verdict = check(link, spec) if spec["mode"] == "check" else calls(link, spec)
+    except Stop as stop:
+        verdict = stop.verdict
+    except BaseException as err:  # noqa: BLE001 - our own failure, never the candidate's pass
+        verdict = {"verdict": "error", "why": f"the tester failed: {described(err)}"}
+    data = (json.dumps(verdict) + "\n").encode()
+    while data:
+        data = data[os.write(CHANNEL, data) :]
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
