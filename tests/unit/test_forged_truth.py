@@ -1,8 +1,8 @@
-"""Execution truth that a policy cannot forge (issue 27): every candidate of the forged corpus
-(tests/corpus/forged.py) fails, with the outcome and reason it must have, against a HumanEval
-task (its own `test`) and against a task of input/output pairs (io mode: the comparison runs
-outside the sandbox). The honest answers beside them still pass, so a harness that failed
-everything would fail here too."""
+"""Execution truth that a policy cannot forge: every candidate of the red-team corpus
+(tests/corpus/forged.py) fails, with an outcome and reason it may have, against a HumanEval
+task (its own `test`) and against a task of input/output pairs (the comparison runs outside
+the sandbox). The honest answers beside them still pass, so a harness that failed everything
+would fail here too."""
 
 from __future__ import annotations
 
@@ -53,9 +53,10 @@ def test_each_forgery_fails_with_its_reason(
 ) -> None:
     forgery = CORPUS[name]
     task = tasks[kind]
-    verdict = run(judge, task, forgery.code.format(entry=task.entry_point))
+    assert task.entry_point is not None
+    verdict = run(judge, task, forgery.code.replace("{entry}", task.entry_point))
     assert verdict.status == "scored" and verdict.score == 0.0, (name, verdict)
-    assert verdict.outcome == forgery.outcome, (name, verdict.reason, verdict.explanation)
+    assert verdict.outcome in forgery.outcomes, (name, verdict.reason, verdict.explanation)
     assert forgery.reason in (verdict.reason or ""), (name, verdict.reason)
 
 
@@ -66,15 +67,16 @@ def test_the_honest_answer_passes(judge: ExecutionJudge, tasks: dict[str, Task],
 
 
 def test_io_mode_compares_outside_the_sandbox_with_its_stated_rule(judge: ExecutionJudge) -> None:
-    """0.1 + 0.2 is 0.3 within the float tolerance; a wrong value, a bool for a number and a
-    value JSON cannot carry each fail with the case that failed."""
+    """0.1 + 0.2 is 0.3 within the float tolerance; a wrong value and a bool for a number
+    each fail with the case that failed; an object that is not plain data never crosses."""
     assert io_cases(IO_TASK.test) == [([1, 2], 3), ({"a": 0.1, "b": 0.2}, 0.3)]
     wrong = run(judge, IO_TASK, "def add(a, b):\n    return a + b + 1e-3\n")
     assert wrong.score == 0.0 and "case 0: add(1, 2) returned 3.001, expected 3" in wrong.reason
     boolean = run(judge, IO_TASK, "def add(a, b):\n    return True if a == 1 else a + b\n")
     assert boolean.score == 0.0 and "case 0" in boolean.reason
     odd = run(judge, IO_TASK, "def add(a, b):\n    return object()\n")
-    assert odd.score == 0.0 and "returned a object, which JSON cannot carry" in odd.reason
+    assert (odd.score, odd.outcome) == (0.0, "forged")
+    assert "returned an object of class object, not plain data" in odd.reason
 
 
 def test_a_helper_the_tests_use_comes_from_the_task_not_the_answer(judge: ExecutionJudge) -> None:
@@ -95,24 +97,7 @@ def test_only_check_function_s_own_text_runs_in_io_mode() -> None:
     assert io_cases(None) is None
 
 
-def test_the_harness_and_the_evaluator_carry_values_to_json_alike() -> None:
-    """harness.py cannot import judgelab, so it keeps its own copy of the rule that turns a
-    returned value into JSON; the expected side (execution._unjson) must follow the same one,
-    or a right answer would compare unequal."""
-    import importlib.util
-    from pathlib import Path
-
-    from judgelab.evaluators import execution
-
-    path = Path(execution.__file__).with_name("harness.py")
-    spec = importlib.util.spec_from_file_location("judgelab_harness_under_test", path)
-    assert spec is not None and spec.loader is not None
-    harness = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(harness)
-    for value in ({3, 1, 2}, frozenset({"b", "a"}), 1 + 2j, b"\xffab"):
-        assert harness._unjson(value) == execution._unjson(value), value
-    for value in (object(), range(3)):
-        with pytest.raises(TypeError):
-            harness._unjson(value)
-        with pytest.raises(TypeError):
-            execution._unjson(value)
+def test_every_family_of_the_red_team_is_in_the_corpus() -> None:
+    families = {forgery.family for forgery in CORPUS.values()}
+    assert families == {"exit", "value", "frames", "harness", "guard", "runtime", "split",
+                        "disk", "channel", "djinn"}  # fmt: skip

@@ -13,7 +13,8 @@ Descriptors: 0 /dev/null; 1 and 2 the run's stdout and stderr; 3 the calls (line
   {"ready": 1}                            the code was imported (first line)
   {"import_failed": "<Type>: <message>"}  it raised while imported (its traceback on stderr)
   {"value": "<wire text>"}                a call's return value
-  {"raised": "<builtin exception name>", "message": str}   a call raised (traceback on stderr)
+  {"raised": "<builtin exception name>", "type": "<its class>", "message": str}
+                                          a call raised (its traceback on stderr)
   {"forged": why}                         a call returned something that is not plain data
 An exit (SystemExit, os._exit) ends the run without a reply; the tester calls that "exited
 before answering".
@@ -136,7 +137,8 @@ def answer(namespace, request):
         leave(err)
     except BaseException as err:  # noqa: BLE001 - the code's own failure, told to the tests
         print_exception(err)
-        return {"raised": builtin_name(err), "message": str(err)[:2000]}
+        kind = type(err).__qualname__
+        return {"raised": builtin_name(err), "type": kind, "message": str(err)[:2000]}
     try:
         return {"value": wire.encode(value)}
     except wire.NotPlain as err:

@@ -30,6 +30,7 @@ import linecache
 import os
 import sys
 import traceback
+import types
 
 try:
     import wire  # in the sandbox: the launcher's copy of wire.py
@@ -74,7 +75,7 @@ class Link:
             message = json.loads(line)
         except (ValueError, RecursionError):
             message = None
-        if type(message) is not dict or len(message) != 1:
+        if type(message) is not dict:
             raise Stop(self.verdict("forged", why="wrote to the reply pipe what is no reply"))
         return message
 
@@ -107,14 +108,16 @@ class Link:
         if "forged" in message:
             raise Stop(self.verdict("forged", why=str(message["forged"])[:300]))
         if "raised" in message:
-            raise rebuilt(message.get("raised"), message.get("message"))
+            raise rebuilt(message.get("raised"), message.get("message"), message.get("type"))
         raise Stop(self.verdict("forged", why="wrote to the reply pipe what is no reply"))
 
 
-def rebuilt(name, message):
+def rebuilt(name, message, kind=None):
     """The candidate's exception as the tests see it: the built-in class it names, else
-    CandidateError; only its name and text crossed."""
+    CandidateError; only names and text crossed (`kind`: its own class's name)."""
     text = str(message)[:2000]
+    if kind and kind != name:
+        text = f"{str(kind)[:100]}: {text}"
     klass = getattr(builtins, str(name), None)
     if not (isinstance(klass, type) and issubclass(klass, Exception)):  # never SystemExit
         return CandidateError(f"{name}: {text}")
@@ -164,9 +167,22 @@ def check(link, spec):
     try:
         tests(candidate)
     except Exception as err:  # noqa: BLE001 - a failed test, or the candidate's exception
-        detail = "".join(traceback.format_exception(err))[-DETAIL_CHARS:]
-        return link.verdict("failed", why=described(err)[:500], detail=detail)
+        detail = "".join(traceback.format_exception(err.with_traceback(tests_only(err))))
+        return link.verdict("failed", why=described(err)[:500], detail=detail[-DETAIL_CHARS:])
     return link.verdict("passed")
+
+
+def tests_only(err):
+    """`err`'s traceback through the tests' own frames, without the tester's."""
+    kept, tb = [], err.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename in ("<test>", "<prompt>"):
+            kept.append(tb)
+        tb = tb.tb_next
+    rebuilt = None
+    for entry in reversed(kept):
+        rebuilt = types.TracebackType(rebuilt, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return rebuilt
 
 
 def calls(link, spec):

@@ -51,7 +51,12 @@ class Malformed(ValueError):
 
 def encode(value):
     """`value` as this format's JSON text; NotPlain when it is not plain data."""
-    return json.dumps(_out(value, 0), allow_nan=True, separators=(",", ":"))
+    try:
+        return json.dumps(_out(value, 0), allow_nan=True, separators=(",", ":"))
+    except NotPlain:
+        raise
+    except TypeError as err:  # a class that claims a base it is not (a lying __mro__)
+        raise NotPlain(f"returned an object that is not what its class claims ({err})") from None
 
 
 def decode(text):
@@ -66,9 +71,9 @@ def decode(text):
 def _base(value):
     """The built-in type `value` is, or stands for; NotPlain for anything else."""
     kind = type(value)
-    if kind in _BASES:
+    if _is_base(kind):
         return kind
-    base = next((c for c in kind.__mro__ if c in _BASES and c is not object), None)
+    base = next((c for c in kind.__mro__ if _is_base(c)), None)
     name = getattr(kind, "__qualname__", "?")
     if base is None:
         raise NotPlain(f"returned an object of class {name}, not plain data")
@@ -79,6 +84,11 @@ def _base(value):
         if own and not _harmless(klass, own):
             raise NotPlain(f"returned an object of class {name} (it defines {', '.join(own)})")
     return base
+
+
+def _is_base(kind):
+    """By identity: a metaclass's __eq__ cannot make a class one of the built-in types."""
+    return any(kind is base for base in _BASES)
 
 
 def _harmless(klass, names):
@@ -121,7 +131,7 @@ def _in(raw, depth):
     if depth > MAX_DEPTH:
         raise Malformed(f"nested deeper than {MAX_DEPTH}")
     kind = type(raw)
-    if kind in _ATOMS:
+    if any(kind is atom for atom in _ATOMS):
         if kind is int and raw.bit_length() > MAX_INT_DIGITS * 4:
             raise Malformed("an integer too large")
         return raw
