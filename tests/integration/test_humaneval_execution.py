@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from judgelab.evaluators.execution import ExecutionJudge, build_program
+from judgelab.evaluators.execution import ExecutionJudge, candidate_module
 from judgelab.evaluators.settings import ExecutionSettings
 from judgelab.verdicts import Candidate, Task, Verdict
 
@@ -263,10 +263,11 @@ def test_verified_broken_mutants_all_fail(
     assert disagree == {}
 
 
-def test_program_is_built_from_prompt_preamble_and_code(problems: dict) -> None:
+def test_the_module_is_built_from_prompt_preamble_and_code(problems: dict) -> None:
+    """The candidate's process gets the prompt's helpers and the answer, never the tests."""
     p = problems["HumanEval/10"]
     code = "def make_palindrome(string: str) -> str:\n    return string"
-    program = build_program(_task(p), code)
-    assert "def is_palindrome" in program
-    assert program.count("def make_palindrome") == 1  # the prompt's stub is left out
-    assert program.rstrip().endswith("check(make_palindrome)")
+    module = candidate_module(_task(p), code)
+    assert "def is_palindrome" in module
+    assert module.count("def make_palindrome") == 1  # the prompt's stub is left out
+    assert "check" not in module and p["test"].strip() not in module

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from judgelab.sandbox import run as sandbox
 from judgelab.sandbox import SandboxResult, run_python
+from judgelab.sandbox import run as sandbox
 from judgelab_cli.main import app
 
 ROOT = Path(__file__).resolve().parents[2]

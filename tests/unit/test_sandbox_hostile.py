@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from judgelab.sandbox import run as sandbox
 from judgelab.sandbox import SandboxResult, run_python
+from judgelab.sandbox import run as sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 AS_ROOT = os.geteuid() == 0

@@ -16,10 +16,10 @@ from judgelab.analysis import compute_metrics
 from judgelab.analysis.truth import execution_truth
 from judgelab.config import AnalysisSettings
 from judgelab.evaluators.execution import ExecutionJudge
-from judgelab.sandbox import Limits, SandboxResult
-from judgelab.sandbox.verify import reading
 from judgelab.evaluators.settings import ExecutionSettings
 from judgelab.report.outputs import run_analysis
+from judgelab.sandbox import Limits, SandboxResult
+from judgelab.sandbox.verify import reading
 from judgelab.schemas import RolloutsSchema, ScoresSchema, TasksSchema, columns, validate
 from judgelab.verdicts import OUTCOMES, Candidate, Task
 

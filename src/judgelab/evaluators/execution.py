@@ -107,6 +107,18 @@ def prompt_preamble(prompt: str, entry_point: str) -> str:
     return "\n\n".join(kept)
 
 
+def truth_tests(task: Task) -> CheckTests | CallTests:
+    """What the trusted tester runs for `task`: its own `check` with the prompt's helpers, or,
+    for tests judgelab wrote (input/output pairs), the calls alone: their expected values stay
+    in this process (`_wrong_case` compares)."""
+    assert task.test is not None and task.entry_point is not None
+    cases = io_cases(task.test)
+    if cases is None:
+        prelude = prompt_preamble(task.prompt, task.entry_point)
+        return CheckTests(task.entry_point, task.test, prelude)
+    return CallTests(task.entry_point, [args for args, _ in cases])
+
+
 def candidate_module(task: Task, code: str) -> str:
     """main.py for `code`: the prompt's preamble then a standalone answer (one that defines
     the entry point), or the prompt followed by a completion-style answer (the body only)."""
@@ -142,16 +154,9 @@ class ExecutionJudge(PointwiseEvaluator):
         code = parse_answer(candidate.completion).code
         if code is None:
             return Verdict.scored(0.0, reason=NO_CODE, outcome="no_code")
-        cases = io_cases(task.test)
-        tests: CheckTests | CallTests
-        if cases is None:
-            prelude = prompt_preamble(task.prompt, task.entry_point)
-            tests = CheckTests(task.entry_point, task.test, prelude)
-        else:
-            tests = CallTests(task.entry_point, [args for args, _ in cases])
         limits = Limits(self.spec.timeout_s, self.spec.cpu_s, self.spec.memory_mb)
-        run = run_tests(candidate_module(task, code), tests, limits)
-        return self._verdict(run, task.entry_point, cases)
+        run = run_tests(candidate_module(task, code), truth_tests(task), limits)
+        return self._verdict(run, task.entry_point, io_cases(task.test))
 
     def score_many(
         self, pairs: Iterable[tuple[Task, Candidate]], workers: int = 2

@@ -160,6 +160,8 @@ def _in(raw, depth):
             if any(type(pair) is not list or len(pair) != 2 for pair in body):
                 raise Malformed("a dict entry that is not a pair")
             return {k: v for k, v in items}
-    except TypeError as err:  # an unhashable key or set member
+    except (TypeError, ValueError) as err:  # an unhashable key or set member, bad hex
+        if isinstance(err, Malformed):
+            raise
         raise Malformed(f"tag {tag!r}: {err}") from None
     raise Malformed(f"unknown tag {tag!r}")
