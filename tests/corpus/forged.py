@@ -334,12 +334,12 @@ CORPUS: dict[str, Forgery] = {
         "import os, json\ndef {entry}(*args, **kwargs):\n"
         "    os.write(4, (json.dumps({'raised': 'SystemExit', 'message': '0'}) + '\\n').encode())\n"
         "    import time; time.sleep(10)\n",
-        FAILED, "SystemExit",
+        EITHER, "",  # a failed test (check mode), or no reply to a batch of calls
     ),
     "the call pipe closed": Forgery(
         "channel",
         "import os\nos.close(3)\ndef {entry}(*args, **kwargs):\n    return None\n",
-        FAILED, "exited before answering",
+        FAILED, "before answering",
     ),
     "'All tests passed' printed": Forgery(
         "channel",

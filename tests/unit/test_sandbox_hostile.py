@@ -529,3 +529,16 @@ def test_calls_the_code_has_no_use_for_are_refused(host: Host) -> None:
         "a thread and a child still start": 0,
     }
     host.assert_unchanged()
+
+
+@needs_namespaces
+def test_without_a_file_view_nothing_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail closed: where the view cannot be made (its probe failed), no code runs with the
+    host's files in sight instead."""
+    import dataclasses
+
+    launch = sandbox._get_launch()
+    monkeypatch.setattr(sandbox, "_launch", dataclasses.replace(launch, view=None))
+    r = run_python("print('ran')", timeout_s=10)
+    assert r.status == "error" and "no file view" in r.stderr_tail, r
+    assert "ran" not in r.stdout_tail

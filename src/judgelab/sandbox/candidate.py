@@ -9,13 +9,16 @@ each call's arguments and rebuilds what comes back from plain data (wire.py), ho
 written.
 
 Descriptors: 0 /dev/null; 1 and 2 the run's stdout and stderr; 3 the calls (lines of JSON:
-{"name", "args", "kwargs"}, the arguments in wire's format); 4 the replies, one line each:
+{"name", "args", "kwargs"}, the arguments in wire's format, or {"name", "batch": [[args,
+kwargs], ...]} for calls all known in advance); 4 the replies, one line each:
   {"ready": 1}                            the code was imported (first line)
   {"import_failed": "<Type>: <message>"}  it raised while imported (its traceback on stderr)
   {"value": "<wire text>"}                a call's return value
   {"raised": "<builtin exception name>", "type": "<its class>", "message": str}
                                           a call raised (its traceback on stderr)
   {"forged": why}                         a call returned something that is not plain data
+  {"values": [...]}                       a batch's values; with "case" and one of the two
+                                          above: the values up to that case, and what it did
 An exit (SystemExit, os._exit) ends the run without a reply; the tester calls that "exited
 before answering".
 """
@@ -126,8 +129,23 @@ def load():
 
 
 def answer(namespace, request):
+    """The reply to one call ({"name", "args", "kwargs"}), or to a batch of calls ({"name",
+    "batch": [[args, kwargs], ...]}: "values" for every call in order, up to the first that
+    did not return plain data, whose reply follows with its "case")."""
     name = request["name"]
-    args, kwargs = wire.decode(request["args"]), wire.decode(request["kwargs"])
+    if "batch" not in request:
+        return call(namespace, name, request["args"], request["kwargs"])
+    values = []
+    for case, (args, kwargs) in enumerate(request["batch"]):
+        one = call(namespace, name, args, kwargs)
+        if "value" not in one:
+            return {**one, "case": case, "values": values}
+        values.append(one["value"])
+    return {"values": values}
+
+
+def call(namespace, name, args, kwargs):
+    args, kwargs = wire.decode(args), wire.decode(kwargs)
     function = namespace.get(name)
     try:
         if function is None:

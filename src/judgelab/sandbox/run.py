@@ -250,11 +250,18 @@ def _choose_launch() -> _Launch:
             os.geteuid(),
         )
         return _Launch(python=sys.executable, drop_privileges=False)
+    # Probed under a reserved uid: another run's clean-up kills every process of its own
+    # uid, and so must never meet a probe there.
+    with _reserved_uid() as uid:
+        return _choose_as(uid)
+
+
+def _choose_as(uid: int) -> _Launch:
     ours = f"{sys.version_info[0]}.{sys.version_info[1]}"
     fallback: str | None = None
     chosen: str | None = None
     for python in _interpreter_candidates():
-        version = _probe_interpreter(python, UID_BASE)
+        version = _probe_interpreter(python, uid)
         if version == ours:
             chosen = python
             break
@@ -266,7 +273,7 @@ def _choose_launch() -> _Launch:
     if chosen is not None:
         python = os.path.realpath(chosen)  # the view binds the real file, not a link to it
         env = _child_env(Path("/"))
-        view = interpreter_view(python, env, user=UID_BASE, group=UID_BASE, extra_groups=[])
+        view = interpreter_view(python, env, user=uid, group=uid, extra_groups=[])
         return _Launch(python=python, drop_privileges=True, view=view)
     log.warning(
         "SANDBOX RUNS GENERATED CODE AS ROOT: no interpreter could be started under an "
@@ -296,8 +303,8 @@ def _lock_dir() -> Path:
 
 
 @contextlib.contextmanager
-def _private_uid():  # type: ignore[no-untyped-def]
-    """Reserve a sandbox uid for the duration of one run (threads and processes)."""
+def _reserved_uid():  # type: ignore[no-untyped-def]
+    """A sandbox uid no other run (thread or process) holds until we leave."""
     lock_dir = _lock_dir()
     for slot in range(UID_POOL):
         with _slots_lock:
@@ -313,15 +320,22 @@ def _private_uid():  # type: ignore[no-untyped-def]
                 _slots_in_use.discard(slot)
             continue
         try:
-            uid = UID_BASE + slot
-            _kill_all_of(uid)  # leftovers of a run that crashed before cleaning up
-            yield uid
+            yield UID_BASE + slot
         finally:
             handle.close()
             with _slots_lock:
                 _slots_in_use.discard(slot)
         return
     raise OSError(f"all {UID_POOL} sandbox uids are in use")
+
+
+@contextlib.contextmanager
+def _private_uid():  # type: ignore[no-untyped-def]
+    """Reserve a sandbox uid for the duration of one run, cleared of leftovers first."""
+    with _reserved_uid() as uid:
+        _kill_all_of(uid)  # leftovers of a run that crashed before cleaning up
+        _kill_all_of(uid + UID_POOL)  # and of its tester
+        yield uid
 
 
 def _kill_all_of(uid: int) -> None:
@@ -474,8 +488,9 @@ class _Run:
         """What launcher.launch is told (its module docstring)."""
         uid = -1 if self.uid is None else self.uid
         view = self.launch.view.to_json() if self.launch.view and self.isolate else None
-        if self.isolate and view is None:
-            _warn_once("no file view for this interpreter: the code sees the host's files")
+        if self.isolate and view is None:  # fail closed: never the host's files instead
+            raise OSError(f"no file view could be made for {self.launch.python} (its probe "
+                          "failed; see the log): nothing is run without one")  # fmt: skip
         return {
             "uid": uid, "tester_uid": -1 if self.uid is None else self.uid + UID_POOL,
             "isolate": self.isolate, "workdir": str(self.workdir), "view": view,
@@ -487,6 +502,7 @@ class _Run:
 
 
 def _run_in(run: _Run, output_limit: int) -> SandboxResult:
+    config = run.config()  # before any pipe or process: it may refuse the run
     warm = _warm_launcher(run.launch.python)
     pipes = _Pipes.open(tests=run.tests is not None)
     if run.tests is not None and len(run.tests) <= _PIPE_BUF:
@@ -494,7 +510,7 @@ def _run_in(run: _Run, output_limit: int) -> SandboxResult:
         os.close(pipes.stdin_w)
         pipes.stdin_w = -1
     started = time.monotonic()
-    launcher = _start(warm, run, pipes)
+    launcher = _start(warm, run, config, pipes)
     out, err, report, channel = _readers(pipes, run, output_limit)
     deadline = started + run.timeout_s
     timed_out = not launcher.wait(report, max(0.0, deadline - time.monotonic()))
@@ -513,7 +529,9 @@ def _run_in(run: _Run, output_limit: int) -> SandboxResult:
     return _result(lines, timed_out, duration, cpu_limit, stdout_tail, stderr_tail, said)
 
 
-def _start(warm: _WarmLauncher | None, run: _Run, pipes: _Pipes) -> _WarmRun | _ColdRun:
+def _start(
+    warm: _WarmLauncher | None, run: _Run, config: dict[str, object], pipes: _Pipes
+) -> _WarmRun | _ColdRun:
     """The run's launcher: a fork of the warm launcher, else, when there is none or it fails,
     a new interpreter. Our copies of the launcher's ends of the pipes are closed either way;
     ours too if nothing started."""
@@ -521,12 +539,12 @@ def _start(warm: _WarmLauncher | None, run: _Run, pipes: _Pipes) -> _WarmRun | _
         launcher: _WarmRun | _ColdRun | None = None
         if warm is not None:
             try:
-                launcher = _WarmRun(warm, run, pipes)
+                launcher = _WarmRun(warm, run, config, pipes)
             except OSError as err:
                 _warn_once(f"the warm launcher failed ({err}); starting one per run")
                 _warm_broken.add((run.launch.python, _LAUNCHER))
         if launcher is None:
-            launcher = _ColdRun(run, pipes)
+            launcher = _ColdRun(run, config, pipes)
     except OSError:
         pipes.close_ours()
         raise
@@ -565,7 +583,10 @@ def _result(
     for line in lines:
         if line.startswith("warn "):
             _warn_once(line[5:])
-    if "limits-set" not in lines:
+    # A tester's verdict can come before the code started (tests that do not run): without
+    # "limits-set" the run is still the tester's; a setup that failed never is.
+    failed = any(ln.startswith("setup failed") for ln in lines)
+    if failed or ("limits-set" not in lines and not said):
         detail = next((ln for ln in lines if ln.startswith("setup failed")), "")
         detail = detail or stderr_tail[-500:] or "no report from the launcher"
         return SandboxResult("error", None, False, duration, "", f"sandbox setup failed: {detail}")
@@ -624,11 +645,11 @@ class _Pipes:
 class _ColdRun:
     """The launcher as a new interpreter (`python -c sandbox_init.py`), our own child."""
 
-    def __init__(self, run: _Run, pipes: _Pipes) -> None:
+    def __init__(self, run: _Run, config: dict[str, object], pipes: _Pipes) -> None:
         passed = tuple(fd for fd in (pipes.report_w, pipes.channel_w) if fd >= 0)
         python, workdir = run.launch.python, run.workdir
         # The launcher runs as us (root) to unshare and mount; it drops to `uid` itself.
-        argv = [str(pipes.report_w), str(pipes.channel_w), json.dumps(run.config())]
+        argv = [str(pipes.report_w), str(pipes.channel_w), json.dumps(config)]
         self.proc = subprocess.Popen(
             [python, "-I", "-B", "-c", _LAUNCHER, "launch", *argv],
             cwd=workdir, env=_child_env(workdir),
@@ -662,9 +683,9 @@ class _WarmRun:
     """The launcher forked by the warm launcher, which reaps it when we say so: until then
     its pid, and so its process group, cannot be reused."""
 
-    def __init__(self, warm: _WarmLauncher, run: _Run, pipes: _Pipes):
+    def __init__(self, warm: _WarmLauncher, run: _Run, config: dict[str, object], pipes: _Pipes):
         self.warm = warm
-        request = {"kind": "launch", "config": run.config(), "workdir": str(run.workdir)}
+        request = {"kind": "launch", "config": config, "workdir": str(run.workdir)}
         self.pid = warm.ask(request, pipes.theirs())["pid"]
 
     def wait(self, report: _TailReader, timeout: float) -> bool:

@@ -10,9 +10,9 @@ stdin: one JSON object, then EOF:
   {"mode": "check", "entry_point": str, "prelude": str, "test": str}
       run `prelude` (the task's own imports and helpers, HumanEval's `poly` and the like) and
       `test` in a fresh namespace, then `check(candidate)`, `candidate` forwarding each call;
-  {"mode": "calls", "entry_point": str, "cases": [wire text, ...]}
-      call the candidate once per case (a list: positional arguments; a dict: keyword ones)
-      and report what each call returned, for judgelab to compare.
+  {"mode": "calls", "entry_point": str, "batch": [[args, kwargs], ...]} (wire texts)
+      call the candidate once per case and report what each call returned, as the
+      candidate wrote it, for judgelab to rebuild (wire.decode) and compare.
 fd 3: one JSON line, the verdict:
   {"verdict": "passed", "calls": n}          every test ran to its end
   {"verdict": "failed", "why", "detail", "calls"}   a test failed or the candidate raised
@@ -82,21 +82,30 @@ class Link:
     def verdict(self, verdict, **fields):
         return {"verdict": verdict, "calls": self.calls, **fields}
 
-    def call(self, name, args, kwargs):
+    def request(self, name, args, kwargs):
+        """A call's request, as bytes for the call pipe."""
         try:
             request = {"name": name, "args": wire.encode(list(args)),
                        "kwargs": wire.encode(dict(kwargs))}  # fmt: skip
         except wire.NotPlain as err:
             why = f"the tests pass the candidate what cannot cross to it ({err})"
             raise Stop({"verdict": "error", "why": why}) from None
-        self.calls += 1
-        data = (json.dumps(request) + "\n").encode()
+        return (json.dumps(request) + "\n").encode()
+
+    def send(self, data):
         try:
             while data:
                 data = data[os.write(CALLS, data) :]
         except BrokenPipeError:
             raise Stop(self.verdict("exited")) from None
-        message = self.read()
+
+    def receive(self):
+        """The next reply: the value it returned, or the exception it raised, raised here."""
+        self.calls += 1
+        return self.answer(self.read())
+
+    def answer(self, message):
+        """The value a reply holds, or the exception it tells of, raised here."""
         if "value" in message and type(message["value"]) is str:
             try:
                 return wire.decode(message["value"])
@@ -110,6 +119,10 @@ class Link:
         if "raised" in message:
             raise rebuilt(message.get("raised"), message.get("message"), message.get("type"))
         raise Stop(self.verdict("forged", why="wrote to the reply pipe what is no reply"))
+
+    def call(self, name, args, kwargs):
+        self.send(self.request(name, args, kwargs))
+        return self.receive()
 
 
 def rebuilt(name, message, kind=None):
@@ -186,17 +199,30 @@ def tests_only(err):
 
 
 def calls(link, spec):
+    """Every call is known before the first, so they go as one batch: the candidate answers
+    them in order, in one reply (a round trip per call would cost two context switches each).
+    It sees no more than it would: the arguments, one call at a time. The values go on to
+    judgelab as written, where wire.decode rebuilds them (or finds them forged)."""
     wait_ready(link)
-    candidate = forwarder(link, spec["entry_point"])
-    values = []
-    for index, case in enumerate(spec["cases"]):
-        args = wire.decode(case)
-        try:
-            value = candidate(**args) if type(args) is dict else candidate(*args)
-        except Exception as err:  # noqa: BLE001 - the candidate's exception
-            return link.verdict("failed", why=described(err)[:500], case=index)
-        values.append(wire.encode(value))
-    return link.verdict("returned", values=values)
+    batch = spec["batch"]
+    link.send((json.dumps({"name": spec["entry_point"], "batch": batch}) + "\n").encode())
+    link.calls = len(batch)
+    reply = link.read()
+    texts = reply.get("values")
+    if type(texts) is not list or any(type(t) is not str for t in texts):
+        raise Stop(link.verdict("forged", why="wrote to the reply pipe what is no reply"))
+    if "case" not in reply:
+        if len(texts) != len(batch):
+            raise Stop(link.verdict("forged", why="a batch reply of the wrong length"))
+        return link.verdict("returned", values=texts)
+    case = reply["case"]
+    if type(case) is not int or case != len(texts):
+        raise Stop(link.verdict("forged", why="a batch reply of the wrong length"))
+    try:
+        link.answer({k: v for k, v in reply.items() if k not in ("case", "values")})
+    except Exception as err:  # noqa: BLE001 - the candidate's exception
+        return link.verdict("failed", why=described(err)[:500], case=case)
+    raise Stop(link.verdict("forged", why="a batch reply that stopped at a value"))
 
 
 def main():

@@ -81,8 +81,12 @@ class CallTests:
     cases: list[Any]
 
     def spec(self) -> dict[str, Any]:
-        return {"mode": "calls", "entry_point": self.entry_point,
-                "cases": [wire.encode(case) for case in self.cases]}  # fmt: skip
+        batch = [
+            [wire.encode(case), wire.encode({})] if isinstance(case, list)
+            else [wire.encode([]), wire.encode(dict(case))]
+            for case in self.cases
+        ]  # fmt: skip
+        return {"mode": "calls", "entry_point": self.entry_point, "batch": batch}
 
 
 @dataclass(frozen=True)
@@ -119,10 +123,9 @@ def reading(result: SandboxResult, limits: Limits) -> TestRun:
     kind = said.get("verdict") if said else None
     common["calls"] = int(said.get("calls") or 0) if said else 0
     detail = _detail(str(said.get("detail") or "") if said else "", stderr)
-    if kind is None or kind == "exited":
-        ended = _ending(result, limits)
-        if ended is not None:
-            return TestRun(ended[0], ended[1], detail, **common)
+    ended = _ending(result, limits) if kind in (None, "exited") else None
+    if ended is not None and (kind is None or ended[0] in ("timeout", "memory")):
+        return TestRun(ended[0], ended[1], detail, **common)
     if kind is None:
         why = "the tests ended without a verdict"
         return TestRun("error", why, (result.channel[-300:] + "\n" + detail).strip(), **common)
@@ -130,15 +133,23 @@ def reading(result: SandboxResult, limits: Limits) -> TestRun:
     if kind == "passed":
         return TestRun("passed", "tests passed", detail, **common)
     if kind == "returned":
-        values = [wire.decode(text) for text in said["values"]]
+        try:
+            values = [wire.decode(text) for text in said["values"]]
+        except wire.Malformed as err:  # the candidate's text: rebuilt here, or refused
+            return TestRun("forged", f"a reply that is not plain data: {err}", detail, **common)
+        except (MemoryError, RecursionError):
+            return TestRun("failed", "a reply too large to rebuild", detail, **common)
         return TestRun("passed", "every call returned", detail, values=values, **common)
     if kind == "forged":
         return TestRun("forged", why, detail, **common)
     if kind == "exited":
+        # A signal may be the code's own or the supervisor's, which ends the code once the
+        # tester has its verdict: either way the code stopped answering first.
         status = result.exit_code
         if status == 0:
             return TestRun("forged", "exited with status 0 before answering", detail, **common)
-        return TestRun("exited", f"exited before answering (status {status})", detail, **common)
+        how = f"killed by {_signal_name(status)}" if (status or 0) < 0 else f"status {status}"
+        return TestRun("exited", f"exited before answering ({how})", detail, **common)
     if kind == "error":
         return TestRun("error", why, detail, **common)
     if why.startswith("MemoryError"):

@@ -9,8 +9,10 @@ exclusion:
 - its standard library directories (`sysconfig`'s stdlib and platstdlib, lib-dynload, the
   zipped stdlib when there is one), with any site-packages or dist-packages inside them
   covered: the code runs the standard library only, as the task promised;
-- the directories of every shared library it maps once each lib-dynload module is imported
-  (libc, libm, libz, libssl, libffi, libpython where it is shared, the locale archive).
+- every shared library it maps once each lib-dynload module is imported (libc, libm, libz,
+  libssl, libffi, libpython where it is shared, the locale archive), each file alone, with
+  the symlinks beside it that name it (the sonames the loader looks up): not their folders,
+  which hold hundreds of other libraries.
 A checkout, a virtual environment, a home directory, /etc, /opt, /srv, /var: none is bound,
 whatever its permissions, so none holds an answer key the code could open.
 """
@@ -23,7 +25,6 @@ import os
 import struct
 import subprocess
 from dataclasses import dataclass
-from pathlib import Path
 
 log = logging.getLogger(__name__)
 
@@ -113,12 +114,12 @@ def view_of(found: dict[str, object]) -> View:
     loader = elf_interpreter(executable)
     if loader:
         binds.add(loader)
-    for path in found["mapped"]:  # type: ignore[attr-defined]
-        if os.path.realpath(str(path)) == executable:
+    mapped = {os.path.realpath(str(p)) for p in found["mapped"]} - {executable}  # type: ignore[attr-defined]
+    for path in sorted(mapped):
+        if any(_within(path, s) for s in stdlib) or not os.path.isfile(path):
             continue
-        folder = str(Path(str(path)).parent)
-        if not any(_within(folder, s) for s in stdlib) and os.path.isdir(folder):
-            binds.add(folder)
+        binds.add(path)
+        binds.update(_names_of(path))
     packages = {str(p) for p in found["packages"]}  # type: ignore[attr-defined]
     for folder in stdlib:
         for name in ("site-packages", "dist-packages"):
@@ -126,6 +127,16 @@ def view_of(found: dict[str, object]) -> View:
     hide = sorted(p for p in packages if any(_within(p, s) and p != s for s in stdlib)
                   and os.path.isdir(p))  # fmt: skip
     return View(binds=tuple(sorted(_outermost(binds))), hide=tuple(hide))
+
+
+def _names_of(path: str) -> list[str]:
+    """The symlinks in `path`'s folder that lead to it (libz.so.1 -> libz.so.1.2.13)."""
+    folder = os.path.dirname(path)
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return []
+    return [e.path for e in entries if e.is_symlink() and os.path.realpath(e.path) == path]
 
 
 def _within(path: str, folder: str) -> bool:

@@ -26,7 +26,6 @@ import json
 
 MAX_DEPTH = 200
 MAX_INT_DIGITS = 100_000
-_ATOMS = (type(None), bool, int, float, str)
 # Methods through which a value can answer a test's comparison for itself.
 ANSWERING = frozenset(
     (
@@ -98,8 +97,23 @@ def _harmless(klass, names):
 
 
 def _out(value, depth):
+    kind = type(value)
+    # exact built-in types first, by identity (a metaclass cannot answer `is`)
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
     if depth > MAX_DEPTH:
         raise NotPlain(f"a value nested deeper than {MAX_DEPTH}")
+    if kind is list:
+        return [_out(item, depth + 1) for item in value]
+    if kind is tuple:
+        return {"t": [_out(item, depth + 1) for item in value]}
+    if kind is dict:
+        return {"d": [[_out(k, depth + 1), _out(v, depth + 1)] for k, v in value.items()]}
+    return _subclass_out(value, depth)
+
+
+def _subclass_out(value, depth):
+    """Any other value: its built-in base's data, read through the base's own methods."""
     base = _base(value)
     if base is type(None):
         return None
@@ -130,9 +144,11 @@ def _out(value, depth):
 def _in(raw, depth):
     if depth > MAX_DEPTH:
         raise Malformed(f"nested deeper than {MAX_DEPTH}")
-    kind = type(raw)
-    if any(kind is atom for atom in _ATOMS):
-        if kind is int and raw.bit_length() > MAX_INT_DIGITS * 4:
+    kind = type(raw)  # json.loads made it: an exact built-in type
+    if kind is str or kind is float or kind is bool or raw is None:
+        return raw
+    if kind is int:
+        if raw.bit_length() > MAX_INT_DIGITS * 4:
             raise Malformed("an integer too large")
         return raw
     if kind is list:
