@@ -197,6 +197,16 @@ def test_no_upward_import() -> None:
     assert upward(graph()) == []
 
 
+def test_the_sandbox_is_the_bottom_of_the_house() -> None:
+    """Everything that runs code stands on judgelab.sandbox; it stands on nothing of ours."""
+    edges = graph()
+    inside = {m for m in edges if m.startswith("judgelab.sandbox")}
+    assert {"judgelab.sandbox.run", "judgelab.sandbox.tester"} <= inside
+    assert {m: sorted(edges[m] - inside) for m in inside if edges[m] - inside} == {}
+    users = {m for m, deps in edges.items() if deps & inside and m not in inside}
+    assert {"judgelab.evaluators.execution", "judgelab.tasks.codeio"} <= users
+
+
 def test_the_evaluator_settings_import_nothing_else_of_the_evaluators() -> None:
     edges = graph()
     assert not {m for m in edges["judgelab.evaluators.settings"] if m.startswith("judgelab.")}

@@ -11,6 +11,7 @@ import pytest
 from judgelab.config import HumanEvalSettings
 from judgelab.evaluators.execution import ExecutionJudge
 from judgelab.evaluators.settings import ExecutionSettings
+from judgelab.sandbox import CallTests, Limits, run_tests
 from judgelab.tasks.files import IOCase, check_function, io_cases
 from judgelab.tasks.humaneval import load_humaneval
 from judgelab.verdicts import Candidate, Task, Verdict
@@ -101,3 +102,32 @@ def test_every_family_of_the_red_team_is_in_the_corpus() -> None:
     families = {forgery.family for forgery in CORPUS.values()}
     assert families == {"exit", "value", "frames", "harness", "guard", "runtime", "split",
                         "disk", "channel", "djinn"}  # fmt: skip
+
+
+def test_memorised_public_tests_pass_the_original_tests(
+    judge: ExecutionJudge, tasks: dict[str, Task]
+) -> None:
+    """The gap no harness closes (docs/SECURITY.md): a lookup table from HumanEval's public
+    test inputs to their answers passes the original tests while it is wrong elsewhere. Only
+    tests the candidate has not seen can tell; until the truth has them, this test holds the
+    gap open, so it cannot be forgotten."""
+    import ast
+
+    task = tasks["HumanEval/0"]
+    assert task.test is not None
+    table = {}
+    for node in ast.walk(ast.parse(task.test)):
+        if isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare):
+            call, expected = node.test.left, node.test.comparators[0]
+            if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "candidate":
+                key = repr(tuple(ast.literal_eval(a) for a in call.args))
+                table[key] = ast.literal_eval(expected)
+    assert len(table) == 7
+    code = (f"TABLE = {table!r}\n"
+            "def has_close_elements(numbers, threshold):\n"
+            "    return TABLE.get(repr((numbers, threshold)), False)\n")  # fmt: skip
+    assert run(judge, task, code).score == 1.0
+    unseen = CallTests("has_close_elements", [[[1.0, 1.05], 0.1]])  # close: True
+    assert run_tests(code, unseen, Limits(timeout_s=10)).values == [False]
+    reference = task.prompt + (task.canonical_solution or "")
+    assert run_tests(reference, unseen, Limits(timeout_s=10)).values == [True]
