@@ -3,9 +3,11 @@
 Reads reference/data/{tasks,rollouts,scores}, runs every candidate of a task with tests
 through `ExecutionJudge` (judgelab.sandbox: tests in the trusted tester, only plain data
 crossing) and compares each verdict with the committed execution row: the score, the outcome
-and, where either changed, both reasons. Writes reference/data/truth_rescore.json (the
-counts and every changed verdict) and prints a summary. The scores table is not touched: the
-audit's own re-run (`make reference`) is what replaces it.
+and, where either changed, both reasons. Then the cost of strictness: every candidate that
+passes the original tests, again with `tests: extended` (evaluators/extended.py), and which
+of them fail the extra inputs, each with its reason. Writes reference/data/truth_rescore.json
+(the counts, every changed verdict, every extended failure) and prints a summary. The scores
+table is not touched: the audit's own re-run (`make reference`) is what replaces it.
 
     .venv/bin/python reference/rescore_truth.py [--workers 2]
 """
@@ -26,6 +28,7 @@ sys.path.insert(0, str(HERE.parent / "src"))
 
 from judgelab import hardware  # noqa: E402
 from judgelab.evaluators.execution import ExecutionJudge  # noqa: E402
+from judgelab.evaluators.extended import GENERATOR  # noqa: E402
 from judgelab.evaluators.settings import ExecutionSettings  # noqa: E402
 from judgelab.verdicts import Candidate, Task  # noqa: E402
 
@@ -70,6 +73,16 @@ def main() -> None:
                                    "reason": old["reason"]},
                         "after": {"score": new.score, "outcome": new.outcome,
                                   "reason": new.reason}})  # fmt: skip
+    strict = ExecutionJudge(judge.spec.model_copy(update={"tests": "extended"}))
+    passing = [pair for pair, v in zip(pairs, verdicts, strict=True) if v.score == 1.0]
+    started = time.monotonic()
+    extended = strict.score_many(passing, workers=args.workers)
+    strict_s = time.monotonic() - started
+    failed = [
+        {"candidate_id": cand.candidate_id, "task_id": cand.task_id, "reason": v.reason,
+         "outcome": v.outcome}
+        for (_, cand), v in zip(passing, extended, strict=True) if v.score != 1.0
+    ]  # fmt: skip
     report = {
         "cpu": hardware.cpu_info().summary(),
         "candidates": len(pairs),
@@ -78,9 +91,20 @@ def main() -> None:
         "by_kind": dict(kinds),
         "seconds": round(elapsed, 1),
         "changes": changed,
+        "extended": {
+            "generator": GENERATOR,
+            "inputs_per_task": strict.spec.extended_inputs,
+            "passed_original": len(passing),
+            "failed_extended": len(failed),
+            "tasks_with_a_failure": len({f["task_id"] for f in failed}),
+            "seconds": round(strict_s, 1),
+            "failures": failed,
+        },
     }
     (DATA / "truth_rescore.json").write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps({k: v for k, v in report.items() if k != "changes"}, indent=2))
+    summary = {k: v for k, v in report.items() if k != "changes"}
+    summary["extended"] = {k: v for k, v in report["extended"].items() if k != "failures"}
+    print(json.dumps(summary, indent=2))
     for change in changed:
         print(change["candidate_id"], change["before"]["reason"], "->", change["after"]["reason"])
 

@@ -109,8 +109,9 @@ def test_memorised_public_tests_pass_the_original_tests(
 ) -> None:
     """The gap no harness closes (docs/SECURITY.md): a lookup table from HumanEval's public
     test inputs to their answers passes the original tests while it is wrong elsewhere. Only
-    tests the candidate has not seen can tell; until the truth has them, this test holds the
-    gap open, so it cannot be forgotten."""
+    tests the candidate has not seen tell (`tests: extended`), and the default truth is still
+    the original tests (a hand-checked sample found the extra inputs failing correct code):
+    this test holds the gap open, so that it cannot be forgotten."""
     import ast
 
     task = tasks["HumanEval/0"]
@@ -131,3 +132,8 @@ def test_memorised_public_tests_pass_the_original_tests(
     assert run_tests(code, unseen, Limits(timeout_s=10)).values == [False]
     reference = task.prompt + (task.canonical_solution or "")
     assert run_tests(reference, unseen, Limits(timeout_s=10)).values == [True]
+    strict = ExecutionJudge(judge.spec.model_copy(update={"tests": "extended"}))
+    caught = run(strict, task, code)
+    assert (caught.score, caught.outcome) == (0.0, "tests_failed")
+    assert (caught.reason or "").startswith("extended: tests failed: case "), caught.reason
+    assert run(strict, task, HONEST["HumanEval/0"]).score == 1.0

@@ -32,6 +32,7 @@ leave this process. The code is executed only in the sandbox; `ast` here only pa
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import logging
 import math
@@ -45,6 +46,7 @@ from typing import Any
 
 from judgelab.answer import parse_answer
 from judgelab.evaluators.base import PointwiseEvaluator
+from judgelab.evaluators.extended import extended_cases
 from judgelab.evaluators.settings import ExecutionSettings
 from judgelab.sandbox import CallTests, CheckTests, Limits, TestRun, run_tests
 from judgelab.tasks.files import io_cases
@@ -61,6 +63,7 @@ NO_CODE = "no code in answer"
 PASSED = "tests passed"
 FAILED = "tests failed: "  # + what failed: the test's exception, or the code's
 FORGED = "forged: "  # + what the code did to fake an answer
+EXTENDED = "extended: "  # + why code that passed the task's own tests failed the extra ones
 FLOAT_REL_TOL, FLOAT_ABS_TOL = 1e-6, 1e-9
 
 
@@ -155,8 +158,30 @@ class ExecutionJudge(PointwiseEvaluator):
         if code is None:
             return Verdict.scored(0.0, reason=NO_CODE, outcome="no_code")
         limits = Limits(self.spec.timeout_s, self.spec.cpu_s, self.spec.memory_mb)
-        run = run_tests(candidate_module(task, code), truth_tests(task), limits)
-        return self._verdict(run, task.entry_point, io_cases(task.test))
+        module = candidate_module(task, code)
+        verdict = self._verdict(run_tests(module, truth_tests(task), limits), task.entry_point,
+                                io_cases(task.test))  # fmt: skip
+        if self.spec.tests == "extended" and verdict.outcome == "passed":
+            return self.extended_verdict(task, module, limits, verdict)
+        return verdict
+
+    def extended_verdict(
+        self, task: Task, module: str, limits: Limits, original: Verdict
+    ) -> Verdict:
+        """The verdict on the extra tests, for code that passed the original ones: their
+        inputs are calls, their expected values (the reference's) stay here."""
+        assert task.entry_point is not None
+        extra = extended_cases(task, self.spec.extended_inputs, self.spec.extended_seed, limits)
+        if not extra.cases:
+            return original
+        args = [list(a) for a, _ in extra.cases]
+        run = run_tests(module, CallTests(task.entry_point, args), limits)
+        verdict = self._verdict(run, task.entry_point, [(a, e) for a, e in extra.cases])
+        latency = original.latency_s + verdict.latency_s
+        if verdict.outcome == "passed":
+            return dataclasses.replace(original, latency_s=latency)
+        reason = EXTENDED + (verdict.reason or "")
+        return dataclasses.replace(verdict, reason=reason[:REASON_CHARS], latency_s=latency)
 
     def score_many(
         self, pairs: Iterable[tuple[Task, Candidate]], workers: int = 2

@@ -13,6 +13,7 @@ from pydantic import (
     Field,
     PlainValidator,
     SerializeAsAny,
+    model_serializer,
 )
 from pydantic_core import PydanticCustomError
 
@@ -63,6 +64,27 @@ class ExecutionSettings(EvaluatorSettings):
     timeout_s: float = Field(10.0, gt=0, le=600)
     cpu_s: float = Field(10.0, gt=0, le=600)
     memory_mb: int = Field(1024, ge=64, le=65536)
+    tests: Literal["original", "extended"] = Field(
+        "original",
+        description="original: the task's own tests. extended: those, then extra inputs "
+        "derived from them by type-aware mutation, whose expected outputs the task's reference "
+        "computes (evaluators/extended.py): a candidate that hard-codes the public tests' "
+        "answers fails. docs/SECURITY.md says what a hand-checked sample found of their cost.",
+    )
+    extended_inputs: int = Field(
+        30, ge=1, le=1000, description="Extra inputs per task (tests: extended)."
+    )
+    extended_seed: int = Field(0, description="Seed of the extra inputs (tests: extended).")
+
+    @model_serializer(mode="wrap")
+    def _without_defaults_of_extended(self, handler: Any) -> dict[str, Any]:
+        """The extended tests' settings only where they differ from the default, so that the
+        run ids and caches of every audit that does not use them stay what they were."""
+        out = handler(self)
+        for name in ("tests", "extended_inputs", "extended_seed"):
+            if getattr(self, name) == type(self).model_fields[name].default:
+                out.pop(name, None)
+        return out
 
 
 class JudgeCallSettings(BaseModel):

@@ -16,6 +16,7 @@ stdin: one JSON object, then EOF:
 fd 3: one JSON line, the verdict:
   {"verdict": "passed", "calls": n}          every test ran to its end
   {"verdict": "failed", "why", "detail", "calls"}   a test failed or the candidate raised
+      (calls mode: "case", the call that raised, and "values", what the calls before it returned)
   {"verdict": "import_failed", "why"}        the code raised (or did not compile) on import
   {"verdict": "exited", "calls": n}          the candidate's process ended before answering
   {"verdict": "forged", "why", "calls"}      a reply that is not plain data, or not a reply
@@ -221,7 +222,7 @@ def calls(link, spec):
     try:
         link.answer({k: v for k, v in reply.items() if k not in ("case", "values")})
     except Exception as err:  # noqa: BLE001 - the candidate's exception
-        return link.verdict("failed", why=described(err)[:500], case=case)
+        return link.verdict("failed", why=described(err)[:500], case=case, values=texts)
     raise Stop(link.verdict("forged", why="a batch reply that stopped at a value"))
 
 

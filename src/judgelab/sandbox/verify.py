@@ -96,7 +96,7 @@ class TestRun:
     outcome: TestOutcome
     reason: str
     detail: str = ""  # the tests' traceback, then the code's stderr tail
-    values: list[Any] | None = None  # CallTests: what each call returned
+    values: list[Any] | None = None  # CallTests: what each call returned (up to failed_case)
     failed_case: int | None = None  # CallTests: the call that raised
     calls: int = 0  # calls the tests made
     duration_s: float = 0.0
@@ -158,7 +158,13 @@ def reading(result: SandboxResult, limits: Limits) -> TestRun:
     if kind == "import_failed" and _not_compiled(why, stderr):
         return TestRun("not_parsed", _last_line(stderr) or why, stderr, **common)
     case = said.get("case")
-    return TestRun("failed", why or "a test failed", detail,
+    partial = None
+    if case is not None:  # what the calls before the one that raised returned
+        try:
+            partial = [wire.decode(text) for text in said.get("values") or []]
+        except (wire.Malformed, MemoryError, RecursionError):
+            partial = None
+    return TestRun("failed", why or "a test failed", detail, values=partial,
                    failed_case=None if case is None else int(case), **common)  # fmt: skip
 
 
