@@ -4,7 +4,7 @@ A cited path is a markdown link target or a `backticked` token that looks like a
 a slash, or it is a link). What a run writes (data/, .cache/, a project of one's own) is not
 in git and is left out; so are URLs, absolute paths, placeholders (`<judge>`, `*`) and fenced
 code blocks (examples, not citations). A path resolves against the repository root, the
-citing file's folder (how a markdown link renders), or the package (`evaluators/sandbox.py`
+citing file's folder (how a markdown link renders), or the package (`sandbox/run.py`
 as docs/SECURITY.md names a module)."""
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ What is guaranteed (on Linux):
   and TMPDIR. Nothing from our environment (API keys, tokens) is inherited.
 - The interpreter runs isolated (`-I`: no PYTHON* variables, no user site-packages, script
   directory not on sys.path) and writes no bytecode (`-B`). stdin is /dev/null.
-- Resource limits, set by the launcher (sandbox_init.py) before the code's interpreter is
+- Resource limits, set by the launcher (launcher.py) before the code's interpreter is
   exec'd, so they hold from its first instruction and are inherited by every process it
   starts: RLIMIT_CPU (soft = cpu_s, SIGKILL one second later), RLIMIT_AS (memory_mb),
   RLIMIT_FSIZE (FILE_SIZE_MB per file), RLIMIT_CORE = 0 (no core dumps), RLIMIT_NPROC
@@ -37,16 +37,17 @@ What is guaranteed (on Linux):
   - Namespaces: new network, pid, mount and ipc namespaces. The network namespace has no
     interface up, not even loopback: every connect() fails at once with ENETUNREACH and no
     packet leaves, to the internet or to our own services on 127.0.0.1. The code's
-    supervisor is pid 1 of the pid namespace; when the code exits or the deadline kills the
-    supervisor, the kernel SIGKILLs every process left in it, including children that
-    detached with setsid(). /proc is remounted, so host processes are invisible. In the
-    private mount namespace /tmp is a fresh, empty tmpfs holding only the code's own
-    directory, at the fixed path /tmp/sandbox (so tracebacks and explanations are the same
-    every run), and every mount is read-only and nosuid except that directory: writes to the
-    repository, home, /var/tmp or /dev/shm fail with EROFS, and nothing outside the workdir
-    (removed afterwards) can be changed. /root, /home, $HOME, our working directory and
-    the project root (the repository, with any .env files) are covered by an empty tmpfs
-    unless the interpreter lives inside them; one under /tmp is gone with the fresh /tmp.
+    supervisor is pid 1 of the pid namespace; when the tester (or, in script mode, the code)
+    exits or the deadline kills the supervisor, the kernel SIGKILLs every process left in
+    it, including children that detached with setsid(). The file view is an allowlist
+    (view.py, launcher.build_view): a new root holding only the interpreter, its standard
+    library (site-packages covered), each shared library it loads, /dev's null, zero, full,
+    random and urandom, a fresh /proc and the code's own directory at the fixed path
+    /tmp/sandbox (so tracebacks and explanations are the same every run), the one writable
+    place; the host's root is detached (pivot_root). No checkout, virtual environment, home
+    or data set is in sight, whatever its permissions; where the view cannot be made,
+    nothing runs. In tests mode the tester runs under a uid of its own (UID_BASE + UID_POOL
+    + the slot), not dumpable.
   A mechanism the kernel refuses (a container without CAP_SYS_ADMIN, a kernel before 5.12
   for mount_setattr) is skipped and a loud warning naming it is logged once; the rest
   still applies.
@@ -56,12 +57,13 @@ What is NOT guaranteed:
   MAX_PROCESSES processes the code may start; the OOM killer is the final backstop. CPU is
   bounded per process by RLIMIT_CPU and in total by the wall-clock deadline.
 - A seccomp filter refuses the system calls the code has no use for (new namespaces,
-  mounts, ptrace, BPF, kernel modules and keys, io_uring: sandbox_init.DENIED); every other
+  mounts, ptrace, BPF, kernel modules and keys, io_uring: launcher.DENIED); every other
   call its uid and namespaces allow is open, and a kernel exploit through one of them escapes
   the sandbox. This is process isolation, not a virtual machine.
 - Within the view, what the interpreter's own directories hold can be read (the standard
   library, its test suite, the system's shared libraries), though not changed.
-- When we are NOT root, only the first four points hold: no private uid, no namespaces.
+- When we are NOT root, only the first four points hold: no private uid, no namespaces,
+  no file view (the tests still run in a process of their own).
   The code runs as our own user, can write and connect wherever we can, RLIMIT_NPROC counts
   all of our processes, and a child that calls setsid() survives the run. A loud warning
   is logged once. Run evaluations in a container or as root in a throwaway VM.
@@ -643,7 +645,7 @@ class _Pipes:
 
 
 class _ColdRun:
-    """The launcher as a new interpreter (`python -c sandbox_init.py`), our own child."""
+    """The launcher as a new interpreter (`python -c launcher.py`), our own child."""
 
     def __init__(self, run: _Run, config: dict[str, object], pipes: _Pipes) -> None:
         passed = tuple(fd for fd in (pipes.report_w, pipes.channel_w) if fd >= 0)
@@ -699,7 +701,7 @@ class _WarmRun:
 
 
 class _WarmLauncher:
-    """One warm launcher (sandbox_init.serve) per judgelab process and interpreter: a run
+    """One warm launcher (launcher.serve) per judgelab process and interpreter: a run
     costs a fork of it instead of two interpreter starts. Requests are one at a time."""
 
     def __init__(self, python: str) -> None:
