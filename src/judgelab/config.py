@@ -449,6 +449,12 @@ class AnalysisSettings(_Section):
         "self-test (docs/SELFTEST.md); at 5-10 some cover 91-92 %.",
     )
     power: PowerSettings = PowerSettings()
+    truth: str | None = Field(
+        None,
+        description="The execution evaluator whose verdicts are the truth, by name (another "
+        "execution evaluator, e.g. one with tests: extended, is then audited like a judge, "
+        "beside it). Unset: the first execution evaluator by name.",
+    )
     truth_baseline: str | None = Field(
         None,
         description="An earlier run's execution verdicts, relative to the project root: a "
@@ -778,7 +784,14 @@ class Settings(_Section):
                     f"probes.judges[{i}]: {name!r} is not a RULER/rubric evaluator in "
                     f"scores.evaluators; valid: {sorted(judges)}"
                 )
-        has_truth = any(isinstance(ev, ExecutionSettings) for ev in self.scores.evaluators)
+        executions = sorted(ev.name for ev in self.scores.evaluators
+                            if isinstance(ev, ExecutionSettings))  # fmt: skip
+        if self.analysis.truth is not None and self.analysis.truth not in executions:
+            raise ValueError(
+                f"analysis.truth: {self.analysis.truth!r} is not an execution evaluator in "
+                f"scores.evaluators; valid: {executions}"
+            )
+        has_truth = bool(executions)
         if judges and not has_truth:  # a judge-only audit: allowed (issue 29)
             log.warning(
                 "scores.evaluators: judges %s but no execution evaluator: a judge-only audit. "

@@ -135,3 +135,15 @@ def test_structured_output_defaults_to_auto_and_names_its_field_when_unknown() -
         d["models"]["remote"]["structured_output"] = unknown
         with pytest.raises(ConfigError, match=r"models\.remote\.endpoint\.structured_output"):
             parse_settings(d)
+
+
+def test_the_truth_is_named_among_the_execution_evaluators() -> None:
+    d = params()
+    d["scores"]["evaluators"].append(
+        {"name": "execution-extended", "kind": "execution", "tests": "extended"}
+    )
+    d.setdefault("analysis", {})["truth"] = "execution-extended"
+    assert parse_settings(d).analysis.truth == "execution-extended"
+    d["analysis"]["truth"] = "format"
+    with pytest.raises(ConfigError, match=r"analysis.truth: 'format' is not an execution"):
+        parse_settings(d)

@@ -225,3 +225,19 @@ def test_the_report_says_what_kind_each_failure_was(tmp_path: Path) -> None:
     assert "parseable code only are those shown" in md
     assert "## Headline, parseable code only" not in md
     assert "on parseable code only (" not in md
+
+
+def test_the_truth_is_the_named_execution_evaluator() -> None:
+    """Two execution evaluators (the original tests and the extended ones): the one named is
+    the truth, the other a verdict beside it."""
+    frame = scores_frame({"A-pass": ("passed", 0.7), "A-fail": ("tests_failed", 0.2)})
+    strict = frame.filter(pl.col("evaluator") == "execution").with_columns(
+        pl.lit("execution-extended").alias("evaluator"),
+        pl.when(pl.col("candidate_id") == "A-pass").then(0.0).otherwise(pl.col("score"))
+        .alias("score"),
+    )
+    both = pl.concat([frame, strict])
+    assert execution_truth(both).evaluator == "execution"  # unnamed: the first by name
+    named = execution_truth(both, "execution-extended")
+    assert named.evaluator == "execution-extended"
+    assert named.table.filter(pl.col("candidate_id") == "A-pass")["passed"].to_list() == [False]

@@ -71,7 +71,7 @@ def compute_metrics(
     tasks: pl.DataFrame, rollouts: pl.DataFrame, scores: pl.DataFrame, settings: AnalysisSettings
 ) -> dict[str, Any]:
     """Every statistic and truth metric, cleaned for JSON; no files written."""
-    truth = execution_truth(scores)
+    truth = execution_truth(scores, settings.truth)
     if truth.reason:
         logger.warning("truth metrics unavailable: %s", truth.reason)
     parseable = truth.parseable()
@@ -97,7 +97,9 @@ def compute_metrics(
             "execution_truth": truth.summary(),
             # truth_baseline is named in truth_recheck when set; left out here, an analysis
             # without one writes the metrics it wrote before the setting existed
-            "settings": settings.model_dump(exclude={"truth_baseline"}),
+            "settings": settings.model_dump(
+                exclude={"truth_baseline", *(["truth"] if settings.truth is None else [])}
+            ),
             **writer_blocks(rollouts, scores, settings),  # only with several writers/origins
         }
     )

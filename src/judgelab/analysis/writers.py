@@ -38,7 +38,7 @@ from judgelab.tasks.origins import ORIGINS, origin
 
 def subset_truth(scores: pl.DataFrame, settings: AnalysisSettings) -> dict[str, Any]:
     """Every evaluator's truth figures on the candidates of `scores` (already a subset)."""
-    truth = execution_truth(scores)
+    truth = execution_truth(scores, settings.truth)
     weights = resample_weights(len(truth.tasks), settings.bootstrap, settings.seed)
     return {
         name: truth_metrics(
