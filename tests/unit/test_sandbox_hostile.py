@@ -307,7 +307,7 @@ def test_the_code_sees_an_allowlist_of_files(host: Host, answer_keys: Path) -> N
     home directory), no virtual environment, no home, no answer key."""
     view = sandbox._get_launch().view
     assert view is not None
-    allowed = (*view.binds, "/tmp/sandbox")
+    allowed = (*view.visible(), "/tmp/sandbox")
     seen = _report(host.run(_WALK.replace("ALLOWED", repr(tuple(allowed)))))
     assert seen["files"] > 100, seen  # the standard library is there
     assert seen["outside"] == [], seen["outside"]

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import json
 import logging
 import math
@@ -110,12 +111,18 @@ def prompt_preamble(prompt: str, entry_point: str) -> str:
     return "\n\n".join(kept)
 
 
+@functools.lru_cache(maxsize=256)
+def _io_cases(test: str) -> list[tuple[Any, Any]] | None:
+    """io_cases, parsed once per tests (a task's candidates share them): read, never changed."""
+    return io_cases(test)
+
+
 def truth_tests(task: Task) -> CheckTests | CallTests:
     """What the trusted tester runs for `task`: its own `check` with the prompt's helpers, or,
     for tests judgelab wrote (input/output pairs), the calls alone: their expected values stay
     in this process (`_wrong_case` compares)."""
     assert task.test is not None and task.entry_point is not None
-    cases = io_cases(task.test)
+    cases = _io_cases(task.test)
     if cases is None:
         prelude = prompt_preamble(task.prompt, task.entry_point)
         return CheckTests(task.entry_point, task.test, prelude)
@@ -160,7 +167,7 @@ class ExecutionJudge(PointwiseEvaluator):
         limits = Limits(self.spec.timeout_s, self.spec.cpu_s, self.spec.memory_mb)
         module = candidate_module(task, code)
         verdict = self._verdict(run_tests(module, truth_tests(task), limits), task.entry_point,
-                                io_cases(task.test))  # fmt: skip
+                                _io_cases(task.test))  # fmt: skip
         if self.spec.tests == "extended" and verdict.outcome == "passed":
             return self.extended_verdict(task, module, limits, verdict)
         return verdict

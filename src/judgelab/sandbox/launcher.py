@@ -9,9 +9,10 @@ launcher, see `serve`). The config:
   uid, tester_uid  the uids/gids to run the code and the trusted tester as, or -1 to keep ours
   isolate   try new network, pid, mount and ipc namespaces
   workdir   the code's directory, the one place it may write
-  view      {"binds": [...], "hide": [...]}: the only host paths the run can see (the
-            interpreter, its standard library, the shared libraries it loads), and
-            directories among them to cover (site-packages); null: the host's files as they are
+  view      {"binds": [...], "hide": [...], "staged": [[ours, where], ...]}: the only host
+            paths the run can see (the interpreter, its standard library, the shared
+            libraries it loads), directories among them to cover (site-packages), and folders
+            of ours mounted at a host folder's path; null: the host's files as they are
   limits    [RLIMIT_CPU s, RLIMIT_AS bytes, RLIMIT_FSIZE bytes, RLIMIT_NPROC]
   python    the code's interpreter (script mode)
   mode      "script": exec `python -I -B main.py`; "tests": the trusted tester and the
@@ -108,10 +109,14 @@ def build_view(fd: int, workdir: bytes, view: dict | None, fresh_proc: bool) -> 
     check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) == 0, "private /")
     os.umask(0o022)  # the view's folders must be open to the code's uid (read-only anyway)
     plan = [] if view is None else [plan_bind(path) for path in view["binds"]]
+    stages = [] if view is None else [(plan_bind(src), dst) for src, dst in view["staged"]]
     handle = os.open(workdir, os.O_PATH | os.O_DIRECTORY)  # reachable once /tmp is covered
     check(libc.mount(b"tmpfs", b"/tmp", b"tmpfs", MS_NOSUID | MS_NODEV, b"size=1m,mode=755")
           == 0, "fresh /tmp")  # fmt: skip
     root = "/tmp" if view is not None else ""
+    for (_, _, source, _), target in stages:  # a folder of ours, where the host's folder is
+        bind(f"/proc/self/fd/{source}", root + target, True)
+        os.close(source)
     bound = set()
     for links, real, source, is_dir in plan:
         for link, target in links:

@@ -91,7 +91,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Literal
 
-from judgelab.sandbox.view import View, interpreter_view
+from judgelab.sandbox.view import View, interpreter_view, staged
 
 log = logging.getLogger(__name__)
 
@@ -254,7 +254,7 @@ def _choose_launch() -> _Launch:
         return _Launch(python=sys.executable, drop_privileges=False)
     # Probed under a reserved uid: another run's clean-up kills every process of its own
     # uid, and so must never meet a probe there.
-    with _reserved_uid() as uid:
+    with _reserved_uid() as (uid, _):
         return _choose_as(uid)
 
 
@@ -276,6 +276,8 @@ def _choose_as(uid: int) -> _Launch:
         python = os.path.realpath(chosen)  # the view binds the real file, not a link to it
         env = _child_env(Path("/"))
         view = interpreter_view(python, env, user=uid, group=uid, extra_groups=[])
+        if view is not None:
+            view = staged(view, _lock_dir())
         return _Launch(python=python, drop_privileges=True, view=view)
     log.warning(
         "SANDBOX RUNS GENERATED CODE AS ROOT: no interpreter could be started under an "
@@ -306,7 +308,8 @@ def _lock_dir() -> Path:
 
 @contextlib.contextmanager
 def _reserved_uid():  # type: ignore[no-untyped-def]
-    """A sandbox uid no other run (thread or process) holds until we leave."""
+    """A sandbox uid no other run (thread or process) holds until we leave, and the handle of
+    its lock file, which says how its last holder left (`_private_uid`)."""
     lock_dir = _lock_dir()
     for slot in range(UID_POOL):
         with _slots_lock:
@@ -322,7 +325,7 @@ def _reserved_uid():  # type: ignore[no-untyped-def]
                 _slots_in_use.discard(slot)
             continue
         try:
-            yield UID_BASE + slot
+            yield UID_BASE + slot, handle
         finally:
             handle.close()
             with _slots_lock:
@@ -331,13 +334,25 @@ def _reserved_uid():  # type: ignore[no-untyped-def]
     raise OSError(f"all {UID_POOL} sandbox uids are in use")
 
 
+_CLEAN = b"clean"  # a lock file's word for "its last run left no process behind"
+
+
 @contextlib.contextmanager
 def _private_uid():  # type: ignore[no-untyped-def]
-    """Reserve a sandbox uid for the duration of one run, cleared of leftovers first."""
-    with _reserved_uid() as uid:
-        _kill_all_of(uid)  # leftovers of a run that crashed before cleaning up
-        _kill_all_of(uid + UID_POOL)  # and of its tester
+    """Reserve a sandbox uid for the duration of one run. A run that did not end through
+    here (its judgelab process died mid-run) may have left processes of the uid and of its
+    tester's: those are killed first. A run that ended here left none (its pid namespace, or
+    the kill after it, saw to that), and the next one skips the kill."""
+    with _reserved_uid() as (uid, handle):
+        handle.seek(0)
+        if handle.read() != _CLEAN:
+            _kill_all_of(uid)
+            _kill_all_of(uid + UID_POOL)
+        handle.truncate(0)
+        handle.flush()
         yield uid
+        handle.write(_CLEAN)
+        handle.flush()
 
 
 def _kill_all_of(uid: int) -> None:

@@ -12,19 +12,25 @@ exclusion:
 - every shared library it maps once each lib-dynload module is imported (libc, libm, libz,
   libssl, libffi, libpython where it is shared, the locale archive), each file alone, with
   the symlinks beside it that name it (the sonames the loader looks up): not their folders,
-  which hold hundreds of other libraries.
+  which hold hundreds of other libraries. A folder of several is staged once (`staged`): a
+  copy of those libraries and their links, in a folder of ours, mounted where the folder is.
 A checkout, a virtual environment, a home directory, /etc, /opt, /srv, /var: none is bound,
 whatever its permissions, so none holds an answer key the code could open.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
+import shutil
 import struct
 import subprocess
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +66,66 @@ print(json.dumps({
 
 @dataclass(frozen=True)
 class View:
-    """Host paths the run sees (each at its own path, read-only) and folders among them that
-    are covered with an empty one."""
+    """Host paths the run sees (each at its own path, read-only), folders among them that are
+    covered with an empty one, and staged folders: (a folder of ours, the path it stands at)."""
 
     binds: tuple[str, ...]
     hide: tuple[str, ...]
+    staged: tuple[tuple[str, str], ...] = ()
 
-    def to_json(self) -> dict[str, list[str]]:
-        return {"binds": list(self.binds), "hide": list(self.hide)}
+    def to_json(self) -> dict[str, list[Any]]:
+        return {"binds": list(self.binds), "hide": list(self.hide),
+                "staged": [list(pair) for pair in self.staged]}  # fmt: skip
+
+    def visible(self) -> tuple[str, ...]:
+        """Every host path the run sees, staged folders under the path they stand at."""
+        return tuple(sorted({*self.binds, *(target for _, target in self.staged)}))
+
+
+def staged(view: View, home: Path) -> View:
+    """`view` with each folder of several shared libraries staged: the libraries (and the
+    links naming them) copied once into a folder of ours under `home`, named by what they
+    are, so that a run mounts one folder there instead of each library on its own."""
+    folders: dict[str, list[str]] = {}
+    for path in view.binds:
+        if os.path.isfile(path) or os.path.islink(path):
+            folders.setdefault(os.path.dirname(path), []).append(path)
+    moves = []
+    keep = set(view.binds)
+    for folder, paths in sorted(folders.items()):
+        libraries = [p for p in paths if ".so" in os.path.basename(p) and not os.path.islink(p)
+                     and os.path.realpath(p) == p]  # fmt: skip
+        if len(libraries) < 2 or folder in view.binds:
+            continue
+        inside = sorted(p for p in keep if p.startswith(folder + "/"))  # subfolders too
+        moves.append((str(_stage(home, folder, inside)), folder))
+        keep -= set(inside)
+    return View(tuple(sorted(keep)), view.hide, tuple(moves))
+
+
+def _stage(home: Path, folder: str, paths: list[str]) -> Path:
+    """The copy of `paths` (files and links of `folder`), made once: named by their names,
+    sizes and times, written aside and renamed into place."""
+    facts = [(os.path.relpath(p, folder), os.lstat(p).st_size, os.lstat(p).st_mtime_ns)
+             for p in paths]  # fmt: skip
+    name = hashlib.sha256(json.dumps([folder, facts]).encode()).hexdigest()[:16]
+    target = home / f"libs-{name}"
+    if target.is_dir():
+        return target
+    scratch = Path(tempfile.mkdtemp(prefix="libs-", dir=home))
+    for path in paths:
+        here = scratch / os.path.relpath(path, folder)
+        here.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        if os.path.islink(path):
+            os.symlink(os.readlink(path), here)
+        else:
+            shutil.copy2(path, here)
+    scratch.chmod(0o755)
+    try:
+        scratch.rename(target)
+    except OSError:  # another process staged it first
+        shutil.rmtree(scratch, ignore_errors=True)
+    return target
 
 
 def elf_interpreter(path: str) -> str | None:
