@@ -124,7 +124,10 @@ def reading(result: SandboxResult, limits: Limits) -> TestRun:
     common["calls"] = int(said.get("calls") or 0) if said else 0
     detail = _detail(str(said.get("detail") or "") if said else "", stderr)
     ended = _ending(result, limits) if kind in (None, "exited") else None
-    if ended is not None and (kind is None or ended[0] in ("timeout", "memory")):
+    # After "exited", a SIGKILL may be the supervisor's (it ends the code once the tester has
+    # its verdict); any other signal, and every limit, is the code's own ending.
+    own = ended is not None and not (kind == "exited" and ended[1] == "killed by SIGKILL")
+    if ended is not None and own:
         return TestRun(ended[0], ended[1], detail, **common)
     if kind is None:
         why = "the tests ended without a verdict"
@@ -143,8 +146,8 @@ def reading(result: SandboxResult, limits: Limits) -> TestRun:
     if kind == "forged":
         return TestRun("forged", why, detail, **common)
     if kind == "exited":
-        # A signal may be the code's own or the supervisor's, which ends the code once the
-        # tester has its verdict: either way the code stopped answering first.
+        # A SIGKILL may be the code's own or the supervisor's: either way the code stopped
+        # answering first.
         status = result.exit_code
         if status == 0:
             return TestRun("forged", "exited with status 0 before answering", detail, **common)
