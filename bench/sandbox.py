@@ -50,8 +50,9 @@ def worker(src: str, workload: str, n: int, cases: int) -> None:
                    output=sorted(str(i * j % 97) for j in range(i % 7 + 1)))
             for i in range(cases)
         ]  # fmt: skip
+        test = check_function("main_solution", pairs)
         task = Task(task_id="diff", source="custom", request="main_solution", prompt="",
-                    entry_point="main_solution", test=check_function("main_solution", pairs))  # fmt: skip
+                    entry_point="main_solution", test=test)  # fmt: skip
         work = [(task, code)] * n
 
     def score(pair: tuple[Task, str]) -> bool:
@@ -97,7 +98,8 @@ def main() -> None:
         subprocess.run(["git", "worktree", "add", "--detach", str(before), args.before],
                        cwd=ROOT, check=True, capture_output=True)  # fmt: skip
         try:
-            ways = {f"before ({args.before})": before / "src", "after (this checkout)": ROOT / "src"}
+            ways = {f"before ({args.before})": before / "src",
+                    "after (this checkout)": ROOT / "src"}  # fmt: skip
             workloads = {
                 f"HumanEval canonical ({args.problems})": ("humaneval", args.problems),
                 f"differential, {args.cases} cases ({args.copies})": ("diff", args.copies),
