@@ -38,7 +38,6 @@ import json
 import logging
 import math
 import os
-import signal
 import threading
 import warnings
 from collections.abc import Iterable
@@ -136,17 +135,6 @@ def candidate_module(task: Task, code: str) -> str:
     if defines_function(code, task.entry_point):
         return prompt_preamble(task.prompt, task.entry_point) + "\n\n\n" + code + "\n"
     return task.prompt + code + "\n"
-
-
-def _last_line(text: str) -> str:
-    return next((ln.strip() for ln in reversed(text.splitlines()) if ln.strip()), "")
-
-
-def _signal_name(exit_code: int | None) -> str:
-    try:
-        return signal.Signals(-(exit_code or 0)).name
-    except ValueError:
-        return f"signal {-(exit_code or 0)}"
 
 
 class ExecutionJudge(PointwiseEvaluator):

@@ -62,7 +62,7 @@ MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID = 1, 2
 SYS_MOUNT_SETATTR, AT_FDCWD, AT_RECURSIVE = 442, -100, 0x8000  # same number on every arch
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 1, 38, 22, 2
 PR_SET_DUMPABLE, MNT_DETACH = 4, 2
-CHANNEL = 3  # script mode: the runner's channel; tests mode: the tester's verdict channel
+CHANNEL = 3  # tests mode: the tester's verdict channel
 CALLS, REPLIES = 3, 4  # tests mode, in the candidate's process
 TESTER_CALLS, TESTER_REPLIES = 4, 5  # tests mode, in the tester's process
 DEVICES = ("null", "zero", "full", "random", "urandom")
@@ -378,13 +378,10 @@ def arrange(fds: dict[int, int]) -> None:
     os.closerange(low, MAX_FD)
 
 
-def run_code(fd: int, cfg: dict, workdir: bytes, channel: int) -> None:
-    """Script mode: the code's interpreter, exec'd (`python -I -B main.py`)."""
-    fd = move_above(fd, CHANNEL)  # fd 3 is the channel's place
-    if channel >= 0:
-        high = move_above(channel, CHANNEL)
-        os.dup2(high, CHANNEL)  # inheritable: the code's interpreter keeps it
-        os.close(high)
+def run_code(fd: int, cfg: dict, workdir: bytes) -> None:
+    """Script mode: the code's interpreter, exec'd (`python -I -B main.py`); the report pipe
+    never crosses the exec."""
+    os.set_inheritable(fd, False)
     confine(fd, cfg["uid"], cfg["limits"])
     say(fd, "limits-set")
     env = dict(os.environ, HOME=workdir.decode(), TMPDIR=workdir.decode())
@@ -476,7 +473,7 @@ def supervise(fd: int, cfg: dict, unshared: set[str], channel: int) -> None:
             return
         os.chdir(workdir)  # onto the writable bind mount, not the directory beneath it
     if cfg["mode"] == "script":
-        code = fork(fd, lambda: run_code(fd, cfg, workdir, channel))
+        code = fork(fd, lambda: run_code(fd, cfg, workdir))
         report_when_done(fd, code, None)
         return
     calls_r, calls_w = os.pipe()

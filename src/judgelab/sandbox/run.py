@@ -110,7 +110,6 @@ _LAUNCHER = (Path(__file__).parent / "launcher.py").read_text(encoding="utf-8")
 _warned: set[str] = set()
 
 
-CHANNEL_FD = 3  # script mode: a channel the code's process may write (tests only)
 _PIPE_BUF = 60_000  # stdin this small is written before the run starts (a pipe holds 64 KiB)
 _HERE = Path(__file__).parent
 SOURCES = {  # the programs of tests mode, which the launcher runs (launcher.run_in_process)
