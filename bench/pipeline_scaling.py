@@ -114,8 +114,8 @@ def judgelab(project: Path, stage: str) -> tuple[float, str]:
 
 
 def candidates(tasks: pl.DataFrame) -> list[dict[str, str]]:
-    from judgelab.probes.design import canonical_source
-    from judgelab.probes.perturb import NON_ANSWER, answer
+    from judgelab.rollouts.contrast import canonical_source
+    from judgelab.rollouts.perturb import NON_ANSWER, answer
     from judgelab.tasks import tasks_from_frame
 
     rows = []
@@ -137,8 +137,9 @@ def in_process(project: Path) -> dict[str, float]:
     os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{project / 'bench-mlflow.db'}"
     from mlflow.tracking import MlflowClient
 
-    from judgelab.analysis import compute_metrics, run_analysis
+    from judgelab.analysis.metrics import compute_metrics
     from judgelab.config import load_settings
+    from judgelab.report.outputs import run_analysis
     from judgelab.schemas import validate_file
     from judgelab.tracking import log_pipeline_run
 

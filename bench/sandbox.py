@@ -33,8 +33,8 @@ def worker(src: str, workload: str, n: int, cases: int) -> None:
     """In a process of its own: the rate of one way on one workload, printed as JSON."""
     sys.path.insert(0, src)
     from judgelab.config import HumanEvalSettings
+    from judgelab.config.evaluators import ExecutionSettings
     from judgelab.evaluators.execution import ExecutionJudge
-    from judgelab.evaluators.settings import ExecutionSettings
     from judgelab.tasks.files import IOCase, check_function
     from judgelab.tasks.humaneval import load_humaneval
     from judgelab.verdicts import Candidate, Task

@@ -41,8 +41,8 @@ from judgelab.config import (  # noqa: E402
     LossSettings,
     RolloutSettings,
 )
+from judgelab.config.evaluators import ExecutionSettings  # noqa: E402
 from judgelab.evaluators.execution import ExecutionJudge  # noqa: E402
-from judgelab.evaluators.settings import ExecutionSettings  # noqa: E402
 from judgelab.rollouts.generate import policy_messages  # noqa: E402
 from judgelab.tasks.humaneval import load_humaneval  # noqa: E402
 from judgelab.training.grpo import Trajectory, grpo_step  # noqa: E402

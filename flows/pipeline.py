@@ -16,7 +16,7 @@ from flows.rollouts import rollouts_flow
 from flows.scores import scores_flow
 from flows.tasks import tasks_flow
 from flows.training import training_flow
-from judgelab.analysis.failures import JudgeCallsFailed
+from judgelab.scoring.failures import JudgeCallsFailed
 
 
 @flow(name="judgelab-pipeline")

@@ -21,12 +21,11 @@ from judgelab.cache import JsonCache
 from judgelab.config import load_settings
 from judgelab.evaluators.base import Evaluator
 from judgelab.evaluators.registry import build_evaluator
-from judgelab.evaluators.settings import ExecutionSettings
 from judgelab.io import write_parquet
 from judgelab.models.server import serve
 from judgelab.paths import cache_dir, project_root
 from judgelab.probes.calls import calls_frame, record_calls
-from judgelab.probes.design import ProbeGroup, View, execution_check
+from judgelab.probes.design import ProbeGroup, View
 from judgelab.probes.run import (
     ProbeJudge,
     candidates_frame,
@@ -40,6 +39,7 @@ from judgelab.probes.run import (
     score_view,
 )
 from judgelab.report.probes import run_probe_analysis
+from judgelab.rollouts.contrast import execution_check
 from judgelab.tasks.registry import tasks_by_id
 
 
@@ -58,10 +58,7 @@ def probe_flow(params: Path = Path("params.yaml"), out: Path = PROBES) -> Path:
     require_judges(settings)
     logger = get_run_logger()
     tasks = tasks_by_id(settings.tasks, project_root(), settings.probes.tasks, "probes.tasks")
-    exec_spec = next(
-        (e for e in settings.scores.evaluators if isinstance(e, ExecutionSettings)), None
-    )
-    check = execution_check(exec_spec)
+    check = execution_check(settings.test_runner())
     specs = probe_specs(settings)
     families = judge_models(settings)
     judge_cache = JsonCache(cache_dir(), "judge")

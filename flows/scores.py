@@ -4,7 +4,7 @@ After the table is written: the structured-output mode found for each ``auto`` j
 goes to ``structured_output.json`` beside it (the report's provenance names it), and a judge
 that scored none of its candidates, or whose calls failed for one cause more often than
 ``scores.max_failure_share``, fails the stage with one line per such judge
-(`judgelab.analysis.failures`; exit code 2 from the CLI). The pipeline catches that error
+(`judgelab.scoring.failures`; exit code 2 from the CLI). The pipeline catches that error
 and raises it again once the report, whose first section names the same judges, is
 written."""
 
@@ -16,7 +16,6 @@ from prefect import flow, get_run_logger, task
 
 from flows.fanout import UNIT_TASK, Lanes, Unit, fan_out
 from flows.paths import ROLLOUTS, SCORES, TASKS
-from judgelab.analysis.failures import JudgeCallsFailed, failure_message, loud_failures
 from judgelab.cache import JsonCache
 from judgelab.config import load_settings
 from judgelab.evaluators.base import Evaluator
@@ -28,6 +27,7 @@ from judgelab.paths import cache_dir
 from judgelab.rollouts.generate import candidates_by_task
 from judgelab.schemas import validate_file
 from judgelab.scoring import run_id_for, score_group, scores_frame
+from judgelab.scoring.failures import JudgeCallsFailed, failure_message, loud_failures
 from judgelab.tasks import tasks_from_frame
 from judgelab.verdicts import Candidate, Task
 

@@ -135,8 +135,18 @@ PIPELINE_STAGES = (
         writes=(TRAINING,),
         # The policy's prompt is the rollouts' system prompt; its sampling is train's own
         # (train.k is the GRPO group size, not rollouts.k). The judges' settings are theirs
-        # in scores.evaluators; training scores with repeat 0 only (no scores.repeats).
-        params=("train", "rollouts.system_prompt", "scores.evaluators", "models"),
+        # in scores.evaluators; training scores with repeat 0 only (no scores.repeats). The
+        # held-out tasks are built by their sources (tasks.codeio's cases and seed, your
+        # files under inputs/); the tests run as the truth's evaluator runs them.
+        params=(
+            "train",
+            "rollouts.system_prompt",
+            "scores.evaluators",
+            "tasks.codeio",
+            "tasks.files",
+            "analysis.truth",
+            "models",
+        ),
     ),
     Stage(
         name="analysis",
@@ -186,6 +196,7 @@ PROBES_STAGE = Stage(
         "tasks.codeio",
         "tasks.files",
         "analysis.min_ci_groups",
+        "analysis.truth",
         "models",
         "scores.evaluators",
         "rollouts.temperature",

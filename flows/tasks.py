@@ -15,8 +15,8 @@ from judgelab.io import write_json, write_parquet
 from judgelab.models.endpoint import Endpoint
 from judgelab.models.server import serve
 from judgelab.paths import cache_dir, project_root
+from judgelab.rollouts.autorl import generate_autorl
 from judgelab.tasks import tasks_frame
-from judgelab.tasks.autorl import generate_autorl
 from judgelab.tasks.registry import load_sources
 from judgelab.verdicts import Task
 

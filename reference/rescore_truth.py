@@ -27,9 +27,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 
 from judgelab import hardware  # noqa: E402
+from judgelab.config.evaluators import ExecutionSettings  # noqa: E402
 from judgelab.evaluators.execution import ExecutionJudge  # noqa: E402
 from judgelab.evaluators.extended import GENERATOR  # noqa: E402
-from judgelab.evaluators.settings import ExecutionSettings  # noqa: E402
 from judgelab.verdicts import Candidate, Task  # noqa: E402
 
 DATA = HERE / "data"

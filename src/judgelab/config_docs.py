@@ -2,7 +2,7 @@
 
 One table per settings section (every key, its type, default, bounds and description), in
 params.yaml order; a model registry entry or an evaluator is documented once per `kind`
-(evaluator kinds as `judgelab.evaluators.settings` lists them). Regenerate after changing
+(evaluator kinds as `judgelab.config.evaluators` lists them). Regenerate after changing
 the settings: `python -m judgelab.config_docs` (a test checks the committed file is current).
 """
 
@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from judgelab import config
-from judgelab.evaluators.settings import SETTINGS, EvaluatorSettings
+from judgelab.config.evaluators import SETTINGS, EvaluatorSettings
 from judgelab.io import write_text
 from judgelab.paths import project_root
 
@@ -133,7 +133,7 @@ def render() -> str:
         "",
         "All settings live in `params.yaml`, one section per stage; judgelab validates it on",
         "load and rejects unknown keys and bad values, naming the key. Generated from",
-        "`src/judgelab/config.py` (evaluator kinds: `src/judgelab/evaluators/settings.py`) by",
+        "`src/judgelab/config` (evaluator kinds: `src/judgelab/config/evaluators.py`) by",
         "`python -m judgelab.config_docs`; do not edit by hand.",
         "",
         "The default column is what a key takes when `params.yaml` leaves it out. The shipped",

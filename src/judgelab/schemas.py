@@ -17,18 +17,18 @@ import pandera.polars as pa
 import polars as pl
 from pandera.errors import SchemaError, SchemaErrors
 
+from judgelab.config.evaluators import PROTOCOLS
+from judgelab.config.tasks import TASK_SOURCES
 from judgelab.errors import TableError
-from judgelab.tasks.registry import SOURCE_NAMES
 from judgelab.verdicts import OUTCOMES
 
-SOURCES = list(SOURCE_NAMES)  # the task sources' names (the registry is their one list)
-PROTOCOLS = ["rule", "execution", "ruler", "rubric"]
+SOURCES = list(TASK_SOURCES)
 STATUSES = ["scored", "unscored"]
 
 
 class TasksSchema(pa.DataFrameModel):
     """Frozen coding tasks. HumanEval rows carry tests; AutoRL rows do not; your own
-    (`custom`, `judgelab.tasks.files`) may.
+    (`files`, `judgelab.tasks.files`) may.
 
     `request` is the natural-language user turn the policy sees; `prompt` is the task's own
     text (for HumanEval, the function signature and docstring the tests import against).
@@ -88,7 +88,7 @@ class ScoresSchema(pa.DataFrameModel):
     task_id: str = pa.Field(str_length={"min_value": 1})
     candidate_id: str = pa.Field(str_length={"min_value": 1})
     evaluator: str = pa.Field(str_length={"min_value": 1})
-    protocol: str = pa.Field(isin=PROTOCOLS)
+    protocol: str = pa.Field(isin=list(PROTOCOLS))
     judge: str = pa.Field(nullable=True)
     repeat: int = pa.Field(ge=0)
     score: float = pa.Field(nullable=True, ge=0.0, le=1.0)

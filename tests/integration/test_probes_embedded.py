@@ -21,7 +21,6 @@ from judgelab.cache import JsonCache  # noqa: E402
 from judgelab.config import AnalysisSettings, HumanEvalSettings, load_settings  # noqa: E402
 from judgelab.evaluators.registry import build_evaluator  # noqa: E402
 from judgelab.models.endpoint import Endpoint  # noqa: E402
-from judgelab.probes.design import execution_check  # noqa: E402
 from judgelab.probes.run import (  # noqa: E402
     candidates_frame,
     judge_models,
@@ -30,6 +29,7 @@ from judgelab.probes.run import (  # noqa: E402
     probe_specs,
     score_view,
 )
+from judgelab.rollouts.contrast import execution_check  # noqa: E402
 from judgelab.tasks.humaneval import load_humaneval  # noqa: E402
 
 pytestmark = pytest.mark.integration

@@ -20,9 +20,9 @@ from judgelab.config import (
     RolloutSettings,
     TrainSettings,
 )
+from judgelab.config.evaluators import ExecutionSettings, FormatSettings
 from judgelab.evaluators.base import PointwiseEvaluator
 from judgelab.evaluators.execution import ExecutionJudge
-from judgelab.evaluators.settings import ExecutionSettings, FormatSettings
 from judgelab.tasks.humaneval import load_humaneval
 from judgelab.training.grpo import Trajectory, grpo_step
 from judgelab.training.loop import JudgeRun, Trainer, latest_checkpoint

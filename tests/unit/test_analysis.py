@@ -12,9 +12,9 @@ import polars as pl
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from judgelab.analysis import compute_metrics
 from judgelab.analysis.agreement import cluster_interval
 from judgelab.analysis.examples import worst_false_praise
+from judgelab.analysis.metrics import compute_metrics
 from judgelab.analysis.plot_data import bin_index, score_distribution
 from judgelab.analysis.stats import (
     CI_LEVEL,

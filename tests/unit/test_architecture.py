@@ -11,8 +11,8 @@ package's `__init__` importing its own modules is no cycle) and kept in the depe
 
 Layers, from the bottom:
   0. foundation: `FOUNDATION`, modules that import no other judgelab module outside it;
-  1. settings: `judgelab.config` and `judgelab.evaluators.settings` (params.yaml -> typed
-     settings; the config never imports an evaluator's implementation or the registry);
+  1. settings: `judgelab.config` (params.yaml -> typed settings, each evaluator kind's
+     included; the config never imports an evaluator's implementation or the registry);
   2. the rest of the library, `judgelab`;
   3. `flows` (one Prefect flow per stage, the stage table);
   4. `judgelab_cli` (what starts flows).
@@ -29,6 +29,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests import floorplan
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = (ROOT / "src" / "judgelab", ROOT / "src" / "judgelab_cli", ROOT / "flows")
 
@@ -39,7 +41,6 @@ FOUNDATION = frozenset(
         "verdicts",
     )
 ) | {"judgelab"}  # fmt: skip
-SETTINGS = frozenset({"judgelab.config", "judgelab.evaluators.settings"})
 
 # The flow module each DVC stage runs (flows.stages.load_flow; test_stage_table.py checks
 # that each stage depends on its flow's file).
@@ -160,7 +161,7 @@ def layer(module: str) -> int:
         return 4
     if top == "flows":
         return 3
-    if module in SETTINGS:
+    if module == "judgelab.config" or module.startswith("judgelab.config."):
         return 1
     return 0 if module in FOUNDATION else 2
 
@@ -180,13 +181,13 @@ def upward(edges: dict[str, set[str]]) -> list[str]:
 def test_the_graph_covers_the_three_packages() -> None:
     edges = graph()
     assert {"judgelab.config", "flows.stages", "judgelab_cli.main"} <= set(edges)
-    assert "judgelab.evaluators.settings" in edges["judgelab.config"]
+    assert "judgelab.config.evaluators" in edges["judgelab.config"]
     assert set(FOUNDATION) <= set(edges), sorted(set(FOUNDATION) - set(edges))
 
 
 # Removed by another change of issue 31 (helper i31a's: analysis computing apart from
 # rendering); delete this entry when it is merged.
-ELSEWHERE = [["judgelab.analysis.failures", "judgelab.analysis.judge_only"]]
+ELSEWHERE = [["judgelab.scoring.failures", "judgelab.analysis.judge_only"]]
 
 
 def test_no_import_cycle() -> None:
@@ -209,8 +210,42 @@ def test_the_sandbox_is_the_bottom_of_the_house() -> None:
 
 def test_the_evaluator_settings_import_nothing_else_of_the_evaluators() -> None:
     edges = graph()
-    assert not {m for m in edges["judgelab.evaluators.settings"] if m.startswith("judgelab.")}
+    assert not {m for m in edges["judgelab.config.evaluators"] if m.startswith("judgelab.")}
     assert "judgelab.evaluators.registry" not in edges["judgelab.config"]
+
+
+# ------------------------------------------------------------------------ the floor plan
+
+
+def test_every_room_stands_on_a_floor_below_eleven_or_at_it() -> None:
+    """Rooms (top-level modules and packages) never import each other in a circle, and the
+    house is at most 11 floors high (12 before the task sources stopped importing the
+    evaluators and the probes)."""
+    at = floorplan.floors(floorplan.room_edges(graph()))
+    assert max(at.values()) <= 11, at
+    assert at["judgelab.sandbox"] == 1 and at["judgelab_cli"] == max(at.values())
+
+
+def test_the_task_sources_import_neither_evaluators_nor_probes() -> None:
+    rooms = floorplan.room_edges(graph())
+    assert not rooms["judgelab.tasks"] & {"judgelab.evaluators", "judgelab.probes"}
+    assert "judgelab.analysis" not in rooms["judgelab.scoring"]
+
+
+def test_the_floor_plan_in_the_docs_is_the_codes() -> None:
+    text = floorplan.DOC.read_text()
+    assert floorplan.rewrite(text, floorplan.table(graph())) == text, (
+        "docs/ARCHITECTURE.md's floors are stale: .venv/bin/python tests/floorplan.py --write"
+    )
+
+
+def test_the_floor_plan_sees_a_circle_and_counts_floors() -> None:
+    assert floorplan.floors({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == {"a": 2, "b": 1, "c": 3}
+    with pytest.raises(ValueError, match="circle: a -> b -> a"):
+        floorplan.floors({"a": {"b"}, "b": {"a"}})
+    assert floorplan.room_edges({"judgelab.x.y": {"judgelab.z", "judgelab.x.w"}}) == {
+        "judgelab.x": {"judgelab.z"}
+    }
 
 
 # ------------------------------------------------------------------------ the checker
@@ -326,8 +361,8 @@ def test_the_dependency_check_sees_a_missing_module() -> None:
 
 
 def test_an_evaluator_kind_has_its_settings_and_its_class() -> None:
+    from judgelab.config.evaluators import SETTINGS
     from judgelab.evaluators.registry import CLASSES
-    from judgelab.evaluators.settings import SETTINGS
 
     assert set(SETTINGS) == set(CLASSES)
 
@@ -337,7 +372,7 @@ def test_a_task_source_is_its_module_its_section_and_one_entry() -> None:
     from judgelab.tasks.registry import SOURCES
 
     for source in SOURCES:
-        assert source.setting in TasksSettings.model_fields, source.name
+        assert source.name in TasksSettings.model_fields, source.name
         if source.loader is not None:
             assert source.loader.__module__.startswith("judgelab.tasks."), source.name
 
@@ -345,7 +380,7 @@ def test_a_task_source_is_its_module_its_section_and_one_entry() -> None:
 def test_a_probe_generator_is_named_in_the_settings() -> None:
     from judgelab.config import ATTACK_KINDS, PERTURBATION_KINDS
     from judgelab.probes.attacks import ATTACKS
-    from judgelab.probes.perturb import PERTURBATIONS
+    from judgelab.rollouts.perturb import PERTURBATIONS
 
     assert tuple(PERTURBATION_KINDS) == PERTURBATIONS
     assert set(ATTACK_KINDS) == set(ATTACKS)

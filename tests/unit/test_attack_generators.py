@@ -30,8 +30,9 @@ from judgelab.probes.attacks import (
     reorder_statements,
     run_id_settings,
 )
-from judgelab.probes.design import calibration_group, execution_check
-from judgelab.probes.perturb import answer
+from judgelab.probes.design import calibration_group
+from judgelab.rollouts.contrast import execution_check
+from judgelab.rollouts.perturb import answer
 from judgelab.tasks.humaneval import load_humaneval
 from tests.unit.test_probe_generators import base_params
 

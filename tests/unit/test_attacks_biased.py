@@ -32,7 +32,6 @@ from judgelab.models.server import serve  # noqa: E402
 from judgelab.probes import gate  # noqa: E402
 from judgelab.probes.attacks import GRADER_NOTE, _comment, _wrapped  # noqa: E402
 from judgelab.probes.calls import calls_frame, record_calls  # noqa: E402
-from judgelab.probes.design import execution_check  # noqa: E402
 from judgelab.probes.run import (  # noqa: E402
     ProbeJudge,
     candidates_frame,
@@ -43,6 +42,7 @@ from judgelab.probes.run import (  # noqa: E402
     score_view,
 )
 from judgelab.report.probes import run_probe_analysis  # noqa: E402
+from judgelab.rollouts.contrast import execution_check  # noqa: E402
 from judgelab.schemas import validate_file  # noqa: E402
 from judgelab.scoring import run_id_for as scores_run_id  # noqa: E402
 from judgelab.tasks.humaneval import load_humaneval  # noqa: E402

@@ -20,11 +20,13 @@ from judgelab.config import (
     RolloutSettings,
     TasksSettings,
 )
+from judgelab.config.evaluators import ExecutionSettings
 from judgelab.errors import ConfigError
 from judgelab.evaluators.execution import ExecutionJudge
-from judgelab.evaluators.settings import ExecutionSettings
 from judgelab.io import write_parquet
-from judgelab.probes.design import calibration_group, canonical_source, execution_check
+from judgelab.probes.design import calibration_group
+from judgelab.rollouts.contrast import Skipped, canonical_source, contrast_groups, execution_check
+from judgelab.rollouts.contrast import main as contrast_main
 from judgelab.rollouts.imported import import_candidates
 from judgelab.tasks import tasks_frame, tasks_from_frame
 from judgelab.tasks.codeio import (
@@ -39,8 +41,6 @@ from judgelab.tasks.codeio import (
     select,
     spec_arguments,
 )
-from judgelab.tasks.contrast import Skipped, contrast_groups
-from judgelab.tasks.contrast import main as contrast_main
 from judgelab.tasks.humaneval import load_humaneval
 from judgelab.tasks.registry import tasks_by_id
 from judgelab.verdicts import Candidate, Task
@@ -261,7 +261,7 @@ def test_known_truth_contrast_groups_need_no_policy(
     imported = import_candidates(out, "rollouts.candidates", tasks, RolloutSettings())
     assert [r["policy"] for r in imported] == [r["policy"] for r in rows]
     no_ref = Task(
-        task_id="t", source="custom", prompt="p", entry_point="f", test="def check(c): pass"
+        task_id="t", source="files", prompt="p", entry_point="f", test="def check(c): pass"
     )
     rows2, skipped = contrast_groups([no_ref], 4, check)
     assert rows2 == [] and skipped == [Skipped("t", "no tests or no reference solution")]

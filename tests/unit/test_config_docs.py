@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from judgelab import config
+from judgelab.config.evaluators import SETTINGS, JudgeCallSettings
 from judgelab.config_docs import OUTPUT, render
-from judgelab.evaluators.settings import SETTINGS, JudgeCallSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 

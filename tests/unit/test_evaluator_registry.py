@@ -13,10 +13,10 @@ import yaml
 from pydantic import Field
 
 from judgelab.config import load_settings, parse_settings
+from judgelab.config.evaluators import SETTINGS, EvaluatorSettings
 from judgelab.errors import ConfigError
 from judgelab.evaluators.base import Evaluator, PointwiseEvaluator
 from judgelab.evaluators.registry import CLASSES, build_evaluator, evaluator_class
-from judgelab.evaluators.settings import SETTINGS, EvaluatorSettings
 from judgelab.scoring import score_group, scores_frame
 from judgelab.verdicts import Candidate, Task, Verdict
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from judgelab.config import HumanEvalSettings
+from judgelab.config.evaluators import ExecutionSettings
 from judgelab.evaluators.execution import ExecutionJudge
-from judgelab.evaluators.settings import ExecutionSettings
 from judgelab.sandbox import CallTests, Limits, run_tests
 from judgelab.tasks.files import IOCase, check_function, io_cases
 from judgelab.tasks.humaneval import load_humaneval
@@ -20,7 +20,7 @@ from tests.corpus.forged import CORPUS
 PAIRS = [IOCase(input=[1, 2], output=3), IOCase(input={"a": 0.1, "b": 0.2}, output=0.3)]
 IO_TASK = Task(
     task_id="io/add",
-    source="custom",
+    source="files",
     request="Write add(a, b).",
     prompt="def add(a, b):\n",
     entry_point="add",

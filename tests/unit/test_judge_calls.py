@@ -14,13 +14,13 @@ from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
 
-from judgelab.evaluators.registry import build_evaluator  # noqa: E402
-from judgelab.evaluators.settings import (  # noqa: E402
+from judgelab.config.evaluators import (  # noqa: E402
     FormatSettings,
     JudgeCallSettings,
     RubricSettings,
     RulerSettings,
 )
+from judgelab.evaluators.registry import build_evaluator  # noqa: E402
 from judgelab.models.endpoint import Endpoint  # noqa: E402
 from judgelab.probes.calls import calls_frame, record_calls  # noqa: E402
 from judgelab.probes.run import probe_spec  # noqa: E402

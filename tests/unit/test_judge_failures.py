@@ -10,16 +10,16 @@ import polars as pl
 import pytest
 import yaml
 
-from judgelab.analysis.failures import (
+from judgelab.analysis.judge_only import judge_agreement
+from judgelab.report.failures import agreement_lines, report_markdown, structured_output_line
+from judgelab.scoring import scores_frame
+from judgelab.scoring.failures import (
     call_failures,
     cause_of,
     failure_message,
     fix_for,
     loud_failures,
 )
-from judgelab.analysis.judge_only import judge_agreement
-from judgelab.report.failures import agreement_lines, report_markdown, structured_output_line
-from judgelab.scoring import scores_frame
 from tests.unit.test_analysis import execution_outcome
 
 LLAMA_500 = (  # what llama-cpp-python's server answers to json_schema (provider: 300 chars)

@@ -22,7 +22,7 @@ import json, sys
 from pathlib import Path
 from judgelab.cache import JsonCache
 from judgelab.evaluators.registry import build_evaluator
-from judgelab.evaluators.settings import RubricSettings
+from judgelab.config.evaluators import RubricSettings
 from judgelab.models.endpoint import Endpoint
 from judgelab.models.ratelimit import Limits
 from judgelab.scoring import score_group

@@ -24,9 +24,9 @@ from typing import Any, Literal  # noqa: E402
 import pytest  # noqa: E402
 
 from judgelab.cache import JsonCache  # noqa: E402
+from judgelab.config.evaluators import JudgeCallSettings, RubricSettings, RulerSettings  # noqa: E402
 from judgelab.evaluators.rubric import RubricJudge  # noqa: E402
 from judgelab.evaluators.ruler import RulerJudge  # noqa: E402
-from judgelab.evaluators.settings import JudgeCallSettings, RubricSettings, RulerSettings  # noqa: E402
 from judgelab.models.endpoint import Endpoint  # noqa: E402
 from judgelab.verdicts import Candidate, Task  # noqa: E402
 from support.openai_server import OpenAIServer, Reply  # noqa: E402

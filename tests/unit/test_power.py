@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from judgelab.analysis import compute_metrics
+from judgelab.analysis.metrics import compute_metrics
 from judgelab.analysis.power import compare, groups_needed, linearised
 from judgelab.analysis.truth import resample_weights
 from judgelab.config import AnalysisSettings, PowerSettings

@@ -12,13 +12,9 @@ import pytest
 from judgelab.answer import parse_answer
 from judgelab.config import MUTANT_KINDS, PERTURBATION_KINDS, HumanEvalSettings, parse_settings
 from judgelab.errors import ConfigError
-from judgelab.probes.design import (
-    calibration_group,
-    canonical_source,
-    execution_check,
-    views_for,
-)
-from judgelab.probes.perturb import (
+from judgelab.probes.design import calibration_group, views_for
+from judgelab.rollouts.contrast import canonical_source, execution_check
+from judgelab.rollouts.perturb import (
     MUTANTS,
     NON_ANSWER,
     PERTURBATIONS,

@@ -27,12 +27,7 @@ from judgelab.cache import JsonCache  # noqa: E402
 from judgelab.config import AnalysisSettings, HumanEvalSettings, parse_settings  # noqa: E402
 from judgelab.evaluators.registry import build_evaluator  # noqa: E402
 from judgelab.models.server import serve  # noqa: E402
-from judgelab.probes.design import (  # noqa: E402
-    ProbeGroup,
-    View,
-    execution_check,
-)
-from judgelab.probes.perturb import COMMENT_PAD  # noqa: E402
+from judgelab.probes.design import ProbeGroup, View  # noqa: E402
 from judgelab.probes.run import (  # noqa: E402
     ProbeJudge,
     candidates_frame,
@@ -44,6 +39,8 @@ from judgelab.probes.run import (  # noqa: E402
     score_view,
 )
 from judgelab.report.probes import run_probe_analysis  # noqa: E402
+from judgelab.rollouts.contrast import execution_check  # noqa: E402
+from judgelab.rollouts.perturb import COMMENT_PAD  # noqa: E402
 from judgelab.schemas import validate_file  # noqa: E402
 from judgelab.tasks.humaneval import load_humaneval  # noqa: E402
 from tests.support.biased_judge import (  # noqa: E402

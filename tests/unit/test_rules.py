@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from judgelab.config.evaluators import FormatSettings, SyntaxSettings
 from judgelab.evaluators.rules import FormatJudge, SyntaxJudge
-from judgelab.evaluators.settings import FormatSettings, SyntaxSettings
 from judgelab.verdicts import Candidate, Task, Verdict
 
 TASK = Task(task_id="t1", source="autorl", prompt="write a function that adds two numbers")

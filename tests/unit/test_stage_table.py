@@ -4,12 +4,15 @@ are narrow: a knob reruns the stages that read it, and no other (DVC's own statu
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -161,9 +164,12 @@ def test_a_changed_key_reruns_only_the_stages_that_read_it(tmp_path: Path) -> No
     assert stale_after("rollouts", "temperature", 0.7) == {"rollouts", "probes"}
     assert stale_after("scores", "repeats", 2) == {"scores"}
     assert stale_after("train", "k", 8) == {"training"}
-    # probes.tasks may name CodeI/O items, built with tasks.codeio's cases and seed
-    assert stale_after("tasks", "codeio", {"enabled": False, "cases": 3}) == {"tasks", "probes"}
-    assert stale_after("tasks", "files", ["inputs/mine.jsonl"]) == {"tasks", "probes"}
+    # probes.tasks and train.heldout may name CodeI/O items, built with tasks.codeio's cases
+    # and seed, or tasks of your files
+    built_by_id = {"tasks", "probes", "training"}
+    assert stale_after("tasks", "codeio", {"enabled": False, "cases": 3}) == built_by_id
+    assert stale_after("tasks", "files", ["inputs/mine.jsonl"]) == built_by_id
+    assert stale_after("analysis", "truth", "execution") == {"analysis", "probes", "training"}
     assert stale_after("rollouts", "policies", ["qwen-0.5b", "qwen-1.5b"]) == {"rollouts"}
     assert stale_after("analysis", "min_ci_groups", 6) == {"analysis", "probes"}
 
@@ -319,3 +325,90 @@ def test_the_models_a_stage_calls_follow_its_settings() -> None:
     assert settings.model_copy(update={"rollouts": imported}).models_called("rollouts") == []
     with pytest.raises(ConfigError, match="unknown stage 'train'"):
         settings.models_called("train")
+
+
+# ------------------------------------------- the params a stage's code reads, derived
+
+
+def _section_paths() -> dict[str, str]:
+    """Settings section class name -> its dotted params.yaml path (`CodeIOSettings` ->
+    `tasks.codeio`)."""
+    from pydantic import BaseModel
+
+    paths: dict[str, str] = {}
+
+    def walk(model: type[BaseModel], prefix: str) -> None:
+        for name, field in model.model_fields.items():
+            for t in (field.annotation, *typing.get_args(field.annotation)):
+                if isinstance(t, type) and issubclass(t, BaseModel):
+                    paths.setdefault(t.__name__, prefix + name)
+                    walk(t, f"{prefix}{name}.")
+
+    walk(Settings, "")
+    return paths
+
+
+# Sections a stage's code names without reading a value that changes its output.
+SPEED_ONLY = {"server", "runner"}  # how fast, never what (Stage.params)
+NAMED_NOT_READ = {
+    ("scores", "rollouts"): "rollouts.generate's candidates_by_task reads the rollouts table",
+    ("analysis", "rollouts"): "the same table reader; the analysis reads tables, not settings",
+    ("analysis", "scores"): "scoring.failures reads the scores table (the budget is the "
+    "scores stage's; the report is given it by the analysis settings)",
+    ("analysis", "train.loss"): "training.grpo's group_advantages takes rewards, no settings",
+    ("probes", "train.loss"): "the same advantages",
+    ("probes", "analysis.power"): "analysis.power names the section; the probes read none of it",
+    ("training", "tasks.humaneval"): "humaneval_by_ids builds the ids asked for, whatever "
+    "tasks.humaneval selects",
+    ("probes", "tasks.humaneval"): "the same",
+}
+
+
+def _read_sections(stage: str) -> set[str]:
+    """The sections whose settings class a module of the stage's flow names (outside the
+    config itself, where every class is named)."""
+    from tests.unit.test_architecture import FLOWS, closure, graph, module_files
+
+    modules = module_files()
+    paths = _section_paths()
+    texts = [
+        modules[m].read_text()
+        for m in closure(FLOWS[stage], graph(), modules)
+        if not m.startswith("judgelab.config")
+    ]
+    return {path for cls, path in paths.items() if any(re.search(rf"\b{cls}\b", t) for t in texts)}
+
+
+def _undeclared(stage: Stage, read: set[str]) -> list[str]:
+    def covered(p: str) -> bool:
+        return any(q == p or q.startswith(p + ".") or p.startswith(q + ".") for q in stage.params)
+
+    return sorted(
+        p for p in read - SPEED_ONLY if not covered(p) and (stage.name, p) not in NAMED_NOT_READ
+    )
+
+
+@pytest.mark.parametrize("stage", DVC_STAGES, ids=lambda s: s.name)
+def test_a_stage_declares_every_section_its_code_reads(stage: Stage) -> None:
+    """Derived from the code: each settings section a module of the stage's flow names must
+    be among the stage's params (itself, a key under it or the section above it), so that
+    `dvc repro` reruns the stage when it changes."""
+    assert _undeclared(stage, _read_sections(stage.name)) == []
+
+
+def test_the_derivation_finds_the_held_out_tasks_of_training() -> None:
+    """The control: training builds held-out tasks through their sources; without the task
+    sources' params it would not rerun when they change."""
+    training = next(s for s in DVC_STAGES if s.name == "training")
+    read = _read_sections("training")
+    assert {"tasks.codeio", "train"} <= read
+    blind = dataclasses.replace(
+        training, params=tuple(p for p in training.params if not p.startswith("tasks."))
+    )
+    assert "tasks.codeio" in _undeclared(blind, read)
+
+
+@pytest.mark.parametrize("stage", DVC_STAGES, ids=lambda s: s.name)
+def test_a_stage_that_reads_your_task_files_depends_on_inputs(stage: Stage) -> None:
+    if any(p in ("tasks", "tasks.files") for p in stage.params):
+        assert "inputs" in entries(dvc_stage(stage), "deps"), stage.name

@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from judgelab.config import HumanEvalSettings, RolloutSettings
+from judgelab.config.evaluators import ExecutionSettings
 from judgelab.errors import ConfigError
 from judgelab.evaluators.execution import ExecutionJudge
-from judgelab.evaluators.settings import ExecutionSettings
 from judgelab.rollouts.generate import rollouts_frame
 from judgelab.rollouts.imported import import_candidates
 from judgelab.schemas import validate_file
@@ -42,7 +42,7 @@ def answer(code: str) -> Candidate:
 def test_the_shipped_example_loads() -> None:
     tasks = load_task_files(["inputs/example_tasks.jsonl"], ROOT)
     assert [t.task_id for t in tasks] == ["mine/clamp", "mine/word_count", "mine/explain"]
-    assert {t.source for t in tasks} == {"custom"}
+    assert {t.source for t in tasks} == {"files"}
     clamp, count, explain = tasks
     assert clamp.prompt == clamp.request  # no code stub given: the request
     assert clamp.test is not None and "def check(candidate)" in clamp.test
@@ -129,7 +129,7 @@ def test_missing_files_and_other_formats_are_refused(tmp_path: Path) -> None:
 
 def test_a_task_id_from_two_sources_is_refused() -> None:
     humaneval = load_humaneval(HumanEvalSettings(limit=1))
-    mine = Task(task_id="HumanEval/0", source="custom", prompt="p", request="r")
+    mine = Task(task_id="HumanEval/0", source="files", prompt="p", request="r")
     with pytest.raises(ConfigError, match=r"'HumanEval/0' comes from two task sources"):
         tasks_frame([*humaneval, mine])
 

@@ -22,12 +22,12 @@ GOLDEN = ROOT / "tests" / "golden" / "tasks.parquet"
 def test_every_source_has_its_settings_and_the_schema_knows_it() -> None:
     assert len(set(SOURCE_NAMES)) == len(SOURCE_NAMES)
     for s in SOURCES:
-        assert s.setting in TasksSettings.model_fields, s.name
-    assert set(SOURCE_NAMES) >= {"humaneval", "custom", "codeio", "autorl"}
+        assert s.name in TasksSettings.model_fields, s.name
+    assert set(SOURCE_NAMES) >= {"humaneval", "files", "codeio", "autorl"}
     frame = pl.DataFrame({"source": list(SOURCE_NAMES)})
     assert frame["source"].is_in(TasksSchema.to_schema().columns["source"].checks[0].statistics
                                  ["allowed_values"]).all()  # fmt: skip
-    with pytest.raises(KeyError, match="known: humaneval, custom, codeio, autorl"):
+    with pytest.raises(KeyError, match="known: humaneval, files, codeio, autorl"):
         source("mbpp")
     with pytest.raises(ValueError, match="has no loader"):
         source("autorl").load(TasksSettings(), ROOT)

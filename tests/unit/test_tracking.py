@@ -143,7 +143,7 @@ def test_a_figure_without_a_ci_logs_its_value_and_n_not_a_ci(
     """Issue 17.1: two tasks give no CI, so MLflow gets the value and its n, no ci_low/high."""
     import polars as pl
 
-    from judgelab.analysis import compute_metrics
+    from judgelab.analysis.metrics import compute_metrics
     from tests.unit.test_analysis import fixture_rollouts, fixture_scores, fixture_tasks
 
     settings, uri = scratch_project(tmp_path, monkeypatch)

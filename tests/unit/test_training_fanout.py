@@ -26,10 +26,10 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from flows.training import fanned_out
 from judgelab.cache import JsonCache, digest
 from judgelab.config import HumanEvalSettings, Settings, parse_settings
+from judgelab.config.evaluators import ExecutionSettings, FormatSettings
 from judgelab.evaluators.base import PointwiseEvaluator
 from judgelab.evaluators.execution import ExecutionJudge
 from judgelab.evaluators.registry import build_evaluator
-from judgelab.evaluators.settings import ExecutionSettings, FormatSettings
 from judgelab.models.server import serve
 from judgelab.scoring import Scorer, score_serially
 from judgelab.tasks.humaneval import load_humaneval

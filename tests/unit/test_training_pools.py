@@ -10,9 +10,9 @@ import pytest
 
 from judgelab.cache import JsonCache
 from judgelab.config import HeldOutSettings, HumanEvalSettings, RolloutSettings, load_settings
+from judgelab.config.evaluators import ExecutionSettings
 from judgelab.errors import ConfigError
 from judgelab.evaluators.execution import ExecutionJudge
-from judgelab.evaluators.settings import ExecutionSettings
 from judgelab.tasks import tasks_frame, tasks_from_frame
 from judgelab.tasks.humaneval import load_humaneval
 from judgelab.tasks.registry import tasks_by_id

@@ -20,9 +20,9 @@ from judgelab.config import (
     RolloutSettings,
     TrainSettings,
 )
+from judgelab.config.evaluators import FormatSettings
 from judgelab.errors import ConfigError
 from judgelab.evaluators.base import PointwiseEvaluator
-from judgelab.evaluators.settings import FormatSettings
 from judgelab.tasks.humaneval import load_humaneval
 from judgelab.training.layout import RunDir, planned_runs, run_dirs
 from judgelab.training.loop import JudgeRun, Trainer, latest_checkpoint

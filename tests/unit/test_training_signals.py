@@ -14,10 +14,10 @@ from scipy.stats import spearmanr
 
 from judgelab.cache import JsonCache
 from judgelab.config import HumanEvalSettings, LoraSettings, RolloutSettings, TrainSettings
+from judgelab.config.evaluators import FormatSettings
 from judgelab.errors import ConfigError
 from judgelab.evaluators.base import PointwiseEvaluator
 from judgelab.evaluators.execution import FORGED
-from judgelab.evaluators.settings import FormatSettings
 from judgelab.tasks.humaneval import load_humaneval
 from judgelab.training import alignment as al
 from judgelab.training.grpo import group_advantages

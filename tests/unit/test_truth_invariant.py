@@ -21,9 +21,9 @@ from enum import IntEnum
 
 import pytest
 
-from judgelab.evaluators.execution import truth_tests
 from judgelab.sandbox import CallTests, CheckTests, Limits, run_tests, wire
 from judgelab.tasks.files import IOCase, check_function
+from judgelab.tasks.testing import truth_tests
 from judgelab.verdicts import Task
 
 LIMITS = Limits(timeout_s=20, cpu_s=20)
@@ -131,7 +131,7 @@ def test_expected_values_of_input_output_tests_never_leave_judgelab() -> None:
     """A task of input/output pairs becomes calls alone: its expected values stay here."""
     secret = uuid.uuid4().int % 10**15
     pairs = [IOCase(input=[1], output=secret), IOCase(input={"x": 2}, output=[secret, "x"])]
-    task = Task("io", "custom", "def f(x):\n", "f", check_function("f", pairs), request="f")
+    task = Task("io", "files", "def f(x):\n", "f", check_function("f", pairs), request="f")
     tests = truth_tests(task)
     assert isinstance(tests, CallTests) and str(secret) not in json.dumps(tests.spec())
     run = run_tests(_search([str(secret)]), tests, LIMITS)

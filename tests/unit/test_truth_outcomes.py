@@ -12,11 +12,11 @@ from typing import Any
 import polars as pl
 import pytest
 
-from judgelab.analysis import compute_metrics
+from judgelab.analysis.metrics import compute_metrics
 from judgelab.analysis.truth import execution_truth
 from judgelab.config import AnalysisSettings
+from judgelab.config.evaluators import ExecutionSettings
 from judgelab.evaluators.execution import ExecutionJudge
-from judgelab.evaluators.settings import ExecutionSettings
 from judgelab.report.outputs import run_analysis
 from judgelab.sandbox import Limits, SandboxResult
 from judgelab.sandbox.verify import reading
@@ -25,7 +25,7 @@ from judgelab.verdicts import OUTCOMES, Candidate, Task
 
 ADD = Task(
     task_id="add",
-    source="custom",
+    source="files",
     prompt='def add(a, b):\n    """a + b"""\n',
     entry_point="add",
     test="def check(f):\n    assert f(1, 2) == 3\n    assert f(-1, 1) == 0\n",
@@ -127,7 +127,7 @@ def scores_frame(candidates: dict[str, tuple[str, float]]) -> pl.DataFrame:
 def tasks_frame(task_ids: list[str]) -> pl.DataFrame:
     return pl.DataFrame(
         {
-            "task_id": task_ids, "source": ["custom"] * len(task_ids),
+            "task_id": task_ids, "source": ["files"] * len(task_ids),
             "request": task_ids, "prompt": task_ids, "entry_point": ["f"] * len(task_ids),
             "test": ["assert f()"] * len(task_ids), "canonical_solution": [None] * len(task_ids),
         },

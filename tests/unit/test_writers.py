@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from judgelab.analysis import clean_json, compute_metrics
+from judgelab.analysis.metrics import clean_json, compute_metrics
 from judgelab.analysis.writers import writer_blocks
 from judgelab.config import AnalysisSettings
 from judgelab.report.writers import writers_section
@@ -39,7 +39,7 @@ def tables(keep: set[str] | None = None) -> tuple[pl.DataFrame, pl.DataFrame, pl
         )  # fmt: skip
     tasks = pl.DataFrame(
         [
-            {"task_id": t, "source": "custom", "request": t, "prompt": t, "entry_point": None,
+            {"task_id": t, "source": "files", "request": t, "prompt": t, "entry_point": None,
              "test": None, "canonical_solution": None}
             for t in sorted({c[0] for c in chosen})
         ],

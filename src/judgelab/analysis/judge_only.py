@@ -19,8 +19,8 @@ import numpy as np
 import polars as pl
 
 from judgelab.analysis.agreement import kendall_tau_b, krippendorff_alpha_interval
-from judgelab.analysis.failures import JUDGE_PROTOCOLS
 from judgelab.analysis.truth import candidate_scores
+from judgelab.config.evaluators import JUDGE_PROTOCOLS
 
 
 def judge_agreement(scores: pl.DataFrame) -> dict[str, Any] | None:

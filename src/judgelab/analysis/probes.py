@@ -52,7 +52,6 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from judgelab.analysis import clean_json
 from judgelab.analysis.agreement import (
     cohen_kappa,
     kendall_tau_b,
@@ -74,6 +73,7 @@ from judgelab.analysis.cost import (
     JudgeCosting,
     cost_metrics,
 )
+from judgelab.analysis.metrics import clean_json
 from judgelab.analysis.stats import CIRule, stats_for_evaluator
 from judgelab.analysis.truth import Truth, resample_weights, truth_metrics
 from judgelab.config import AnalysisSettings, ProbesSettings

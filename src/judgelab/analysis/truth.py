@@ -80,7 +80,6 @@ from judgelab.verdicts import OUTCOMES, UNPARSEABLE
 logger = logging.getLogger(__name__)
 
 # Judges that score a task's candidates together, relative to one another (evaluators/ruler.py).
-GROUP_PROTOCOLS = ("ruler",)
 WITHIN_GROUP = (
     "pairwise_accuracy_strict",
     "pairwise_accuracy",

@@ -1,5 +1,5 @@
 """Every truth figure split by who wrote the candidates: by writer, and by origin (a policy's
-natural samples vs known-truth contrast groups, `judgelab.tasks.origins`).
+natural samples vs known-truth contrast groups, `judgelab.rollouts.origins`).
 
 Contract:
 - `writer_blocks(rollouts, scores, settings)` takes what the truth figures take and returns
@@ -33,7 +33,7 @@ from judgelab.analysis.truth import (
     truth_metrics,
 )
 from judgelab.config import AnalysisSettings
-from judgelab.tasks.origins import ORIGINS, origin
+from judgelab.rollouts.origins import ORIGINS, origin
 
 
 def subset_truth(scores: pl.DataFrame, settings: AnalysisSettings) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, ClassVar
 from judgelab.verdicts import Candidate, Task, Verdict
 
 if TYPE_CHECKING:
-    from judgelab.evaluators.settings import EvaluatorSettings
+    from judgelab.config.evaluators import EvaluatorSettings
     from judgelab.evaluators.transport.provider import CallRecord
 
 

@@ -39,6 +39,7 @@ from typing import Any, ClassVar, TypeVar
 import pydantic
 
 from judgelab.cache import JsonCache
+from judgelab.config.evaluators import JudgeCallSettings, LLMJudgeSettings
 from judgelab.errors import (
     JUDGE_CALL_FAILED,
     JUDGE_REPLY_ERROR,
@@ -48,7 +49,6 @@ from judgelab.errors import (
     TransientError,
 )
 from judgelab.evaluators.base import Evaluator, JudgeCall, JudgeResult
-from judgelab.evaluators.settings import JudgeCallSettings, LLMJudgeSettings
 from judgelab.evaluators.transport.loop import run_sync
 from judgelab.evaluators.transport.provider import (
     CallRecord,

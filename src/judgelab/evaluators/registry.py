@@ -1,4 +1,4 @@
-"""Evaluator kinds: the class that scores each kind's settings (`judgelab.evaluators.settings`).
+"""Evaluator kinds: the class that scores each kind's settings (`judgelab.config.evaluators`).
 
 `CLASSES` maps a kind to a function that imports its evaluator class, called only when the
 first evaluator of that kind is built, so ART and litellm stay off the import path until an
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from judgelab.config.evaluators import EvaluatorSettings, valid_kinds
 from judgelab.errors import ConfigError
-from judgelab.evaluators.settings import EvaluatorSettings, valid_kinds
 
 if TYPE_CHECKING:
     from judgelab.cache import JsonCache

@@ -19,9 +19,9 @@ from typing import Any
 import litellm
 from pydantic import BaseModel, Field
 
+from judgelab.config.evaluators import RubricSettings
 from judgelab.errors import JudgeReplyError
 from judgelab.evaluators.llm_judge import LLMJudge, ReplyShape, Score
-from judgelab.evaluators.settings import RubricSettings
 from judgelab.evaluators.transport.provider import CallRecord
 from judgelab.verdicts import Candidate, Task
 
@@ -96,7 +96,7 @@ def rubric_messages(
 class RubricJudge(LLMJudge):
     """Pointwise judge: one call per candidate, ``protocol = "rubric"``."""
 
-    protocol = "rubric"
+    protocol = RubricSettings.protocol
     group = False
     spec: RubricSettings
 

@@ -21,9 +21,9 @@ from typing import Any
 
 from art.rewards.ruler import TrajectoryScore, ruler
 
+from judgelab.config.evaluators import RulerSettings
 from judgelab.errors import JudgeReplyError
 from judgelab.evaluators.llm_judge import LLMJudge, ReplyShape, Score
-from judgelab.evaluators.settings import RulerSettings
 from judgelab.evaluators.transport.provider import CallRecord
 from judgelab.verdicts import Candidate, Task
 
@@ -38,7 +38,7 @@ def _trajectories(shown: list[Candidate]) -> list[list[dict[str, Any]]]:
 class RulerJudge(LLMJudge):
     """Group judge: ART's RULER over all k candidates of a task in one call."""
 
-    protocol = "ruler"
+    protocol = RulerSettings.protocol
     group = True
     spec: RulerSettings
 

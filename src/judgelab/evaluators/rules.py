@@ -18,6 +18,7 @@ import warnings
 from dataclasses import replace
 
 from judgelab.answer import parse_answer
+from judgelab.config.evaluators import FormatSettings, SyntaxSettings
 from judgelab.evaluators.base import PointwiseEvaluator
 from judgelab.verdicts import Candidate, Task, Verdict
 
@@ -52,7 +53,7 @@ def is_python(language: str) -> bool:
 class FormatJudge(PointwiseEvaluator):
     """Fraction of the three answer tags present and well-formed."""
 
-    protocol = "rule"
+    protocol = FormatSettings.protocol
 
     def score_one(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
         # `repeat` is accepted for the common evaluator signature; rules are deterministic.
@@ -70,7 +71,7 @@ class FormatJudge(PointwiseEvaluator):
 class SyntaxJudge(PointwiseEvaluator):
     """Does the extracted code parse as Python?"""
 
-    protocol = "rule"
+    protocol = SyntaxSettings.protocol
 
     def score_one(self, task: Task, candidate: Candidate, repeat: int = 0) -> Verdict:
         # `repeat` is accepted for the common evaluator signature; rules are deterministic.

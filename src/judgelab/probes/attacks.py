@@ -40,7 +40,7 @@ from typing import Any
 
 from judgelab.config import FAILING_ATTACKS, SEMANTIC_EDITS, ProbesSettings
 from judgelab.probes.design import Check, Member, ProbeGroup, View, _candidate
-from judgelab.probes.perturb import _replace_code, entry_function
+from judgelab.rollouts.perturb import _replace_code, entry_function
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,6 @@ the execution evaluator (sandboxed), `execution_check`. Nothing else here runs c
 
 from __future__ import annotations
 
-import ast
 import logging
 import random
 from collections.abc import Callable
@@ -27,10 +26,9 @@ from dataclasses import dataclass, field, replace
 from judgelab.cache import digest
 from judgelab.config import RolloutSettings
 from judgelab.errors import ConfigError
-from judgelab.evaluators.execution import defines_function
-from judgelab.evaluators.settings import ExecutionSettings
-from judgelab.probes.perturb import NON_ANSWER, answer, mutants, permutations, perturb
+from judgelab.rollouts.contrast import canonical_source
 from judgelab.rollouts.generate import policy_messages
+from judgelab.rollouts.perturb import NON_ANSWER, answer, mutants, permutations, perturb
 from judgelab.verdicts import Candidate, Task
 
 log = logging.getLogger(__name__)
@@ -71,20 +69,6 @@ class View:
         return [(i, self.replaced.get(i, group.members[i])) for i in self.order]
 
 
-def execution_check(spec: ExecutionSettings | None = None) -> Check:
-    """The execution evaluator as a check: True pass, False fail, None no verdict."""
-    from judgelab.evaluators.execution import ExecutionJudge
-
-    judge = ExecutionJudge(spec or ExecutionSettings(name="execution"))
-
-    def check(task: Task, completion: str) -> bool | None:
-        cand = Candidate(task.task_id, "probe-check", 0, completion)
-        [verdict] = judge.score_group(task, [cand])
-        return None if verdict.status != "scored" else verdict.score == 1.0
-
-    return check
-
-
 def _candidate(task: Task, group_id: str, label: str, completion: str, index: int) -> Candidate:
     cid = digest({"group": group_id, "label": label, "completion": completion})[:16]
     messages = policy_messages(RolloutSettings(), task)
@@ -99,20 +83,6 @@ def _ordered(task: Task, group_id: str, probe: str, members: list[Member], seed:
         for pos, i in enumerate(order)
     ]
     return ProbeGroup(group_id, probe, task, reindexed)
-
-
-def canonical_source(task: Task) -> str:
-    """The task's canonical solution as one normalised program (docstring kept): a body
-    (HumanEval's) under the prompt's stub, a whole program (CodeI/O's reference) as it is,
-    the rule the execution evaluator applies to candidates."""
-    if not task.canonical_solution or not task.entry_point:
-        raise ConfigError(
-            f"probes.tasks: {task.task_id} has no canonical solution to build a known-truth group"
-        )
-    code = task.canonical_solution
-    if not defines_function(code, task.entry_point):  # a body (HumanEval's): under its stub
-        code = task.prompt + code
-    return ast.unparse(ast.parse(code))
 
 
 def calibration_group(task: Task, kinds: list[str], check: Check, seed: int) -> ProbeGroup:

@@ -19,9 +19,9 @@ import polars as pl
 
 from judgelab.cache import JsonCache, digest
 from judgelab.config import PRICE_KEYS, ProbesSettings, RolloutSettings, Settings
+from judgelab.config.evaluators import EvaluatorSettings
 from judgelab.errors import ConfigError
 from judgelab.evaluators.base import Evaluator
-from judgelab.evaluators.settings import EvaluatorSettings
 from judgelab.models.endpoint import Endpoint
 from judgelab.probes.attacks import attack_views, run_id_settings
 from judgelab.probes.design import ProbeGroup, View

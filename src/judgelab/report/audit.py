@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from judgelab.analysis.truth import GROUP_PROTOCOLS
+from judgelab.config.evaluators import GROUP_PROTOCOLS
 from judgelab.report import failures
 from judgelab.report import training as training_report
 from judgelab.report.format import (

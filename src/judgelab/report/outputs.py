@@ -1,6 +1,6 @@
 """The analysis stage's outputs, written atomically (judgelab.io) under `out_dir`:
 
-- `metrics.json`: `judgelab.analysis.audit_metrics`, exactly as returned;
+- `metrics.json`: `judgelab.analysis.metrics.audit_metrics`, exactly as returned;
 - `plots/*.csv` (for `dvc plots`) and `plots/png/*.png` (`report.plots`; the training curves
   when a training stage ran);
 - `report.md` and a self-contained `report.html` (`report.audit`), with the bias panels of the
@@ -16,9 +16,9 @@ from typing import Any
 
 import polars as pl
 
-from judgelab.analysis import audit_metrics, training
+from judgelab.analysis import training
 from judgelab.analysis.examples import worst_false_praise
-from judgelab.analysis.failures import DEFAULT_MAX_FAILURE_SHARE
+from judgelab.analysis.metrics import audit_metrics
 from judgelab.analysis.stats import latency_summary
 from judgelab.analysis.truth import Truth, execution_truth
 from judgelab.config import AnalysisSettings
@@ -30,6 +30,7 @@ from judgelab.report.recheck import recheck_section
 from judgelab.report.training import plot_curves
 from judgelab.report.writers import writers_section
 from judgelab.schemas import RolloutsSchema, ScoresSchema, TasksSchema, validate
+from judgelab.scoring.failures import DEFAULT_MAX_FAILURE_SHARE
 
 logger = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ INTRO = (
     "the tables above compute them on all of them (those are the figures together). "
     "Within-group figures compare the subset's candidates of a task with one another, so a "
     "writer whose candidates all fail (a mutant kind) has none. Contrast groups are a task's "
-    "reference solution and mutants its tests reject (`judgelab.tasks.contrast`); natural "
+    "reference solution and mutants its tests reject (`judgelab.rollouts.contrast`); natural "
     "candidates are everything else."
 )
 

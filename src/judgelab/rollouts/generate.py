@@ -20,8 +20,8 @@ import polars as pl
 from judgelab.cache import JsonCache
 from judgelab.config import RolloutSettings
 from judgelab.errors import ConfigError
+from judgelab.models.completions import cached_chat
 from judgelab.models.endpoint import Endpoint
-from judgelab.rollouts.cache import cached_chat
 from judgelab.schemas import RolloutsSchema, columns, validate
 from judgelab.verdicts import Candidate, Task
 

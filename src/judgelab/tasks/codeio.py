@@ -47,9 +47,10 @@ from typing import Any
 
 from judgelab.config import CodeIOSettings
 from judgelab.errors import ConfigError
-from judgelab.sandbox import SandboxResult, run_python
+from judgelab.sandbox import Limits, SandboxResult, run_python
 from judgelab.tasks.files import IOCase, check_function
 from judgelab.tasks.loaded import Loaded
+from judgelab.tasks.testing import passes
 from judgelab.verdicts import Task
 
 log = logging.getLogger(__name__)
@@ -567,32 +568,25 @@ def make_tasks(
 
 
 def verify_references(tasks: list[Task], settings: CodeIOSettings) -> tuple[list[Task], list[Drop]]:
-    """Each task's reference, run as a candidate is (the execution evaluator, in the sandbox),
-    must pass the tests made from it: a task the harness cannot pass with its own reference
-    (a value the comparison does not accept, a name the harness uses) is dropped."""
-    from judgelab.evaluators.execution import ExecutionJudge
-    from judgelab.evaluators.settings import ExecutionSettings
-    from judgelab.verdicts import Candidate
-
+    """Each task's reference, run as a candidate's code is (`judgelab.tasks.testing.passes`, in
+    the sandbox), must pass the tests made from it: a task the harness cannot pass with its
+    own reference (a value the comparison does not accept, a name the harness uses) is
+    dropped."""
     limit = settings.item_timeout_s + 5.0
-    spec = ExecutionSettings(
-        name="execution", timeout_s=limit, cpu_s=limit, memory_mb=settings.memory_mb
-    )
-    pairs = [
-        (t, Candidate(t.task_id, "reference", 0, f"```python\n{t.canonical_solution}\n```"))
-        for t in tasks
-    ]
-    verdicts = ExecutionJudge(spec).score_many(pairs, workers=settings.workers)
+    limits = Limits(limit, limit, settings.memory_mb)
+    with ThreadPoolExecutor(max_workers=settings.workers) as pool:
+        results = list(pool.map(lambda t: passes(t, t.canonical_solution or "", limits), tasks))
     kept: list[Task] = []
     drops: list[Drop] = []
-    for task, verdict in zip(tasks, verdicts, strict=True):
-        if verdict.status != "scored":  # the sandbox's fault, not the item's
-            raise RuntimeError(f"tasks.codeio: could not run {task.task_id}: {verdict.reason}")
-        if verdict.score == 1.0:
+    for task, (passed, why) in zip(tasks, results, strict=True):
+        if passed is None:  # the sandbox's fault, not the item's
+            raise RuntimeError(f"tasks.codeio: could not run {task.task_id}: {why}")
+        if passed:
             kept.append(task)
         else:
-            detail = _ADDRESS.sub("0x…", (verdict.reason or "")[:300])
-            drops.append(Drop(task.task_id, "reference_fails_tests", detail))
+            drops.append(
+                Drop(task.task_id, "reference_fails_tests", _ADDRESS.sub("0x…", why[:300]))
+            )
     return kept, drops
 
 

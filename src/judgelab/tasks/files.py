@@ -30,7 +30,7 @@ from judgelab.io import validated_records
 from judgelab.tasks.loaded import Loaded
 from judgelab.verdicts import Task
 
-SOURCE = "custom"
+SOURCE = "files"
 
 
 class IOCase(BaseModel):
@@ -40,7 +40,7 @@ class IOCase(BaseModel):
         description="The arguments: a list of positional ones or an object of keyword ones."
     )
     output: Any = Field(
-        description="The value the call must return, compared as execution.same_output says."
+        description="The value the call must return, compared as tasks.testing.same_output says."
     )
 
     @field_validator("input")

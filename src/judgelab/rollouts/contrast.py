@@ -2,7 +2,7 @@
 
 For a task with a reference solution (HumanEval's canonical solution, CodeI/O's reference
 code), its group is the reference and k - 1 single-site mutants of it that the sandbox proved
-to fail the task's tests (the probes' mutant machinery, `judgelab.probes.perturb.mutants`),
+to fail the task's tests (the probes' mutant machinery, `judgelab.rollouts.perturb.mutants`),
 or k - 2 of them and a non-answer. They cost no policy sampling, so they give hard negatives
 cheaply: a judge that cannot tell the reference from a one-token mutant shows it here.
 
@@ -12,12 +12,13 @@ Each candidate names its writer (`policy`): ``reference``, the mutant kind
 candidates, writer named. A task whose reference does not pass its own tests, or that has
 too few mutants its tests reject, gets no group: it is listed with the reason.
 
-    python -m judgelab.tasks.contrast data/tasks/tasks.parquet inputs/contrast.jsonl --k 4
+    python -m judgelab.rollouts.contrast data/tasks/tasks.parquet inputs/contrast.jsonl --k 4
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import logging
 import random
@@ -27,13 +28,15 @@ from pathlib import Path
 
 import polars as pl
 
-from judgelab.config import MUTANT_KINDS
+from judgelab.config import MUTANT_KINDS, ExecutionSettings
+from judgelab.config.evaluators import DEFAULT_EXECUTION
 from judgelab.errors import ConfigError
+from judgelab.evaluators.execution import ExecutionJudge
 from judgelab.io import write_text
-from judgelab.probes.design import canonical_source, execution_check
-from judgelab.probes.perturb import NON_ANSWER, answer, mutants
-from judgelab.tasks.origins import NON_ANSWER_WRITER, REFERENCE
-from judgelab.verdicts import Task
+from judgelab.rollouts.origins import NON_ANSWER_WRITER, REFERENCE
+from judgelab.rollouts.perturb import NON_ANSWER, answer, mutants
+from judgelab.tasks.testing import defines_function
+from judgelab.verdicts import Candidate, Task
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +47,32 @@ Check = Callable[[Task, str], "bool | None"]
 class Skipped:
     task_id: str
     reason: str
+
+
+def canonical_source(task: Task) -> str:
+    """The task's canonical solution as one normalised program (docstring kept): a body
+    (HumanEval's) under the prompt's stub, a whole program (CodeI/O's reference) as it is,
+    the rule the execution evaluator applies to candidates."""
+    if not task.canonical_solution or not task.entry_point:
+        raise ConfigError(
+            f"probes.tasks: {task.task_id} has no canonical solution to build a known-truth group"
+        )
+    code = task.canonical_solution
+    if not defines_function(code, task.entry_point):  # a body (HumanEval's): under its stub
+        code = task.prompt + code
+    return ast.unparse(ast.parse(code))
+
+
+def execution_check(spec: ExecutionSettings | None = None) -> Check:
+    """The execution evaluator as a check: True pass, False fail, None no verdict."""
+    judge = ExecutionJudge(spec or DEFAULT_EXECUTION)
+
+    def check(task: Task, completion: str) -> bool | None:
+        cand = Candidate(task.task_id, "probe-check", 0, completion)
+        [verdict] = judge.score_group(task, [cand])
+        return None if verdict.status != "scored" else verdict.score == 1.0
+
+    return check
 
 
 def contrast_group(

@@ -15,8 +15,8 @@ import re
 
 from judgelab.cache import JsonCache
 from judgelab.config import AutoRLSettings
+from judgelab.models.completions import cached_chat
 from judgelab.models.endpoint import Endpoint
-from judgelab.rollouts.cache import cached_chat
 from judgelab.verdicts import Task
 
 log = logging.getLogger(__name__)

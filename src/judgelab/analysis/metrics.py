@@ -1,0 +1,135 @@
+"""The analysis stage's figures: which evaluator to trust, how each scores, and whether it
+praises code that fails its tests. This package computes dicts and tables only; everything that
+writes Markdown, HTML, plots or README blocks is in `judgelab.report`, which imports it.
+
+`compute_metrics(tasks, rollouts, scores, settings)` computes per-evaluator statistics
+(`stats`) and metrics against execution truth (`truth`), as written to metrics.json by
+`judgelab.report.outputs.run_analysis`; `audit_metrics` adds what the stage knows beyond the
+three tables (failed judges, a judge-only audit's agreement, training):
+
+- `{"evaluators": {name: {...stats, "truth": {...},
+  "truth_parseable": {...}}}, "power": {...}, "n_tasks", "n_candidates", "n_score_rows",
+  "execution_truth": {...}, "settings": {...}}` (`truth_parseable`: the same figures on
+  parseable code only, `truth.Truth.parseable`; `execution_truth` counts each execution
+  outcome; `power`: every pair of judges compared on `analysis.primary`, Holm-corrected, and
+  how many tasks it takes to separate each pair: `analysis.power`).
+  Deterministic for identical inputs and settings: sorted keys, floats rounded to 6 decimals,
+  NaN written as null, no timings or wall-clock values (latency goes to the report only).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from judgelab.analysis import training
+from judgelab.analysis.judge_only import judge_agreement
+from judgelab.analysis.power import power_analysis
+from judgelab.analysis.recheck import truth_recheck
+from judgelab.analysis.stats import CIRule, evaluator_stats
+from judgelab.analysis.truth import (
+    candidate_scores,
+    execution_truth,
+    resample_weights,
+    truth_metrics,
+)
+from judgelab.analysis.writers import writer_blocks
+from judgelab.config import AnalysisSettings
+from judgelab.scoring.failures import loud_failures
+
+__all__ = ["DIGITS", "audit_metrics", "clean_json", "compute_metrics"]
+
+logger = logging.getLogger(__name__)
+
+DIGITS = 6
+
+
+def clean_json(obj: Any, digits: int = DIGITS) -> Any:
+    """Round floats, turn NaN/inf into None and sort dict keys, recursively."""
+    if isinstance(obj, dict):
+        return {str(k): clean_json(obj[k], digits) for k in sorted(obj, key=str)}
+    if isinstance(obj, list | tuple):
+        return [clean_json(v, digits) for v in obj]
+    if isinstance(obj, bool) or obj is None or isinstance(obj, str):
+        return obj
+    if isinstance(obj, int):
+        return int(obj)
+    if isinstance(obj, float) or hasattr(obj, "__float__"):
+        x = float(obj)
+        if not math.isfinite(x):
+            return None
+        return round(x, digits) + 0.0  # + 0.0 turns -0.0 into 0.0
+    return obj
+
+
+def compute_metrics(
+    tasks: pl.DataFrame, rollouts: pl.DataFrame, scores: pl.DataFrame, settings: AnalysisSettings
+) -> dict[str, Any]:
+    """Every statistic and truth metric, cleaned for JSON; no files written."""
+    truth = execution_truth(scores, settings.truth)
+    if truth.reason:
+        logger.warning("truth metrics unavailable: %s", truth.reason)
+    parseable = truth.parseable()
+    evaluators = evaluator_stats(scores)
+    rule = CIRule.of(settings)
+    weights = resample_weights(len(truth.tasks), rule.n_boot, rule.seed)
+    parseable_weights = resample_weights(len(parseable.tasks), rule.n_boot, rule.seed)
+    for name, ev in evaluators.items():
+        cand = candidate_scores(scores, name)
+        for key, t, w in (
+            ("truth", truth, weights),
+            ("truth_parseable", parseable, parseable_weights),
+        ):
+            ev[key] = truth_metrics(cand, t, settings.praise_threshold, w, rule)
+    power = power_analysis(scores, truth, evaluators, settings.power, rule, settings.primary)
+    return clean_json(
+        {
+            "evaluators": evaluators,
+            "power": power,
+            "n_tasks": tasks.height,
+            "n_candidates": rollouts.height,
+            "n_score_rows": scores.height,
+            "execution_truth": truth.summary(),
+            # truth_baseline is named in truth_recheck when set; left out here, an analysis
+            # without one writes the metrics it wrote before the setting existed
+            "settings": settings.model_dump(
+                exclude={"truth_baseline", *(["truth"] if settings.truth is None else [])}
+            ),
+            **writer_blocks(rollouts, scores, settings),  # only with several writers/origins
+        }
+    )
+
+
+def audit_metrics(
+    tasks: pl.DataFrame,
+    rollouts: pl.DataFrame,
+    scores: pl.DataFrame,
+    settings: AnalysisSettings,
+    *,
+    training_dir: Path | None,
+    train_judges: Sequence[str],
+    max_failure_share: float,
+    truth_baseline: pl.DataFrame | None = None,
+) -> dict[str, Any]:
+    """The analysis stage's metrics.json: `compute_metrics`, the loud judge failures (absent
+    when no judge failed), a judge-only audit's agreement, the training figures of
+    `training_dir` (`train_judges`: the judges configured to have one), and the re-check of
+    `truth_baseline` (`recheck.read_baseline` of `settings.truth_baseline`)."""
+    metrics = compute_metrics(tasks, rollouts, scores, settings)
+    if truth_baseline is not None:
+        source = settings.truth_baseline or "truth baseline"
+        metrics["truth_recheck"] = clean_json(truth_recheck(truth_baseline, scores, source))
+    if failed := loud_failures(scores, max_failure_share):
+        metrics["judge_failures"] = [f.line() for f in failed]
+    if not scores.filter(pl.col("protocol") == "execution").height:  # a judge-only audit
+        metrics["judge_only"] = clean_json(judge_agreement(scores))
+    if training_dir is not None:
+        metrics["training"] = clean_json(training.training_metrics(training_dir, settings))
+    if train_judges:
+        metrics["train_judges"] = list(train_judges)
+    return metrics

@@ -1,0 +1,76 @@
+"""`analysis` (with its `power` section) and `tracking` (MLflow)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import (
+    Field,
+)
+
+from judgelab.config.section import Section
+
+
+class PowerSettings(Section):
+    """The power section of the report and `judgelab power`: how many task groups it takes to
+    separate two judges' pairwise accuracy; and the effect a training result must be able to
+    detect (docs/TRAINING.md, *Minimum detectable effect*)."""
+
+    margin: float = Field(
+        0.05,
+        gt=0,
+        le=1,
+        description="Difference in pairwise accuracy the audit should be able to detect.",
+    )
+    alpha: float = Field(0.05, gt=0, lt=1, description="Two-sided significance level.")
+    power: float = Field(0.8, gt=0, lt=1, description="Chance of detecting a true margin.")
+    training_effect: float = Field(
+        0.15,
+        gt=0,
+        le=1,
+        description="The stated effect of training on a judge: the held-out pass-rate change "
+        "a training result must be able to detect (its MDE at alpha and power). A result "
+        "whose MDE is above it is reported as unable to decide, whatever its CI.",
+    )
+
+
+class AnalysisSettings(Section):
+    primary: Literal["pairwise_accuracy_strict", "advantage_fidelity", "top1_over_chance"] = Field(
+        "pairwise_accuracy_strict",
+        description="The endpoint judges are ranked and recommended by, on mixed groups "
+        "(analysis/truth.py): pairwise_accuracy_strict (a tie is not right), advantage_fidelity "
+        "(within-group correlation of the judge's GRPO advantages with the tests'), "
+        "top1_over_chance (best-of-k accuracy minus the passing share).",
+    )
+    praise_threshold: float = Field(0.8, ge=0, le=1)
+    bins: int = Field(10, ge=2, le=100)
+    bootstrap: int = Field(1000, ge=0, le=100000)
+    seed: int = 0
+    min_ci_groups: int = Field(
+        15,
+        ge=2,
+        le=1000,
+        description="Fewest independent groups (tasks, probe groups, held-out tasks) a "
+        "CI is drawn from; below it a figure shows its value and n instead. 15: from 15 "
+        "mixed groups up the truth figures' 95 % CIs cover 93-97 % in the planted-judge "
+        "self-test (docs/SELFTEST.md); at 5-10 some cover 91-92 %.",
+    )
+    power: PowerSettings = PowerSettings()
+    truth: str | None = Field(
+        None,
+        description="The execution evaluator whose verdicts are the truth, by name (another "
+        "execution evaluator, e.g. one with tests: extended, is then audited like a judge, "
+        "beside it). Unset: the first execution evaluator by name.",
+    )
+    truth_baseline: str | None = Field(
+        None,
+        description="An earlier run's execution verdicts, relative to the project root: a "
+        "scores table (its execution rows) or a parquet table of candidate_id, score and "
+        "outcome. The report says how many of them this run's execution evaluator changed "
+        "(analysis/recheck.py). Keep it under inputs/, which the analysis stage depends on.",
+    )
+
+
+class TrackingSettings(Section):
+    enabled: bool = True
+    experiment: str = "judgelab"

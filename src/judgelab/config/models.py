@@ -1,0 +1,155 @@
+"""The `models` registry (embedded GGUF models and OpenAI-compatible endpoints), the
+embedded server and how a stage's units of work run (`server`, `runner`)."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Literal
+
+from pydantic import (
+    Field,
+    model_validator,
+)
+
+from judgelab.config.section import Section
+from judgelab.errors import ConfigError
+
+ZOO_NAMES = (
+    "qwen2.5-coder-0.5b-instruct",
+    "qwen2.5-coder-1.5b-instruct",
+    "smollm2-135m-instruct",
+    "gemma-3-270m",
+)
+
+
+# Requests in flight at once to an endpoint model that sets no max_concurrency (README:
+# concurrency), and to the embedded server, whose llama_cpp.server decodes one at a time.
+DEFAULT_ENDPOINT_CONCURRENCY = 4
+EMBEDDED_CONCURRENCY = 1
+
+
+class EmbeddedModel(Section):
+    """A model shipped inside PyPI packages, served by judgelab's own llama.cpp server."""
+
+    kind: Literal["embedded"] = "embedded"
+    zoo: Literal[ZOO_NAMES]  # type: ignore[valid-type]
+    family: str = Field(description="Model family, used by self-preference probes.")
+    n_ctx: int = Field(4096, ge=512, le=32768)
+
+
+class EndpointModel(Section):
+    """Any OpenAI-compatible endpoint: OpenRouter, vLLM, Ollama, a llama.cpp server."""
+
+    kind: Literal["endpoint"] = "endpoint"
+    base_url: str = Field(
+        description="e.g. https://openrouter.ai/api/v1 or http://127.0.0.1:8000/v1"
+    )
+    model: str = Field(description="Model name as the endpoint knows it.")
+    api_key_env: str | None = Field(
+        None, description="Name of the environment variable holding the API key (never the key)."
+    )
+    family: str = "unknown"
+    structured_output: Literal["auto", "json_schema", "json_object", "text"] = Field(
+        "auto",
+        description="How the endpoint takes the judge's JSON schema: auto (found once per "
+        "endpoint and model by a cheap probe request, remembered for the run; shown by "
+        "`judgelab doctor` and in the report), OpenAI-style json_schema, "
+        "llama-cpp-python-style json_object with a schema, or text (the schema in the "
+        "prompt, the reply validated the same way). An explicit value wins.",
+    )
+    timeout_s: float = Field(120.0, gt=0)
+    max_concurrency: int | None = Field(
+        None,
+        ge=1,
+        le=1024,
+        description="At most this many requests in flight at once (unset: "
+        f"{DEFAULT_ENDPOINT_CONCURRENCY}).",
+    )
+    requests_per_minute: int | None = Field(
+        None, ge=1, description="At most this many requests start in any 60 s window."
+    )
+    tokens_per_minute: int | None = Field(
+        None, ge=1, description="Token budget (prompt + completion) of any 60 s window."
+    )
+    price_per_million_prompt_tokens: float | None = Field(
+        None,
+        ge=0,
+        description="What a million prompt tokens cost (your currency): the probe report's "
+        "money per correctly ordered pass/fail pair. Never part of a run id or cache key.",
+    )
+    price_per_million_completion_tokens: float | None = Field(
+        None, ge=0, description="What a million completion tokens cost (same currency)."
+    )
+
+    @model_validator(mode="after")
+    def _no_inline_secret(self) -> EndpointModel:
+        if self.api_key_env is not None and not self.api_key_env.replace("_", "").isalnum():
+            raise ValueError(
+                "api_key_env must be the NAME of an environment variable (e.g. OPENROUTER_API_KEY)"
+            )
+        return self
+
+    def api_key(self, name: str) -> str | None:
+        """The API key from the variable api_key_env names (None when the model needs none);
+        a ConfigError naming `models.<name>.api_key_env` when that variable is unset or empty.
+        """
+        if self.api_key_env is None:
+            return None
+        key = os.environ.get(self.api_key_env)
+        if not key:
+            raise ConfigError(
+                f"models.{name}.api_key_env: environment variable {self.api_key_env} is not set"
+            )
+        return key
+
+
+# Client-side limits: they change how fast, never what, so no run id or cache key holds them.
+RATE_LIMIT_KEYS = frozenset({"max_concurrency", "requests_per_minute", "tokens_per_minute"})
+# Prices: they change what a reply costs, never what it says; no run id or cache key holds them.
+PRICE_KEYS = frozenset({"price_per_million_prompt_tokens", "price_per_million_completion_tokens"})
+
+ModelSpec = Annotated[EmbeddedModel | EndpointModel, Field(discriminator="kind")]
+
+
+class ServerSettings(Section):
+    host: Literal["127.0.0.1"] = "127.0.0.1"
+    port: int = Field(0, ge=0, le=65535, description="0 picks a free port.")
+    n_threads: int = Field(2, ge=1, le=256)
+    startup_timeout_s: float = Field(120.0, gt=0)
+
+
+class RunnerSettings(Section):
+    """How a stage's units of work (score groups, rollout groups, probe views, a training
+    epoch's judge and test calls) run: all at once up to each lane's limit (flows/fanout.py),
+    on Prefect's thread pool or on Dask."""
+
+    kind: Literal["threads", "dask"] = Field(
+        "threads",
+        description="threads: Prefect's thread pool in the stage's process. dask: Prefect's "
+        "DaskTaskRunner (install judgelab[dask]); a local cluster of worker processes, or "
+        "the cluster at `address`.",
+    )
+    workers: int = Field(
+        16,
+        ge=1,
+        le=1024,
+        description="threads: pool size; dask: worker processes of the local cluster. Calls to "
+        f"one endpoint model are further bounded by its max_concurrency "
+        f"({DEFAULT_ENDPOINT_CONCURRENCY} when unset), the embedded server by "
+        f"{EMBEDDED_CONCURRENCY}, local work (rules, sandbox) by the number of cores.",
+    )
+    threads_per_worker: int = Field(
+        4, ge=1, le=256, description="dask local cluster: threads in each worker process."
+    )
+    address: str | None = Field(
+        None,
+        description="dask: the scheduler of an existing cluster, e.g. tcp://10.0.0.5:8786 "
+        "(every worker needs judgelab installed and, for embedded models, this host's "
+        "127.0.0.1; use endpoint models on a remote cluster).",
+    )
+
+    @model_validator(mode="after")
+    def _address_is_dask(self) -> RunnerSettings:
+        if self.address is not None and self.kind != "dask":
+            raise ValueError("runner.address: only used with runner.kind: dask")
+        return self
