@@ -184,13 +184,8 @@ def test_the_graph_covers_the_three_packages() -> None:
     assert set(FOUNDATION) <= set(edges), sorted(set(FOUNDATION) - set(edges))
 
 
-# Removed by another change of issue 31 (helper i31a's: analysis computing apart from
-# rendering); delete this entry when it is merged.
-ELSEWHERE = [["judgelab.analysis.failures", "judgelab.analysis.judge_only"]]
-
-
 def test_no_import_cycle() -> None:
-    assert [c for c in cycles(graph()) if c not in ELSEWHERE] == []
+    assert cycles(graph()) == []
 
 
 def test_no_upward_import() -> None:
