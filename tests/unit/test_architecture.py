@@ -354,7 +354,7 @@ def test_the_guide_names_the_registries_the_tests_hold() -> None:
         assert name in table, name
 
 
-MAX_FUNCTION_LINES = 60  # issue 31: a function a reader holds in mind at once
+MAX_FUNCTION_LINES = 60  # a function a reader holds in mind at once
 
 
 def test_no_function_is_longer_than_sixty_lines() -> None:
