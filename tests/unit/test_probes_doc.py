@@ -73,7 +73,9 @@ def test_params_yaml_states_the_count(calls: dict[str, int]) -> None:
     assert f"Each task adds {bias + attacks} calls per judge ({bias} + one" in text
 
 
-def test_endpoints_md_links_to_the_count() -> None:
-    doc = flat("docs/ENDPOINTS.md")
-    assert "the probes add the judge calls [PROBES.md](PROBES.md) counts" in doc
-    assert not re.search(r"probes add \d+ calls", doc)
+def test_endpoints_and_benchmarks_link_to_the_count() -> None:
+    endpoints, benchmarks = flat("docs/ENDPOINTS.md"), flat("docs/BENCHMARKS.md")
+    assert "the probes add the judge calls [PROBES.md](PROBES.md) counts" in endpoints
+    assert not re.search(r"probes add \d+ calls", endpoints)
+    assert "Each task now adds the calls per judge that [PROBES.md](PROBES.md) counts" in benchmarks
+    assert not re.search(r"Each task adds \d+ calls per judge now", benchmarks)
