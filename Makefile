@@ -24,11 +24,13 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install run probe reference test lint clean-results
+.PHONY: help install run probe reference test lint
 
 help:
+	@echo "make install - create .venv and install judgelab with its embedded and dev extras"
 	@echo "make run   - create .venv, install, run the audit (dvc repro) on the embedded models"
 	@echo "make test  - create .venv, install, run the test suite"
+	@echo "make lint  - create .venv, install, ruff check src flows tests bench support"
 	@echo "make probe - bias probes of the judges (params.yaml probes:), not part of make run"
 	@echo "make reference - the reference audit of the embedded zoo (reference/params.yaml), hours"
 

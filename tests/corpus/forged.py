@@ -2,8 +2,8 @@
 
 Every entry is a standalone answer for any task, `{entry}` being the function the tests call,
 with the family it belongs to, the outcomes the execution evaluator may give it and a fragment
-its reason must hold. None may pass. The families are those of the red team behind issue 45
-(with EleutherAI's djinn catalogue of exploitable verifiers) and of issue 27 before it:
+its reason must hold. None may pass. The families are those red-team reviews of the truth
+found (with EleutherAI's djinn catalogue of exploitable verifiers):
 - exit: leave early with status 0 (os._exit, SystemExit, a signal handler, a thread);
 - value: an object that answers a comparison for itself, alone or inside a container;
 - frames: read the answer from the caller's frame, source line, bytecode or file;
@@ -37,7 +37,8 @@ class Forgery(NamedTuple):
 
 # Walks the host's files for an answer key (HumanEval's data in any virtual environment, a
 # judgelab checkout's contrast groups) and runs the reference solution of the task whose entry
-# point it is asked for. Without an allowlisted file view it passes (issue 45: 3 of 3).
+# point it is asked for. Without an allowlisted file view it passes (a red-team run saw it
+# pass 3 times of 3).
 _DISK = r'''
 import gzip, json, os, time
 def _keys():

@@ -180,8 +180,8 @@ def test_training_stage_history_checkpoints_and_mlflow(
 
 
 def test_the_run_is_quiet_and_shows_progress(first_repro: str) -> None:
-    """Issue 15.7: no line per HTTP request or LiteLLM banner (those need `judgelab -v`), and
-    off a terminal each stage says where it is in plain progress lines."""
+    """A run's output is readable: no line per HTTP request or LiteLLM banner (those need
+    `judgelab -v`), and off a terminal each stage says where it is in plain progress lines."""
     lines = first_repro.splitlines()
     assert not [ln for ln in lines if "HTTP Request:" in ln]
     assert not [ln for ln in lines if "LiteLLM" in ln and "WARNING" not in ln]

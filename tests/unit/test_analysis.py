@@ -455,7 +455,7 @@ def test_run_analysis_writes_everything(tmp_path: Path) -> None:
     assert set(metrics["evaluators"]) == {"dead", "judge", "rub", "tests"}
     t = metrics["evaluators"]["judge"]["truth"]
     assert t["pairwise_accuracy"] == pytest.approx(2.5 / 6, abs=1e-6)
-    # two tasks: the value and its n, no CI (issue 17.1)
+    # two tasks: the value and its n, no CI (an interval from two groups would mislead)
     assert t["pairwise_accuracy_ci_low"] is None and t["pairwise_accuracy_n_groups"] == 2
     assert metrics["evaluators"]["dead"]["truth"]["roc_auc"] is None
     vs = pl.read_csv(out / "plots/judge_vs_truth.csv")
@@ -511,7 +511,7 @@ def test_run_analysis_with_empty_scores(tmp_path: Path) -> None:
     assert (tmp_path / "report.html").is_file()
 
 
-# ------------------------------------------------------------------ issue 17: CIs, scales
+# ------------------------------------------------------------------------- CIs, scales
 
 
 TOO_FEW = "n = 2 groups: too few for a CI (minimum 5)"
@@ -725,8 +725,8 @@ def test_report_headlines_group_judges_within_task(tmp_path: Path) -> None:
 
 
 def test_scores_schema_rejects_a_candidate_id_under_two_tasks() -> None:
-    """Issue 17.15: truth is joined to judge scores on candidate_id alone, so the schema makes
-    that join safe: one candidate_id, one task."""
+    """Truth is joined to judge scores on candidate_id alone, so the schema makes that join
+    safe: one candidate_id, one task."""
     from judgelab.errors import TableError
 
     rows = [row("A", "x1", "tests", "execution", 1.0), row("B", "x1", "tests", "execution", 0.0)]

@@ -113,8 +113,8 @@ def test_inline_secret_is_rejected() -> None:
 def test_judges_without_an_execution_truth_are_a_judge_only_audit(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Issue 29: judging tasks without tests is allowed (AutoRL requests, a team's own
-    prompts), with a warning that says nothing is ranked against the tests."""
+    """Judging tasks without tests is allowed (AutoRL requests, a team's own prompts), with a
+    warning that says nothing is ranked against the tests."""
     d = params()
     d["scores"]["evaluators"] = [
         ev for ev in d["scores"]["evaluators"] if ev["kind"] != "execution"

@@ -3,9 +3,10 @@
 A cited path is a markdown link target or a `backticked` token that looks like a path (it has
 a slash, or it is a link). What a run writes (data/, .cache/, a project of one's own) is not
 in git and is left out; so are URLs, absolute paths, placeholders (`<judge>`, `*`) and fenced
-code blocks (examples, not citations). A path resolves against the repository root, the
-citing file's folder (how a markdown link renders), or the package (`sandbox/run.py`
-as docs/SECURITY.md names a module)."""
+code blocks (examples, not citations). A markdown link resolves against the citing file's
+folder only, as it renders (a link in docs/X.md to `docs/Y.md` opens docs/docs/Y.md); a
+backticked path resolves against the repository root, the citing file's folder, or the
+package (`sandbox/run.py` as docs/SECURITY.md names a module)."""
 
 from __future__ import annotations
 
@@ -66,7 +67,10 @@ def must_exist(path: str, doc: Path) -> bool:
     )
 
 
-def exists(path: str, doc: Path) -> bool:
+def exists(path: str, doc: Path, link: bool) -> bool:
+    """A link opens relative to its document's folder; a backticked path is read as a name."""
+    if link:
+        return (doc.parent / path).exists()
     return any((base / path).exists() for base in (doc.parent, *BASES))
 
 
@@ -80,8 +84,8 @@ def test_the_sources_cite_paths() -> None:
 def test_every_cited_path_exists(doc: Path) -> None:
     missing = sorted(
         path
-        for path, _ in cited(doc.read_text())
-        if must_exist(path, doc) and not exists(path, doc)
+        for path, link in cited(doc.read_text())
+        if must_exist(path, doc) and not exists(path, doc, link)
     )
     assert not missing, f"{doc.relative_to(ROOT)} cites paths that do not exist: {missing}"
 
@@ -97,8 +101,20 @@ def test_pyproject_cites_docs_that_exist() -> None:
 def test_a_missing_path_is_caught(tmp_path: Path) -> None:
     doc = tmp_path / "X.md"
     doc.write_text("See `probes/params.yaml` and [the guide](docs/INSTALL.md); `1/2` is a ratio.")
-    missing = [p for p, _ in cited(doc.read_text()) if must_exist(p, doc) and not exists(p, doc)]
+    missing = [
+        p for p, link in cited(doc.read_text()) if must_exist(p, doc) and not exists(p, doc, link)
+    ]
     assert sorted(missing) == ["docs/INSTALL.md", "probes/params.yaml"]
+
+
+def test_a_link_from_docs_to_a_root_path_is_caught() -> None:
+    """docs/X.md linking `docs/Y.md` renders as docs/docs/Y.md: missing, though the file
+    exists at the root; the same link from README, and `Y.md` from docs/, resolve."""
+    in_docs, at_root = ROOT / "docs" / "X.md", ROOT / "README.md"
+    assert not exists("docs/METRICS.md", in_docs, link=True)
+    assert exists("METRICS.md", in_docs, link=True)
+    assert exists("docs/METRICS.md", at_root, link=True)
+    assert exists("docs/METRICS.md", in_docs, link=False)  # a backticked name, not a link
 
 
 def test_readme_quotes_the_reference_report_as_it_is() -> None:

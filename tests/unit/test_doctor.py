@@ -157,8 +157,9 @@ def test_the_cpu_row_shows_the_instruction_sets(
 def test_structured_output_row_reports_the_detected_mode(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 29: for a judge endpoint on `auto`, doctor probes it and says which mode judge
-    calls will send; an explicit setting is reported as set, with no probe."""
+    """For a judge endpoint on `auto`, doctor probes it and says which mode judge calls will
+    send, so a user learns it before a run; an explicit setting is reported as set, with no
+    probe."""
     from judgelab.doctor import check_endpoints
     from judgelab.evaluators.transport import detect
     from support.openai_server import OpenAIServer, ok, rejects_json_schema

@@ -1,4 +1,4 @@
-"""Loud failure (issue 29): which judges the scores stage names, with what line, and what the
+"""Loud failure: which judges the scores stage names, with what line, and what the
 report says first; judge-only audits' agreement figures against hand-computed values."""
 
 from __future__ import annotations

@@ -700,8 +700,8 @@ def test_raw_control_characters_in_json_strings_are_tolerated() -> None:
 
 
 def test_a_call_outside_judge_call_gets_a_complete_context(server: OpenAIServer) -> None:
-    """Issue 17.15: litellm called directly (no judge_call) still reaches the endpoint; the
-    fallback context once passed 5 of its 6 fields and raised TypeError."""
+    """litellm called directly (no judge_call) still reaches the endpoint; the fallback
+    context once passed 5 of its 6 fields and raised TypeError."""
     import asyncio
 
     import litellm

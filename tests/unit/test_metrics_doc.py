@@ -1,6 +1,6 @@
 """docs/METRICS.md's worked group of four and its power table are what the definitions give:
 each figure recomputed here from the doc's own table (GRPO advantages by training's function,
-tasks needed by the power module's)."""
+advantage fidelity by the analysis's, tasks needed by the power module's)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ import re
 from itertools import product
 from pathlib import Path
 
+import polars as pl
+
 from judgelab.analysis.power import groups_needed
+from judgelab.analysis.truth import Truth, task_endpoint
 from judgelab.training.grpo import group_advantages
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "METRICS.md").read_text()
@@ -64,7 +67,8 @@ def test_advantages_and_their_gap() -> None:
         failing = [adv[c] for c in names if not g[c][0]]
         return sum(passing) / len(passing) - sum(failing) / len(failing)
 
-    assert f"**{gap(judge):.2f}** for the judge against **{gap(tests):.1f}**" in DOC
+    assert f"is {gap(judge):.2f} for the judge and {gap(tests):.1f} for the tests" in DOC
+    assert f"{gap(judge):.2f} / {gap(tests):.1f} = {gap(judge) / gap(tests):.2f}" in DOC
     ordered = all(judge[p] > judge[f] for p, f in pairs())
     assert not ordered and "does **not** count" in DOC
 
@@ -85,3 +89,23 @@ def test_the_power_table_is_the_power_modules() -> None:
     for sd, *cells in rows:
         needed = [groups_needed(float(sd), d) for d in (0.05, 0.10, 0.15, 0.20)]
         assert [int(c) for c in cells] == needed, sd
+
+
+def test_advantage_fidelity_is_the_analysis_figure() -> None:
+    """The fidelity the doc quotes is what metrics.json reports for this group
+    (analysis/truth.py): the correlation of the judge's and the tests' advantages, the mean of
+    their products, which is also the ratio of the two advantage gaps."""
+    g = group()
+    names = list(g)
+    ids = {"task_id": ["t"] * len(names), "candidate_id": names}
+    truth = Truth("execution", pl.DataFrame({**ids, "passed": [g[c][0] for c in names]}), ["t"])
+    cand = pl.DataFrame({**ids, "score": [g[c][1] for c in names]})
+    value, groups = task_endpoint(cand, truth, "advantage_fidelity")
+    fidelity = float(value.sum() / groups.sum())
+    assert f"/ 4 = **{fidelity:.2f}**" in DOC
+    judge = group_advantages([g[c][1] for c in names])
+    tests = group_advantages([float(g[c][0]) for c in names])
+    products = [a * t for a, t in zip(judge, tests, strict=True)]
+    shown = " ".join(f"{'+' if x >= 0 else '−'} {abs(x):.2f}" for x in products)
+    assert f"products average ({shown.removeprefix('+ ')}) / 4" in DOC
+    assert abs(sum(products) / 4 - fidelity) < 1e-4

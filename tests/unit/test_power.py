@@ -1,4 +1,4 @@
-"""Power (issue 17.14): the sample-size formula by hand, the delta-method variance against the
+"""Power: the sample-size formula by hand, the delta-method variance against the
 bootstrap it stands in for, the report's plain verdict and `judgelab power`."""
 
 from __future__ import annotations
@@ -98,8 +98,8 @@ def test_compare_t_interval_and_p_by_hand_and_against_scipy() -> None:
 
 
 def test_below_the_minimum_no_interval_and_no_power_figure() -> None:
-    """Issue 29.5: four shared tasks give neither a CI nor a tasks-needed figure, and the
-    reason says how many mixed groups it needs."""
+    """Four shared tasks give neither a CI nor a tasks-needed figure (a variance from so few
+    is no basis for either), and the reason says how many mixed groups it needs."""
     pairs = np.full(4, 4.0)
     few = compare((np.full(4, 4.0), pairs), (np.r_[1.0, 1, 2, 2], pairs), PowerSettings(), RULE)
     assert few["difference_ci_low"] is None and few["p_value"] is None and few["too_small"]

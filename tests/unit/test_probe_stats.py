@@ -417,7 +417,7 @@ def test_calibration_matches_sklearn_and_definitions() -> None:
                    else 0.0 for c in range(1, 5)]  # fmt: skip
     assert out["pairwise_accuracy"] == pytest.approx(np.mean(credit))
     # four groups and a minimum of 4: a CI; under the default minimum of 5, the value, its
-    # n and the reason instead (issue 17.1)
+    # n and the reason instead: an interval from so few groups would look precise and not be
     assert out["roc_auc_ci_low"] is not None and out["roc_auc_n_groups"] == 4
     five = calibration(rows, 0.8, ci(200, 0, 5))
     assert five["roc_auc"] == out["roc_auc"] and five["roc_auc_ci_low"] is None
@@ -493,7 +493,7 @@ def test_null_position_figures_say_why() -> None:
     assert "mean_abs_delta" not in out["reasons"]
 
 
-# ------------------------------------------------------------- issue 17, items 5-9
+# ------------------------------------------- position bias, noise floors, perturbations
 
 
 def two_views(group: str, first: list[float], second: list[float]) -> list[dict]:
@@ -507,7 +507,8 @@ def two_views(group: str, first: list[float], second: list[float]) -> list[dict]
     return rows
 
 
-RULER_CASE = ([1.0, 0.85, 0.7, 0.0], [0.0, 0.0, 0.0, 0.0])  # issue 17 item 8, by slot
+# ruler-qwen-1.5b's scores by slot in one group of the default probe run, in two orders
+RULER_CASE = ([1.0, 0.85, 0.7, 0.0], [0.0, 0.0, 0.0, 0.0])
 
 
 def test_the_quoted_ruler_case_reads_as_position_driven() -> None:

@@ -149,7 +149,7 @@ def test_ranks_and_prose_agree_with_the_pairs(mask: int) -> None:
 
 
 def test_no_judge_with_the_primary_figure() -> None:
-    """The advice follows the cause (issue 29): "grow the audit" only where growing it helps."""
+    """The advice follows the cause: "grow the audit" only where growing it helps."""
     m = metrics({"a": ev(None), "b": ev(None)}, set())
     (no_mixed,) = recommendation_sentences(m)
     assert no_mixed.startswith("No judge can be ranked") and "Grow the audit" in no_mixed

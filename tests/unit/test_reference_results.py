@@ -94,7 +94,7 @@ def test_the_analysis_of_the_committed_tables_is_the_committed_metrics(tmp_path:
     if not committed.exists():
         pytest.skip("the reference analysis has not run yet")
     settings = load_settings(REFERENCE / "params.yaml")
-    baseline = settings.analysis.truth_baseline  # the truth re-check (issue 32, item 6)
+    baseline = settings.analysis.truth_baseline  # the truth re-check against earlier verdicts
     data = REFERENCE / "data"
     metrics = run_analysis(
         validate_file(data / "tasks/tasks.parquet", "tasks"),

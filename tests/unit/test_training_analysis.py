@@ -83,7 +83,8 @@ def test_no_training_says_so() -> None:
 
 
 def test_configured_training_without_output_is_not_called_unconfigured(tmp_path: Path) -> None:
-    """Missing output is not "not configured" (issue 18): it says which judges lack it."""
+    """Missing output is not "not configured": it says which judges lack it, so a failed
+    training run is not mistaken for one that was never asked for."""
     md = "\n".join(training_report.markdown_section({"train_judges": ["execution", "ruler"]}))
     assert "No training run" not in md
     assert "train.judges names execution, ruler, but the training stage's output" in md

@@ -1,4 +1,4 @@
-"""Training's task pools come from the task sources (issue #30.1): a CodeI/O task trains and
+"""Training's task pools come from the task sources: a CodeI/O task trains and
 is held out as a HumanEval task is. The tasks are built by the real registry; the loop runs
 on the stand-in policy of test_training_seeds (our bookkeeping, not a model's behaviour)."""
 

@@ -1,4 +1,4 @@
-"""Training signals (issue #33): within-group alignment and its alarm, no duplicate groups,
+"""Training signals: within-group alignment and its alarm, no duplicate groups,
 forged runs counted, resumes that notice changed settings. The loop runs on the stand-in
 policy of test_training_seeds (our bookkeeping, not a model's behaviour)."""
 

@@ -1,4 +1,4 @@
-"""Truth that says what kind it is (issue 18, item 5; issue 31): the execution evaluator's
+"""Truth that says what kind it is: the execution evaluator's
 verdicts tell "did not parse / no code" from "tests failed" from "sandbox error" in an outcome
 of their own (the scores table's `outcome` column, which truth reads), and the truth figures
 are taken on parseable code only as well, in metrics.json and the report, beside the figures

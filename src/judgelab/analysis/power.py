@@ -103,7 +103,8 @@ def holm(p_values: list[float]) -> list[float]:
 
 
 def cannot_estimate(n: int, min_groups: int) -> str:
-    """The power figure's reason below the minimum clusters (issue 29: say what it needs)."""
+    """The power figure's reason below the minimum clusters: what it has and what it needs,
+    so that a missing figure tells the reader how many more mixed tasks to judge."""
     return (
         f"cannot estimate yet: n = {n} shared mixed {'task' if n == 1 else 'tasks'}; the "
         f"variance needs at least {min_groups} mixed groups judged by both"

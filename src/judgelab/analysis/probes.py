@@ -175,7 +175,7 @@ PERTURBATION_FLOOR_OF = {"effect": "mean_abs_delta", "robustness_rate": "robustn
 
 
 # A floor rests on at least this many calls of each group: two calls give one difference,
-# which says little about the noise (issue 28: three or more repeats).
+# which says little about the noise; three give three pairwise differences.
 FLOOR_MIN_CALLS = 3
 
 

@@ -481,12 +481,6 @@ def task_endpoint(
     return per_task[endpoint]
 
 
-def task_pair_credit(cand: pl.DataFrame, truth: Truth) -> tuple[np.ndarray, np.ndarray]:
-    """(credit, pairs) per task of `truth.tasks`: the ½-tie pair credit and the number of
-    (passing, failing) pairs, so that pairwise accuracy is credit.sum() / pairs.sum()."""
-    return task_endpoint(cand, truth, "pairwise_accuracy")
-
-
 def _finite(x: float) -> float | None:
     return float(x) if np.isfinite(x) else None
 

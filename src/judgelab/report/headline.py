@@ -136,7 +136,8 @@ def _training_cell(trained: dict[str, Any] | None) -> str:
     if "n_seeds" in heldout:  # trained over several seeds: the CI resamples tasks and seeds
         n += f" × {heldout['n_seeds']} seeds"
     mde = trained.get("mde") or {}
-    if mde.get("mde") is not None and not mde["decidable"]:  # issue #28.8: say it cannot decide
+    # a design that cannot detect the stated effect says so, whatever its CI shows
+    if mde.get("mde") is not None and not mde["decidable"]:
         n += f"; unable to decide: MDE {mde['mde']:.2f} > {mde['effect']:.2f}"
     return f"{heldout['base']:.3f} → {heldout['final']:.3f} (Δ {delta:+.3f} {spread}, n = {n})"
 
