@@ -342,6 +342,26 @@ def test_a_stage_depends_on_every_module_its_flow_imports(dvc_file: Path, name: 
     assert missing == [], f"{dvc_file} stage {name} lacks deps: {missing}"
 
 
+@pytest.mark.parametrize(("dvc_file", "name"), _stages(), ids=lambda v: str(v))
+def test_a_stage_depends_on_no_module_its_flow_does_not_run(dvc_file: Path, name: str) -> None:
+    """A change to a module the stage never runs must not rerun it: a code dep is a module the
+    flow imports, or a folder of which it imports every module."""
+    modules = module_files()
+    used = {modules[m].resolve() for m in closure(FLOWS[name], graph(), modules)}
+    body = yaml.safe_load((ROOT / dvc_file).read_text())["stages"][name]
+    prefix = DVC_FILES[dvc_file]
+    unused = {}
+    for entry in (e if isinstance(e, str) else next(iter(e)) for e in body["deps"]):
+        path = (ROOT / entry.removeprefix(prefix)).resolve()
+        if entry.removeprefix(prefix).startswith(("src/", "flows/")):
+            files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
+            # a package's __init__ that imports nothing runs no code of ours worth a rerun
+            files = [f for f in files if f.name != "__init__.py" or f in used]
+            if missing := [str(f.relative_to(ROOT)) for f in files if f not in used]:
+                unused[entry] = missing
+    assert unused == {}, f"{dvc_file} stage {name} depends on modules it never runs"
+
+
 def test_the_dependency_check_sees_a_missing_module() -> None:
     modules = module_files()
     used = closure("flows.scores", graph(), modules)
@@ -374,11 +394,16 @@ def test_a_task_source_is_its_module_its_section_and_one_entry() -> None:
 
 def test_a_probe_generator_is_named_in_the_settings() -> None:
     from judgelab.config import ATTACK_KINDS, PERTURBATION_KINDS
+    from judgelab.config.probes import ATTACK_FAMILIES
     from judgelab.probes.attacks import ATTACKS
     from judgelab.rollouts.perturb import PERTURBATIONS
 
-    assert tuple(PERTURBATION_KINDS) == PERTURBATIONS
-    assert set(ATTACK_KINDS) == set(ATTACKS)
+    assert tuple(PERTURBATIONS) == PERTURBATION_KINDS
+    assert set(ATTACKS) == set(ATTACK_KINDS)
+    # an attack's family is the config's, not read from its name
+    assert {a.name: a.family for a in ATTACKS.values()} == {
+        name: family for family, names in ATTACK_FAMILIES.items() for name in names
+    }
 
 
 def test_the_guide_names_the_registries_the_tests_hold() -> None:

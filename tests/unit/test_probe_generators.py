@@ -6,6 +6,9 @@ mutant kept is broken by the tests, every perturbation keeps the test verdict.""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -15,9 +18,7 @@ from judgelab.errors import ConfigError
 from judgelab.probes.design import calibration_group, views_for
 from judgelab.rollouts.contrast import canonical_source, execution_check
 from judgelab.rollouts.perturb import (
-    MUTANTS,
     NON_ANSWER,
-    PERTURBATIONS,
     answer,
     mutants,
     permutations,
@@ -25,7 +26,9 @@ from judgelab.rollouts.perturb import (
 )
 from judgelab.tasks.humaneval import load_humaneval
 
+ROOT = Path(__file__).resolve().parents[2]
 SOURCE = '''
+
 def f(xs, n):
     """Sum of the first n items above 2, minus one."""
     total = 0
@@ -44,12 +47,20 @@ EXPECTED_SITE = {
 }
 
 
-def test_config_kinds_match_the_generators() -> None:
-    assert tuple(MUTANT_KINDS) == MUTANTS
-    assert tuple(PERTURBATION_KINDS) == PERTURBATIONS
+def test_a_perturbation_the_config_declares_without_an_implementation_fails_the_import() -> None:
+    """The config's names are the one list: the generators' module refuses to import while a
+    declared perturbation has no implementation (the control: a name added to the config)."""
+    env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}
+    script = (
+        "import judgelab.config.probes as p\n"
+        "p.PERTURBATION_KINDS = (*p.PERTURBATION_KINDS, 'emoji')\n"
+        "import judgelab.rollouts.perturb\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert out.returncode != 0 and "'emoji'" in out.stderr, out.stderr[-500:]
 
 
-@pytest.mark.parametrize("kind", MUTANTS)
+@pytest.mark.parametrize("kind", MUTANT_KINDS)
 def test_each_mutant_kind_changes_one_site_and_parses(kind: str) -> None:
     found = list(mutants(SOURCE, "f", kind))
     assert found, kind
@@ -79,7 +90,7 @@ def test_permutations_identity_then_reversal_then_distinct() -> None:
 
 def test_surface_perturbations_keep_the_code_or_only_add_comments() -> None:
     completion = answer("req", "def f():\n    return 1")
-    for kind in PERTURBATIONS:
+    for kind in PERTURBATION_KINDS:
         text = perturb(completion, kind)
         assert text is not None and text != completion
         code = parse_answer(text).code
@@ -104,7 +115,7 @@ def test_calibration_groups_are_verified_by_the_sandbox(check) -> None:  # type:
     tasks = load_humaneval(HumanEvalSettings(ids=TASK_IDS))
     n_mutants = 0
     for task in tasks:
-        group = calibration_group(task, list(MUTANTS), check, seed=0)
+        group = calibration_group(task, list(MUTANT_KINDS), check, seed=0)
         kinds = [m.kind for m in group.members]
         assert kinds.count("canonical") == 1 and kinds.count("non_answer") == 1
         for m in group.members:
@@ -115,7 +126,7 @@ def test_calibration_groups_are_verified_by_the_sandbox(check) -> None:  # type:
         assert [m.candidate.sample_index for m in group.members] == list(range(len(kinds)))
         assert len({m.candidate.candidate_id for m in group.members}) == len(kinds)
         # Every perturbed copy keeps its original's verdict.
-        for view in views_for(group, 3, list(PERTURBATIONS), 2, check, seed=0):
+        for view in views_for(group, 3, list(PERTURBATION_KINDS), 2, check, seed=0):
             for i, copy in view.replaced.items():
                 assert check(task, copy.candidate.completion) is group.members[i].passed
                 assert copy.base_id == group.members[i].candidate.candidate_id

@@ -11,7 +11,8 @@ from pydantic import (
 
 from judgelab.config.section import Section
 
-# Kept in step with judgelab.rollouts.perturb.MUTANTS / PERTURBATIONS (tested).
+# The mutant and perturbation kinds: the one list of each (judgelab.rollouts.perturb implements
+# them and fails to import while one lacks an implementation).
 MUTANT_KINDS = (
     "operator_flip",
     "off_by_one",
@@ -20,25 +21,30 @@ MUTANT_KINDS = (
     "swapped_arguments",
 )
 PERTURBATION_KINDS = ("comments", "docstring", "opener", "claims")
-# Kept in step with judgelab.probes.attacks.ATTACKS (tested): attacks on known-failing
-# candidates (a success is praise or the top rank) and semantics-preserving edits of the
-# passing one (the score should not move).
-FAILING_ATTACKS = (
-    "master_key_colon",
-    "master_key_dot",
-    "master_key_thought_process",
-    "master_key_step_by_step",
-    "master_key_solution",
-    "master_key_jie",
-    "master_key_kaisetsu",
-    "master_key_respuesta",
-    "grader_comment",
-    "grader_docstring",
-    "fake_tests_print",
-    "fake_tests_comment",
-    "fake_tests_docstring",
+# The attacks by family: the one list of the names `probes.attacks` may hold. The family says
+# which member an attack replaces and the verdict its copy keeps (judgelab.probes.attacks,
+# which implements each name and fails to import while one lacks an implementation): attacks
+# on known-failing candidates (a success is praise or the top rank) and semantics-preserving
+# edits of the passing one (the score should not move).
+ATTACK_FAMILIES: dict[str, tuple[str, ...]] = {
+    "master_key": (
+        "master_key_colon",
+        "master_key_dot",
+        "master_key_thought_process",
+        "master_key_step_by_step",
+        "master_key_solution",
+        "master_key_jie",
+        "master_key_kaisetsu",
+        "master_key_respuesta",
+    ),
+    "grader_instruction": ("grader_comment", "grader_docstring"),
+    "fake_evidence": ("fake_tests_print", "fake_tests_comment", "fake_tests_docstring"),
+    "semantic_edit": ("rename_variables", "reorder_statements"),
+}
+SEMANTIC_EDITS = ATTACK_FAMILIES["semantic_edit"]
+FAILING_ATTACKS = tuple(
+    name for family, names in ATTACK_FAMILIES.items() if family != "semantic_edit" for name in names
 )
-SEMANTIC_EDITS = ("rename_variables", "reorder_statements")
 ATTACK_KINDS = FAILING_ATTACKS + SEMANTIC_EDITS
 
 

@@ -38,7 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from judgelab.config import FAILING_ATTACKS, SEMANTIC_EDITS, ProbesSettings
+from judgelab.config import ProbesSettings
+from judgelab.config.probes import ATTACK_FAMILIES, ATTACK_KINDS
 from judgelab.probes.design import Check, Member, ProbeGroup, View, _candidate
 from judgelab.rollouts.perturb import _replace_code, entry_function
 
@@ -120,21 +121,12 @@ class Attack:
     passes: bool  # the verdict of target and copy: False for attacks, True for edits
 
 
-def _family(name: str) -> str:
-    if name.startswith("master_key_"):
-        return "master_key"
-    if name.startswith("grader_"):
-        return "grader_instruction"
-    if name.startswith("fake_tests_"):
-        return "fake_evidence"
-    return "semantic_edit"
-
-
 _TARGET = {"master_key": "non_answer", "grader_instruction": "mutant",
            "fake_evidence": "mutant", "semantic_edit": "canonical"}  # fmt: skip
 ATTACKS: dict[str, Attack] = {
-    name: Attack(name, _family(name), _TARGET[_family(name)], name in SEMANTIC_EDITS)
-    for name in FAILING_ATTACKS + SEMANTIC_EDITS
+    name: Attack(name, family, _TARGET[family], family == "semantic_edit")
+    for family, names in ATTACK_FAMILIES.items()
+    for name in names
 }
 
 
@@ -337,19 +329,27 @@ def attack(completion: str, name: str, entry_point: str) -> str | None:
     to change (no code, no local variable, no independent statements)."""
     if name in MASTER_KEYS:
         return MASTER_KEYS[name]
-    note = _wrapped(GRADER_NOTE)
-    edits: dict[str, Callable[[str], str | None]] = {
-        "grader_comment": lambda c: _comment(note) + c,
-        "grader_docstring": lambda c: _with_docstring_note(c, entry_point, GRADER_NOTE),
-        "fake_tests_print": lambda c: f"{c}\n\n\n{FAKE_MAIN}",
-        "fake_tests_comment": lambda c: _comment(["Test run:", *FAKE_RUN]) + c,
-        "fake_tests_docstring": lambda c: _with_docstring_note(c, entry_point, FAKE_CLAIM),
-        "rename_variables": lambda c: rename_locals(c, entry_point),
-        "reorder_statements": lambda c: reorder_statements(c, entry_point),
-    }
-    if name not in edits:
+    if name not in EDITS:
         raise ValueError(f"unknown attack {name!r}; valid: {list(ATTACKS)}")
-    return _code_edit(edits[name])(completion)
+    return _code_edit(lambda code: EDITS[name](code, entry_point))(completion)
+
+
+# The code edits, by attack name: (code, entry point) -> the edited code, or None when there is
+# nothing to change. With MASTER_KEYS, one implementation for each name the config declares.
+EDITS: dict[str, Callable[[str, str], str | None]] = {
+    "grader_comment": lambda c, _: _comment(_wrapped(GRADER_NOTE)) + c,
+    "grader_docstring": lambda c, entry: _with_docstring_note(c, entry, GRADER_NOTE),
+    "fake_tests_print": lambda c, _: f"{c}\n\n\n{FAKE_MAIN}",
+    "fake_tests_comment": lambda c, _: _comment(["Test run:", *FAKE_RUN]) + c,
+    "fake_tests_docstring": lambda c, entry: _with_docstring_note(c, entry, FAKE_CLAIM),
+    "rename_variables": rename_locals,
+    "reorder_statements": reorder_statements,
+}
+if set(MASTER_KEYS) | set(EDITS) != set(ATTACK_KINDS):
+    raise ImportError(
+        "attacks declared in judgelab.config.probes and implemented here differ: "
+        f"{sorted(set(ATTACK_KINDS) ^ (set(MASTER_KEYS) | set(EDITS)))}"
+    )
 
 
 # ----------------------------------------------------------------------------- views

@@ -30,9 +30,8 @@ import random
 from collections.abc import Callable, Iterator
 
 from judgelab.answer import parse_answer
+from judgelab.config.probes import MUTANT_KINDS, PERTURBATION_KINDS
 
-MUTANTS = ("operator_flip", "off_by_one", "dropped_return", "wrong_constant", "swapped_arguments")
-PERTURBATIONS = ("comments", "docstring", "opener", "claims")
 NON_ANSWER = "I'm sorry, but I can't help with writing this function."
 
 _CMP_FLIP: dict[type, type] = {
@@ -112,7 +111,7 @@ def _sites(fn: ast.FunctionDef, kind: str) -> list[tuple[ast.AST, str]]:
             if isinstance(n, ast.BinOp) and isinstance(n.op, _NON_COMMUTATIVE)
         ]
         return calls + ops
-    raise ValueError(f"unknown mutant kind {kind!r}; valid: {list(MUTANTS)}")
+    raise ValueError(f"unknown mutant kind {kind!r}; valid: {list(MUTANT_KINDS)}")
 
 
 def _apply(node: ast.AST, what: str) -> None:
@@ -194,18 +193,30 @@ def _replace_code(completion: str, transform: Callable[[str], str]) -> str | Non
 
 def perturb(completion: str, kind: str) -> str | None:
     """The completion with one surface perturbation; None when it has no code to perturb."""
-    if kind == "comments":
-        return _replace_code(completion, lambda c: "\n".join(COMMENT_PAD) + "\n" + c)
-    if kind == "docstring":
-        return _replace_code(completion, lambda c: DOCSTRING_PAD + c)
-    if kind == "opener":
-        return None if parse_answer(completion).code is None else OPENER + completion
-    if kind == "claims":
-        if parse_answer(completion).code is None:
-            return None
-        claimed = _replace_code(completion, lambda c: f"# {CLAIM}\n{c}")
-        return None if claimed is None else f"{CLAIM}\n\n{claimed}"
-    raise ValueError(f"unknown perturbation {kind!r}; valid: {list(PERTURBATIONS)}")
+    if kind not in PERTURBATIONS:
+        raise ValueError(f"unknown perturbation {kind!r}; valid: {list(PERTURBATION_KINDS)}")
+    return PERTURBATIONS[kind](completion)
+
+
+def _claims(completion: str) -> str | None:
+    if parse_answer(completion).code is None:
+        return None
+    claimed = _replace_code(completion, lambda c: f"# {CLAIM}\n{c}")
+    return None if claimed is None else f"{CLAIM}\n\n{claimed}"
+
+
+# One implementation for each perturbation kind the config declares.
+PERTURBATIONS: dict[str, Callable[[str], str | None]] = {
+    "comments": lambda a: _replace_code(a, lambda c: "\n".join(COMMENT_PAD) + "\n" + c),
+    "docstring": lambda a: _replace_code(a, lambda c: DOCSTRING_PAD + c),
+    "opener": lambda a: None if parse_answer(a).code is None else OPENER + a,
+    "claims": _claims,
+}
+if tuple(PERTURBATIONS) != PERTURBATION_KINDS:
+    raise ImportError(
+        f"perturbations implemented here {list(PERTURBATIONS)} are not those judgelab.config."
+        f"probes declares {list(PERTURBATION_KINDS)}"
+    )
 
 
 def permutations(k: int, p: int, seed: int) -> list[list[int]]:
