@@ -34,12 +34,12 @@ def worker(src: str, workload: str, n: int, cases: int) -> None:
     sys.path.insert(0, src)
     from judgelab.config import HumanEvalSettings
     from judgelab.config.evaluators import ExecutionSettings
-    from judgelab.evaluators.execution import ExecutionJudge
+    from judgelab.evaluators.execution import ExecutionEvaluator
     from judgelab.tasks.files import IOCase, check_function
     from judgelab.tasks.humaneval import load_humaneval
     from judgelab.verdicts import Candidate, Task
 
-    judge = ExecutionJudge(ExecutionSettings(name="execution", timeout_s=10, cpu_s=10))
+    judge = ExecutionEvaluator(ExecutionSettings(name="execution", timeout_s=10, cpu_s=10))
     if workload == "humaneval":
         tasks = load_humaneval(HumanEvalSettings(offset=0, limit=n))
         work = [(t, t.prompt + (t.canonical_solution or "")) for t in tasks]

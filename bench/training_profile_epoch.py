@@ -42,7 +42,7 @@ from judgelab.config import (  # noqa: E402
     RolloutSettings,
 )
 from judgelab.config.evaluators import ExecutionSettings  # noqa: E402
-from judgelab.evaluators.execution import ExecutionJudge  # noqa: E402
+from judgelab.evaluators.execution import ExecutionEvaluator  # noqa: E402
 from judgelab.rollouts.generate import policy_messages  # noqa: E402
 from judgelab.tasks.humaneval import load_humaneval  # noqa: E402
 from judgelab.training.grpo import Trajectory, grpo_step  # noqa: E402
@@ -103,7 +103,7 @@ def main() -> None:
     print(f"GRPO step, {len(batch)} sequences: {step_s * len(batch) / 16:.1f} s "
           f"(16: {step_s:.1f} s)", flush=True)  # fmt: skip
 
-    judge = ExecutionJudge(ExecutionSettings(name="execution"))
+    judge = ExecutionEvaluator(ExecutionSettings(name="execution"))
     held = [(args.groups + j, drawn[len(per_adapter) - 8 * (args.heldout - j):][:8])
             for j in range(args.heldout)]  # fmt: skip
     t0 = time.perf_counter()

@@ -1,7 +1,7 @@
 """Re-score the committed reference audit's candidates with today's execution evaluator.
 
 Reads reference/data/{tasks,rollouts,scores}, runs every candidate of a task with tests
-through `ExecutionJudge` (judgelab.sandbox: tests in the trusted tester, only plain data
+through `ExecutionEvaluator` (judgelab.sandbox: tests in the trusted tester, only plain data
 crossing) and compares each verdict with the committed execution row: the score, the outcome
 and, where either changed, both reasons. Then the cost of strictness: every candidate that
 passes the original tests, again with `tests: extended` (evaluators/extended.py), and which
@@ -28,7 +28,7 @@ sys.path.insert(0, str(HERE.parent / "src"))
 
 from judgelab import hardware  # noqa: E402
 from judgelab.config.evaluators import ExecutionSettings  # noqa: E402
-from judgelab.evaluators.execution import ExecutionJudge  # noqa: E402
+from judgelab.evaluators.execution import ExecutionEvaluator  # noqa: E402
 from judgelab.evaluators.extended import GENERATOR  # noqa: E402
 from judgelab.verdicts import Candidate, Task  # noqa: E402
 
@@ -46,7 +46,9 @@ def main() -> None:
     )
     before = {r["candidate_id"]: r for r in scores.to_dicts()}
     (settings,) = [e for e in _evaluators() if e.get("kind") == "execution"]
-    judge = ExecutionJudge(ExecutionSettings(**{k: v for k, v in settings.items() if k != "kind"}))
+    judge = ExecutionEvaluator(
+        ExecutionSettings(**{k: v for k, v in settings.items() if k != "kind"})
+    )
     pairs = []
     for row in rollouts:
         t = tasks[row["task_id"]]
@@ -73,7 +75,7 @@ def main() -> None:
                                    "reason": old["reason"]},
                         "after": {"score": new.score, "outcome": new.outcome,
                                   "reason": new.reason}})  # fmt: skip
-    strict = ExecutionJudge(judge.spec.model_copy(update={"tests": "extended"}))
+    strict = ExecutionEvaluator(judge.spec.model_copy(update={"tests": "extended"}))
     passing = [pair for pair, v in zip(pairs, verdicts, strict=True) if v.score == 1.0]
     started = time.monotonic()
     extended = strict.score_many(passing, workers=args.workers)

@@ -18,7 +18,7 @@ something is worth knowing) or "fail" (a run would fail). Checks, in order:
   its `api_key_env` variable is set;
 - structured_output:<name>: for every reachable endpoint model a judge calls, the
   structured-output mode its judge calls send (`judgelab.evaluators.transport.detect`): the
-  setting, or for `auto` what the probe requests found (warn when none was conclusive);
+  setting, or for `auto` what the trial requests found (warn when none was conclusive);
 - sandbox: the execution sandbox runs a one-line program;
 - disk: free space where results and models go.
 """
@@ -207,10 +207,10 @@ def check_structured_output(name: str, spec: EndpointModel) -> Check:
         detection = resolve_sync(remote_endpoint(name, spec), cache_dir())
     except JudgelabError as err:
         return Check(label, "fail", str(err))
-    status: Status = "ok" if detection.source in ("setting", "probe") else "warn"
+    status: Status = "ok" if detection.source in ("setting", "trial") else "warn"
     detail = detection.describe()
     if status == "warn":
-        detail += f"; set models.{name}.structured_output to skip the probe"
+        detail += f"; set models.{name}.structured_output to skip the trial requests"
     return Check(label, status, detail)
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import pytest
 
 from judgelab.config.evaluators import ExecutionSettings
-from judgelab.evaluators.execution import ExecutionJudge
+from judgelab.evaluators.execution import ExecutionEvaluator
 from judgelab.tasks.testing import candidate_module
 from judgelab.verdicts import Candidate, Task, Verdict
 
@@ -36,8 +36,8 @@ def problems() -> dict[str, dict]:
 
 
 @pytest.fixture(scope="module")
-def judge() -> ExecutionJudge:
-    return ExecutionJudge(
+def judge() -> ExecutionEvaluator:
+    return ExecutionEvaluator(
         ExecutionSettings(name="exec", timeout_s=TIMEOUT_S, cpu_s=TIMEOUT_S, memory_mb=1024)
     )
 
@@ -64,20 +64,20 @@ def _tagged(problem: dict, code: str) -> str:
 # --------------------------------------------------------------------------- contract
 
 
-def test_task_without_tests_is_unscored(judge: ExecutionJudge) -> None:
+def test_task_without_tests_is_unscored(judge: ExecutionEvaluator) -> None:
     task = Task(task_id="a1", source="autorl", prompt="write add(a, b)")
     v = judge.score_one(task, _candidate("a1", "<code>def add(a, b):\n    return a + b</code>"))
     assert v.status == "unscored" and v.reason == "task has no tests"
 
 
-def test_answer_without_code_fails_the_task(judge: ExecutionJudge, problems: dict) -> None:
+def test_answer_without_code_fails_the_task(judge: ExecutionEvaluator, problems: dict) -> None:
     problem = problems["HumanEval/0"]
     v = judge.score_one(_task(problem), _candidate("HumanEval/0", "I would loop over the pairs."))
     assert (v.status, v.score, v.reason) == ("scored", 0.0, "no code in answer")
 
 
 def test_failure_reasons_say_what_happened(problems: dict) -> None:
-    judge = ExecutionJudge(ExecutionSettings(name="exec", timeout_s=3, cpu_s=1, memory_mb=512))
+    judge = ExecutionEvaluator(ExecutionSettings(name="exec", timeout_s=3, cpu_s=1, memory_mb=512))
     problem = problems["HumanEval/0"]
     task = _task(problem)
     head = "def has_close_elements(numbers, threshold):\n"
@@ -101,7 +101,7 @@ def test_failure_reasons_say_what_happened(problems: dict) -> None:
 
 
 def test_standalone_answer_may_use_the_prompts_helpers(
-    judge: ExecutionJudge, problems: dict
+    judge: ExecutionEvaluator, problems: dict
 ) -> None:
     # HumanEval/10's prompt defines is_palindrome; an answer defining only make_palindrome
     # relies on it, as a model that was shown the prompt would.
@@ -113,7 +113,7 @@ def test_standalone_answer_may_use_the_prompts_helpers(
 
 
 def test_completion_style_answer_is_appended_to_the_prompt(
-    judge: ExecutionJudge, problems: dict
+    judge: ExecutionEvaluator, problems: dict
 ) -> None:
     problem = problems["HumanEval/2"]
     fenced = f"```python\n{problem['canonical_solution']}```"
@@ -129,7 +129,7 @@ def test_completion_style_answer_is_appended_to_the_prompt(
 
 
 @pytest.mark.integration
-def test_every_canonical_solution_passes(judge: ExecutionJudge, problems: dict) -> None:
+def test_every_canonical_solution_passes(judge: ExecutionEvaluator, problems: dict) -> None:
     pairs = [
         (_task(p), _candidate(tid, _tagged(p, p["prompt"] + p["canonical_solution"])))
         for tid, p in problems.items()
@@ -231,7 +231,7 @@ def reference_is_live(problems: dict) -> None:
 
 @pytest.mark.integration
 def test_verified_broken_mutants_all_fail(
-    judge: ExecutionJudge, problems: dict, reference_is_live: None
+    judge: ExecutionEvaluator, problems: dict, reference_is_live: None
 ) -> None:
     mutants = _mutants(problems)
     with ThreadPoolExecutor(max_workers=2) as pool:

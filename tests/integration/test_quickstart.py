@@ -32,7 +32,7 @@ import polars as pl
 import pytest
 import yaml
 
-from judgelab.evaluators.transport.detect import PROBE_MESSAGES
+from judgelab.evaluators.transport.detect import TRIAL_MESSAGES
 from support.openai_server import OpenAIServer, http_error, rejects_json_schema
 from support.pure_endpoint import pure_reply
 from support.scratch import BIN, scratch_env
@@ -75,7 +75,7 @@ def test_readme_quickstart_gives_a_report(tmp_path: Path) -> None:
             assert proc.returncode == 0, f"{command}:\n{proc.stderr[-4000:]}"
         seconds = time.monotonic() - start
     judged = [r for r in server.requests if r["body"].get("model") == "my-judge-model"]
-    probes = [r for r in judged if r["body"]["messages"] == PROBE_MESSAGES]
+    probes = [r for r in judged if r["body"]["messages"] == TRIAL_MESSAGES]
     calls = [r for r in judged if r not in probes]
     # 3 RULER groups + 7 rubric calls, one repeat, all with json_object and its schema
     assert len(calls) == 3 + 7

@@ -22,7 +22,7 @@ from judgelab.config import (
 )
 from judgelab.config.evaluators import ExecutionSettings, FormatSettings
 from judgelab.evaluators.base import PointwiseEvaluator
-from judgelab.evaluators.execution import ExecutionJudge
+from judgelab.evaluators.execution import ExecutionEvaluator
 from judgelab.tasks.humaneval import load_humaneval
 from judgelab.training.grpo import Trajectory, grpo_step
 from judgelab.training.loop import JudgeRun, Trainer, latest_checkpoint
@@ -144,7 +144,7 @@ class VarietyJudge(PointwiseEvaluator):
         return Verdict.scored(1.0 - variety if self.invert else variety)
 
 
-class FlakySandbox(ExecutionJudge):
+class FlakySandbox(ExecutionEvaluator):
     """The real execution judge, except that the sandbox 'fails' on every first sample (an
     unscored verdict, as a sandbox error gives): that is no verdict on the code."""
 
@@ -181,7 +181,7 @@ def _trainer(
         tasks=load_humaneval(HumanEvalSettings(offset=0, limit=2)),
         heldout=load_humaneval(HumanEvalSettings(offset=100, limit=1)),
         cache=JsonCache(cache, "samples"),
-        executor=executor or ExecutionJudge(ExecutionSettings(name="execution")),
+        executor=executor or ExecutionEvaluator(ExecutionSettings(name="execution")),
         policy_factory=lambda adapters: Policy(ZOO, LORA, "cpu", dtype="auto", adapters=adapters),
     )
 
@@ -385,7 +385,7 @@ def test_training_over_two_seeds_resumes_per_seed(tmp_path: Path) -> None:
             tasks=load_humaneval(HumanEvalSettings(offset=0, limit=2)),
             heldout=load_humaneval(HumanEvalSettings(offset=100, limit=1)),
             cache=JsonCache(cache, "samples"),
-            executor=ExecutionJudge(ExecutionSettings(name="execution")),
+            executor=ExecutionEvaluator(ExecutionSettings(name="execution")),
             policy_factory=lambda adapters: Policy(ZOO, LORA, "cpu", dtype="auto",
                                                    adapters=adapters),
         )  # fmt: skip

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -426,3 +427,22 @@ def test_no_function_is_longer_than_sixty_lines() -> None:
                 if lines > MAX_FUNCTION_LINES:
                     long.append(f"{module}.{node.name}: {lines} lines")
     assert long == []
+
+
+def test_a_report_module_named_as_an_analysis_module_renders_its_figures() -> None:
+    """report/X.py and analysis/X.py share a name because they share a topic: analysis/X
+    computes its figures, report/X writes them (one meaning in two layers, never two). Each
+    such report module names the analysis module it renders in its docstring."""
+    report, analysis = ROOT / "src/judgelab/report", ROOT / "src/judgelab/analysis"
+    shared = sorted(p.stem for p in report.glob("*.py") if (analysis / p.name).exists())
+    assert "training" in shared and "__init__" in shared
+    unnamed = [
+        name
+        for name in shared
+        if name != "__init__"
+        and not re.search(
+            rf"`(judgelab\.)?analysis\.{name}\b",
+            ast.get_docstring(ast.parse((report / f"{name}.py").read_text())) or "",
+        )
+    ]
+    assert unnamed == []

@@ -22,7 +22,7 @@ from judgelab.config import (
 )
 from judgelab.config.evaluators import ExecutionSettings
 from judgelab.errors import ConfigError
-from judgelab.evaluators.execution import ExecutionJudge
+from judgelab.evaluators.execution import ExecutionEvaluator
 from judgelab.io import write_parquet
 from judgelab.probes.design import calibration_group
 from judgelab.rollouts.contrast import Skipped, canonical_source, contrast_groups, execution_check
@@ -184,7 +184,7 @@ def test_real_items_become_tasks_their_references_pass(real: tuple[list[Task], d
     signature = f"main_solution({', '.join(params.params)})"
     assert task.request.startswith(f"Write a Python function `{signature}`")
     assert task.prompt.startswith(f"def {signature}:")
-    judge = ExecutionJudge(ExecutionSettings(name="execution", timeout_s=10))
+    judge = ExecutionEvaluator(ExecutionSettings(name="execution", timeout_s=10))
     for t in tasks:
         verdict = judge.score_one(t, answer(f"```python\n{t.canonical_solution}\n```"))
         assert verdict.score == 1.0, (t.task_id, verdict.reason)

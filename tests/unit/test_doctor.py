@@ -181,6 +181,8 @@ def test_structured_output_row_reports_the_detected_mode(
     detect.forget()
     row = checks["structured_output:judge"]
     assert row.status == "ok"
-    assert row.detail.startswith("json_object (detected by probe: json_schema rejected (HTTP 500")
+    assert row.detail.startswith(
+        "json_object (detected by a trial request: json_schema rejected (HTTP 500"
+    )
     assert checks["structured_output:fixed"].detail == "json_object (set in params.yaml)"
     assert requests == 2  # json_schema rejected, json_object taken; none for `fixed`

@@ -94,7 +94,7 @@ class LengthSettings(EvaluatorSettings):
     max_chars: int = Field(20, ge=1)
 
 
-class LengthJudge(PointwiseEvaluator):
+class LengthEvaluator(PointwiseEvaluator):
     """Prefers short answers: 1.0 up to max_chars, 0.0 from twice that."""
 
     protocol = "rule"
@@ -119,7 +119,7 @@ def test_a_new_kind_is_configured_in_params_and_scored(monkeypatch: pytest.Monke
     with pytest.raises(ConfigError, match="unknown evaluator kind 'length'"):
         parse_settings(_params())
     monkeypatch.setitem(SETTINGS, "length", LengthSettings)
-    monkeypatch.setitem(CLASSES, "length", lambda: LengthJudge)
+    monkeypatch.setitem(CLASSES, "length", lambda: LengthEvaluator)
 
     with pytest.raises(ConfigError, match=r"scores\.evaluators\.0\.max_char: unknown key"):
         parse_settings(_params(max_char=10))
@@ -132,7 +132,7 @@ def test_a_new_kind_is_configured_in_params_and_scored(monkeypatch: pytest.Monke
     assert settings.scores.model_dump()["evaluators"][0]["max_chars"] == 10
 
     evaluator = build_evaluator(spec, {})
-    assert isinstance(evaluator, LengthJudge) and evaluator.spec is spec
+    assert isinstance(evaluator, LengthEvaluator) and evaluator.spec is spec
     task = Task(task_id="t0", source="autorl", prompt="p")
     cands = [Candidate("t0", f"c{i}", i, text) for i, text in enumerate(["x" * 5, "x" * 15, ""])]
     rows = score_group("run", evaluator, task, cands, 0)

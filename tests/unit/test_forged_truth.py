@@ -10,7 +10,7 @@ import pytest
 
 from judgelab.config import HumanEvalSettings
 from judgelab.config.evaluators import ExecutionSettings
-from judgelab.evaluators.execution import ExecutionJudge
+from judgelab.evaluators.execution import ExecutionEvaluator
 from judgelab.sandbox import CallTests, Limits, run_tests
 from judgelab.tasks.files import IOCase, check_function, io_cases
 from judgelab.tasks.humaneval import load_humaneval
@@ -30,8 +30,8 @@ HONEST = {"io/add": "def add(a, b):\n    return a + b\n"}
 
 
 @pytest.fixture(scope="module")
-def judge() -> ExecutionJudge:
-    return ExecutionJudge(ExecutionSettings(name="execution", timeout_s=5, cpu_s=5))
+def judge() -> ExecutionEvaluator:
+    return ExecutionEvaluator(ExecutionSettings(name="execution", timeout_s=5, cpu_s=5))
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +42,7 @@ def tasks() -> dict[str, Task]:
     return {humaneval.task_id: humaneval, IO_TASK.task_id: IO_TASK}
 
 
-def run(judge: ExecutionJudge, task: Task, code: str) -> Verdict:
+def run(judge: ExecutionEvaluator, task: Task, code: str) -> Verdict:
     completion = f"<code>\n{code}\n</code>"
     return judge.score_one(task, Candidate(task.task_id, f"{task.task_id}#0", 0, completion))
 
@@ -50,7 +50,7 @@ def run(judge: ExecutionJudge, task: Task, code: str) -> Verdict:
 @pytest.mark.parametrize("kind", ["HumanEval/0", "io/add"])
 @pytest.mark.parametrize("name", sorted(CORPUS))
 def test_each_forgery_fails_with_its_reason(
-    judge: ExecutionJudge, tasks: dict[str, Task], kind: str, name: str
+    judge: ExecutionEvaluator, tasks: dict[str, Task], kind: str, name: str
 ) -> None:
     forgery = CORPUS[name]
     task = tasks[kind]
@@ -62,12 +62,16 @@ def test_each_forgery_fails_with_its_reason(
 
 
 @pytest.mark.parametrize("kind", ["HumanEval/0", "io/add"])
-def test_the_honest_answer_passes(judge: ExecutionJudge, tasks: dict[str, Task], kind: str) -> None:
+def test_the_honest_answer_passes(
+    judge: ExecutionEvaluator, tasks: dict[str, Task], kind: str
+) -> None:
     verdict = run(judge, tasks[kind], HONEST[kind])
     assert (verdict.score, verdict.reason) == (1.0, "tests passed"), verdict
 
 
-def test_io_mode_compares_outside_the_sandbox_with_its_stated_rule(judge: ExecutionJudge) -> None:
+def test_io_mode_compares_outside_the_sandbox_with_its_stated_rule(
+    judge: ExecutionEvaluator,
+) -> None:
     """0.1 + 0.2 is 0.3 within the float tolerance; a wrong value and a bool for a number
     each fail with the case that failed; an object that is not plain data never crosses."""
     assert io_cases(IO_TASK.test) == [([1, 2], 3), ({"a": 0.1, "b": 0.2}, 0.3)]
@@ -80,7 +84,9 @@ def test_io_mode_compares_outside_the_sandbox_with_its_stated_rule(judge: Execut
     assert "returned an object of class object, not plain data" in odd.reason
 
 
-def test_a_helper_the_tests_use_comes_from_the_task_not_the_answer(judge: ExecutionJudge) -> None:
+def test_a_helper_the_tests_use_comes_from_the_task_not_the_answer(
+    judge: ExecutionEvaluator,
+) -> None:
     """HumanEval/32's tests assert poly(xs, find_zero(xs)) ~ 0 with the prompt's poly: an
     answer that redefines poly to return 0 must not pass with a wrong root."""
     (task,) = load_humaneval(HumanEvalSettings(ids=["HumanEval/32"]))
@@ -105,7 +111,7 @@ def test_every_family_of_the_red_team_is_in_the_corpus() -> None:
 
 
 def test_memorised_public_tests_pass_the_original_tests(
-    judge: ExecutionJudge, tasks: dict[str, Task]
+    judge: ExecutionEvaluator, tasks: dict[str, Task]
 ) -> None:
     """The gap no harness closes (docs/SECURITY.md): a lookup table from HumanEval's public
     test inputs to their answers passes the original tests while it is wrong elsewhere. Only
@@ -132,7 +138,7 @@ def test_memorised_public_tests_pass_the_original_tests(
     assert run_tests(code, unseen, Limits(timeout_s=10)).values == [False]
     reference = task.prompt + (task.canonical_solution or "")
     assert run_tests(reference, unseen, Limits(timeout_s=10)).values == [True]
-    strict = ExecutionJudge(judge.spec.model_copy(update={"tests": "extended"}))
+    strict = ExecutionEvaluator(judge.spec.model_copy(update={"tests": "extended"}))
     caught = run(strict, task, code)
     assert (caught.score, caught.outcome) == (0.0, "tests_failed")
     assert (caught.reason or "").startswith("extended: tests failed: case "), caught.reason

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from judgelab.config.evaluators import FormatSettings, SyntaxSettings
-from judgelab.evaluators.rules import FormatJudge, SyntaxJudge
+from judgelab.evaluators.rules import FormatEvaluator, SyntaxEvaluator
 from judgelab.verdicts import Candidate, Task, Verdict
 
 TASK = Task(task_id="t1", source="autorl", prompt="write a function that adds two numbers")
@@ -18,28 +18,28 @@ GOOD = (
 )
 
 
-def _score(judge: FormatJudge | SyntaxJudge, completion: str) -> Verdict:
+def _score(judge: FormatEvaluator | SyntaxEvaluator, completion: str) -> Verdict:
     candidate = Candidate(task_id="t1", candidate_id="c1", sample_index=0, completion=completion)
     [verdict] = judge.score_group(TASK, [candidate])
     return verdict
 
 
 @pytest.fixture
-def fmt() -> FormatJudge:
-    return FormatJudge(FormatSettings(name="format"))
+def fmt() -> FormatEvaluator:
+    return FormatEvaluator(FormatSettings(name="format"))
 
 
 @pytest.fixture
-def syntax() -> SyntaxJudge:
-    return SyntaxJudge(SyntaxSettings(name="syntax"))
+def syntax() -> SyntaxEvaluator:
+    return SyntaxEvaluator(SyntaxSettings(name="syntax"))
 
 
-def test_judges_carry_name_and_protocol(fmt: FormatJudge, syntax: SyntaxJudge) -> None:
+def test_judges_carry_name_and_protocol(fmt: FormatEvaluator, syntax: SyntaxEvaluator) -> None:
     assert (fmt.name, fmt.protocol) == ("format", "rule")
     assert (syntax.name, syntax.protocol) == ("syntax", "rule")
 
 
-def test_format_all_three_tags_scores_one(fmt: FormatJudge) -> None:
+def test_format_all_three_tags_scores_one(fmt: FormatEvaluator) -> None:
     v = _score(fmt, GOOD)
     assert (v.status, v.score) == ("scored", 1.0)
 
@@ -62,7 +62,7 @@ def test_format_all_three_tags_scores_one(fmt: FormatJudge) -> None:
     ],
 )
 def test_format_partial_credit_names_what_is_wrong(
-    fmt: FormatJudge, completion: str, score: float, named: list[str]
+    fmt: FormatEvaluator, completion: str, score: float, named: list[str]
 ) -> None:
     v = _score(fmt, completion)
     assert v.status == "scored"
@@ -72,12 +72,12 @@ def test_format_partial_credit_names_what_is_wrong(
         assert fragment in v.explanation
 
 
-def test_syntax_valid_python_scores_one(syntax: SyntaxJudge) -> None:
+def test_syntax_valid_python_scores_one(syntax: SyntaxEvaluator) -> None:
     v = _score(syntax, GOOD)
     assert (v.status, v.score) == ("scored", 1.0)
 
 
-def test_syntax_error_scores_zero_with_line(syntax: SyntaxJudge) -> None:
+def test_syntax_error_scores_zero_with_line(syntax: SyntaxEvaluator) -> None:
     broken = GOOD.replace("return a + b", "return a +")
     v = _score(syntax, broken)
     assert (v.status, v.score) == ("scored", 0.0)
@@ -85,35 +85,35 @@ def test_syntax_error_scores_zero_with_line(syntax: SyntaxJudge) -> None:
     assert "(line 2)" in v.reason
 
 
-def test_indentation_error_is_a_syntax_error(syntax: SyntaxJudge) -> None:
+def test_indentation_error_is_a_syntax_error(syntax: SyntaxEvaluator) -> None:
     v = _score(syntax, "<code>\ndef f():\nreturn 1\n</code>")
     assert v.score == 0.0
     assert v.reason is not None and "IndentationError" in v.reason
 
 
-def test_no_code_scores_zero(syntax: SyntaxJudge) -> None:
+def test_no_code_scores_zero(syntax: SyntaxEvaluator) -> None:
     v = _score(syntax, "<request>r</request><language>Python</language> I cannot do that.")
     assert (v.status, v.score, v.reason) == ("scored", 0.0, "no code in answer")
 
 
-def test_non_python_language_is_unscored(syntax: SyntaxJudge) -> None:
+def test_non_python_language_is_unscored(syntax: SyntaxEvaluator) -> None:
     v = _score(syntax, "<language>JavaScript</language><code>const f = () => 1;</code>")
     assert v.status == "unscored" and v.score is None
     assert v.reason == "syntax check supports Python only (language: JavaScript)"
 
 
 @pytest.mark.parametrize("language", ["Python", "python3", "Python 3.11", "py"])
-def test_python_language_names_are_checked(syntax: SyntaxJudge, language: str) -> None:
+def test_python_language_names_are_checked(syntax: SyntaxEvaluator, language: str) -> None:
     v = _score(syntax, f"<language>{language}</language><code>def f(:\n</code>")
     assert (v.status, v.score) == ("scored", 0.0)
 
 
-def test_fenced_code_without_tags_is_checked(syntax: SyntaxJudge) -> None:
+def test_fenced_code_without_tags_is_checked(syntax: SyntaxEvaluator) -> None:
     assert _score(syntax, "Here:\n```python\nx = [1, 2\n```").score == 0.0
     assert _score(syntax, "Here:\n```python\nx = [1, 2]\n```").score == 1.0
 
 
-def test_syntax_check_never_runs_the_code(syntax: SyntaxJudge, tmp_path: Path) -> None:
+def test_syntax_check_never_runs_the_code(syntax: SyntaxEvaluator, tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     code = f"open({str(marker)!r}, 'w').write('x')\nraise SystemExit(1)"
     v = _score(syntax, f"<language>Python</language><code>{code}</code>")
@@ -121,6 +121,6 @@ def test_syntax_check_never_runs_the_code(syntax: SyntaxJudge, tmp_path: Path) -
     assert not marker.exists()
 
 
-def test_null_bytes_do_not_crash_the_judge(syntax: SyntaxJudge) -> None:
+def test_null_bytes_do_not_crash_the_judge(syntax: SyntaxEvaluator) -> None:
     v = _score(syntax, "<code>x = 1\x00</code>")
     assert (v.status, v.score) == ("scored", 0.0)

@@ -534,8 +534,8 @@ def test_calls_the_code_has_no_use_for_are_refused(host: Host) -> None:
 
 @needs_namespaces
 def test_without_a_file_view_nothing_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fail closed: where the view cannot be made (its probe failed), no code runs with the
-    host's files in sight instead."""
+    """Fail closed: where the view cannot be made (its survey of the interpreter failed), no
+    code runs with the host's files in sight instead."""
     import dataclasses
 
     launch = sandbox._get_launch()

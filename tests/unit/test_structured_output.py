@@ -1,6 +1,6 @@
-"""structured_output: auto against real loopback servers: the probe finds the mode
+"""structured_output: auto against real loopback servers: the trial requests find the mode
 once per endpoint and model, judge calls send it, the cache is shared with an explicit setting
-that sends the same requests, and an explicit setting sends no probe."""
+that sends the same requests, and an explicit setting sends no trial request."""
 
 from __future__ import annotations
 
@@ -58,8 +58,8 @@ def formats(server: OpenAIServer) -> list[str | None]:
     return [(r["body"].get("response_format") or {}).get("type") for r in server.requests]
 
 
-def is_probe(request: dict[str, Any]) -> bool:
-    return request["body"]["messages"] == detect.PROBE_MESSAGES
+def is_trial(request: dict[str, Any]) -> bool:
+    return request["body"]["messages"] == detect.TRIAL_MESSAGES
 
 
 def test_auto_finds_json_object_behind_a_llama_cpp_python_like_server(tmp_path: Path) -> None:
@@ -68,19 +68,19 @@ def test_auto_finds_json_object_behind_a_llama_cpp_python_like_server(tmp_path: 
         judge = RubricJudge(rubric_spec(), endpoint(server), cache)
         verdicts = [judge.score_group(TASK, [c])[0] for c in candidates(3)]
         assert [v.score for v in verdicts] == [0.75] * 3
-        # two probes (json_schema rejected, json_object accepted), then only json_object
-        probes = [r for r in server.requests if is_probe(r)]
-        assert [(r["body"].get("response_format") or {}).get("type") for r in probes] == [
+        # two trial requests (json_schema rejected, json_object accepted), then only json_object
+        trials = [r for r in server.requests if is_trial(r)]
+        assert [(r["body"].get("response_format") or {}).get("type") for r in trials] == [
             "json_schema",
             "json_object",
         ]
-        calls = [r for r in server.requests if not is_probe(r)]
+        calls = [r for r in server.requests if not is_trial(r)]
         assert len(calls) == 3
         assert {r["body"]["response_format"]["type"] for r in calls} == {"json_object"}
         schema = calls[0]["body"]["response_format"]["schema"]
         assert schema["properties"]["explanation"]["maxLength"] == 120  # bounded strings
         found = detect.detections()["auto-judge"]
-        assert found["mode"] == "json_object" and found["source"] == "probe"
+        assert found["mode"] == "json_object" and found["source"] == "trial"
         assert "json_schema rejected (HTTP 500" in found["detail"]
 
         # an explicit json_object sends the same requests: the same cache entries, no HTTP
@@ -90,18 +90,18 @@ def test_auto_finds_json_object_behind_a_llama_cpp_python_like_server(tmp_path: 
         assert len(server.requests) == before
 
 
-def test_auto_keeps_json_schema_where_it_is_taken_and_probes_once() -> None:
+def test_auto_keeps_json_schema_where_it_is_taken_and_tries_once() -> None:
     with OpenAIServer(judge_reply) as server:
         ep = endpoint(server)
         judge = RubricJudge(rubric_spec(), ep, None)
         for c in candidates(2):
             assert judge.score_group(TASK, [c])[0].score == 0.75
-        # a second judge on the same endpoint and model: no second probe
+        # a second judge on the same endpoint and model: no second trial request
         RubricJudge(rubric_spec(), endpoint(server, name="other"), None).score_group(
             TASK, candidates(1)
         )[0]
     assert formats(server) == ["json_schema"] * 4
-    assert sum(is_probe(r) for r in server.requests) == 1
+    assert sum(is_trial(r) for r in server.requests) == 1
     assert detect.detections()["other"]["mode"] == "json_schema"
 
 
@@ -122,12 +122,12 @@ def test_auto_falls_back_to_text_and_validates_the_reply_the_same_way() -> None:
     assert detect.detections()["auto-judge"]["mode"] == "text"
 
 
-def test_an_explicit_setting_sends_no_probe() -> None:
+def test_an_explicit_setting_sends_no_trial_request() -> None:
     with OpenAIServer(judge_reply) as server:
         RubricJudge(rubric_spec(), endpoint(server, "json_object"), None).score_group(
             TASK, candidates(1)
         )[0]
-    assert not any(is_probe(r) for r in server.requests)
+    assert not any(is_trial(r) for r in server.requests)
     assert detect.detections() == {}
 
 
@@ -143,4 +143,4 @@ def test_an_unreachable_endpoint_uses_the_mode_found_earlier(tmp_path: Path) -> 
     detect.forget()  # and without the record on disk: the default, saying why
     bare = detect.resolve_sync(ep, tmp_path / "elsewhere")
     assert (bare.mode, bare.source) == ("json_schema", "fallback")
-    assert bare.describe().startswith("json_schema (not detected, default sent: probe with")
+    assert bare.describe().startswith("json_schema (not detected, default sent: trial with")

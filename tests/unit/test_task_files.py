@@ -15,7 +15,7 @@ import yaml
 from judgelab.config import HumanEvalSettings, RolloutSettings
 from judgelab.config.evaluators import ExecutionSettings
 from judgelab.errors import ConfigError
-from judgelab.evaluators.execution import ExecutionJudge
+from judgelab.evaluators.execution import ExecutionEvaluator
 from judgelab.rollouts.generate import rollouts_frame
 from judgelab.rollouts.imported import import_candidates
 from judgelab.schemas import validate_file
@@ -56,7 +56,7 @@ def test_input_output_pairs_become_a_check_the_sandbox_runs() -> None:
     good = "def clamp(x, lo, hi):\n    return max(lo, min(x, hi))"
     bad = "def clamp(x, lo, hi):\n    return x"
     (clamp,) = [t for t in load_task_file(EXAMPLE, "f") if t.task_id == "mine/clamp"]
-    judge = ExecutionJudge(ExecutionSettings(name="execution", timeout_s=10))
+    judge = ExecutionEvaluator(ExecutionSettings(name="execution", timeout_s=10))
     passed = judge.score_one(clamp, answer(f"```python\n{good}\n```"))
     failed = judge.score_one(clamp, answer(f"```python\n{bad}\n```"))
     assert (passed.status, passed.score) == ("scored", 1.0)
@@ -67,7 +67,7 @@ def test_input_output_pairs_become_a_check_the_sandbox_runs() -> None:
 
 def test_a_check_function_runs_as_humaneval_s_do() -> None:
     (count,) = [t for t in load_task_file(EXAMPLE, "f") if t.task_id == "mine/word_count"]
-    judge = ExecutionJudge(ExecutionSettings(name="execution", timeout_s=10))
+    judge = ExecutionEvaluator(ExecutionSettings(name="execution", timeout_s=10))
     good = "def word_count(text):\n    out = {}\n    for w in text.lower().split():\n" \
            "        out[w] = out.get(w, 0) + 1\n    return out"  # fmt: skip
     assert judge.score_one(count, answer(f"```python\n{good}\n```")).score == 1.0

@@ -28,7 +28,7 @@ from judgelab.cache import JsonCache, digest
 from judgelab.config import HumanEvalSettings, Settings, parse_settings
 from judgelab.config.evaluators import ExecutionSettings, FormatSettings
 from judgelab.evaluators.base import PointwiseEvaluator
-from judgelab.evaluators.execution import ExecutionJudge
+from judgelab.evaluators.execution import ExecutionEvaluator
 from judgelab.evaluators.registry import build_evaluator
 from judgelab.models.server import serve
 from judgelab.scoring import Scorer, score_serially
@@ -126,7 +126,7 @@ def trainer_for(settings: Settings, endpoints: dict, cache: Path, scorer: Scorer
         tasks=load_humaneval(HumanEvalSettings(offset=0, limit=2)),
         heldout=heldout_tasks(settings),
         cache=JsonCache(cache, "samples"),
-        executor=ExecutionJudge(ExecutionSettings(name="execution")),
+        executor=ExecutionEvaluator(ExecutionSettings(name="execution")),
         policy_factory=no_policy,
         scorer=scorer,
     )

@@ -12,7 +12,7 @@ from judgelab.cache import JsonCache
 from judgelab.config import HeldOutSettings, HumanEvalSettings, RolloutSettings, load_settings
 from judgelab.config.evaluators import ExecutionSettings
 from judgelab.errors import ConfigError
-from judgelab.evaluators.execution import ExecutionJudge
+from judgelab.evaluators.execution import ExecutionEvaluator
 from judgelab.tasks import tasks_frame, tasks_from_frame
 from judgelab.tasks.humaneval import load_humaneval
 from judgelab.tasks.registry import tasks_by_id
@@ -63,7 +63,7 @@ def test_a_codeio_task_enters_both_training_pools(tmp_path: Path) -> None:
     ]
     # the training pool is the tasks table: a CodeI/O task as the tasks stage froze it
     train = tasks_from_frame(tasks_frame(tasks_by_id(settings.tasks, ROOT, ["codeio-hq/5"], "t")))
-    executor = ExecutionJudge(ExecutionSettings(name="execution"))
+    executor = ExecutionEvaluator(ExecutionSettings(name="execution"))
     trainer = Trainer(
         runs=[JudgeRun("a", TokenJudge(), tmp_path / "a")],
         settings=SETTINGS.model_copy(update={"epochs": 1, "heldout": settings.train.heldout}),
@@ -108,7 +108,7 @@ def test_held_out_tasks_are_apart_from_the_trained_ones_not_from_the_whole_table
             tasks=tasks,
             heldout=heldout,
             cache=JsonCache(tmp_path / "c", "samples"),
-            executor=ExecutionJudge(ExecutionSettings(name="execution")),
+            executor=ExecutionEvaluator(ExecutionSettings(name="execution")),
             policy_factory=lambda adapters: StandInPolicy(adapters, {}),  # type: ignore[arg-type,return-value]
         )
 

@@ -16,7 +16,7 @@ from judgelab.analysis.metrics import compute_metrics
 from judgelab.analysis.truth import execution_truth
 from judgelab.config import AnalysisSettings
 from judgelab.config.evaluators import ExecutionSettings
-from judgelab.evaluators.execution import ExecutionJudge
+from judgelab.evaluators.execution import ExecutionEvaluator
 from judgelab.report.outputs import run_analysis
 from judgelab.sandbox import Limits, SandboxResult
 from judgelab.sandbox.verify import reading
@@ -56,7 +56,7 @@ ANSWERS = {
 
 
 def test_the_outcome_of_each_verdict_through_the_sandbox() -> None:
-    judge = ExecutionJudge(ExecutionSettings(name="execution", timeout_s=2, cpu_s=2))
+    judge = ExecutionEvaluator(ExecutionSettings(name="execution", timeout_s=2, cpu_s=2))
     got = {}
     for name, (completion, _) in ANSWERS.items():
         candidate = Candidate("add", name, 0, completion)
@@ -66,14 +66,14 @@ def test_the_outcome_of_each_verdict_through_the_sandbox() -> None:
     # failed test there (the scores table is unchanged), the outcome tells them apart
     assert got["unclosed tag"].reason == "tests failed: SyntaxError: invalid syntax"
     assert got["runtime syntax error"].reason.startswith("tests failed: SyntaxError: invalid")
-    untested = ExecutionJudge(ExecutionSettings(name="execution")).score_one(
+    untested = ExecutionEvaluator(ExecutionSettings(name="execution")).score_one(
         Task(task_id="t", source="autorl", prompt="write add"), Candidate("t", "c", 0, GOOD)
     )
     assert (untested.status, untested.outcome) == ("unscored", "no_tests")
     # the sandbox's own failure (run_python's "error" status) is unscored, with its reason
     broken = SandboxResult("error", None, False, 0.1, "", "sandbox setup failed: no report")
     run = reading(broken, Limits(timeout_s=1))
-    verdict = ExecutionJudge(ExecutionSettings(name="execution"))._verdict(run, "add", None)
+    verdict = ExecutionEvaluator(ExecutionSettings(name="execution"))._verdict(run, "add", None)
     assert (verdict.status, verdict.outcome) == ("unscored", "sandbox_error")
     assert set(OUTCOMES) == {*(k for _, k in ANSWERS.values()), "no_tests", "sandbox_error"}
 
@@ -233,7 +233,9 @@ def test_the_truth_is_the_named_execution_evaluator() -> None:
     frame = scores_frame({"A-pass": ("passed", 0.7), "A-fail": ("tests_failed", 0.2)})
     strict = frame.filter(pl.col("evaluator") == "execution").with_columns(
         pl.lit("execution-extended").alias("evaluator"),
-        pl.when(pl.col("candidate_id") == "A-pass").then(0.0).otherwise(pl.col("score"))
+        pl.when(pl.col("candidate_id") == "A-pass")
+        .then(0.0)
+        .otherwise(pl.col("score"))
         .alias("score"),
     )
     both = pl.concat([frame, strict])

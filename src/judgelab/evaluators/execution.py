@@ -1,6 +1,6 @@
 """Execution evaluator: the candidate's code against the task's tests, through the sandbox.
 
-Contract of `ExecutionJudge.score_one(task, candidate) -> Verdict`, per candidate:
+Contract of `ExecutionEvaluator.score_one(task, candidate) -> Verdict`, per candidate:
 - task without tests (AutoRL)          -> unscored "task has no tests"
 - no code in the answer                -> scored 0.0, reason "no code in answer"
 - every test passed                    -> scored 1.0, reason "tests passed"
@@ -60,7 +60,7 @@ FORGED = "forged: "  # + what the code did to fake an answer
 EXTENDED = "extended: "  # + why code that passed the task's own tests failed the extra ones
 
 
-class ExecutionJudge(PointwiseEvaluator):
+class ExecutionEvaluator(PointwiseEvaluator):
     """Runs the candidate's code against the task's unit tests in the sandbox."""
 
     protocol = ExecutionSettings.protocol

@@ -21,21 +21,21 @@ if TYPE_CHECKING:
 
 # The imports sit in functions: an evaluator's module is loaded only when one is built.
 def _format() -> type[Evaluator]:
-    from judgelab.evaluators.rules import FormatJudge
+    from judgelab.evaluators.rules import FormatEvaluator
 
-    return FormatJudge
+    return FormatEvaluator
 
 
 def _syntax() -> type[Evaluator]:
-    from judgelab.evaluators.rules import SyntaxJudge
+    from judgelab.evaluators.rules import SyntaxEvaluator
 
-    return SyntaxJudge
+    return SyntaxEvaluator
 
 
 def _execution() -> type[Evaluator]:
-    from judgelab.evaluators.execution import ExecutionJudge
+    from judgelab.evaluators.execution import ExecutionEvaluator
 
-    return ExecutionJudge
+    return ExecutionEvaluator
 
 
 def _ruler() -> type[Evaluator]:

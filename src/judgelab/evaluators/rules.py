@@ -1,9 +1,9 @@
 """Rule-based evaluators: pure functions of the completion text. Nothing is executed.
 
-FormatJudge  score = fraction of the experiment's three tags (<request>, <language>,
+FormatEvaluator  score = fraction of the experiment's three tags (<request>, <language>,
              <code>) that are present and well-formed; the explanation names each tag
              that is not and why.
-SyntaxJudge  1.0 when the extracted code parses as Python (`ast.parse`, which compiles to a
+SyntaxEvaluator  1.0 when the extracted code parses as Python (`ast.parse`, which compiles to a
              syntax tree and runs nothing), 0.0 with the SyntaxError and its line when it
              does not, 0.0 "no code in answer" when there is no code, and *unscored* when
              the <language> tag names a language other than Python: we cannot judge it.
@@ -50,7 +50,7 @@ def is_python(language: str) -> bool:
     return name in PYTHON_NAMES or re.fullmatch(r"python\s*3?(\.\d+)*", name) is not None
 
 
-class FormatJudge(PointwiseEvaluator):
+class FormatEvaluator(PointwiseEvaluator):
     """Fraction of the three answer tags present and well-formed."""
 
     protocol = FormatSettings.protocol
@@ -68,7 +68,7 @@ class FormatJudge(PointwiseEvaluator):
         return Verdict.scored(score, reason=reason, explanation=explanation, latency_s=latency)
 
 
-class SyntaxJudge(PointwiseEvaluator):
+class SyntaxEvaluator(PointwiseEvaluator):
     """Does the extracted code parse as Python?"""
 
     protocol = SyntaxSettings.protocol

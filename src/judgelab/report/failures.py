@@ -47,7 +47,10 @@ def structured_output_line(modes: dict[str, dict[str, str]] | None) -> str:
         return ""
     parts = []
     for name, d in sorted(modes.items()):
-        how = {"probe": "detected", "remembered": "detected earlier"}.get(d.get("source", ""))
+        # "probe": what runs before the trial requests were so named wrote
+        how = {"trial": "detected", "probe": "detected", "remembered": "detected earlier"}.get(
+            d.get("source", "")
+        )
         parts.append(f"{name} `{d.get('mode')}` ({how or 'not detected: ' + d.get('detail', '')})")
     return "; structured output: " + ", ".join(parts)
 

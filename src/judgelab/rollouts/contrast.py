@@ -31,7 +31,7 @@ import polars as pl
 from judgelab.config import MUTANT_KINDS, ExecutionSettings
 from judgelab.config.evaluators import DEFAULT_EXECUTION
 from judgelab.errors import ConfigError
-from judgelab.evaluators.execution import ExecutionJudge
+from judgelab.evaluators.execution import ExecutionEvaluator
 from judgelab.io import write_text
 from judgelab.rollouts.origins import NON_ANSWER_WRITER, REFERENCE
 from judgelab.rollouts.perturb import NON_ANSWER, answer, mutants
@@ -65,7 +65,7 @@ def canonical_source(task: Task) -> str:
 
 def execution_check(spec: ExecutionSettings | None = None) -> Check:
     """The execution evaluator as a check: True pass, False fail, None no verdict."""
-    judge = ExecutionJudge(spec or DEFAULT_EXECUTION)
+    judge = ExecutionEvaluator(spec or DEFAULT_EXECUTION)
 
     def check(task: Task, completion: str) -> bool | None:
         cand = Candidate(task.task_id, "probe-check", 0, completion)

@@ -1,7 +1,7 @@
 """The sandbox: where generated code runs, and the only place it runs.
 
 The bottom of the house: it imports nothing of judgelab, and everything that runs code
-(the execution evaluator, the task sources, the probes, the CLI) goes through this face.
+(the execution evaluator, the task sources, the surveys, the CLI) goes through this face.
 - `run_python(code, ...)`: a program, run once (script mode), its exit and output reported.
 - `run_tests(code, tests, ...)`: the truth. `code` is imported in a sandboxed process that
   only answers calls; the tests, their expected values and the verdict live in a trusted

@@ -224,7 +224,7 @@ def _interpreter_candidates() -> list[str]:
     return list(dict.fromkeys(p for p in found if p))
 
 
-def _probe_interpreter(python: str, uid: int) -> str | None:
+def _survey_interpreter(python: str, uid: int) -> str | None:
     """The interpreter's "major.minor" when `uid` can run it from a sandbox dir, else None."""
     workdir = _make_workdir(uid)
     try:
@@ -251,8 +251,8 @@ def _choose_launch() -> _Launch:
             os.geteuid(),
         )
         return _Launch(python=sys.executable, drop_privileges=False)
-    # Probed under a reserved uid: another run's clean-up kills every process of its own
-    # uid, and so must never meet a probe there.
+    # Surveyed under a reserved uid: another run's clean-up kills every process of its own
+    # uid, and so must never meet a survey there.
     with _reserved_uid() as (uid, _):
         return _choose_as(uid)
 
@@ -262,7 +262,7 @@ def _choose_as(uid: int) -> _Launch:
     fallback: str | None = None
     chosen: str | None = None
     for python in _interpreter_candidates():
-        version = _probe_interpreter(python, uid)
+        version = _survey_interpreter(python, uid)
         if version == ours:
             chosen = python
             break
@@ -505,7 +505,7 @@ class _Run:
         uid = -1 if self.uid is None else self.uid
         view = self.launch.view.to_json() if self.launch.view and self.isolate else None
         if self.isolate and view is None:  # fail closed: never the host's files instead
-            raise OSError(f"no file view could be made for {self.launch.python} (its probe "
+            raise OSError(f"no file view could be made for {self.launch.python} (its survey "
                           "failed; see the log): nothing is run without one")  # fmt: skip
         return {
             "uid": uid, "tester_uid": -1 if self.uid is None else self.uid + UID_POOL,

@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 PT_INTERP = 3
 # Run by the interpreter itself (as the sandbox uid, isolated, without site): what it is,
 # where its standard library lies and which files it maps with every extension module loaded.
-_PROBE = r"""
+_SURVEY = r"""
 import importlib, json, os, sys, sysconfig
 dynload = [p for p in sys.path if p.endswith("lib-dynload")]
 for folder in dynload:
@@ -150,22 +150,22 @@ def elf_interpreter(path: str) -> str | None:
 
 
 def interpreter_view(python: str, env: dict[str, str], **run_as: object) -> View | None:
-    """The allowlist for `python`, probed by running it (`run_as`: subprocess.run's user,
-    group and extra_groups); None when the probe fails, and the run then cannot be isolated."""
+    """The allowlist for `python`, surveyed by running it (`run_as`: subprocess.run's user,
+    group and extra_groups); None when the survey fails, and the run then cannot be isolated."""
     try:
         out = subprocess.run(
-            [python, "-I", "-S", "-B", "-c", _PROBE], env=env, cwd="/",
+            [python, "-I", "-S", "-B", "-c", _SURVEY], env=env, cwd="/",
             stdin=subprocess.DEVNULL, capture_output=True, timeout=60, **run_as,  # type: ignore[arg-type]
         )  # fmt: skip
         found = json.loads(out.stdout)
     except (OSError, subprocess.SubprocessError, ValueError) as err:
-        log.warning("sandbox: cannot probe %s for its file view: %s", python, err)
+        log.warning("sandbox: cannot survey %s for its file view: %s", python, err)
         return None
     return view_of(found)
 
 
 def view_of(found: dict[str, object]) -> View:
-    """The allowlist from a probe's findings (see _PROBE)."""
+    """The allowlist from a survey's findings (see _SURVEY)."""
     executable = str(found["executable"])
     stdlib = [str(p) for p in found["stdlib"] if os.path.exists(str(p))]  # type: ignore[attr-defined]
     binds = {executable, *stdlib}

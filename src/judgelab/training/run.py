@@ -10,7 +10,7 @@ from pathlib import Path
 from judgelab.cache import JsonCache
 from judgelab.config import EmbeddedModel, Settings
 from judgelab.errors import ConfigError
-from judgelab.evaluators.execution import ExecutionJudge
+from judgelab.evaluators.execution import ExecutionEvaluator
 from judgelab.evaluators.registry import build_evaluator
 from judgelab.io import write_parquet
 from judgelab.models.server import serve
@@ -96,7 +96,7 @@ def train_judges(
     specs = {judge: settings.evaluator(judge) for judge in train.judges}
     policy_model = settings.model(train.policy)
     assert isinstance(policy_model, EmbeddedModel)  # checked by Settings
-    executor = ExecutionJudge(settings.test_runner())
+    executor = ExecutionEvaluator(settings.test_runner())
     with serve(settings, settings.models_called("training")) as endpoints:
         judge_cache = JsonCache(cache_dir(), "judge")
         judges = {

@@ -6,15 +6,15 @@ An endpoint model's ``structured_output`` setting (docs/ENDPOINTS.md) is one of
 * ``json_object``: llama-cpp-python style, ``{"type": "json_object", "schema": {...}}``;
 * ``text``: no ``response_format``; the schema goes into the prompt and the first JSON object
   of the reply is validated like any other;
-* ``auto`` (the default): `resolve` sends one cheap probe request per mode, in that order
+* ``auto`` (the default): `resolve` sends one cheap trial request per mode, in that order
   (a few output tokens, a one-key schema with no strings), and takes the first mode the
   endpoint accepts (any 2xx). A rejection (an HTTP status other than 401, 403, 408 and 429)
   moves on to the next mode; llama-cpp-python's server, for one, answers HTTP 500 to
-  ``json_schema``. An explicit setting wins and sends no probe.
+  ``json_schema``. An explicit setting wins and sends no trial.
 
 The outcome is remembered for the process (``(base_url, model)``: every judge on one model
-shares it; each stage process probes once) and written beside the judge cache (namespace
-``structured_output``, keyed by the endpoint's fingerprint and model). When no probe is
+shares it; each stage process tries once) and written beside the judge cache (namespace
+``structured_output``, keyed by the endpoint's fingerprint and model). When no trial is
 conclusive (the endpoint is unreachable, refuses the key, or rejects even a plain request),
 the mode found earlier is used (source ``remembered``), so a rerun from the caches while the
 endpoint is down sends the same requests and finds the same cache entries; with none on disk
@@ -24,7 +24,7 @@ scores stage reports (`judgelab.scoring.failures`).
 The mode changes what is sent, so it is in every judge cache key through the request as
 sent (never as "auto" or as how it was found): an ``auto`` run that finds ``json_object``
 and a run that sets ``json_object`` share their cache entries. Run ids hold the setting,
-never the probe's outcome.
+never the trial's outcome.
 """
 
 from __future__ import annotations
@@ -51,13 +51,13 @@ FALLBACK: Mode = "json_schema"
 NAMESPACE = "structured_output"
 _VERSION = 1
 
-PROBE_SCHEMA = {
+TRIAL_SCHEMA = {
     "type": "object",
     "properties": {"ok": {"type": "boolean"}},
     "required": ["ok"],
 }
-PROBE_MESSAGES = [{"role": "user", "content": 'Reply with the JSON object {"ok": true} only.'}]
-PROBE_MAX_TOKENS = 16
+TRIAL_MESSAGES = [{"role": "user", "content": 'Reply with the JSON object {"ok": true} only.'}]
+TRIAL_MAX_TOKENS = 16
 # Statuses that say nothing about the format: a wrong key, a timeout, a rate limit.
 _INCONCLUSIVE = frozenset({401, 403, 408, 429})
 
@@ -67,20 +67,20 @@ class Detection:
     """The mode judge calls send to an endpoint, and how it was found.
 
     ``source``: ``setting`` (explicit in params.yaml, or judgelab's own embedded server),
-    ``probe`` (found now), ``remembered`` (no probe was conclusive now; the mode an earlier
-    probe found, read beside the judge cache) or ``fallback`` (neither; ``detail`` says why).
+    ``trial`` (found now), ``remembered`` (no trial was conclusive now; the mode an earlier
+    trial found, read beside the judge cache) or ``fallback`` (neither; ``detail`` says why).
     """
 
     mode: Mode
-    source: Literal["setting", "probe", "remembered", "fallback"]
+    source: Literal["setting", "trial", "remembered", "fallback"]
     detail: str = ""
 
     def describe(self) -> str:
         """One line for `judgelab doctor` and the report's provenance."""
         how = {
             "setting": "set in params.yaml",
-            "probe": "detected by probe",
-            "remembered": "probe inconclusive, mode found earlier",
+            "trial": "detected by a trial request",
+            "remembered": "trial inconclusive, mode found earlier",
             "fallback": "not detected, default sent",
         }[self.source]
         return f"{self.mode} ({how}{': ' + self.detail if self.detail else ''})"
@@ -137,14 +137,14 @@ def _status_detail(err: openai.APIStatusError) -> str:
     return f"HTTP {err.status_code}: {str(err.message)[:200]}"
 
 
-def _probe_format(mode: Mode) -> dict[str, Any] | None:
+def _trial_format(mode: Mode) -> dict[str, Any] | None:
     if mode == "json_schema":
         return {
             "type": "json_schema",
-            "json_schema": {"name": "probe", "schema": PROBE_SCHEMA, "strict": True},
+            "json_schema": {"name": "trial", "schema": TRIAL_SCHEMA, "strict": True},
         }
     if mode == "json_object":
-        return {"type": "json_object", "schema": PROBE_SCHEMA}
+        return {"type": "json_object", "schema": TRIAL_SCHEMA}
     return None
 
 
@@ -152,11 +152,11 @@ async def _try(endpoint: Endpoint, mode: Mode) -> tuple[bool | None, str]:
     """(True: accepted | False: rejected | None: says nothing about the format, detail)."""
     body: dict[str, Any] = {
         "model": endpoint.model,
-        "messages": PROBE_MESSAGES,
-        "max_tokens": PROBE_MAX_TOKENS,
+        "messages": TRIAL_MESSAGES,
+        "max_tokens": TRIAL_MAX_TOKENS,
         "temperature": 0.0,
     }
-    response_format = _probe_format(mode)
+    response_format = _trial_format(mode)
     if response_format is not None:
         body["response_format"] = response_format
     limiter = endpoint.limiter
@@ -176,23 +176,23 @@ async def _try(endpoint: Endpoint, mode: Mode) -> tuple[bool | None, str]:
     return True, "accepted"
 
 
-async def probe(endpoint: Endpoint) -> Detection:
-    """Send the probes (module docstring) and say what they found; remembers nothing."""
+async def detect(endpoint: Endpoint) -> Detection:
+    """Send the trial requests (module docstring) and say what they found; remembers nothing."""
     rejected: list[str] = []
     for mode in MODES:
         accepted, detail = await _try(endpoint, mode)
         if accepted:
             why = "; ".join(rejected) if rejected else f"{mode} accepted"
-            return Detection(mode, "probe", why)
+            return Detection(mode, "trial", why)
         if accepted is None:
-            return Detection(FALLBACK, "fallback", f"probe with {mode}: {detail}")
+            return Detection(FALLBACK, "fallback", f"trial with {mode}: {detail}")
         rejected.append(f"{mode} rejected ({detail})")
     return Detection(FALLBACK, "fallback", "every mode rejected: " + "; ".join(rejected))
 
 
 async def resolve(endpoint: Endpoint, cache_root: Any = None) -> Detection:
     """The mode to send to ``endpoint``: the setting, else what this process or an earlier
-    stage found, else a probe now (one at a time per endpoint and model)."""
+    stage found, else a trial now (one at a time per endpoint and model)."""
     mode = explicit_mode(endpoint)
     if mode is not None:
         return Detection(mode, "setting")
@@ -210,8 +210,8 @@ async def resolve(endpoint: Endpoint, cache_root: Any = None) -> Detection:
         if found is not None:
             return _remember(endpoint, found)
         store = _store(endpoint, cache_root)
-        detection = await probe(endpoint)
-        if detection.source == "probe" and store is not None:
+        detection = await detect(endpoint)
+        if detection.source == "trial" and store is not None:
             await asyncio.to_thread(store.put, _store_key(endpoint), detection.to_dict())
         elif detection.source == "fallback" and store is not None:
             stored = await asyncio.to_thread(store.get, _store_key(endpoint))
