@@ -21,6 +21,23 @@ from judgelab.config import EmbeddedModel, ServerSettings, load_settings  # noqa
 from judgelab.models.endpoint import Endpoint  # noqa: E402
 
 
+@pytest.fixture(scope="session", autouse=True)
+def prefect_api() -> Iterator[str]:
+    """One Prefect API server for the session, as PREFECT_API_URL for the tests and every
+    command they start. A stage command finding none set starts a temporary server of its own
+    (judgelab_cli.deploy.temporary_prefect_server), about 12 s a stage on a 2-core AVX2 EPYC,
+    and the suite runs a stage command many times over. The tests of that path start their
+    commands without Prefect's variables (test_crash_resume.py, the probes command in
+    test_probes_biased.py). A server the caller already set is used as it is."""
+    if os.environ.get("PREFECT_API_URL"):
+        yield os.environ["PREFECT_API_URL"]
+        return
+    from judgelab_cli.deploy import temporary_prefect_server
+
+    with temporary_prefect_server() as url:
+        yield url
+
+
 @pytest.fixture(scope="module")
 def embedded_server() -> Iterator[object]:
     """One llama.cpp server for the module, serving every zoo model of params.yaml.

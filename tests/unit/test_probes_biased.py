@@ -340,16 +340,18 @@ def run_probe_command(
     """`judgelab probes [args]` in a scratch project holding `params` as its params.yaml."""
     (project / "params.yaml").write_text(yaml.safe_dump(params))
     env = {**os.environ, "JUDGELAB_ROOT": str(project), "JUDGELAB_CACHE": str(project / "c")}
-    env.pop("PREFECT_HOME", None)
+    env.pop("PREFECT_HOME", None)  # the project's own, as a user's first run has
     return subprocess.run(
         [str(Path(sys.executable).parent / "judgelab"), "probes", *args],
         cwd=project, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
 
 
-def test_probe_command_end_to_end(tmp_path: Path) -> None:
+def test_probe_command_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`judgelab probes` (Prefect flow, CLI) against the biased loopback judges, in a scratch
-    project: tables that validate, metrics.json with the slot judge's bias, report, plots."""
+    project: tables that validate, metrics.json with the slot judge's bias, report, plots. As a
+    user's first run: no Prefect server set, so the command starts its temporary one."""
+    monkeypatch.delenv("PREFECT_API_URL")
     tasks = load_humaneval(HumanEvalSettings(ids=["HumanEval/13"]))
     canonical = {
         f"`{t.entry_point}`": canonical_code(t.prompt, t.canonical_solution) for t in tasks
