@@ -66,8 +66,11 @@ probe: install
 reference: install
 	$(VENV)/bin/dvc repro reference/dvc.yaml
 
+# The unit tests on every core (each worker its own Prefect API server; none loads a model),
+# then the integration tests one at a time: they run real models, one model process at a time.
 test: install
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest tests/unit -n auto
+	$(VENV)/bin/pytest tests/integration
 
 lint: install
 	$(VENV)/bin/ruff check src flows tests bench support

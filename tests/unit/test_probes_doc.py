@@ -12,8 +12,8 @@ import pytest
 
 from judgelab.config import HumanEvalSettings, load_settings
 from judgelab.probes.attacks import ATTACK
-from judgelab.probes.design import execution_check
 from judgelab.probes.run import plan
+from judgelab.rollouts.contrast import execution_check
 from judgelab.tasks.humaneval import load_humaneval
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,7 +1,8 @@
 """Every YAML example in README and docs/ is valid configuration: pasted into params.yaml as
 written (its sections replace or extend the shipped ones), it passes judgelab's own validation.
-docs/ADDING_AN_EVALUATOR.md is left out: its example names a kind that exists only once the
-reader has added it."""
+The guides to adding a kind, a source or an attack (docs/ADDING_*.md) are left out: their
+examples name what exists only once the reader has added it (tests/unit/test_change_budget.py
+adds each to a copy of the package and runs it)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 EXAMPLES = [
     (f"{doc.stem}-{i}", block)
     for doc in DOCS
-    if doc.name != "ADDING_AN_EVALUATOR.md"
+    if not doc.name.startswith("ADDING_")
     for i, block in enumerate(re.findall(r"```yaml\n(.*?)```", doc.read_text(), re.S))
 ]
 BLOCKS = [block for _, block in EXAMPLES]
