@@ -54,3 +54,26 @@ class JudgeReplyError(TransientError):
 # as opposed to a verdict on the data (e.g. an out-of-range score): analysis counts these.
 JUDGE_CALL_FAILED = "judge call failed"
 JUDGE_REPLY_ERROR = "judge reply error"
+
+
+# What a command's exit code says, the one table of them (docs/OPERATIONS.md, *Exit codes*):
+# 1 is anything unexpected (a traceback: a bug to report).
+EXIT_BAD_INPUT = 2  # params.yaml, an input table or file, an API-key variable: fix the input
+EXIT_GATE = 3  # a gate refused a judge: the attack gate, the audit gate
+EXIT_UNAVAILABLE = 4  # a model or judge could not be used: served, reached, or it kept failing
+EXIT_CODES = {
+    0: "done; every gate asked for passed",
+    1: "an unexpected error (a traceback: a bug to report)",
+    EXIT_BAD_INPUT: "bad input: params.yaml, an input table or file, an API-key variable",
+    EXIT_GATE: "a gate refused a judge (judgelab probes --fail-above, judgelab analysis "
+    "--fail-below / --fail-above-praise); everything was written first",
+    EXIT_UNAVAILABLE: "a model or judge could not be used: not served or reached, or a judge "
+    "whose calls failed beyond scores.max_failure_share (the table and report are written)",
+}
+
+
+def exit_code(err: JudgelabError) -> int:
+    """The exit code a command ends with on `err`."""
+    if isinstance(err, ModelError | TransientError):
+        return EXIT_UNAVAILABLE
+    return EXIT_BAD_INPUT

@@ -10,6 +10,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from judgelab.errors import EXIT_BAD_INPUT, EXIT_UNAVAILABLE
+
 MARK = {"ok": "[green]ok[/]", "warn": "[yellow]warn[/]", "fail": "[red]FAIL[/]"}
 
 
@@ -36,4 +38,5 @@ def doctor(
     failed = [c.name for c in checks if c.status == "fail"]
     if failed:
         typer.secho(f"{len(failed)} check(s) failed: {', '.join(failed)}", fg="red", err=True)
-        raise typer.Exit(1)
+        # bad params are bad input; any other failed check, something that cannot be used
+        raise typer.Exit(EXIT_BAD_INPUT if failed == ["config"] else EXIT_UNAVAILABLE)

@@ -1,4 +1,5 @@
-"""How a command fails: `error: <message>` in red on stderr and exit code 2, no traceback."""
+"""How a command fails: `error: <message>` in red on stderr, no traceback, and the exit code
+`judgelab.errors.exit_code` gives (the table: `judgelab.errors.EXIT_CODES`)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ from typing import NoReturn
 
 import typer
 
-from judgelab.errors import JudgelabError
+from judgelab.errors import EXIT_BAD_INPUT, JudgelabError, exit_code
 
 
-def fail(message: str) -> NoReturn:
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
     typer.secho(f"error: {message}", fg="red", err=True)
-    raise typer.Exit(2) from None
+    raise typer.Exit(code) from None
 
 
 @contextmanager
@@ -22,4 +23,4 @@ def exit_on_error() -> Iterator[None]:
     try:
         yield
     except JudgelabError as err:
-        fail(str(err))
+        fail(str(err), exit_code(err))

@@ -6,6 +6,10 @@ else ``probes.fail_above``) `judgelab.probes.gate.check` reads the metrics the s
 every judge and attack it refuses is one red line on stderr, and the command exits with
 `gate.EXIT_CODE` (3). A threshold with nothing to gate is a configuration error (exit 2)
 before the stage starts.
+
+`judgelab analysis [--fail-below X] [--fail-above-praise Y] [--judge NAME ...]` then applies
+the audit gate (`judgelab.analysis.gate`) to the metrics it wrote, the same way. The exit
+codes: `judgelab.errors.EXIT_CODES`.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from pathlib import Path
 
 import typer
 
-from flows.paths import PROBES_METRICS
-from flows.stages import PROBES_STAGE, STAGES, Stage
+from flows.paths import ANALYSIS, PROBES_METRICS
+from flows.stages import STAGES, Stage
+from judgelab.errors import EXIT_GATE
 from judgelab_cli.errors import exit_on_error
 
 PARAMS = typer.Option(Path("params.yaml"), "--params", "-p", help="Parameters file.")
@@ -31,6 +36,25 @@ FAIL_ABOVE = typer.Option(
     help="Gate: exit with code 3, naming judge and attack, when a judge's success rate for an "
     "attack on failing code (probes.attacks) exceeds this, or cannot be measured. Overrides "
     "probes.fail_above.",
+)
+
+FAIL_BELOW = typer.Option(
+    None,
+    "--fail-below",
+    help="Audit gate: exit with code 3, naming judge and figure, when a gated judge's primary "
+    "(analysis.primary, on mixed groups) is below this, or cannot be computed.",
+)
+FAIL_ABOVE_PRAISE = typer.Option(
+    None,
+    "--fail-above-praise",
+    help="Audit gate: exit with code 3 when a gated judge's false-praise rate (failing code "
+    "scored at or above analysis.praise_threshold) is above this, or cannot be computed.",
+)
+JUDGES = typer.Option(
+    [],
+    "--judge",
+    help="A judge to gate (repeat the flag for several); default: every evaluator audited "
+    "against the truth.",
 )
 
 
@@ -125,7 +149,34 @@ def gated_command(stage: Stage) -> Callable[..., None]:
     return probes
 
 
+def audited_command(stage: Stage) -> Callable[..., None]:
+    """The analysis stage's command: the stage, then the audit gate (module docstring)."""
+
+    def analysis(
+        params: Path = PARAMS,
+        fail_below: float | None = FAIL_BELOW,
+        fail_above_praise: float | None = FAIL_ABOVE_PRAISE,
+        judge: list[str] = JUDGES,
+    ) -> None:
+        from judgelab.analysis import gate
+
+        with exit_on_error():  # before the stage: a bad threshold is bad input
+            audit = gate.Gate(fail_below, fail_above_praise, tuple(judge))
+        run(stage, params)
+        if not audit.active:
+            return
+        with exit_on_error():
+            violations = gate.check_file(ANALYSIS / "metrics.json", audit)
+        for v in violations:
+            typer.secho(f"gate: {v.message()}", fg="red", err=True)
+        if violations:
+            raise typer.Exit(EXIT_GATE)
+        typer.echo("gate: every gated judge passed", err=True)
+
+    return analysis
+
+
 def register(app: typer.Typer) -> None:
     for stage in STAGES:
-        make = gated_command if stage is PROBES_STAGE else command
+        make = {"probes": gated_command, "analysis": audited_command}.get(stage.name, command)
         app.command(stage.command, help=stage.help)(make(stage))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from judgelab.errors import TableError
+from judgelab.errors import EXIT_BAD_INPUT, TableError
 from judgelab.schemas import SCHEMAS, validate_file
 
 app = typer.Typer(
@@ -19,13 +19,13 @@ def _validate(kind: str, path: Path) -> None:
         frame = validate_file(path, kind)
     except TableError as err:
         typer.secho(str(err), fg="red", err=True)
-        raise typer.Exit(1) from None
+        raise typer.Exit(EXIT_BAD_INPUT) from None
     typer.echo(f"{path}: valid {kind} table ({frame.height} rows)")
 
 
 def _make(kind: str) -> None:
     @app.command(
-        name=kind, help=f"Validate a {kind} table; exit 0 if valid, 1 with the reasons if not."
+        name=kind, help=f"Validate a {kind} table; exit 0 if valid, 2 with the reasons if not."
     )
     def command(path: Path = typer.Argument(..., help="Parquet or CSV file.")) -> None:
         _validate(kind, path)

@@ -100,7 +100,7 @@ def test_cli_exit_codes(tmp_path: Path, models_server: str) -> None:
     proc = subprocess.run(
         [str(BIN / "judgelab"), "doctor", "-p", str(bad)], capture_output=True, text=True
     )
-    assert proc.returncode == 1 and "rollouts.nope" in proc.stdout
+    assert proc.returncode == 2 and "rollouts.nope" in proc.stdout  # bad input
     good = tmp_path / "good.yaml"
     good.write_text(
         yaml.safe_dump(

@@ -157,4 +157,4 @@ def test_console_script_exit_codes(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "judgelab_cli", "validate", "scores"]
     assert subprocess.run([*cmd, str(good)], capture_output=True).returncode == 0
     proc = subprocess.run([*cmd, str(bad)], capture_output=True, text=True)
-    assert proc.returncode == 1 and "row 0" in proc.stderr
+    assert proc.returncode == 2 and "row 0" in proc.stderr  # bad input

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from judgelab.config import FAILING_ATTACKS, ProbesSettings
-from judgelab.errors import ConfigError
+from judgelab.errors import EXIT_GATE, ConfigError
 
-EXIT_CODE = 3  # 2 is a configuration or input error, 1 anything unexpected
+EXIT_CODE = EXIT_GATE  # the exit codes: judgelab.errors.EXIT_CODES
 
 
 @dataclass(frozen=True)

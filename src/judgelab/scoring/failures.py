@@ -24,14 +24,15 @@ import polars as pl
 
 from judgelab.config import ScoresSettings
 from judgelab.config.evaluators import JUDGE_PROTOCOLS
-from judgelab.errors import JUDGE_CALL_FAILED, JUDGE_REPLY_ERROR, JudgelabError
+from judgelab.errors import JUDGE_CALL_FAILED, JUDGE_REPLY_ERROR, ModelError
 
 DEFAULT_MAX_FAILURE_SHARE: float = ScoresSettings.model_fields["max_failure_share"].default
 _ATTEMPTS = re.compile(r"^(?P<kind>.+?) after \d+ attempts?: ")
 
 
-class JudgeCallsFailed(JudgelabError):
-    """Raised by the scores stage, after it wrote its table, when a judge is loud."""
+class JudgeCallsFailed(ModelError):
+    """Raised by the scores stage, after it wrote its table, when a judge is loud: a judge
+    that could not be used (exit code `EXIT_UNAVAILABLE`)."""
 
 
 @dataclass(frozen=True)
