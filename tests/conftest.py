@@ -22,7 +22,7 @@ from judgelab.models.endpoint import Endpoint  # noqa: E402
 
 
 @pytest.fixture(scope="session", autouse=True)
-def prefect_api() -> Iterator[str]:
+def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One Prefect API server for the session, as PREFECT_API_URL for the tests and every
     command they start. A stage command finding none set starts a temporary server of its own
     (judgelab_cli.deploy.temporary_prefect_server), about 12 s a stage on a 2-core AVX2 EPYC,
@@ -34,6 +34,10 @@ def prefect_api() -> Iterator[str]:
         return
     from judgelab_cli.deploy import temporary_prefect_server
 
+    # A home of its own for the session's server and every Prefect process after it: the unit
+    # tests run on several workers, each with a server, and two servers creating one database
+    # at once fail their migrations (a fresh clone has none yet).
+    os.environ["PREFECT_HOME"] = str(tmp_path_factory.mktemp("prefect-home"))
     with temporary_prefect_server() as url:
         yield url
 
