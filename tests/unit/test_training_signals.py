@@ -17,8 +17,8 @@ from judgelab.config import HumanEvalSettings, LoraSettings, RolloutSettings, Tr
 from judgelab.config.evaluators import FormatSettings
 from judgelab.errors import ConfigError
 from judgelab.evaluators.base import PointwiseEvaluator
-from judgelab.evaluators.execution import FORGED
 from judgelab.tasks.humaneval import load_humaneval
+from judgelab.tasks.testing import FORGED
 from judgelab.training import alignment as al
 from judgelab.training.grpo import group_advantages
 from judgelab.training.loop import JudgeRun, Trainer, history_frame, latest_checkpoint, train_row

@@ -43,7 +43,13 @@ from judgelab.config.evaluators import ExecutionSettings
 from judgelab.evaluators.base import PointwiseEvaluator
 from judgelab.evaluators.extended import extended_cases
 from judgelab.sandbox import CallTests, Limits, TestRun, run_tests
-from judgelab.tasks.testing import call_cases, candidate_module, truth_tests, wrong_case
+from judgelab.tasks.testing import (
+    PASSED,
+    call_cases,
+    candidate_module,
+    judged,
+    truth_tests,
+)
 from judgelab.verdicts import Candidate, Task, Verdict
 
 log = logging.getLogger(__name__)
@@ -51,12 +57,10 @@ log = logging.getLogger(__name__)
 EXPLANATION_CHARS = 600
 REASON_CHARS = 200
 
-# Reasons that name an outcome by themselves.
+# Reasons that name an outcome by themselves (the tests' own: tasks.testing.PASSED, FAILED,
+# FORGED).
 NO_TESTS = "task has no tests"
 NO_CODE = "no code in answer"
-PASSED = "tests passed"
-FAILED = "tests failed: "  # + what failed: the test's exception, or the code's
-FORGED = "forged: "  # + what the code did to fake an answer
 EXTENDED = "extended: "  # + why code that passed the task's own tests failed the extra ones
 
 
@@ -112,24 +116,11 @@ class ExecutionEvaluator(PointwiseEvaluator):
     def _verdict(
         self, run: TestRun, entry_point: str, cases: list[tuple[Any, Any]] | None
     ) -> Verdict:
+        outcome, reason = judged(run, cases, entry_point)
+        if outcome == "passed":
+            return Verdict.scored(1.0, reason=PASSED, outcome="passed", latency_s=run.duration_s)
         explanation = run.detail[-EXPLANATION_CHARS:].strip() or None
         common = {"explanation": explanation, "latency_s": run.duration_s}
-        if run.outcome == "passed":
-            wrong = None if cases is None else wrong_case(run.values or [], cases, entry_point)
-            if wrong is not None:
-                reason = f"{FAILED}{wrong}"[:REASON_CHARS]
-                return Verdict.scored(0.0, reason=reason, outcome="tests_failed", **common)  # type: ignore[arg-type]
-            return Verdict.scored(1.0, reason=PASSED, outcome="passed", latency_s=run.duration_s)
-        if run.outcome == "error":
-            return Verdict.unscored(run.reason[:REASON_CHARS] or "sandbox error",
-                                    outcome="sandbox_error", **common)  # fmt: skip
-        if run.outcome == "forged":
-            reason = f"{FORGED}{run.reason}"[:REASON_CHARS]
-            return Verdict.scored(0.0, reason=reason, outcome="forged", **common)  # type: ignore[arg-type]
-        if run.outcome == "not_parsed":
-            reason = f"{FAILED}{run.reason}"[:REASON_CHARS]
-            return Verdict.scored(0.0, reason=reason, outcome="not_parsed", **common)  # type: ignore[arg-type]
-        reason = run.reason if run.outcome != "failed" else f"{FAILED}{run.reason}"
-        if run.outcome == "failed" and run.failed_case is not None:
-            reason = f"{FAILED}case {run.failed_case}: {run.reason}"
-        return Verdict.scored(0.0, reason=reason[:REASON_CHARS], outcome="tests_failed", **common)  # type: ignore[arg-type]
+        if outcome == "sandbox_error":
+            return Verdict.unscored(reason[:REASON_CHARS], outcome=outcome, **common)  # type: ignore[arg-type]
+        return Verdict.scored(0.0, reason=reason[:REASON_CHARS], outcome=outcome, **common)  # type: ignore[arg-type]

@@ -1,8 +1,9 @@
 """How a task's tests run against code, in the sandbox: what the trusted tester runs for a task
 (`truth_tests`), the program the code becomes (`candidate_module`), and how values returned
 for tests judgelab wrote are compared with the expected ones, which never leave this process
-(`wrong_case`, `same_output`). The execution evaluator turns a run into a verdict
-(`judgelab.evaluators.execution`); the CodeI/O source checks its references with `passes`.
+(`wrong_case`, `same_output`), and what a run says (`judged`: the outcome and its reason),
+which the execution evaluator turns into a verdict (`judgelab.evaluators.execution`) and the
+CodeI/O source's reference check into a pass (`passes`).
 `ast` here only parses: the code is executed only in the sandbox (docs/SECURITY.md).
 """
 
@@ -16,7 +17,7 @@ import threading
 import warnings
 from typing import Any
 
-from judgelab.sandbox import CallTests, CheckTests, Limits, run_tests
+from judgelab.sandbox import CallTests, CheckTests, Limits, TestRun, run_tests
 from judgelab.tasks.files import io_cases
 from judgelab.verdicts import Task
 
@@ -145,22 +146,40 @@ def same_output(got: Any, expected: Any) -> bool:
     return type(got) is type(expected) and got == expected
 
 
+# Reasons that name an outcome by themselves.
+PASSED = "tests passed"
+FAILED = "tests failed: "  # + what failed: the test's exception, or the code's
+FORGED = "forged: "  # + what the code did to fake an answer
+
+
+def judged(run: TestRun, cases: list[tuple[Any, Any]] | None, entry_point: str) -> tuple[str, str]:
+    """A run of a task's tests as (outcome, reason): the outcome one of ``passed``,
+    ``tests_failed``, ``forged``, ``not_parsed`` or ``sandbox_error`` (the sandbox's fault, not
+    the code's), the reason saying which, in full. Values returned for `cases` (tests judgelab
+    wrote) are compared here."""
+    if run.outcome == "passed":
+        wrong = None if cases is None else wrong_case(run.values or [], cases, entry_point)
+        return ("passed", PASSED) if wrong is None else ("tests_failed", f"{FAILED}{wrong}")
+    if run.outcome == "error":
+        return "sandbox_error", run.reason or "sandbox error"
+    if run.outcome == "forged":
+        return "forged", f"{FORGED}{run.reason}"
+    if run.outcome == "not_parsed":
+        return "not_parsed", f"{FAILED}{run.reason}"
+    if run.outcome == "failed" and run.failed_case is not None:
+        return "tests_failed", f"{FAILED}case {run.failed_case}: {run.reason}"
+    if run.outcome == "failed":
+        return "tests_failed", f"{FAILED}{run.reason}"
+    return "tests_failed", run.reason  # timeout, memory, killed: the sandbox says which
+
+
 def passes(task: Task, code: str, limits: Limits) -> tuple[bool | None, str]:
     """Whether `code` (a whole answer's code) passes `task`'s tests, as the execution evaluator
     runs them: (True, ""), (False, what failed), or (None, why) when the sandbox could not
     judge it."""
     assert task.test is not None and task.entry_point is not None
     run = run_tests(candidate_module(task, code), truth_tests(task), limits)
-    if run.outcome == "error":
-        return None, run.reason or "sandbox error"
-    if run.outcome == "forged":
-        return False, f"forged: {run.reason}"
-    if run.outcome == "failed" and run.failed_case is not None:
-        return False, f"tests failed: case {run.failed_case}: {run.reason}"
-    if run.outcome in ("failed", "not_parsed"):
-        return False, f"tests failed: {run.reason}"
-    if run.outcome != "passed":  # timeout, memory, killed: the sandbox says which
-        return False, run.reason
-    cases = call_cases(task.test)
-    wrong = None if cases is None else wrong_case(run.values or [], cases, task.entry_point)
-    return (False, f"tests failed: {wrong}") if wrong is not None else (True, "")
+    outcome, reason = judged(run, call_cases(task.test), task.entry_point)
+    if outcome == "sandbox_error":
+        return None, reason
+    return (True, "") if outcome == "passed" else (False, reason)
