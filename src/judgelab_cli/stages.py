@@ -17,8 +17,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -126,6 +127,15 @@ def command(stage: Stage) -> Callable[[Path], None]:
     return run_stage
 
 
+def refuse(violations: Sequence[Any], passed: str) -> None:
+    """A gate's verdict: one red line per violation and exit `EXIT_GATE`, else `passed`."""
+    for v in violations:
+        typer.secho(f"gate: {v.message()}", fg="red", err=True)
+    if violations:
+        raise typer.Exit(EXIT_GATE)
+    typer.echo(f"gate: {passed}", err=True)
+
+
 def gated_command(stage: Stage) -> Callable[..., None]:
     """The probes stage's command: the stage, then the attack gate (module docstring)."""
 
@@ -140,11 +150,7 @@ def gated_command(stage: Stage) -> Callable[..., None]:
             return
         with exit_on_error():
             violations = gate.check_file(PROBES_METRICS, limit)
-        for v in violations:
-            typer.secho(f"gate: {v.message()}", fg="red", err=True)
-        if violations:
-            raise typer.Exit(gate.EXIT_CODE)
-        typer.echo(f"gate: no attack success rate above {limit}", err=True)
+        refuse(violations, f"no attack success rate above {limit}")
 
     return probes
 
@@ -167,11 +173,7 @@ def audited_command(stage: Stage) -> Callable[..., None]:
             return
         with exit_on_error():
             violations = gate.check_file(ANALYSIS / "metrics.json", audit)
-        for v in violations:
-            typer.secho(f"gate: {v.message()}", fg="red", err=True)
-        if violations:
-            raise typer.Exit(EXIT_GATE)
-        typer.echo("gate: every gated judge passed", err=True)
+        refuse(violations, "every gated judge passed")
 
     return analysis
 
