@@ -9,7 +9,6 @@ together. Rewrite it after a change to the imports:
 
 from __future__ import annotations
 
-import functools
 import re
 import sys
 from pathlib import Path
@@ -36,14 +35,16 @@ def room_edges(edges: dict[str, set[str]]) -> dict[str, set[str]]:
 
 def floors(rooms: dict[str, set[str]]) -> dict[str, int]:
     """Room -> its floor (1: imports no other room). A cycle between rooms is an error."""
+    at: dict[str, int] = {}
 
-    @functools.cache
-    def floor(r: str, path: tuple[str, ...] = ()) -> int:
+    def floor(r: str, path: tuple[str, ...]) -> int:
         if r in path:
             raise ValueError(f"rooms import each other in a circle: {' -> '.join((*path, r))}")
-        return 1 + max((floor(b, (*path, r)) for b in sorted(rooms[r])), default=0)
+        if r not in at:
+            at[r] = 1 + max((floor(b, (*path, r)) for b in sorted(rooms[r])), default=0)
+        return at[r]
 
-    return {r: floor(r) for r in sorted(rooms)}
+    return {r: floor(r, ()) for r in sorted(rooms)}
 
 
 def table(edges: dict[str, set[str]]) -> str:
@@ -66,7 +67,7 @@ def rewrite(text: str, new: str) -> str:
 
 
 if __name__ == "__main__":
-    sys.path[:0] = [str(ROOT / "tests" / "unit")]
+    sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "unit")]  # this checkout's `tests` first
     from test_architecture import graph
 
     if sys.argv[1:] != ["--write"]:
