@@ -109,9 +109,26 @@ def build_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
     return {m: imports_of(m, path, modules) for m, path in modules.items()}
 
 
+def imported_by_name() -> dict[str, set[str]]:
+    """The imports a registry makes from a name its settings give ("module:name"), which no
+    import statement shows: the evaluator registry imports each kind's class, the task
+    registry each source's loader."""
+    from judgelab.config.evaluators import SETTINGS
+    from judgelab.config.tasks import TASK_SOURCES
+
+    loaders = [p for s in TASK_SOURCES.values() for p in (s.load, s.by_ids) if p is not None]
+    return {
+        "judgelab.evaluators.registry": {s.evaluator.partition(":")[0] for s in SETTINGS.values()},
+        "judgelab.tasks.registry": {p.partition(":")[0] for p in loaders},
+    }
+
+
 @functools.cache
 def graph() -> dict[str, set[str]]:
-    return build_graph(module_files())
+    edges = build_graph(module_files())
+    for module, named in imported_by_name().items():
+        edges[module] |= named
+    return edges
 
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -378,19 +395,26 @@ def test_the_dependency_check_sees_a_missing_module() -> None:
 
 def test_an_evaluator_kind_has_its_settings_and_its_class() -> None:
     from judgelab.config.evaluators import SETTINGS
-    from judgelab.evaluators.registry import CLASSES
+    from judgelab.evaluators.base import Evaluator
+    from judgelab.evaluators.registry import evaluator_class
 
-    assert set(SETTINGS) == set(CLASSES)
+    for kind, settings in SETTINGS.items():  # the settings name a class that scores them
+        cls = evaluator_class(kind)
+        assert issubclass(cls, Evaluator) and cls.__module__.startswith("judgelab.evaluators.")
+        assert cls.protocol == settings.protocol, kind
 
 
 def test_a_task_source_is_its_module_its_section_and_one_entry() -> None:
     from judgelab.config import TasksSettings
     from judgelab.tasks.registry import SOURCES
 
-    for source in SOURCES:
+    for source in SOURCES:  # each registration names functions of judgelab.tasks
         assert source.name in TasksSettings.model_fields, source.name
-        if source.loader is not None:
-            assert source.loader.__module__.startswith("judgelab.tasks."), source.name
+        for function in (source.loader, source.by_ids):
+            if function is not None:
+                assert callable(function), source.name
+                assert function.__module__.startswith("judgelab.tasks."), source.name
+    assert SOURCES[0].loader is not None and SOURCES[-1].loader is None  # autorl has none
 
 
 def test_a_probe_generator_is_named_in_the_settings() -> None:
@@ -410,7 +434,7 @@ def test_a_probe_generator_is_named_in_the_settings() -> None:
 def test_the_guide_names_the_registries_the_tests_hold() -> None:
     guide = (ROOT / "docs/ARCHITECTURE.md").read_text()
     table = guide.split("## Where do I add", 1)[1].split("\n## ", 1)[0]
-    for name in ("`SETTINGS`", "`CLASSES`", "`SOURCES`", "`PERTURBATIONS`", "`ATTACKS`",
+    for name in ("`SETTINGS`", "`TASK_SOURCES`", "`SOURCES`", "`PERTURBATIONS`", "`ATTACKS`",
                  "`Settings.models_called`", "flows/stages.py"):  # fmt: skip
         assert name in table, name
 

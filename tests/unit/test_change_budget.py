@@ -1,6 +1,7 @@
 """The change budget, measured: adding an evaluator, a task source or an attack, as the guides
 walk it (docs/ADDING_AN_EVALUATOR.md, docs/ADDING_A_TASK_SOURCE.md, docs/ADDING_AN_ATTACK.md),
-touches the files each guide's "Files touched" line names, and no other. Each test adds a
+touches its module and one registration (the files each guide's "Files touched" line names),
+and no other. Each test adds a
 throwaway one to a copy of the package, counts the files that differ from the checkout, and
 runs the new one in a fresh interpreter on that copy: it must be usable from params.yaml's
 settings with nothing else changed. (Its own test and the generated docs/CONFIG.md are the
@@ -76,7 +77,7 @@ def code_block(guide: str, first_line: str) -> str:
     raise AssertionError(f"{guide}: no code block starting {first_line!r}")
 
 
-def test_an_evaluator_is_its_module_its_settings_and_one_registry_entry(copy: Path) -> None:
+def test_an_evaluator_is_its_module_and_its_registration(copy: Path) -> None:
     guide = "ADDING_AN_EVALUATOR.md"
     module = code_block(guide, "# src/judgelab/evaluators/length.py")
     (copy / "judgelab/evaluators/length.py").write_text(module)
@@ -85,14 +86,8 @@ def test_an_evaluator_is_its_module_its_settings_and_one_registry_entry(copy: Pa
          "\n\n\n" + settings.rstrip())  # fmt: skip
     edit(copy, "judgelab/config/evaluators.py", '    "rubric": RubricSettings,\n',
          '    "length": LengthSettings,\n', before=False)  # fmt: skip
-    loader = code_block(guide, "def _length() -> type[Evaluator]:").split("\n\n\n")[0]
-    edit(copy, "judgelab/evaluators/registry.py", "\n\n# kind -> a function that imports",
-         "\n\n\n" + loader.rstrip())  # fmt: skip
-    edit(copy, "judgelab/evaluators/registry.py", '    "rubric": _rubric,\n',
-         '    "length": _length,\n', before=False)  # fmt: skip
     assert touched(copy) == files_touched(guide, "length") == [
         "judgelab/config/evaluators.py", "judgelab/evaluators/length.py",
-        "judgelab/evaluators/registry.py",
     ]  # fmt: skip
     out = run(
         copy,
@@ -113,7 +108,7 @@ def test_an_evaluator_is_its_module_its_settings_and_one_registry_entry(copy: Pa
     assert out.split() == ["rule", "[1.0,", "0.5,", "0.0]"]
 
 
-def test_a_task_source_is_its_module_its_section_and_one_registry_entry(copy: Path) -> None:
+def test_a_task_source_is_its_module_and_its_registration(copy: Path) -> None:
     guide = "ADDING_A_TASK_SOURCE.md"
     module = code_block(guide, "# src/judgelab/tasks/tiny.py")
     (copy / "judgelab/tasks/tiny.py").write_text(module)
@@ -122,12 +117,10 @@ def test_a_task_source_is_its_module_its_section_and_one_registry_entry(copy: Pa
          "\n\n\n" + section.rstrip())  # fmt: skip
     edit(copy, "judgelab/config/tasks.py", "    autorl: AutoRLSettings = AutoRLSettings()\n",
          "    tiny: TinySettings = TinySettings()\n", before=False)  # fmt: skip
-    edit(copy, "judgelab/tasks/registry.py", "from judgelab.tasks.loaded import Loaded\n",
-         "from judgelab.tasks.tiny import tiny_source\n", before=False)  # fmt: skip
-    entry = code_block(guide, '    TaskSource("tiny"').rstrip() + "\n"
-    edit(copy, "judgelab/tasks/registry.py", ")  # fmt: skip\nSOURCE_NAMES", entry)
+    entry = code_block(guide, '    "tiny": SourceLoader(').rstrip() + "\n"
+    edit(copy, "judgelab/config/tasks.py", '    "autorl": SourceLoader(', entry)
     assert touched(copy) == files_touched(guide, "tiny") == [
-        "judgelab/config/tasks.py", "judgelab/tasks/registry.py", "judgelab/tasks/tiny.py",
+        "judgelab/config/tasks.py", "judgelab/tasks/tiny.py",
     ]  # fmt: skip
     out = run(
         copy,

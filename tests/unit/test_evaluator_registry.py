@@ -16,7 +16,7 @@ from judgelab.config import load_settings, parse_settings
 from judgelab.config.evaluators import SETTINGS, EvaluatorSettings
 from judgelab.errors import ConfigError
 from judgelab.evaluators.base import Evaluator, PointwiseEvaluator
-from judgelab.evaluators.registry import CLASSES, build_evaluator, evaluator_class
+from judgelab.evaluators.registry import build_evaluator, evaluator_class
 from judgelab.scoring import score_group, scores_frame
 from judgelab.verdicts import Candidate, Task, Verdict
 
@@ -24,9 +24,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_kind_names_its_own_settings_and_an_evaluator_class() -> None:
-    assert list(SETTINGS) == list(CLASSES) == ["format", "syntax", "execution", "ruler", "rubric"]
+    assert list(SETTINGS) == ["format", "syntax", "execution", "ruler", "rubric"]
     for kind, settings in SETTINGS.items():
         assert settings.model_fields["kind"].default == kind
+        assert settings.evaluator.startswith("judgelab.evaluators."), kind
         assert issubclass(evaluator_class(kind), Evaluator)
 
 
@@ -90,6 +91,8 @@ print(sorted(m for m in ("art", "litellm") if m in sys.modules))
 
 
 class LengthSettings(EvaluatorSettings):
+    protocol = "rule"
+    evaluator = f"{__name__}:LengthEvaluator"
     kind: Literal["length"] = "length"
     max_chars: int = Field(20, ge=1)
 
@@ -119,7 +122,6 @@ def test_a_new_kind_is_configured_in_params_and_scored(monkeypatch: pytest.Monke
     with pytest.raises(ConfigError, match="unknown evaluator kind 'length'"):
         parse_settings(_params())
     monkeypatch.setitem(SETTINGS, "length", LengthSettings)
-    monkeypatch.setitem(CLASSES, "length", lambda: LengthEvaluator)
 
     with pytest.raises(ConfigError, match=r"scores\.evaluators\.0\.max_char: unknown key"):
         parse_settings(_params(max_char=10))

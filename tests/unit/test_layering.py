@@ -54,7 +54,13 @@ def test_the_checker_sees_lazy_imports(tmp_path: Path) -> None:
     assert [name for _, name in imported(sample)] == ["flows.stages", "judgelab_cli.x"]
 
 
-def test_nothing_is_imported_by_string() -> None:
+# The registries import the module a kind's or a source's registration names ("module:name"),
+# because the config that holds the registration sits below them and must not import them;
+# tests/unit/test_architecture.py (imported_by_name) adds those imports to the import graph.
+BY_NAME = {"src/judgelab/evaluators/registry.py", "src/judgelab/tasks/registry.py"}
+
+
+def test_nothing_but_the_registries_imports_by_string() -> None:
     found = []
     for path in modules(LIBRARY) + modules(FLOWS) + modules(CLI):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -64,7 +70,7 @@ def test_nothing_is_imported_by_string() -> None:
             name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
             if name in ("import_module", "__import__"):
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno} calls {name}")
-    assert found == []
+    assert {f.split(":")[0] for f in found} == BY_NAME and len(found) == len(BY_NAME)
 
 
 def test_importing_the_library_loads_neither_flows_nor_the_cli() -> None:

@@ -28,6 +28,10 @@ class EvaluatorSettings(BaseModel):
     protocol: ClassVar[str]
     # True for a kind that scores a group in one call (RULER): its scores are relative.
     scores_groups: ClassVar[bool] = False
+    # The class that scores this kind, as "module:Class": the registration of the kind
+    # (`judgelab.evaluators.registry` imports it when the first such evaluator is built, so
+    # ART and litellm stay off the import path of a stage that builds no LLM judge).
+    evaluator: ClassVar[str]
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
 
@@ -58,16 +62,19 @@ class LLMJudgeSettings(EvaluatorSettings):
 
 class FormatSettings(EvaluatorSettings):
     protocol = "rule"
+    evaluator = "judgelab.evaluators.rules:FormatEvaluator"
     kind: Literal["format"] = "format"
 
 
 class SyntaxSettings(EvaluatorSettings):
     protocol = "rule"
+    evaluator = "judgelab.evaluators.rules:SyntaxEvaluator"
     kind: Literal["syntax"] = "syntax"
 
 
 class ExecutionSettings(EvaluatorSettings):
     protocol = "execution"
+    evaluator = "judgelab.evaluators.execution:ExecutionEvaluator"
     kind: Literal["execution"] = "execution"
     timeout_s: float = Field(10.0, gt=0, le=600)
     cpu_s: float = Field(10.0, gt=0, le=600)
@@ -128,6 +135,7 @@ class JudgeCallSettings(BaseModel):
 class RulerSettings(LLMJudgeSettings):
     protocol = "ruler"
     scores_groups = True
+    evaluator = "judgelab.evaluators.ruler:RulerJudge"
     kind: Literal["ruler"] = "ruler"
     judge: str
     shuffle: bool = True
@@ -146,6 +154,7 @@ class RulerSettings(LLMJudgeSettings):
 
 class RubricSettings(LLMJudgeSettings):
     protocol = "rubric"
+    evaluator = "judgelab.evaluators.rubric:RubricJudge"
     kind: Literal["rubric"] = "rubric"
     judge: str
     rubric: str | None = Field(

