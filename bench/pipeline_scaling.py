@@ -96,7 +96,7 @@ def params(base_url: str, codeio_limit: int) -> dict:
                 {"name": "ruler", "kind": "ruler", "judge": "judge"},
             ]
         },
-        "train": {"judges": []},
+        "train": {"rewards": []},
         "tracking": {"enabled": True},
         "runner": {"kind": "threads", "workers": 32},
     }  # fmt: skip

@@ -61,7 +61,7 @@ def params(base_url: str, groups: int, concurrency: int) -> dict:
                 {"name": "ruler", "kind": "ruler", "judge": "judge"},
             ]
         },
-        "train": {"judges": []},
+        "train": {"rewards": []},
         "tracking": {"enabled": False},
         "runner": {"kind": "threads", "workers": 32},
     }

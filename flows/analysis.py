@@ -24,7 +24,7 @@ def models_used(settings: Settings) -> list[str]:
     """The models behind the tables analysed: those the pipeline's stages call, and the trained
     policy (which the training stage loads itself)."""
     names = settings.models_called("pipeline")
-    return sorted({*names, settings.train.policy} if settings.train.judges else set(names))
+    return sorted({*names, settings.train.policy} if settings.train.rewards else set(names))
 
 
 def structured_output_modes(scores: Path) -> dict[str, Any]:
@@ -56,7 +56,7 @@ def analysis_flow(
         out,
         training_dir=training,
         probes_metrics=PROBES_METRICS,
-        train_judges=settings.train.judges,
+        train_judges=settings.train.rewards,
         provenance=provenance(settings, params, project_root(), models_used(settings))
         | structured_output_modes(scores),
         max_failure_share=settings.scores.max_failure_share,

@@ -130,7 +130,7 @@ PIPELINE_STAGES = (
     Stage(
         name="training",
         command="training",
-        help="GRPO with LoRA: one policy per judge in train.judges, resumable, per-epoch history.",
+        help="GRPO with LoRA: one policy per judge in train.rewards, resumable, per-epoch history.",
         reads=(TASKS,),
         writes=(TRAINING,),
         # The policy's prompt is the rollouts' system prompt; its sampling is train's own
@@ -164,10 +164,10 @@ PIPELINE_STAGES = (
             ANALYSIS / "plots/score_distribution.csv",
             ANALYSIS / "plots/training_curves.csv",
         ),
-        # train.judges: the report says which configured judges lack training output. The
+        # train.rewards: the report says which configured judges lack training output. The
         # MLflow run also logs settings of the stages before (rollouts, scores, train), whose
         # tables this stage reads.
-        params=("analysis", "tracking", "train.judges"),
+        params=("analysis", "tracking", "train.rewards"),
     ),
 )
 

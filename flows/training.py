@@ -1,4 +1,4 @@
-"""training stage: one LoRA policy per judge in train.judges (and per seed in train.seeds),
+"""training stage: one LoRA policy per judge in train.rewards (and per seed in train.seeds),
 GRPO on that judge's rewards, all policies in lockstep (one batched decode per epoch serves
 every policy).
 
@@ -61,7 +61,7 @@ def fanned_out(settings: Settings, on_done: Callable[[str], None] = lambda label
 def train_judges_task(settings: Settings, tasks: list, out: Path) -> dict[str, Path]:
     """Progress counts units of work: each epoch's sampling round, and per policy its scoring
     and its GRPO step (lines with elapsed time and ETA when stderr is not a terminal)."""
-    judges = settings.train.judges
+    judges = settings.train.rewards
     with progress(f"train {', '.join(judges)}", None, unit="step") as advance:
 
         def on_progress(what: str, total: int) -> None:
@@ -82,10 +82,10 @@ def training_flow(
     settings = load_settings(params)
     task_list = tasks_from_frame(validate_file(tasks, "tasks"))
     out.mkdir(parents=True, exist_ok=True)
-    if settings.train.judges:
+    if settings.train.rewards:
         paths = train_judges_task(settings, task_list, out)
         for run, path in paths.items():
             logging.getLogger("judgelab.flows.training").info("%s: history in %s", run, path)
-    policies = len(settings.train.judges) * max(1, len(settings.train.seeds))
+    policies = len(settings.train.rewards) * max(1, len(settings.train.seeds))
     get_run_logger().info("trained %d policies under %s", policies, out)
     return out

@@ -254,7 +254,7 @@ def run_checks(params: Path, *, rehash: bool = False, sandbox: bool = True) -> l
         if any(isinstance(s, EmbeddedModel) for s in settings.models.values()):
             checks.append(check_llama_cpp())
         checks += check_endpoints(settings)
-        if settings.train.judges:
+        if settings.train.rewards:
             checks.append(check_training(settings))
     if sandbox:
         checks.append(check_sandbox())

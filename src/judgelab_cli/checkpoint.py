@@ -92,7 +92,7 @@ def list_checkpoints(root: Path = ROOT) -> None:
 
 @app.command()
 def generate(
-    judge: str = typer.Option(..., "--judge", help="Whose policy: a name in train.judges."),
+    judge: str = typer.Option(..., "--judge", help="Whose policy: a name in train.rewards."),
     prompt: str = typer.Option(..., "--prompt", help="The user message."),
     step: int = typer.Option(None, "--step", help="Checkpoint step; default: the newest."),
     seed_of_run: int = SEED,
@@ -127,7 +127,7 @@ def generate(
 
 @app.command()
 def export(
-    judge: str = typer.Option(..., "--judge", help="Whose policy: a name in train.judges."),
+    judge: str = typer.Option(..., "--judge", help="Whose policy: a name in train.rewards."),
     out: Path = typer.Option(..., "--out", help="Where to write the GGUF adapter."),
     step: int = typer.Option(None, "--step", help="Checkpoint step; default: the newest."),
     seed_of_run: int = SEED,

@@ -79,7 +79,7 @@ def params(base_url: str) -> dict[str, Any]:
                 {"name": "rubric-b", "kind": "rubric", "judge": "judge-b"},
             ],
         },
-        "train": {"judges": []},
+        "train": {"rewards": []},
         "analysis": {"bootstrap": 200, "seed": 0, "min_ci_groups": 5},
         "tracking": {"enabled": False},
         "probes": {
@@ -109,7 +109,7 @@ def training_params(base_url: str) -> dict[str, Any]:
         "family": "smollm",
     }
     config["train"] = {
-        "judges": list(TRAINING_JUDGES),
+        "rewards": list(TRAINING_JUDGES),
         "policy": "smollm2",
         "device": "cpu",
         "dtype": "float32",

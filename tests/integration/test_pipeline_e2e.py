@@ -43,7 +43,7 @@ def tiny_params() -> dict:
     ]
     # Training: the smallest policy, one epoch, so the stage runs end to end in seconds.
     p["train"] = {
-        "judges": ["execution", "ruler-smollm2-135m"],
+        "rewards": ["execution", "ruler-smollm2-135m"],
         "policy": "smollm2-135m",
         "epochs": 1,
         "k": 2,

@@ -221,7 +221,7 @@ def test_triggered_run_completes_with_its_stage_subflows(
         "judgelab-rollouts",
         "judgelab-scores",
         "judgelab-tasks",
-        "judgelab-training",  # nothing to train here (train.judges is empty)
+        "judgelab-training",  # nothing to train here (train.rewards is empty)
     ]
     assert (project / "data/analysis/report.html").is_file()
 

@@ -25,7 +25,7 @@ def test_shipped_params_are_valid() -> None:
     assert judges == {"qwen-1.5b", "qwen-0.5b", "smollm2-135m", "gemma-270m"}
     # Training on the default: execution as the reward, at least 2 epochs (what fits make
     # run's 20 minutes on an AVX2-only CPU), held-out tasks where the base policy is mixed.
-    assert "execution" in s.train.judges
+    assert "execution" in s.train.rewards
     assert s.train.epochs >= 2 and s.train.dtype == "auto"
     assert s.train.heldout.select == "mixed"
 
@@ -119,7 +119,7 @@ def test_judges_without_an_execution_truth_are_a_judge_only_audit(
     d["scores"]["evaluators"] = [
         ev for ev in d["scores"]["evaluators"] if ev["kind"] != "execution"
     ]
-    d["train"]["judges"] = []
+    d["train"]["rewards"] = []
     with caplog.at_level("WARNING", logger="judgelab.config"):
         settings = parse_settings(d)
     assert not any(ev.kind == "execution" for ev in settings.scores.evaluators)
@@ -146,4 +146,13 @@ def test_the_truth_is_named_among_the_execution_evaluators() -> None:
     assert parse_settings(d).analysis.truth == "execution-extended"
     d["analysis"]["truth"] = "format"
     with pytest.raises(ConfigError, match=r"analysis.truth: 'format' is not an execution"):
+        parse_settings(d)
+
+
+def test_an_old_key_names_its_new_name() -> None:
+    """train.judges was renamed train.rewards: a params.yaml with the old key fails naming the
+    new one, and is never read as if it were the new."""
+    d = params()
+    d["train"]["judges"] = d["train"].pop("rewards")
+    with pytest.raises(ConfigError, match=r"train\.judges: renamed to 'rewards': rename the key"):
         parse_settings(d)

@@ -141,7 +141,7 @@ def test_quoted_defaults_are_the_settings(doc: Path) -> None:
 
 def test_the_docs_quote_defaults() -> None:
     quoted = {m.group(1) for doc in DOCS for m in QUOTED.finditer(prose(doc.read_text()))}
-    assert {"train.epochs", "train.judges", "probes.repeats", "call.out_of_range"} <= quoted
+    assert {"train.epochs", "train.rewards", "probes.repeats", "call.out_of_range"} <= quoted
 
 
 def test_a_wrong_or_unreadable_default_is_caught() -> None:

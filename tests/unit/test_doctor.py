@@ -175,7 +175,7 @@ def test_structured_output_row_reports_the_detected_mode(
             {"name": "ruler-judge", "kind": "ruler", "judge": "judge"},
             {"name": "ruler-fixed", "kind": "ruler", "judge": "fixed"},
         ]
-        data["train"]["judges"], data["probes"]["judges"] = [], []
+        data["train"]["rewards"], data["probes"]["judges"] = [], []
         checks = {c.name: c for c in check_endpoints(parse_settings(data))}
         requests = len(server.requests)
     detect.forget()

@@ -54,8 +54,16 @@ def test_extra_inputs_keep_the_contracts_and_are_new_and_reproducible() -> None:
 
 def test_expected_outputs_come_from_the_reference_and_rejected_inputs_are_dropped() -> None:
     test = "def check(candidate):\n    assert candidate(4) == 2\n    assert candidate(9) == 3\n"
-    task = Task("t", "files", "def root(n):\n", "root", test, canonical_solution=(
-        "    if n in (5, 6, 7, 8):\n        raise ValueError('no')\n    return int(n ** 0.5)\n"))
+    task = Task(
+        "t",
+        "files",
+        "def root(n):\n",
+        "root",
+        test,
+        canonical_solution=(
+            "    if n in (5, 6, 7, 8):\n        raise ValueError('no')\n    return int(n ** 0.5)\n"
+        ),
+    )
     extra = extended_cases(task, 12, 0, Limits(timeout_s=10))
     assert extra.public == 2 and extra.cases
     assert all(expected == int(args[0] ** 0.5) for args, expected in extra.cases)

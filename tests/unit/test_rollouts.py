@@ -183,7 +183,7 @@ def writers_settings(**rollouts: object) -> object:
             "tasks": {"autorl": {"enabled": False}},
             "rollouts": rollouts,
             "scores": {"evaluators": [{"name": "execution", "kind": "execution"}]},
-            "train": {"judges": []},
+            "train": {"rewards": []},
         }
     )
 

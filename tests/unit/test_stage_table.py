@@ -297,7 +297,7 @@ def test_each_stage_names_the_models_it_calls() -> None:
     from judgelab.config import load_settings
 
     settings = load_settings(ROOT / "params.yaml")
-    assert settings.train.judges == ["execution", "ruler-qwen-1.5b"]
+    assert settings.train.rewards == ["execution", "ruler-qwen-1.5b"]
     training = next(s for s in STAGES if s.name == "training")
     assert training.models(settings) == ["qwen-1.5b"]
     assert "qwen-1.5b" in PIPELINE.models(settings)

@@ -87,16 +87,16 @@ def test_configured_training_without_output_is_not_called_unconfigured(tmp_path:
     training run is not mistaken for one that was never asked for."""
     md = "\n".join(training_report.markdown_section({"train_judges": ["execution", "ruler"]}))
     assert "No training run" not in md
-    assert "train.judges names execution, ruler, but the training stage's output" in md
+    assert "train.rewards names execution, ruler, but the training stage's output" in md
     write_training_histories(tmp_path, ("execution",))
     partial = {
         "train_judges": ["execution", "ruler"],
         "training": training.training_metrics(tmp_path, AnalysisSettings(bootstrap=0)),
     }
     md = "\n".join(training_report.markdown_section(partial))
-    assert "| execution |" in md and "train.judges names ruler, but" in md
+    assert "| execution |" in md and "train.rewards names ruler, but" in md
     html = "\n".join(training_report.html_section(partial, str))
-    assert "train.judges names ruler" in html
+    assert "train.rewards names ruler" in html
 
 
 def test_heldout_choice_is_reported(tmp_path: Path) -> None:

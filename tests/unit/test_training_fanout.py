@@ -99,7 +99,7 @@ def settings_for(url_a: str, url_b: str, limit: int) -> Settings:
                 ]
             },
             "train": {
-                "judges": ["ruler-a", "rubric-b"],
+                "rewards": ["ruler-a", "rubric-b"],
                 "policy": "policy",
                 "groups_per_epoch": 2,
                 "k": 3,
@@ -117,7 +117,7 @@ def trainer_for(settings: Settings, endpoints: dict, cache: Path, scorer: Scorer
     judge_cache = JsonCache(cache, "judge")  # a cold cache per run: every call is made
     runs = [
         JudgeRun(name, build_evaluator(settings.evaluator(name), endpoints, judge_cache), cache)
-        for name in settings.train.judges
+        for name in settings.train.rewards
     ]
     return Trainer(
         runs=runs,

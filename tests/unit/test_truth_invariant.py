@@ -207,9 +207,21 @@ def test_what_is_not_plain_data_is_refused_with_its_class() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["", "{", '{"x": 1}', '{"t": 1}', '{"s": [[1]]}', '{"d": [[1]]}', '{"d": [1]}',
-     '{"b": "zz"}', '{"c": [1]}', '{"c": ["a", 1]}', '{"t": [1], "s": [2]}',
-     "[" * 100_000, "1" * (wire.MAX_INT_DIGITS + 10)],  # fmt: skip
+    [
+        "",
+        "{",
+        '{"x": 1}',
+        '{"t": 1}',
+        '{"s": [[1]]}',
+        '{"d": [[1]]}',
+        '{"d": [1]}',
+        '{"b": "zz"}',
+        '{"c": [1]}',
+        '{"c": ["a", 1]}',
+        '{"t": [1], "s": [2]}',
+        "[" * 100_000,
+        "1" * (wire.MAX_INT_DIGITS + 10),
+    ],  # fmt: skip
 )
 def test_hostile_text_is_malformed_never_a_value(text: str) -> None:
     with pytest.raises(wire.Malformed):

@@ -65,21 +65,21 @@ class Settings(Section):
             for i, ev in enumerate(self.scores.evaluators)
             if ev.judge_model is not None
         ]
-        if self.train.judges:  # the policy matters only when something is trained
+        if self.train.rewards:  # the policy matters only when something is trained
             refs.append(("train.policy", self.train.policy))
         refs += [(f"probes.policies[{i}]", p) for i, p in enumerate(self.probes.policies)]
         for where, name in refs:
             if name not in self.models:
                 raise ValueError(f"{where}: unknown model {name!r}; known models: {known}")
         evaluators = [ev.name for ev in self.scores.evaluators]
-        for i, name in enumerate(self.train.judges):
+        for i, name in enumerate(self.train.rewards):
             if name not in evaluators:
                 raise ValueError(
-                    f"train.judges[{i}]: unknown evaluator {name!r}; configured: {evaluators}"
+                    f"train.rewards[{i}]: unknown evaluator {name!r}; configured: {evaluators}"
                 )
-        if len(set(self.train.judges)) != len(self.train.judges):
-            raise ValueError("train.judges: a judge is listed twice")
-        if self.train.judges and not isinstance(self.models[self.train.policy], EmbeddedModel):
+        if len(set(self.train.rewards)) != len(self.train.rewards):
+            raise ValueError("train.rewards: a judge is listed twice")
+        if self.train.rewards and not isinstance(self.models[self.train.policy], EmbeddedModel):
             raise ValueError(
                 f"train.policy: {self.train.policy!r} must be an embedded model "
                 "(training loads its GGUF weights)"
@@ -151,7 +151,7 @@ class Settings(Section):
             # imported candidates: no policy is sampled
             "rollouts": self.rollouts.writers if self.rollouts.candidates is None else [],
             "scores": [ev.judge_model for ev in self.scores.evaluators],
-            "training": [self.evaluator(name).judge_model for name in self.train.judges],
+            "training": [self.evaluator(name).judge_model for name in self.train.rewards],
             "analysis": [],
             "probes": [self.evaluator(name).judge_model for name in self.probes.judges]
             + (self.self_preference_policies() if self.probes.self_preference else []),

@@ -86,8 +86,12 @@ class HeldOutSettings(Section):
 
 
 class TrainSettings(Section):
-    judges: list[str] = Field(
-        default_factory=list, description="Evaluator names from scores.evaluators; one policy each."
+    renamed = {"judges": "rewards"}
+
+    rewards: list[str] = Field(
+        default_factory=list,
+        description="The evaluators (names from scores.evaluators) whose scores are the "
+        "rewards: one policy trained on each.",
     )
     backend: Literal["torch", "art"] = Field(
         "torch",

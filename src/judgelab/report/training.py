@@ -274,11 +274,11 @@ def absent_line(metrics: dict[str, Any]) -> str | None:
     found = set(metrics.get("training") or {})
     missing = [j for j in configured if j not in found]
     if not configured and not found:
-        return "No training run (train.judges is empty)."
+        return "No training run (train.rewards is empty)."
     if not missing:
         return None
     return (
-        f"train.judges names {', '.join(missing)}, but the training stage's output has no "
+        f"train.rewards names {', '.join(missing)}, but the training stage's output has no "
         "history for "
         + ("it" if len(missing) == 1 else "them")
         + " (the stage has not run, or its output was removed): no figures."

@@ -49,7 +49,7 @@ class RunDir:
 
 
 def planned_runs(root: Path, judges: Sequence[str], seeds: Sequence[int]) -> list[RunDir]:
-    """The runs a training stage with `train.judges` and `train.seeds` writes, judge-major."""
+    """The runs a training stage with `train.rewards` and `train.seeds` writes, judge-major."""
     if not seeds:
         return [RunDir(judge, None, root / judge) for judge in judges]
     return [

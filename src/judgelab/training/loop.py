@@ -343,7 +343,7 @@ def latest_checkpoint(root: Path) -> Checkpoint | None:
 # train.* keys that do not change a policy's trajectory: the runs planned (each run checks
 # itself), how long to train (raising it continues), and what is derived from the history
 NOT_TRAJECTORY = frozenset(
-    {"judges", "seeds", "epochs", "hacking_margin", "alarm_alpha", "min_ci_groups"}
+    {"rewards", "seeds", "epochs", "hacking_margin", "alarm_alpha", "min_ci_groups"}
 )
 WHY = {
     "learning_rate": "the optimiser's state was built at the old rate, and a run whose rate "
@@ -399,7 +399,7 @@ def check_resumable(key: str, ckpt: Checkpoint, settings: TrainSettings) -> None
 
 @dataclass(frozen=True)
 class JudgeRun:
-    """One policy's training: its judge's name in train.judges, the evaluator, its output
+    """One policy's training: its judge's name in train.rewards, the evaluator, its output
     directory and its training seed (None: `train.seed`, the single-seed layout)."""
 
     name: str
@@ -533,7 +533,7 @@ class Trainer:
         `min_ci_groups`: fewest trained groups an epoch's alignment CI is drawn from."""
         names = [r.key for r in runs]
         if not runs or len(set(names)) != len(names):
-            raise ConfigError(f"train.judges: need distinct (judge, seed) runs, got {names}")
+            raise ConfigError(f"train.rewards: need distinct (judge, seed) runs, got {names}")
         self.runs = list(runs)
         # PEFT adapter names may not hold '.', which judge names may: number them instead.
         self.adapter = {r.key: f"judge_{i}" for i, r in enumerate(runs)}

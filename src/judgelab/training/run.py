@@ -84,7 +84,7 @@ def train_judges(
     on_progress: Callable[[str, int], None] | None = None,
     scorer: Scorer = score_serially,
 ) -> dict[str, Path]:
-    """Train (or resume) one policy per judge in `train.judges` and seed in `train.seeds`
+    """Train (or resume) one policy per judge in `train.rewards` and seed in `train.seeds`
     (`train.seed` alone when empty), in lockstep; returns each run's history file by
     `JudgeRun.key` (`out_root/<judge>/history.parquet`, or `out_root/<judge>/seed-<s>/...`).
     `scorer` makes each epoch's judge and test calls (the training flow's runs them
@@ -93,7 +93,7 @@ def train_judges(
 
     train = settings.train
     check_backend(train.backend)
-    specs = {judge: settings.evaluator(judge) for judge in train.judges}
+    specs = {judge: settings.evaluator(judge) for judge in train.rewards}
     policy_model = settings.model(train.policy)
     assert isinstance(policy_model, EmbeddedModel)  # checked by Settings
     executor = ExecutionEvaluator(settings.test_runner())
@@ -104,7 +104,7 @@ def train_judges(
         }
         runs = [
             JudgeRun(d.judge, judges[d.judge], d.path, d.seed)
-            for d in planned_runs(out_root, train.judges, train.seeds)
+            for d in planned_runs(out_root, train.rewards, train.seeds)
         ]
         trainer = Trainer(
             runs=runs,
