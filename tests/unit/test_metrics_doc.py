@@ -109,3 +109,39 @@ def test_advantage_fidelity_is_the_analysis_figure() -> None:
     shown = " ".join(f"{'+' if x >= 0 else '−'} {abs(x):.2f}" for x in products)
     assert f"products average ({shown.removeprefix('+ ')}) / 4" in DOC
     assert abs(sum(products) / 4 - fidelity) < 1e-4
+
+
+def second_group() -> dict[str, tuple[bool, float]]:
+    rows = re.findall(r"^\| ([E-H]) \| (pass|fail) \| ([0-9.]+) \|$", DOC, re.M)
+    return {c: (t == "pass", float(s)) for c, t, s in rows}
+
+
+def test_signal_fidelity_is_the_analysis_figure_over_both_worked_tasks() -> None:
+    """The primary over the doc's two tasks, by the analysis's own task_endpoint and by hand
+    from training's GRPO advantages (an independent path: c_t = mean(a * b), d_t = 1 for a
+    split task, mean(a^2) for one the tests do not split)."""
+    g, h = group(), second_group()
+    assert len(h) == 4 and not any(p for p, _ in h.values())
+    rows = [("t1", c, p, s1) for c, (p, s1, _) in g.items()] + [
+        ("t2", c, p, s) for c, (p, s) in h.items()
+    ]
+    frame = pl.DataFrame(rows, schema=["task_id", "candidate_id", "passed", "score"], orient="row")
+    truth = Truth("execution", frame.select("task_id", "candidate_id", "passed"), ["t1", "t2"])
+    num, den = task_endpoint(frame.select("task_id", "candidate_id", "score"), truth,
+                             "signal_fidelity")  # fmt: skip
+    value = float(num.sum() / den.sum())
+
+    def by_hand(scores: list[float], passed: list[bool]) -> tuple[float, float]:
+        a = group_advantages(scores)
+        b = group_advantages([float(p) for p in passed])
+        c = sum(x * y for x, y in zip(a, b, strict=True)) / len(a)
+        split = any(passed) and not all(passed)
+        return c, 1.0 if split else sum(x * x for x in a) / len(a)
+
+    c1, d1 = by_hand([v[1] for v in g.values()], [v[0] for v in g.values()])
+    c2, d2 = by_hand([v[1] for v in h.values()], [v[0] for v in h.values()])
+    assert abs((c1 + c2) / (d1 + d2) - value) < 1e-4
+    assert f"gives c = {c1:.2f} (the advantage fidelity above) and d = {d1:.0f}" in DOC
+    assert f"d = {d2:.2f}. Signal fidelity =" in DOC
+    assert f"({c1:.2f} + {c2:.0f}) / ({d1:.0f} + {d2:.2f}) = **{value:.2f}**" in DOC
+    assert f"would be {c1:.2f}" in DOC

@@ -99,15 +99,14 @@ def test_compare_t_interval_and_p_by_hand_and_against_scipy() -> None:
 
 def test_below_the_minimum_no_interval_and_no_power_figure() -> None:
     """Four shared tasks give neither a CI nor a tasks-needed figure (a variance from so few
-    is no basis for either), and the reason says how many mixed groups it needs."""
+    is no basis for either), and the reason says how many tasks it needs."""
     pairs = np.full(4, 4.0)
     few = compare((np.full(4, 4.0), pairs), (np.r_[1.0, 1, 2, 2], pairs), PowerSettings(), RULE)
     assert few["difference_ci_low"] is None and few["p_value"] is None and few["too_small"]
     assert few["difference_ci_reason"] == "n = 4 groups: too few for a CI (minimum 5)"
     assert few["groups_needed_margin"] is None and few["groups_needed_observed"] is None
     assert few["power_reason"] == (
-        "cannot estimate yet: n = 4 shared mixed tasks; the variance needs at least 5 mixed "
-        "groups judged by both"
+        "cannot estimate yet: n = 4 shared tasks; the variance needs at least 5"
     )
 
 
@@ -118,13 +117,15 @@ def test_report_says_plainly_the_audit_cannot_estimate_yet(tmp_path: Path) -> No
     )
     power = metrics["power"]
     assert power["can_rank"] is False and power["n_comparisons"] == 0
-    assert power["endpoint"] == "pairwise_accuracy_strict" and power["correction"] == "holm"
+    assert power["endpoint"] == "signal_fidelity" and power["correction"] == "holm"
     assert {a: set(bs) for a, bs in power["pairs"].items()} == {"dead": {"judge", "rub"},
                                                                 "judge": {"rub"}}  # fmt: skip
     md = (tmp_path / "report.md").read_text()
-    assert "## Paired comparisons and power (strict pairwise accuracy)" in md
-    assert "The power analysis cannot estimate yet: the judges share at most 1 mixed group" in md
-    assert f"it needs at least {settings.min_ci_groups} judged by both judges of a pair" in md
+    assert "## Paired comparisons and power (signal fidelity)" in md
+    n_max = max(p["n_groups"] for bs in power["pairs"].values() for p in bs.values())
+    assert n_max < settings.min_ci_groups
+    assert f"The power analysis cannot estimate yet: the judges share at most {n_max} tasks" in md
+    assert f"({power['units']}); it needs at least {settings.min_ci_groups} for a pair" in md
     assert "higher (Holm" not in md and "About" not in md
 
 

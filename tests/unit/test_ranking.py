@@ -93,7 +93,7 @@ def test_overlapping_judges_are_contenders_with_their_own_power_figure() -> None
 
 
 def test_power_below_the_minimum_says_it_cannot_estimate_yet() -> None:
-    reason = "cannot estimate yet: n = 3 shared mixed tasks; the variance needs at least 5"
+    reason = "cannot estimate yet: n = 3 shared tasks; the variance needs at least 5"
     m = metrics(
         {"a": ev(0.7), "b": ev(0.6)},
         set(),

@@ -177,11 +177,16 @@ def test_readme_prose_around_the_block_agrees_with_the_metrics() -> None:
     # "every LLM judge of the zoo ties or misorders most passing–failing pairs (its strict
     # pairwise accuracy's CI stays below 0.5)"
     assert all(truth[n]["pairwise_accuracy_strict_ci_high"] < 0.5 for n in llm)
-    # "the pointwise rubric on Qwen2.5-Coder-1.5B ... ranks above RULER on the same model by a
-    # Holm-corrected CI and gives a whole mixed group one score far less often"
+    # "no reward of the zoo comes near 1": every upper end of signal fidelity below 0.5
+    assert all(t["signal_fidelity_ci_high"] < 0.5 for n, t in truth.items() if n != "execution")
+    # "the syntax rule, the pointwise rubric ... and RULER on the same model could each rank
+    # first, and the rubric does not separate from RULER by a Holm-corrected CI"
+    from judgelab.analysis.ranking import rank_judges as ranked
+
+    assert set(ranked(metrics)["top"]) == {"syntax", "rubric-qwen-1.5b", "ruler-qwen-1.5b"}
     rubric_vs_ruler = pair(metrics["power"], "rubric-qwen-1.5b", "ruler-qwen-1.5b")
-    assert rubric_vs_ruler is not None and rubric_vs_ruler["separated"]
-    assert rubric_vs_ruler["difference_ci_low"] > 0
+    assert rubric_vs_ruler is not None and not rubric_vs_ruler["separated"]
+    assert rubric_vs_ruler["difference_ci_low"] < 0 < rubric_vs_ruler["difference_ci_high"]
     flat = {n: truth[n]["zero_advantage_mixed_rate"] for n in llm}
     assert flat["rubric-qwen-1.5b"] * 3 < flat["ruler-qwen-1.5b"]
     # "RULER on Qwen2.5-Coder-0.5B gives GRPO almost nothing": the flattest judge, > 80 %
@@ -191,14 +196,15 @@ def test_readme_prose_around_the_block_agrees_with_the_metrics() -> None:
     left = [p for a in pairs for p in pairs[a].values() if p.get("p_value") is not None
             and not p["separated"]]  # fmt: skip
     assert left and all(p["groups_needed_margin"] >= 100 for p in left)
-    # "Gemma-3-270M returns no usable score for most candidates, so its figures rest on far
-    # fewer tasks than the others' and its rank can be anything"
+    # "Gemma-3-270M returns no usable score for most candidates: its pairwise figures rest on
+    # far fewer tasks than the others', and signal fidelity counts each unscored candidate as
+    # no push, so it cannot rank first"
     gemma = "ruler-gemma-270m"
     assert evs[gemma]["unscored_rate"] > 0.5
     n_mixed = {n: truth[n]["pairwise_accuracy_strict_n_groups"] for n in llm}
     assert all(n_mixed[gemma] * 2 < n_mixed[n] for n in llm if n != gemma)
-    ranking = rank_judges(metrics)
-    assert ranking["ranks"][gemma] == (1, len(ranking["order"]))
+    assert truth[gemma]["unscored_pair_rate"] > 0.5
+    assert rank_judges(metrics)["ranks"][gemma][0] > 1
 
 
 def test_readme_probe_prose_agrees_with_the_probe_metrics() -> None:

@@ -2,11 +2,14 @@
 how many task groups an audit needs before it can rank two judges.
 
 Contract (pure numpy over the truth module's per-task sums; nothing here reads files):
-- The endpoint is `analysis.primary` (truth.PRIMARY). For a judge, mixed task t (passing and
-  failing candidates) gives a numerator c_t and a denominator m_t (`truth.task_endpoint`):
-  pair credit and pair count for the pairwise accuracies, the task's value and 1 for the
-  per-task figures; the figure is the ratio R = sum c / sum m. Two judges A and B are compared
-  on the mixed tasks they share (paired: the same tasks for both).
+- The endpoint is `analysis.primary` (truth.PRIMARY). For a judge, task t gives a numerator
+  c_t and a denominator m_t (`truth.task_endpoint`): pair credit and pair count for the
+  pairwise accuracies, the task's value and 1 for the per-mixed-task figures, the
+  correlation and 1 or the judge's push for signal fidelity; the figure is the ratio
+  R = sum c / sum m. Two judges A and B are compared on the tasks both have a denominator in
+  (paired: the same tasks for both), or, for signal fidelity (truth.NOISE_COUNTED), either:
+  a task the tests do not split counts for the judge that pushes there, and the other's 0
+  there is its figure's, not a missing value. `units` names those tasks in the report.
 - Variance: R's first-order (delta-method) expansion over tasks is R_hat - R ~ mean_t e_t with
   e_t = (c_t - R m_t) / mean(m), the variance a cluster bootstrap estimates. For the
   difference, u_t = e_t(A) - e_t(B) and SE = s_u / sqrt(n), s_u the sample SD (ddof 1) of u
@@ -47,12 +50,13 @@ import polars as pl
 from scipy import stats as scipy_stats
 
 from judgelab.analysis.stats import CIRule, Interval, no_interval, too_few_groups
-from judgelab.analysis.truth import Truth, candidate_scores, task_endpoint
+from judgelab.analysis.truth import NOISE_COUNTED, Truth, candidate_scores, task_endpoint
 from judgelab.config import PowerSettings
 
 __all__ = ["compare", "groups_needed", "holm", "linearised", "power_analysis"]
 
 LABELS = {
+    "signal_fidelity": "signal fidelity",
     "pairwise_accuracy_strict": "strict pairwise accuracy",
     "pairwise_accuracy": "pairwise accuracy (ties half)",
     "advantage_fidelity": "advantage fidelity",
@@ -102,13 +106,29 @@ def holm(p_values: list[float]) -> list[float]:
     return adjusted
 
 
+def units(primary: str) -> str:
+    """What the compared tasks of `primary` are, in words."""
+    if primary in NOISE_COUNTED:
+        return "tasks the tests split or where either judge's scores differ"
+    return "mixed tasks (passing and failing candidates) judged by both"
+
+
 def cannot_estimate(n: int, min_groups: int) -> str:
     """The power figure's reason below the minimum clusters: what it has and what it needs,
-    so that a missing figure tells the reader how many more mixed tasks to judge."""
+    so that a missing figure tells the reader how many more tasks to judge."""
     return (
-        f"cannot estimate yet: n = {n} shared mixed {'task' if n == 1 else 'tasks'}; the "
-        f"variance needs at least {min_groups} mixed groups judged by both"
+        f"cannot estimate yet: n = {n} shared {'task' if n == 1 else 'tasks'}; the "
+        f"variance needs at least {min_groups}"
     )
+
+
+def _untested(out: dict[str, Any], reason: str, n: int, min_groups: int) -> dict[str, Any]:
+    """`out` for a pair that cannot be compared at all, saying why."""
+    out["reason"] = reason
+    out["power_reason"] = cannot_estimate(0, min_groups)
+    out.update(no_interval(reason, n).fields("difference"))
+    out["too_small"] = True
+    return out
 
 
 def compare(
@@ -116,26 +136,28 @@ def compare(
     b: tuple[np.ndarray, np.ndarray],
     settings: PowerSettings,
     rule: CIRule,
+    either: bool = False,
 ) -> dict[str, Any]:
     """Two judges' (numerator, denominator) per task (same task order): the difference, its
     t-based interval at `rule.level` and p-value (unadjusted), and the power figures (module
-    docstring), from `rule.min_groups` shared tasks or more."""
+    docstring), from `rule.min_groups` shared tasks or more. The tasks compared are those
+    with a denominator for both judges, or, `either`, for one of them (a figure whose
+    denominator counts a judge's signal where the tests give none)."""
     min_groups = rule.min_groups
     (ca, ma), (cb, mb) = a, b
-    shared = (ma > 0) & (mb > 0)
+    shared = ((ma > 0) | (mb > 0)) if either else ((ma > 0) & (mb > 0))
     n = int(shared.sum())
     out: dict[str, Any] = {"n_groups": n, "difference": None, "sd_difference": None,
                            "p_value": None, "p_holm": None, "separated": False,
                            "groups_needed_margin": None, "groups_needed_observed": None,
                            "groups_needed_independent": None, "power_reason": None,
                            "reason": None}  # fmt: skip
-    if n == 0:
-        out["reason"] = "no task is mixed (passing and failing candidates) for both judges"
-        out["power_reason"] = cannot_estimate(0, min_groups)
-        out.update(no_interval(out["reason"], 0).fields("difference"))
-        out["too_small"] = True
-        return out
     ca, ma, cb, mb = (x[shared] for x in (ca, ma, cb, mb))
+    if n == 0:
+        return _untested(out, "the two judges share no task with a figure", 0, min_groups)
+    if not (ma.sum() > 0 and mb.sum() > 0):  # (either) one judge has no denominator anywhere
+        why = "one judge has no figure on these tasks: the tests split none of them"
+        return _untested(out, why, n, min_groups)
     diff = float(ca.sum() / ma.sum() - cb.sum() / mb.sum())
     out["difference"] = diff
     if n >= 2:
@@ -187,7 +209,9 @@ def power_analysis(
     }
     pairs: dict[str, dict[str, Any]] = {}
     for a, b in itertools.combinations(judges, 2):
-        pairs.setdefault(a, {})[b] = compare(per_task[a], per_task[b], settings, rule)
+        pairs.setdefault(a, {})[b] = compare(
+            per_task[a], per_task[b], settings, rule, either=primary in NOISE_COUNTED
+        )
     tested = [p for _, _, p in sorted_pairs(pairs) if p["p_value"] is not None]
     for p, adjusted in zip(tested, holm([p["p_value"] for p in tested]), strict=True):
         p["p_holm"] = adjusted
@@ -206,6 +230,7 @@ def power_analysis(
         "min_ci_groups": rule.min_groups,
         "n_judges": len(judges),
         "n_tasks": len(truth.tasks),
+        "units": units(primary),
         "pairs": pairs,
         "can_rank": bool(flat) and not any(p["too_small"] for _, _, p in flat),
     }

@@ -20,12 +20,14 @@ from __future__ import annotations
 from typing import Any
 
 from judgelab.analysis.power import LABELS, pair
+from judgelab.analysis.truth import NOISE_COUNTED
 
-CHANCE = {"pairwise_accuracy_strict": 0.5, "pairwise_accuracy": 0.5, "advantage_fidelity": 0.0,
-          "top1_over_chance": 0.0}  # fmt: skip
+# What a judge that guesses gets (the strict pairwise accuracy's 0.5 only for one that never ties)
+CHANCE = {"signal_fidelity": 0.0, "pairwise_accuracy_strict": 0.5, "pairwise_accuracy": 0.5,
+          "advantage_fidelity": 0.0, "top1_over_chance": 0.0}  # fmt: skip
 
 
-DEFAULT_ENDPOINT = "pairwise_accuracy_strict"
+DEFAULT_ENDPOINT = "pairwise_accuracy_strict"  # what a metrics.json without one was ranked by
 
 
 def endpoint(metrics: dict[str, Any]) -> str:
@@ -72,7 +74,8 @@ def rank_judges(metrics: dict[str, Any]) -> dict[str, Any]:
     }
     return {
         "endpoint": key,
-        "criterion": f"{LABELS.get(key, key)} on mixed tasks",
+        "criterion": f"{LABELS.get(key, key)} "
+        + ("over every task with test results" if key in NOISE_COUNTED else "on mixed tasks"),
         "order": order,
         "ranks": ranks,
         "top": [n for n in order if ranks[n][0] == 1],

@@ -95,9 +95,22 @@ WITHIN_GROUP = (
     "false_praise_within_group",
     "false_praise_rate_standardised",
 )
+# The GRPO signal figures: over every task with truth, the unscored candidates included
+# (GRPO gives them no push), each task weighing the same (module docstring).
+SIGNAL = (
+    "signal_fidelity",
+    "right_pair_rate",
+    "inverted_pair_rate",
+    "tied_pair_rate",
+    "unscored_pair_rate",
+    "noise_group_rate",
+)
 # The GRPO-relevant figures `analysis.primary` may name: the ranking and the recommendation
-# use the configured one (config.PRIMARY_ENDPOINTS holds the same names).
-PRIMARY = ("pairwise_accuracy_strict", "advantage_fidelity", "top1_over_chance")
+# use the configured one (config.analysis's `primary` lists the same names).
+PRIMARY = ("signal_fidelity", "pairwise_accuracy_strict", "advantage_fidelity", "top1_over_chance")
+# Primaries whose denominator counts a judge's signal where the tests give none: two judges
+# are compared over the tasks either one has a denominator in (power.compare).
+NOISE_COUNTED = ("signal_fidelity",)
 ABSOLUTE_SCALE = (
     "roc_auc",
     "false_praise_rate",
@@ -106,7 +119,7 @@ ABSOLUTE_SCALE = (
     "score_gap",
 )
 STANDARDISED = ("roc_auc_standardised",)
-HEADLINE = (*WITHIN_GROUP, *ABSOLUTE_SCALE, *STANDARDISED)
+HEADLINE = (*SIGNAL, *WITHIN_GROUP, *ABSOLUTE_SCALE, *STANDARDISED)
 # Shares of units get Wilson's interval at the effective size (stats.cluster_ci): the count
 # (a key of the truth metrics) of the units each is a share of.
 SHARE_UNITS = {
@@ -118,9 +131,12 @@ SHARE_UNITS = {
                     "n_failing_mixed"),
     "false_praise_rate": "n_failing",
     **dict.fromkeys(("roc_auc", "roc_auc_standardised"), "n_pass_fail_pairs"),
+    "noise_group_rate": "n_unsplit_groups",
 }  # fmt: skip
 # The range of the figures the studentized bootstrap draws (an infinite end is clipped to it).
 RATIO_BOUNDS = {
+    "signal_fidelity": (-1.0, 1.0),
+    **dict.fromkeys(SIGNAL[1:5], (0.0, 1.0)),
     "advantage_fidelity": (-1.0, 1.0),
     "top1_over_chance": (-1.0, 1.0),
     "mean_score_passing": (0.0, 1.0),
@@ -301,6 +317,7 @@ class _TaskParts:
     praised_fail: np.ndarray
     sum_pass: np.ndarray
     sum_fail: np.ndarray
+    signal: _Signal
 
     def figures(self, w: np.ndarray) -> dict[str, np.ndarray]:
         """Every figure for each row of task weights `w` (B, T)."""
@@ -333,6 +350,7 @@ class _TaskParts:
             "mean_score_passing": mean_pass,
             "mean_score_failing": mean_fail,
             "score_gap": mean_pass - mean_fail,
+            **self.signal.figures(w),
         }
 
     @cached_property
@@ -347,6 +365,7 @@ class _TaskParts:
             **dict.fromkeys(("roc_auc", "score_gap", "roc_auc_standardised"), any_row),
             **dict.fromkeys(("false_praise_rate", "mean_score_failing"), with_fail),
             "mean_score_passing": self.n_pass > 0,
+            **self.signal.group_masks,
         }
 
     def group_counts(self) -> dict[str, int]:
@@ -362,7 +381,103 @@ class _TaskParts:
             "top1_over_chance": (self.top_num - self.top_chance, self.top_den),
             "mean_score_passing": (self.sum_pass, self.n_pass),
             "mean_score_failing": (self.sum_fail, self.n_fail),
+            **self.signal.ratio_terms,
         }
+
+
+@dataclass(frozen=True)
+class _Signal:
+    """Per-task parts of the GRPO signal figures (`SIGNAL`), over every candidate of the task
+    with truth: a candidate the judge left unscored is in the task with advantage 0 (GRPO
+    cannot push it). `split` marks the tasks the tests split (a passing and a failing
+    candidate, scored or not); `unsplit` the others with truth."""
+
+    fid_num: np.ndarray  # mean over the task of a_judge * a_tests (0 where the tests split none)
+    fid_den: np.ndarray  # 1 for a split task; mean of a_judge^2 (its push) for an unsplit one
+    split: np.ndarray
+    unsplit: np.ndarray
+    right: np.ndarray  # shares of a split task's (passing, failing) pairs: passing above,
+    inverted: np.ndarray  # failing above, both scored and equal, one or both unscored
+    tied: np.ndarray
+    unscored: np.ndarray
+    noisy: np.ndarray  # 1: an unsplit task whose candidates the judge does not score alike
+
+    def figures(self, w: np.ndarray) -> dict[str, np.ndarray]:
+        n_split = w @ self.split
+        return {
+            "signal_fidelity": _ratio(w @ self.fid_num, w @ self.fid_den),
+            "right_pair_rate": _ratio(w @ self.right, n_split),
+            "inverted_pair_rate": _ratio(w @ self.inverted, n_split),
+            "tied_pair_rate": _ratio(w @ self.tied, n_split),
+            "unscored_pair_rate": _ratio(w @ self.unscored, n_split),
+            "noise_group_rate": _ratio(w @ self.noisy, w @ self.unsplit),
+        }
+
+    @property
+    def group_masks(self) -> dict[str, np.ndarray]:
+        return {
+            "signal_fidelity": self.fid_den > 0,
+            **dict.fromkeys(SIGNAL[1:5], self.split > 0),
+            "noise_group_rate": self.unsplit > 0,
+        }
+
+    @property
+    def ratio_terms(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        return {
+            "signal_fidelity": (self.fid_num, self.fid_den),
+            **{name: (getattr(self, name.removesuffix("_pair_rate")), self.split)
+               for name in SIGNAL[1:5]},
+        }  # fmt: skip
+
+
+def _signal_task(
+    s: np.ndarray, y: np.ndarray, unscored_pass: int, unscored_fail: int
+) -> dict[str, float]:
+    """One task's `_Signal` parts: `s` and `y` its scored candidates' scores and verdicts, and
+    how many passing and failing candidates the judge left unscored."""
+    y_all = np.concatenate([y, np.ones(unscored_pass, bool), np.zeros(unscored_fail, bool)])
+    a = np.concatenate([_advantages(s) if s.size else s, np.zeros(unscored_pass + unscored_fail)])
+    n_pass = int(y_all.sum())
+    n_fail = y_all.size - n_pass
+    push = float(np.mean(a * a))
+    if not (n_pass and n_fail):
+        return {"fid_den": push, "unsplit": 1.0, "noisy": float(push > _STD_EPS)}
+    fail = np.sort(s[~y])
+    below = np.searchsorted(fail, s[y], side="left")
+    at_or_below = np.searchsorted(fail, s[y], side="right")
+    pairs = float(n_pass * n_fail)
+    right, tied = float(below.sum()), float((at_or_below - below).sum())
+    scored_pairs = float(y.sum() * (~y).sum())
+    return {
+        "fid_num": float(np.mean(a * _advantages(y_all.astype(float)))),
+        "fid_den": 1.0,
+        "split": 1.0,
+        "right": right / pairs,
+        "inverted": (scored_pairs - right - tied) / pairs,
+        "tied": tied / pairs,
+        "unscored": (pairs - scored_pairs) / pairs,
+    }
+
+
+def _signal(
+    task_idx: np.ndarray,
+    score: np.ndarray,
+    passed: np.ndarray,
+    n_tasks: int,
+    unscored_idx: np.ndarray,
+    unscored_passed: np.ndarray,
+) -> _Signal:
+    rows = _rows_by_task(task_idx, n_tasks)
+    u_pass = np.bincount(unscored_idx[unscored_passed], minlength=n_tasks)
+    u_fail = np.bincount(unscored_idx[~unscored_passed], minlength=n_tasks)
+    parts = {k: np.zeros(n_tasks) for k in _Signal.__dataclass_fields__}
+    for t in range(n_tasks):
+        if not rows[t].size and not (u_pass[t] + u_fail[t]):
+            continue
+        got = _signal_task(score[rows[t]], passed[rows[t]], int(u_pass[t]), int(u_fail[t]))
+        for key, value in got.items():
+            parts[key][t] = value
+    return _Signal(**parts)
 
 
 def _advantages(s: np.ndarray) -> np.ndarray:
@@ -406,9 +521,12 @@ def _task_parts(
     n_tasks: int,
     threshold: float,
     praised: np.ndarray | None = None,
+    unscored: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> _TaskParts:
     """Per-task sums. A failing candidate counts as praised when its score >= threshold, or,
-    when `praised` (one flag per row) is given, where that says so."""
+    when `praised` (one flag per row) is given, where that says so. `unscored`: the task
+    index and verdict of each candidate with truth the judge left unscored (the signal
+    figures count them; every other figure is over scored candidates)."""
     sp, tp = score[passed], task_idx[passed]
     sf, tf = score[~passed], task_idx[~passed]
     praised_f = (sf >= threshold) if praised is None else np.asarray(praised, bool)[~passed]
@@ -440,6 +558,9 @@ def _task_parts(
         praised_fail=np.bincount(tf, weights=praised_f.astype(float), minlength=n_tasks),
         sum_pass=np.bincount(tp, weights=sp, minlength=n_tasks),
         sum_fail=np.bincount(tf, weights=sf, minlength=n_tasks),
+        signal=_signal(
+            task_idx, score, passed, n_tasks, *(unscored or (np.zeros(0, int), np.zeros(0, bool)))
+        ),  # fmt: skip
     )
 
 
@@ -462,15 +583,12 @@ def task_endpoint(
     credit and the number of (passing, failing) pairs; for the per-mixed-task figures
     (`advantage_fidelity`, `top1_over_chance`, ...) the task's value and 1 for a mixed task."""
     known = truth.table.filter(pl.col("passed").is_not_null())
-    usable = known.join(cand.select("candidate_id", "score"), on="candidate_id", how="inner")
-    usable = usable.filter(pl.col("score").is_not_null() & pl.col("score").is_not_nan())
-    index = {t: i for i, t in enumerate(truth.tasks)}
-    task_idx = np.array([index[t] for t in usable.get_column("task_id").to_list()], dtype=int)
-    score = usable.get_column("score").to_numpy().astype(float)
-    passed = usable.get_column("passed").to_numpy().astype(bool)
-    parts = _task_parts(task_idx, score, passed, len(truth.tasks), 1.0)
+    joined = known.join(cand.select("candidate_id", "score"), on="candidate_id", how="left")
+    task_idx, score, passed, unscored = _arrays(joined, truth)
+    parts = _task_parts(task_idx, score, passed, len(truth.tasks), 1.0, unscored=unscored)
     pairs = parts.n_pass * parts.n_fail
     per_task = {
+        "signal_fidelity": (parts.signal.fid_num, parts.signal.fid_den),
         "pairwise_accuracy": (parts.strict + 0.5 * parts.tied, pairs),
         "pairwise_accuracy_strict": (parts.strict, pairs),
         "advantage_fidelity": (parts.adv_corr, parts.top_den),
@@ -479,6 +597,26 @@ def task_endpoint(
     if endpoint not in per_task:
         raise ValueError(f"unknown endpoint {endpoint!r}; valid: {', '.join(per_task)}")
     return per_task[endpoint]
+
+
+def _arrays(
+    joined: pl.DataFrame, truth: Truth
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """From the candidates with truth joined to a judge's `score` (null: unscored): the scored
+    ones' task index, score and verdict, and the unscored ones' task index and verdict."""
+    index = {t: i for i, t in enumerate(truth.tasks)}
+    ok = pl.col("score").is_not_null() & pl.col("score").is_not_nan()
+    usable, unscored = joined.filter(ok), joined.filter(~ok.fill_null(False))
+
+    def idx(frame: pl.DataFrame) -> np.ndarray:
+        return np.array([index[t] for t in frame.get_column("task_id").to_list()], dtype=int)
+
+    return (
+        idx(usable),
+        usable.get_column("score").to_numpy().astype(float),
+        usable.get_column("passed").to_numpy().astype(bool),
+        (idx(unscored), unscored.get_column("passed").to_numpy().astype(bool)),
+    )
 
 
 def _finite(x: float) -> float | None:
@@ -500,13 +638,10 @@ def truth_metrics(
     zs = standardise_within_task(cand).select("candidate_id", "score", "z")
     joined = known.join(zs, on="candidate_id", how="left")
     usable = joined.filter(pl.col("score").is_not_null() & pl.col("score").is_not_nan())
-    index = {t: i for i, t in enumerate(truth.tasks)}
-    task_idx = np.array([index[t] for t in usable.get_column("task_id").to_list()], dtype=int)
-    score = usable.get_column("score").to_numpy().astype(float)
+    task_idx, score, passed, unscored = _arrays(joined, truth)
     z = usable.get_column("z").to_numpy().astype(float)
-    passed = usable.get_column("passed").to_numpy().astype(bool)
     n_t = len(truth.tasks)
-    parts = _task_parts(task_idx, score, passed, n_t, praise_threshold)
+    parts = _task_parts(task_idx, score, passed, n_t, praise_threshold, unscored=unscored)
     std_parts = _task_parts(task_idx, z, passed, n_t, praise_threshold, praised=z > 0)
 
     def figures(w: np.ndarray) -> dict[str, np.ndarray]:
@@ -596,7 +731,8 @@ def _undefined(truth: Truth, passed: np.ndarray, point: dict[str, float]) -> dic
     if truth.evaluator is None or not truth.tasks:
         return dict.fromkeys(HEADLINE, truth.reason or "no execution truth")
     if passed.size == 0:
-        return dict.fromkeys(HEADLINE, "no candidate has both an execution result and a score")
+        why = "no candidate has both an execution result and a score"
+        return dict.fromkeys((n for n in HEADLINE if n not in SIGNAL), why) | _signal_reasons(point)
     if n_pass == 0 or n_fail == 0:
         which = "pass" if n_fail == 0 else "fail"
         why = f"only one class present: all {passed.size} candidates with truth {which}"
@@ -604,6 +740,7 @@ def _undefined(truth: Truth, passed: np.ndarray, point: dict[str, float]) -> dic
     if not np.isfinite(point["pairwise_accuracy"]):
         why = "no task has both a passing and a failing scored candidate"
         reasons.update(dict.fromkeys(WITHIN_GROUP, why))
+
     if n_fail == 0:
         reasons["false_praise_rate"] = "no failing candidate was scored"
         reasons["mean_score_failing"] = reasons["false_praise_rate"]
@@ -611,6 +748,22 @@ def _undefined(truth: Truth, passed: np.ndarray, point: dict[str, float]) -> dic
     if n_pass == 0:
         reasons["mean_score_passing"] = "no passing candidate was scored"
         reasons["score_gap"] = "needs both passing and failing candidates"
+    return reasons | _signal_reasons(point)
+
+
+def _signal_reasons(point: dict[str, float]) -> dict[str, str]:
+    """Why each undefined signal figure is: they count unscored candidates too, so a judge
+    that scored nothing still has them (no signal: fidelity 0, every pair unscored)."""
+    reasons: dict[str, str] = {}
+    if not np.isfinite(point["right_pair_rate"]):
+        why = "no task has both a passing and a failing candidate"
+        reasons.update(dict.fromkeys(SIGNAL[1:5], why))
+    if not np.isfinite(point["signal_fidelity"]):
+        reasons["signal_fidelity"] = (
+            "the tests split no task and the judge scores every task's candidates alike"
+        )
+    if not np.isfinite(point["noise_group_rate"]):
+        reasons["noise_group_rate"] = "every task has both a passing and a failing candidate"
     return reasons
 
 
@@ -629,4 +782,7 @@ def _counts(parts: _TaskParts, std_parts: _TaskParts, passed: np.ndarray) -> dic
         "n_false_praise_within_group": int(parts.fail_at_pass.sum()),
         "n_false_praise_standardised": int((std_parts.praised_fail * std_parts.top_den).sum()),
         "n_zero_advantage_mixed": int(parts.flat_mixed.sum()),
+        "n_split_groups": int(parts.signal.split.sum()),
+        "n_unsplit_groups": int(parts.signal.unsplit.sum()),
+        "n_noise_groups": int(parts.signal.noisy.sum()),
     }

@@ -35,12 +35,19 @@ class PowerSettings(Section):
 
 
 class AnalysisSettings(Section):
-    primary: Literal["pairwise_accuracy_strict", "advantage_fidelity", "top1_over_chance"] = Field(
-        "pairwise_accuracy_strict",
-        description="The endpoint judges are ranked and recommended by, on mixed groups "
-        "(analysis/truth.py): pairwise_accuracy_strict (a tie is not right), advantage_fidelity "
-        "(within-group correlation of the judge's GRPO advantages with the tests'), "
-        "top1_over_chance (best-of-k accuracy minus the passing share).",
+    primary: Literal[
+        "signal_fidelity", "pairwise_accuracy_strict", "advantage_fidelity", "top1_over_chance"
+    ] = Field(
+        "signal_fidelity",
+        description="The endpoint judges are ranked and recommended by, fixed before the data "
+        "(docs/METRICS.md, analysis/truth.py). signal_fidelity: the correlation of the judge's "
+        "GRPO advantages with the tests' over every task, each task weighing the same, an "
+        "unscored candidate an advantage of 0, and a task the tests do not split counted in "
+        "the denominator by how hard the judge pushes there (1 = the tests' signal, 0 = none "
+        "or chance, < 0 = inverted). pairwise_accuracy_strict: the share of (passing, failing) "
+        "pairs the passing one wins outright, over pairs (chance is below 0.5 for a judge "
+        "that ties). advantage_fidelity: signal_fidelity on mixed tasks only, scored "
+        "candidates only. top1_over_chance: best-of-k accuracy minus the passing share.",
     )
     praise_threshold: float = Field(0.8, ge=0, le=1)
     bins: int = Field(10, ge=2, le=100)

@@ -446,7 +446,8 @@ def audit_document(data_dir: Path) -> str:
         "",
         *_table(POWER_HEADER, power_rows(power, fmt_ci)),
         "",
-        f"Paired t-based cluster intervals over shared mixed tasks; p-values Holm-corrected "
+        f"Paired t-based cluster intervals over the {power.get('units') or 'shared mixed tasks'}; "
+        "p-values Holm-corrected "
         f"over {power.get('n_comparisons')} comparisons; tasks needed for power "
         f"{power.get('power')} at alpha {power.get('alpha')} from each pair's own spread, "
         f"for the margin {power.get('margin')} and for the observed gap.",

@@ -20,13 +20,13 @@ def summary(power: dict[str, Any]) -> str:
         return "Fewer than two judges: there is nothing to rank."
     n_max = max(p["n_groups"] for p in pairs)
     min_groups = power["min_ci_groups"]
+    units = power.get("units") or "mixed tasks (passing and failing candidates) judged by both"
     if not power.get("n_comparisons"):
         return (
-            f"The power analysis cannot estimate yet: the judges share at most {n_max} mixed "
-            f"{'group' if n_max == 1 else 'groups'} (tasks with passing and failing "
-            f"candidates); it needs at least {min_groups} judged by both judges of a pair "
-            "before it can say how many tasks would separate them. Try an audit with "
-            f"{min_groups} or more such tasks."
+            f"The power analysis cannot estimate yet: the judges share at most {n_max} "
+            f"{'task' if n_max == 1 else 'tasks'} to compare ({units}); it needs at least "
+            f"{min_groups} for a pair before it can say how many tasks would separate them. "
+            f"Try an audit with {min_groups} or more such tasks."
         )
     n_sep = sum(1 for p in pairs if p["separated"])
     head = (
@@ -49,7 +49,7 @@ def _cell(x: Any) -> str:
     return "n/a" if x is None else str(x)
 
 
-HEADER = ("judges", "difference [95 % CI]", "shared mixed tasks", "p (Holm)",
+HEADER = ("judges", "difference [95 % CI]", "tasks compared", "p (Holm)",
           "tasks needed: margin", "tasks needed: observed gap", "verdict")  # fmt: skip
 
 

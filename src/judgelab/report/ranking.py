@@ -66,7 +66,7 @@ def _power_sentence(power: dict[str, Any], a: str, b: str) -> str:
         else ""
     )
     return (
-        f"To separate {a} from {b} (from their spread over {p['n_groups']} shared mixed "
+        f"To separate {a} from {b} (from their spread over {p['n_groups']} shared "
         f"tasks, power {power.get('power', 0.8):g}): {gap_txt}about "
         f"{p['groups_needed_margin']} for a difference of {power.get('margin', 0.05):g}."
     )
