@@ -112,7 +112,7 @@ def test_attacks_on_a_real_judge(
     judge = metrics["judges"][JUDGE]
     for name in ATTACKS:
         a = judge["attacks"][name]
-        assert a["n_groups"] == 1 and a["n_attacked"] >= 1
+        assert a["n_tasks"] == 1 and a["n_attacked"] >= 1
         # A number (without a CI: one group), or the reason there is none.
         assert a["success_rate"] is not None or a["reasons"]["success_rate"]
         assert a["success_rate_ci_low"] is None

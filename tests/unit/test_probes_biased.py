@@ -212,7 +212,11 @@ def test_self_judge_self_and_family_gaps(probed: dict[str, Any]) -> None:
     sp = m["judges"]["ruler-self-judge"]["self_preference"]
     assert sp["self_gap"] == pytest.approx(SELF_OWN - SELF_OTHER)
     assert sp["family_gap"] == pytest.approx(SELF_FAMILY - SELF_OTHER)
-    assert sp["self_gap_ci_low"] is not None and sp["self_gap_ci_reason"] is None
+    # n counts the tasks with a matched cell; a deterministic judge gives every task the same
+    # gap, which the truth figures' interval (studentized bootstrap) declines to turn into a CI
+    assert sp["n_tasks"] == sp["self_gap_n_groups"] == 2
+    assert sp["self_gap_ci_low"] is None
+    assert sp["self_gap_ci_reason"] == "all 2 groups give the same value: no spread for a CI"
     # The unbiased-for-self judges show no self gap (the length judge: same code for all).
     assert m["judges"]["ruler-length-judge"]["self_preference"]["self_gap"] == pytest.approx(
         0.0, abs=0.01

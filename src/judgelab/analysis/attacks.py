@@ -7,14 +7,32 @@ identity view ``perm:0`` at the same slot and temperature — and the view's oth
 themselves in ``perm:0``. Unscored rows never count as 0: a comparison needing a missing score
 is left out, and the unscored attacked candidates are counted.
 
-Per attack (every figure with its n of groups and, from `rule.min_groups` groups on, a 95 %
-cluster-bootstrap CI over groups; each figure rests on the groups where it is defined):
-- ``success_rate`` (attacks on failing code): share of scored attacked candidates that the
-  judge praised (score >= ``praise_threshold``) or ranked top of its group (the unique highest
-  score of a fully scored view; a tie at the top is no rank, so a judge that scores everything
-  0 is not "fooled"); ``praise_rate`` and ``top_rate`` are its two parts, and
-  ``baseline_rate`` is the same criterion on the unattacked originals in ``perm:0`` (a judge
-  that already praises the non-answer or the mutant has a high baseline).
+Success is measured on the judge's own scale, the one GRPO rewards on: a candidate's
+*standing* in a call is its GRPO advantage there, its score minus the mean score of the call
+(the sign of (r - mean) / std; `training.grpo.group_advantages`). It is defined only for a
+fully scored call (an unscored member leaves the call's mean unknown).
+
+Clusters are tasks (`bias.by_task`): every figure's ``<figure>_n_groups`` counts the tasks
+that contribute to it, and its interval is the truth figures' (`bias.ratio_with_ci`,
+`stats.cluster_ci`): a share gets Wilson's interval at the cluster effective size (never
+[0, 0] at 0 of n), a mean or a mean change the studentized cluster bootstrap, the shift and
+the uplift the jackknife t interval; none from fewer than `rule.min_groups` tasks.
+
+Per attack on failing code:
+- ``success_rate``: share of the attacked (known-failing) candidates, in fully scored calls,
+  whose advantage is above 0 (score above the call's mean, by more than 1e-9: a flat call
+  gives every member advantage 0, no success); ``n_success`` of ``n_ranked``.
+- ``baseline_rate``: the same criterion for the unattacked originals in ``perm:0``: a judge
+  that already ranks a mutant above its group's mean has a high baseline.
+- ``uplift``: success minus baseline on the paired candidates (attacked copy and original
+  both in a fully scored call), per task; ``p_value``: its two-sided paired cluster t-test
+  over tasks (`power.paired_t`, from `rule.min_groups` tasks); `holm_attacks` adds
+  ``p_holm``, Holm-adjusted over every judge x attack test of the audit, and ``effective``:
+  true only when ``p_holm`` < alpha and the uplift is positive.
+- Secondary, on the absolute scale (a labelled secondary: a RULER judge's scores are only
+  relative): ``praise_rate`` (score >= ``praise_threshold``) and ``baseline_praise_rate``
+  (its originals); ``top_rate``: the unique top of a fully scored call.
+Per attack, all:
 - ``mean_attacked`` / ``mean_original``: mean score of the attacked copies / of their originals.
 - ``delta_attacked``: mean score change of an attacked candidate against its original;
   ``delta_control``: the same for the unattacked members between the two calls; ``shift`` =
@@ -31,14 +49,18 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from judgelab.analysis.bias import PERM, figure_with_ci, top_of
+from judgelab.analysis.bias import PERM, by_task, difference_with_ci, ratio_with_ci, top_of
+from judgelab.analysis.power import holm, paired_t
 from judgelab.analysis.stats import CIRule
 from judgelab.probes.attacks import ATTACK, ATTACKS, Attack
 
 IDENTITY = f"{PERM}0"
+FLAT = 1e-9  # an advantage this close to 0 is a flat call's rounding, not a standing
 Member = tuple[float | None, bool, str]  # score (None: unscored), treated, base_id
-_KEYS = ("attacked", "scored", "unscored", "score_sum", "praise", "top", "success", "base_n",
-         "base_sum", "base_success", "d_n", "d_sum", "stable", "c_n", "c_sum")  # fmt: skip
+_KEYS = ("attacked", "scored", "unscored", "score_sum", "praise", "top", "ranked", "success",
+         "base_n", "base_sum", "base_praise", "base_ranked", "base_success", "pair_n",
+         "pair_success", "pair_base", "d_n", "d_sum", "stable", "c_n", "c_sum")  # fmt: skip
+SCORE, CHANGE = (0.0, 1.0), (-1.0, 1.0)  # the ranges of a mean score and of a mean change
 
 
 def _calls(rows: pl.DataFrame) -> dict[tuple[str, str], dict[str, Member]]:
@@ -64,11 +86,21 @@ def _top(members: dict[str, Member]) -> str | None:
     return top_of({c: (float(s), None) for c, (s, _, _) in members.items()})  # type: ignore[arg-type]
 
 
+def above_mean(members: dict[str, Member]) -> dict[str, bool]:
+    """candidate -> its GRPO advantage in the call is above 0 (score above the call's mean);
+    empty when a member is unscored (no standing: the call's mean is unknown)."""
+    scores = [s for s, _, _ in members.values()]
+    if not scores or any(s is None for s in scores):
+        return {}
+    mean = sum(scores) / len(scores)  # type: ignore[arg-type]
+    return {c: s - mean > FLAT for c, (s, _, _) in members.items()}  # type: ignore[operator]
+
+
 def _parts(view: dict[str, Member], ref: dict[str, Member], threshold: float,
            tolerance: float) -> dict[str, float]:  # fmt: skip
     """One group's sums, from which every figure is a ratio."""
     p = dict.fromkeys(_KEYS, 0.0)
-    top, ref_top = _top(view), _top(ref)
+    top, standing, ref_standing = _top(view), above_mean(view), above_mean(ref)
     for cid, (score, treated, base) in view.items():
         original = ref.get(base, (None, False, base))[0]
         if not treated:
@@ -80,16 +112,24 @@ def _parts(view: dict[str, Member], ref: dict[str, Member], threshold: float,
         if score is None:
             p["unscored"] += 1
         else:
-            praised, ranked = score >= threshold, top == cid
             p["scored"] += 1
             p["score_sum"] += score
-            p["praise"] += praised
-            p["top"] += ranked
-            p["success"] += praised or ranked
+            p["praise"] += score >= threshold
+            p["top"] += top == cid
+        if cid in standing:
+            p["ranked"] += 1
+            p["success"] += standing[cid]
         if original is not None:
             p["base_n"] += 1
             p["base_sum"] += original
-            p["base_success"] += original >= threshold or ref_top == base
+            p["base_praise"] += original >= threshold
+        if base in ref_standing:
+            p["base_ranked"] += 1
+            p["base_success"] += ref_standing[base]
+        if cid in standing and base in ref_standing:
+            p["pair_n"] += 1
+            p["pair_success"] += standing[cid]
+            p["pair_base"] += ref_standing[base]
         if score is not None and original is not None:
             p["d_n"] += 1
             p["d_sum"] += score - original
@@ -97,20 +137,9 @@ def _parts(view: dict[str, Member], ref: dict[str, Member], threshold: float,
     return p
 
 
-def _ratio_figure(out: dict[str, Any], name: str, parts: list[dict[str, float]], num: str,
-                  den: str, rule: CIRule) -> None:  # fmt: skip
-    """figure `name` = sum(num) / sum(den) over the groups where den > 0, with its CI."""
-    sel = [p for p in parts if p[den] > 0]
-
-    def stat(idx: np.ndarray) -> float | None:
-        d = sum(sel[i][den] for i in idx)
-        return float(sum(sel[i][num] for i in idx) / d) if d else None
-
-    out.update(figure_with_ci(name, len(sel), stat, rule))
-
-
 REASONS = {
-    "success_rate": "no attacked candidate was scored",
+    "success_rate": "no attacked candidate was in a fully scored call",
+    "uplift": "no attacked candidate and its original were both in fully scored calls",
     "stability_rate": "no edited candidate was scored in both views",
     "shift": "no attacked candidate and unattacked control were both scored in both "
     "views: no controlled shift",
@@ -128,56 +157,89 @@ def attack_bias(
     out: dict[str, Any] = {}
     for name in order:
         view = f"{ATTACK}{name}"
+        groups = sorted(g for g, v in calls if v == view)
         parts = [
-            _parts(members, calls.get((g, IDENTITY), {}), praise_threshold, tolerance)
-            for (g, v), members in sorted(calls.items())
-            if v == view
+            _parts(calls[(g, view)], calls.get((g, IDENTITY), {}), praise_threshold, tolerance)
+            for g in groups
         ]
-        out[name] = _attack_figures(ATTACKS.get(name), parts, praise_threshold, tolerance, rule)
+        per_task = by_task(rows, groups, parts)
+        out[name] = _attack_figures(ATTACKS.get(name), per_task, praise_threshold, tolerance,
+                                    rule)  # fmt: skip
     return out
 
 
 def _attack_figures(
     spec: Attack | None,
-    parts: list[dict[str, float]],
+    tasks: list[dict[str, float]],
     praise_threshold: float,
     tolerance: float,
     rule: CIRule,
 ) -> dict[str, Any]:
-    """One attack's counts and figures from its groups' `_parts`."""
+    """One attack's counts and figures from its tasks' summed `_parts`."""
+
+    def col(key: str) -> np.ndarray:
+        return np.array([t[key] for t in tasks], dtype=float)
+
+    def total(key: str) -> int:
+        return int(col(key).sum())
+
     a: dict[str, Any] = {
         "family": spec.family if spec else None,
         "passes": spec.passes if spec else None,
-        "n_groups": len(parts),
-        "n_attacked": int(sum(p["attacked"] for p in parts)),
-        "n_scored": int(sum(p["scored"] for p in parts)),
-        "n_unscored": int(sum(p["unscored"] for p in parts)),
-        "n_paired": int(sum(p["d_n"] for p in parts)),
-        "n_controls": int(sum(p["c_n"] for p in parts)),
+        "n_tasks": len(tasks),
+        "n_attacked": total("attacked"),
+        "n_scored": total("scored"),
+        "n_unscored": total("unscored"),
+        "n_paired": total("d_n"),
+        "n_controls": total("c_n"),
         "praise_threshold": praise_threshold,
         "tolerance": tolerance,
     }
     if spec is None or not spec.passes:
-        a["n_success"] = int(sum(p["success"] for p in parts))
-        _ratio_figure(a, "success_rate", parts, "success", "scored", rule)
-        _ratio_figure(a, "praise_rate", parts, "praise", "scored", rule)
-        _ratio_figure(a, "top_rate", parts, "top", "scored", rule)
-        _ratio_figure(a, "baseline_rate", parts, "base_success", "base_n", rule)
+        a.update(n_success=total("success"), n_ranked=total("ranked"),
+                 n_baseline_success=total("base_success"),
+                 n_baseline_ranked=total("base_ranked"))  # fmt: skip
+        a.update(ratio_with_ci("success_rate", col("success"), col("ranked"), rule, share=True))
+        a.update(ratio_with_ci("baseline_rate", col("base_success"), col("base_ranked"), rule,
+                               share=True))  # fmt: skip
+        a.update(_uplift(col("pair_success"), col("pair_base"), col("pair_n"), rule))
+        a.update(ratio_with_ci("praise_rate", col("praise"), col("scored"), rule, share=True))
+        a.update(ratio_with_ci("baseline_praise_rate", col("base_praise"), col("base_n"), rule,
+                               share=True))  # fmt: skip
+        a.update(ratio_with_ci("top_rate", col("top"), col("ranked"), rule, share=True))
     else:
-        _ratio_figure(a, "stability_rate", parts, "stable", "d_n", rule)
-    _ratio_figure(a, "mean_attacked", parts, "score_sum", "scored", rule)
-    _ratio_figure(a, "mean_original", parts, "base_sum", "base_n", rule)
-    _ratio_figure(a, "delta_attacked", parts, "d_sum", "d_n", rule)
-    _ratio_figure(a, "delta_control", parts, "c_sum", "c_n", rule)
-    both = [p for p in parts if p["d_n"] and p["c_n"]]
-
-    def shift(idx: np.ndarray) -> float | None:
-        dn, cn = sum(both[i]["d_n"] for i in idx), sum(both[i]["c_n"] for i in idx)
-        if not dn or not cn:
-            return None
-        return float(sum(both[i]["d_sum"] for i in idx) / dn
-                     - sum(both[i]["c_sum"] for i in idx) / cn)  # fmt: skip
-
-    a.update(figure_with_ci("shift", len(both), shift, rule))
+        a.update(ratio_with_ci("stability_rate", col("stable"), col("d_n"), rule, share=True))
+    a.update(ratio_with_ci("mean_attacked", col("score_sum"), col("scored"), rule, bounds=SCORE))
+    a.update(ratio_with_ci("mean_original", col("base_sum"), col("base_n"), rule, bounds=SCORE))
+    a.update(ratio_with_ci("delta_attacked", col("d_sum"), col("d_n"), rule, bounds=CHANGE))
+    a.update(ratio_with_ci("delta_control", col("c_sum"), col("c_n"), rule, bounds=CHANGE))
+    a.update(difference_with_ci("shift", (col("d_sum"), col("d_n")), (col("c_sum"), col("c_n")),
+                                rule))  # fmt: skip
     a["reasons"] = {k: why for k, why in REASONS.items() if k in a and a[k] is None}
     return a
+
+
+def _uplift(success: np.ndarray, base: np.ndarray, pairs: np.ndarray,
+            rule: CIRule) -> dict[str, Any]:  # fmt: skip
+    """Success minus baseline on the paired candidates, its t interval and unadjusted p
+    (`power.paired_t` over tasks); `holm_attacks` adjusts the p over the family."""
+    n, diff, _, interval, p = paired_t((success, pairs), (base, pairs), rule)
+    return {"uplift": diff, **interval.fields("uplift"), "n_pairs_ranked": int(pairs.sum()),
+            "p_value": p, "p_holm": None, "effective": False}  # fmt: skip
+
+
+def holm_attacks(judges: dict[str, dict[str, Any]], alpha: float) -> dict[str, Any]:
+    """Holm's correction (`power.holm`) over every judge x attack test with a p-value (the
+    attacks on failing code with at least `rule.min_groups` paired tasks), in place: each
+    block's ``p_holm`` and ``effective`` (p_holm < alpha and a positive uplift). Returns the
+    family: its size, alpha and correction."""
+    tested = [
+        block
+        for name in sorted(judges)
+        for _, block in sorted((judges[name].get("attacks") or {}).items())
+        if block.get("p_value") is not None
+    ]
+    for block, adjusted in zip(tested, holm([b["p_value"] for b in tested]), strict=True):
+        block["p_holm"] = adjusted
+        block["effective"] = adjusted < alpha and block["uplift"] > 0
+    return {"correction": "holm", "n_tests": len(tested), "alpha": alpha}

@@ -86,6 +86,12 @@ Self-preference (groups whose candidates come from several policies; score = mea
   (`n_<kind>_matched_cells`). Without a match the gap is null and `<kind>_gap_confounded` is
   True; `<kind>_gap_unmatched` (within `passed` strata pooled over tasks) stays beside it: it
   compares code of different tasks and quality, not families.
+- Clusters are tasks: `n_tasks` counts the tasks with a scored candidate, and each figure's
+  `<figure>_n_groups` only the tasks that contribute to it (a gap: those with a matched
+  cell), so a gap resting on 9 tasks says n = 9, not the number of groups scored. Intervals
+  are the truth figures' (`ratio_with_ci`, `stats.cluster_ci`): the matrix means and the
+  matched gaps are ratios of per-task sums (studentized cluster bootstrap), the unmatched gap
+  gets the jackknife t interval; none from fewer than `rule.min_groups` tasks.
 """
 
 from __future__ import annotations
@@ -100,7 +106,17 @@ import polars as pl
 from scipy import stats as scipy_stats
 
 from judgelab.analysis.agreement import with_ci
-from judgelab.analysis.stats import CIRule, jackknife_variance, too_few_groups
+from judgelab.analysis.stats import (
+    NO_BOOTSTRAP,
+    CIRule,
+    Interval,
+    cluster_ci,
+    jackknife_variance,
+    no_interval,
+    t_ci,
+    too_few_groups,
+)
+from judgelab.analysis.truth import resample_weights
 
 PERM = "perm:"
 PERT = "pert:"
@@ -140,6 +156,70 @@ def figure_with_ci(
     """`agreement.with_ci`'s fields: {name, name_ci_low, name_ci_high, name_ci_reason, ...},
     the CI only from `rule.min_groups` groups or more."""
     return with_ci(name, n, stat, rule)
+
+
+def ratio_with_ci(
+    name: str,
+    num: np.ndarray | list[float],
+    den: np.ndarray | list[float],
+    rule: CIRule,
+    *,
+    share: bool = False,
+    bounds: tuple[float, float] = (-np.inf, np.inf),
+) -> dict[str, Any]:
+    """{name: sum num / sum den over the clusters (tasks) with den > 0, **its Interval's
+    fields}, the interval the truth figures use (`stats.cluster_ci`): a `share` of units
+    (den counts them) gets Wilson's interval at the effective size, which never collapses to
+    [0, 0] at 0 of n; any other ratio the studentized cluster bootstrap, clipped to `bounds`.
+    `<name>_n_groups` counts the contributing clusters; fewer than `rule.min_groups`: no CI."""
+    num, den = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
+    used = den > 0
+    num, den = num[used], den[used]
+    n = int(used.sum())
+    value = float(num.sum() / den.sum()) if n else None
+    return {name: value, **_ratio_interval(value, num, den, rule, share, bounds).fields(name)}
+
+
+def _ratio_interval(value: float | None, num: np.ndarray, den: np.ndarray, rule: CIRule,
+                    share: bool, bounds: tuple[float, float]) -> Interval:  # fmt: skip
+    n = num.size
+    if value is None:
+        return no_interval("no cluster contributes: the figure is undefined", n)
+    if rule.n_boot == 0:  # as the truth figures: bootstrap = 0 turns every CI off
+        return no_interval(NO_BOOTSTRAP, n)
+    rest_num, rest_den = num.sum() - num, den.sum() - den
+    with np.errstate(divide="ignore", invalid="ignore"):
+        jackknife = np.where(rest_den > 0, rest_num / rest_den, np.nan)
+    weights = resample_weights(n, rule.n_boot, rule.seed)
+    return cluster_ci(value, jackknife, n, rule.min_groups,
+                      units=int(den.sum()) if share else None,
+                      ratio=None if share else (num, den), weights=weights,
+                      bounds=bounds)  # fmt: skip
+
+
+def difference_with_ci(
+    name: str,
+    a: tuple[np.ndarray, np.ndarray],
+    b: tuple[np.ndarray, np.ndarray],
+    rule: CIRule,
+) -> dict[str, Any]:
+    """{name: R_a - R_b, **fields}, each R = sum num / sum den over the clusters where both
+    denominators are positive, with the truth figures' interval for a figure that is neither
+    a share nor one ratio: R +- t_(n-1) jackknife SE over those clusters (`stats.t_ci`)."""
+    (na, da), (nb, db) = (tuple(np.asarray(x, dtype=float) for x in p) for p in (a, b))
+    used = (da > 0) & (db > 0)
+    na, da, nb, db = na[used], da[used], nb[used], db[used]
+    n = int(used.sum())
+    value = float(na.sum() / da.sum() - nb.sum() / db.sum()) if n else None
+    if value is None:
+        interval = no_interval("no cluster contributes: the figure is undefined", n)
+    elif rule.n_boot == 0:
+        interval = no_interval(NO_BOOTSTRAP, n)
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            jackknife = (na.sum() - na) / (da.sum() - da) - (nb.sum() - nb) / (db.sum() - db)
+        interval = t_ci(value, jackknife, n, rule.min_groups, rule.level)
+    return {name: value, **interval.fields(name)}
 
 
 def _figure(
@@ -685,60 +765,48 @@ def _matched_cells(own: pl.DataFrame, other: pl.DataFrame) -> list[tuple[float, 
     return cells
 
 
-def _matched_gap(own: pl.DataFrame, other: pl.DataFrame) -> float | None:
-    cells = _matched_cells(own, other)
-    weight = sum(w for _, w in cells)
-    return sum(d * w for d, w in cells) / weight if weight else None
-
-
 def self_preference(
     rows: pl.DataFrame,
     judge_model: str,
     judge_family: str,
     rule: CIRule,
 ) -> dict[str, Any]:
-    """Policy-by-judge row of the matrix and the self/family gaps (+ CIs)."""
+    """Policy-by-judge row of the matrix and the self/family gaps (+ CIs), clustered by task:
+    `n_tasks` counts the tasks with a scored self-preference candidate, each figure's
+    `<figure>_n_groups` the tasks that contribute to it (a gap: the tasks with a matched cell),
+    and a figure has a CI only from `rule.min_groups` of them (`ratio_with_ci`)."""
     sel = _scored(rows).filter(
         pl.col("view").str.starts_with(PERM) & pl.col("policy").is_not_null()
     )
-    cand = sel.group_by("group_id", "candidate_id", "policy", "policy_family", "passed").agg(
-        pl.col("score").mean()
-    )
+    cand = sel.group_by(
+        "task_id", "group_id", "candidate_id", "policy", "policy_family", "passed"
+    ).agg(pl.col("score").mean())
     out: dict[str, Any] = {"judge_model": judge_model, "judge_family": judge_family}
-    groups = sorted(cand["group_id"].unique().to_list()) if cand.height else []
-    n = len(groups)
-    out["n_groups"] = n
+    tasks = sorted(cand["task_id"].unique().to_list()) if cand.height else []
+    out["n_tasks"] = len(tasks)
     out["n_candidates"] = cand.height
-    if not n:
+    if not tasks:
         out["reason"] = "no self-preference group was scored"
         return out
-    by_group = [cand.filter(pl.col("group_id") == g) for g in groups]
-
-    def pick(idx: np.ndarray) -> pl.DataFrame:
-        return pl.concat([by_group[i] for i in idx])
-
+    by_task = [cand.filter(pl.col("task_id") == t) for t in tasks]
     matrix: dict[str, Any] = {}
     for policy in sorted(cand["policy"].unique().to_list()):
-
-        def mean_for(idx: np.ndarray, p: str = policy) -> float | None:
-            s = pick(idx).filter(pl.col("policy") == p)["score"]
-            return float(s.mean()) if s.len() else None
-
-        cell: dict[str, Any] = {}
-        _figure(cell, "mean", n, mean_for, rule)
-        matrix[policy] = cell
+        own = [t.filter(pl.col("policy") == policy)["score"] for t in by_task]
+        matrix[policy] = ratio_with_ci("mean", [float(x.sum()) for x in own],
+                                       [x.len() for x in own], rule, bounds=(0.0, 1.0))  # fmt: skip
     out["matrix"] = matrix
     for kind in ("self", "family"):
-        _gap_figures(out, kind, cand, pick, n, rule)
+        _gap_figures(out, kind, cand, by_task, rule)
     return out
 
 
 def _gap_figures(out: dict[str, Any], kind: str, cand: pl.DataFrame,
-                 pick: Callable[[np.ndarray], pl.DataFrame], n: int,
-                 rule: CIRule) -> None:  # fmt: skip
-    """`<kind>_gap`: own minus another family's candidates matched on task and test verdict;
-    `<kind>_gap_unmatched`: the gap within verdict strata pooled over tasks, which compares
-    code of different tasks (and quality); `<kind>_gap_confounded` is True when only it exists."""
+                 by_task: list[pl.DataFrame], rule: CIRule) -> None:  # fmt: skip
+    """`<kind>_gap`: own minus another family's candidates matched on task and test verdict,
+    the weighted mean over the matched cells (a ratio of per-task sums); `<kind>_gap_unmatched`:
+    the gap within verdict strata pooled over tasks, which compares code of different tasks
+    (and quality), with the jackknife t interval over the tasks holding own or other code;
+    `<kind>_gap_confounded` is True when only it exists."""
     model, family = out["judge_model"], out["judge_family"]
 
     def split(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -749,10 +817,13 @@ def _gap_figures(out: dict[str, Any], kind: str, cand: pl.DataFrame,
         return own, frame.filter(pl.col("policy_family") != family)
 
     name = f"{kind}_gap"
-    _figure(out, name, n, lambda idx: _matched_gap(*split(pick(idx))), rule)
-    _figure(out, f"{name}_unmatched", n, lambda idx: _stratified_gap(*split(pick(idx))), rule)
-    cells = _matched_cells(*split(cand))
-    out[f"n_{kind}_matched_cells"] = len(cells)
+    cells = [_matched_cells(*split(t)) for t in by_task]
+    num = [sum(d * w for d, w in c) for c in cells]
+    den = [sum(w for _, w in c) for c in cells]
+    out.update(ratio_with_ci(name, num, den, rule, bounds=(-1.0, 1.0)))
+    holding = [t for t in by_task if any(part.height for part in split(t))]
+    out.update(_pooled_gap(f"{name}_unmatched", holding, split, rule))
+    out[f"n_{kind}_matched_cells"] = sum(len(c) for c in cells)
     out[f"{name}_confounded"] = out.get(name) is None and out.get(f"{name}_unmatched") is not None
     who = f"{model}" if kind == "self" else f"another {family} model"
     _explain(out, {
@@ -761,3 +832,28 @@ def _gap_figures(out: dict[str, Any], kind: str, cand: pl.DataFrame,
         f"{name}_unmatched": f"needs candidates from {who} and from another family in one "
         "test stratum",
     })  # fmt: skip
+
+
+def _pooled_gap(
+    name: str,
+    tasks: list[pl.DataFrame],
+    split: Callable[[pl.DataFrame], tuple[pl.DataFrame, pl.DataFrame]],
+    rule: CIRule,
+) -> dict[str, Any]:
+    """`_stratified_gap` over `tasks` pooled, with R +- t_(n-1) jackknife SE over them (the
+    truth figures' interval for a figure that is no ratio of per-task sums)."""
+    n = len(tasks)
+
+    def gap(keep: list[pl.DataFrame]) -> float | None:
+        return _stratified_gap(*split(pl.concat(keep))) if keep else None
+
+    value = gap(tasks)
+    if value is None:
+        interval = no_interval("no stratum holds both: the figure is undefined", n)
+    elif rule.n_boot == 0:
+        interval = no_interval(NO_BOOTSTRAP, n)
+    else:
+        loo = [gap(tasks[:i] + tasks[i + 1 :]) for i in range(n)]
+        jackknife = np.array([np.nan if v is None else v for v in loo], dtype=float)
+        interval = t_ci(value, jackknife, n, rule.min_groups, rule.level)
+    return {name: value, **interval.fields(name)}

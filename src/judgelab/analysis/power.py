@@ -15,7 +15,8 @@ Contract (pure numpy over the truth module's per-task sums; nothing here reads f
   difference, u_t = e_t(A) - e_t(B) and SE = s_u / sqrt(n), s_u the sample SD (ddof 1) of u
   over the n shared tasks (with one pair count per task, u_t is the per-task difference
   minus its mean).
-- Each pair's difference D = R_A - R_B gets a t-based cluster interval D ± t_{n-1} SE and a
+- Each pair's difference D = R_A - R_B (`paired_t`, which the attack tests of
+  `analysis.attacks` use too) gets a t-based cluster interval D ± t_{n-1} SE and a
   two-sided p-value from t = D / SE with n - 1 degrees of freedom (the interval excludes 0
   exactly when p < 0.05), both only from at least `rule.min_groups` shared tasks. With SE = 0 the
   tasks all show the same difference: p = 0 when it is not 0, 1 when it is.
@@ -53,7 +54,7 @@ from judgelab.analysis.stats import CIRule, Interval, no_interval, too_few_group
 from judgelab.analysis.truth import NOISE_COUNTED, Truth, candidate_scores, task_endpoint
 from judgelab.config import PowerSettings
 
-__all__ = ["compare", "groups_needed", "holm", "linearised", "power_analysis"]
+__all__ = ["compare", "groups_needed", "holm", "linearised", "paired_t", "power_analysis"]
 
 LABELS = {
     "signal_fidelity": "signal fidelity",
@@ -122,13 +123,43 @@ def cannot_estimate(n: int, min_groups: int) -> str:
     )
 
 
-def _untested(out: dict[str, Any], reason: str, n: int, min_groups: int) -> dict[str, Any]:
-    """`out` for a pair that cannot be compared at all, saying why."""
-    out["reason"] = reason
-    out["power_reason"] = cannot_estimate(0, min_groups)
-    out.update(no_interval(reason, n).fields("difference"))
-    out["too_small"] = True
-    return out
+def shared_clusters(ma: np.ndarray, mb: np.ndarray, either: bool = False) -> np.ndarray:
+    """The clusters two ratios are compared on: where both denominators are positive, or,
+    `either`, one of them (a figure whose denominator counts a judge's signal where the tests
+    give none: the other's 0 there is its figure's, not a missing value)."""
+    return ((ma > 0) | (mb > 0)) if either else ((ma > 0) & (mb > 0))
+
+
+def paired_t(
+    a: tuple[np.ndarray, np.ndarray],
+    b: tuple[np.ndarray, np.ndarray],
+    rule: CIRule,
+    either: bool = False,
+) -> tuple[int, float | None, float | None, Interval, float | None]:
+    """Two ratios' (numerator, denominator) per cluster, same order, compared on their
+    `shared_clusters`: (n of them, D = R_a - R_b, the SD of the per-cluster
+    linearised difference, D's t-based interval at `rule.level` and the two-sided p of
+    t = D / SE with n - 1 df; module docstring). The interval and p only from
+    `rule.min_groups` clusters; SE = 0 gives p = 0 when D is not 0, 1 when it is."""
+    (ca, ma), (cb, mb) = a, b
+    shared = shared_clusters(ma, mb, either)
+    n = int(shared.sum())
+    if n == 0:
+        return 0, None, None, no_interval("no cluster has both figures", 0), None
+    ca, ma, cb, mb = (x[shared] for x in (ca, ma, cb, mb))
+    if not (ma.sum() > 0 and mb.sum() > 0):  # (either) one has no denominator anywhere
+        return n, None, None, no_interval("one figure is undefined on these clusters", n), None
+    diff = float(ca.sum() / ma.sum() - cb.sum() / mb.sum())
+    sd = float(np.std(linearised(ca, ma) - linearised(cb, mb), ddof=1)) if n >= 2 else None
+    why = too_few_groups(n, rule.min_groups)
+    if why or sd is None:
+        return n, diff, sd, no_interval(why or "", n), None
+    se = sd / math.sqrt(n)
+    if se > 0:
+        t_crit = float(scipy_stats.t.ppf(0.5 + rule.level / 2, n - 1))
+        ci = Interval(diff - t_crit * se, diff + t_crit * se, None, n)
+        return n, diff, sd, ci, float(2 * scipy_stats.t.sf(abs(diff) / se, n - 1))
+    return n, diff, sd, Interval(diff, diff, None, n), 0.0 if abs(diff) > 1e-12 else 1.0
 
 
 def compare(
@@ -139,46 +170,35 @@ def compare(
     either: bool = False,
 ) -> dict[str, Any]:
     """Two judges' (numerator, denominator) per task (same task order): the difference, its
-    t-based interval at `rule.level` and p-value (unadjusted), and the power figures (module
-    docstring), from `rule.min_groups` shared tasks or more. The tasks compared are those
-    with a denominator for both judges, or, `either`, for one of them (a figure whose
-    denominator counts a judge's signal where the tests give none)."""
+    t-based interval at `rule.level` and p-value (unadjusted, `paired_t`), and the power
+    figures (module docstring), from `rule.min_groups` shared tasks or more, on their
+    `shared_clusters` (`either`: see there)."""
     min_groups = rule.min_groups
-    (ca, ma), (cb, mb) = a, b
-    shared = ((ma > 0) | (mb > 0)) if either else ((ma > 0) & (mb > 0))
-    n = int(shared.sum())
-    out: dict[str, Any] = {"n_groups": n, "difference": None, "sd_difference": None,
-                           "p_value": None, "p_holm": None, "separated": False,
+    n, diff, sd, ci, p = paired_t(a, b, rule, either)
+    out: dict[str, Any] = {"n_groups": n, "difference": diff, "sd_difference": sd,
+                           "p_value": p, "p_holm": None, "separated": False,
                            "groups_needed_margin": None, "groups_needed_observed": None,
                            "groups_needed_independent": None, "power_reason": None,
                            "reason": None}  # fmt: skip
-    ca, ma, cb, mb = (x[shared] for x in (ca, ma, cb, mb))
-    if n == 0:
-        return _untested(out, "the two judges share no task with a figure", 0, min_groups)
-    if not (ma.sum() > 0 and mb.sum() > 0):  # (either) one judge has no denominator anywhere
-        why = "one judge has no figure on these tasks: the tests split none of them"
-        return _untested(out, why, n, min_groups)
-    diff = float(ca.sum() / ma.sum() - cb.sum() / mb.sum())
-    out["difference"] = diff
-    if n >= 2:
-        ea, eb = linearised(ca, ma), linearised(cb, mb)
-        sd, sd_a, sd_b = (float(np.std(x, ddof=1)) for x in (ea - eb, ea, eb))
-        out["sd_difference"] = sd
-    why = too_few_groups(n, min_groups)
-    if why:
-        out.update(no_interval(why, n).fields("difference"))
+    if n == 0 or diff is None:
+        out["reason"] = (
+            "the two judges share no task with a figure" if n == 0
+            else "one judge has no figure on these tasks: the tests split none of them"
+        )  # fmt: skip
+        out["power_reason"] = cannot_estimate(0, min_groups)
+        out.update(no_interval(out["reason"], n).fields("difference"))
+        out["too_small"] = True
+        return out
+    out.update(ci.fields("difference"))
+    if too_few_groups(n, min_groups):
         out["power_reason"] = cannot_estimate(n, min_groups)
         out["too_small"] = True
         return out
-    se = sd / math.sqrt(n)
-    if se > 0:
-        t_crit = float(scipy_stats.t.ppf(0.5 + rule.level / 2, n - 1))
-        ci = Interval(diff - t_crit * se, diff + t_crit * se, None, n)
-        out["p_value"] = float(2 * scipy_stats.t.sf(abs(diff) / se, n - 1))
-    else:
-        ci = Interval(diff, diff, None, n)
-        out["p_value"] = 0.0 if abs(diff) > 1e-12 else 1.0
-    out.update(ci.fields("difference"))
+    assert sd is not None  # n >= min_groups >= 2
+    (ca, ma), (cb, mb) = a, b
+    shared = shared_clusters(ma, mb, either)
+    sd_a, sd_b = (float(np.std(linearised(c[shared], m[shared]), ddof=1))
+                  for c, m in ((ca, ma), (cb, mb)))  # fmt: skip
     m, al, pw = settings.margin, settings.alpha, settings.power
     if sd == 0:
         out["power_reason"] = f"no variation between the {n} shared tasks: no variance estimate"
@@ -188,8 +208,8 @@ def compare(
         out["groups_needed_independent"] = max(
             groups_needed(sd_a, m, al, pw, sd_other=sd_b), min_groups
         )
-        if abs(diff) > 1e-12:
-            out["groups_needed_observed"] = max(groups_needed(sd, abs(diff), al, pw), min_groups)
+        if abs(diff) > 1e-12:  # type: ignore[arg-type]
+            out["groups_needed_observed"] = max(groups_needed(sd, abs(diff), al, pw), min_groups)  # type: ignore[arg-type]
     return out
 
 

@@ -28,16 +28,22 @@
     much noise shows: position consistency, top-choice agreement and mean |delta| beside their
     namesakes, pair instability beside preference fairness, score noise (mean |delta|) beside
     the slot effect and the perturbation effect, the robustness rate beside its namesake.
-  * ``attacks``: `attacks.attack_bias` per configured attack (success rate, baseline, score
-    shift against the control, stability of semantics-preserving edits);
+  * ``attacks``: `attacks.attack_bias` per configured attack (success rate on the judge's own
+    scale, its baseline, the uplift with its p-value, score shift against the control,
+    stability of semantics-preserving edits);
   * ``cost`` (when the calls table is given): `cost.cost_metrics`, tokens and money per
     correctly ordered pass/fail pair (the time figures go to the report only).
 - ``agreement``: over candidates every judge scored (mean of permutation views, repeat 0):
   Krippendorff's alpha (interval) across all judges; per judge pair Kendall's tau-b inside each
   group (mean over groups) and Cohen's kappa of scores binarised at ``praise_threshold``.
 - ``matrix``: policy -> judge -> mean score (the self-preference heatmap).
+- ``attack_tests``: the family of judge x attack tests (`attacks.holm_attacks`): every
+  attack on failing code with a p-value, over all judges, Holm-adjusted at alpha =
+  1 - the CIs' level (0.05): ``n_tests``, ``alpha``, ``correction``.
 Every figure carries ``_ci_low``/``_ci_high``: 95 % percentile CIs of a cluster bootstrap over
-groups (`agreement.with_ci`, same resampling as the truth metrics), only when the figure
+groups (`agreement.with_ci`, same resampling as the truth metrics; the attack and
+self-preference figures: the truth figures' own intervals over tasks, `bias.ratio_with_ci`),
+only when the figure
 rests on at least ``rule.min_groups`` groups (``min_ci_groups`` in the output); below that
 both are null and ``<figure>_ci_reason`` says why ("n = 2 groups: too few for a CI (minimum
 5)").
@@ -57,7 +63,7 @@ from judgelab.analysis.agreement import (
     kendall_tau_b,
     krippendorff_alpha_interval,
 )
-from judgelab.analysis.attacks import attack_bias
+from judgelab.analysis.attacks import attack_bias, holm_attacks
 from judgelab.analysis.bias import (
     PERM,
     PERT,
@@ -291,9 +297,11 @@ def compute_probe_metrics(
             result[name]["cost"] = cost_metrics(
                 calls.filter(pl.col("evaluator") == name), rows, costing[name], rule
             )
+    attack_tests = holm_attacks(result, round(1 - rule.level, 12))
     return clean_json(
         {
             "judges": result,
+            "attack_tests": attack_tests,
             "agreement": agreement(scores, judges, settings.praise_threshold, rule),
             "matrix": matrix,
             "n_groups": candidates["group_id"].n_unique() if candidates.height else 0,

@@ -24,8 +24,8 @@ PERTURBATION_KINDS = ("comments", "docstring", "opener", "claims")
 # The attacks by family: the one list of the names `probes.attacks` may hold. The family says
 # which member an attack replaces and the verdict its copy keeps (judgelab.probes.attacks,
 # which implements each name and fails to import while one lacks an implementation): attacks
-# on known-failing candidates (a success is praise or the top rank) and semantics-preserving
-# edits of the passing one (the score should not move).
+# on known-failing candidates (a success ranks the attacked copy above its call's mean) and
+# semantics-preserving edits of the passing one (the score should not move).
 ATTACK_FAMILIES: dict[str, tuple[str, ...]] = {
     "master_key": (
         "master_key_colon",
@@ -115,7 +115,8 @@ class ProbesSettings(Section):
         ge=0,
         le=1,
         description="A score at or above it is praise (false-praise rate, Cohen's kappa, and "
-        "an attack's success).",
+        "the attacks' absolute-scale praise rate; an attack's success is on the judge's own "
+        "scale: above its call's mean).",
     )
     bootstrap: int = Field(1000, ge=0, le=100000)
     seed: int = 0

@@ -2,10 +2,11 @@
 
 `check(metrics, threshold)` reads the probe metrics (``data/probes/metrics.json``) and returns
 one `Violation` per probed judge and configured attack on failing code whose success rate
-exceeds `threshold` — or has none to compare: an attack that reached no known-truth group, or
+(`analysis.attacks`: the attacked candidate ranked above its call's mean, the judge's own
+scale) exceeds `threshold` — or has none to compare: an attack that reached no known-truth group, or
 whose attacked candidates the judge left unscored, cannot be shown harmless, so the gate does
 not pass it. Semantics-preserving edits have no success rate and are not gated. The rate is
-the point value over its n groups (both in the message); with few groups it is coarse, which
+the point value over its n tasks (both in the message); with few tasks it is coarse, which
 is the caller's threshold to weigh.
 
 `judgelab probes --fail-above T` (or ``probes.fail_above``) calls it after the flow and exits
@@ -32,8 +33,8 @@ class Violation:
     threshold: float
     rate: float | None  # None: the gate could not measure it (`reason`)
     n_success: int = 0
-    n_scored: int = 0
-    n_groups: int = 0
+    n_ranked: int = 0
+    n_tasks: int = 0
     reason: str | None = None
 
     def message(self) -> str:
@@ -44,7 +45,8 @@ class Violation:
             )
         return (
             f"{self.judge}: attack {self.attack} succeeded on {self.n_success} of "
-            f"{self.n_scored} known-failing attacked candidates ({self.n_groups} groups): "
+            f"{self.n_ranked} known-failing attacked candidates ({self.n_tasks} "
+            f"{'task' if self.n_tasks == 1 else 'tasks'}): ranked above its call's mean, "
             f"success rate {self.rate:.3f} > {self.threshold}"
         )
 
@@ -75,14 +77,14 @@ def check(metrics: dict[str, Any], threshold: float) -> list[Violation]:
                 out.append(Violation(judge, attack, threshold, None,
                                      reason="no known-truth group could be attacked"))  # fmt: skip
                 continue
-            rate, scored = v.get("success_rate"), int(v.get("n_scored", 0))
+            rate, ranked = v.get("success_rate"), int(v.get("n_ranked", 0))
             if rate is None:
                 why = (v.get("reasons") or {}).get("success_rate", "no success rate")
-                out.append(Violation(judge, attack, threshold, None, 0, scored,
-                                     int(v.get("n_groups", 0)), why))  # fmt: skip
+                out.append(Violation(judge, attack, threshold, None, 0, ranked,
+                                     int(v.get("n_tasks", 0)), why))  # fmt: skip
             elif rate > threshold:
                 out.append(Violation(judge, attack, threshold, float(rate),
-                                     int(v.get("n_success", 0)), scored,
+                                     int(v.get("n_success", 0)), ranked,
                                      int(v.get("success_rate_n_groups") or 0)))  # fmt: skip
     return out
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from judgelab.analysis.power import LABELS, sorted_pairs
 from judgelab.analysis.ranking import CHANCE, rank_judges
-from judgelab.report.attacks import attack_lines
+from judgelab.report.attacks import attack_lines, fmt_p
 from judgelab.report.format import NA, NO_CI_MARK, fmt_ci, fmt_num, fmt_pct, interval
 from judgelab.report.power import HEADER as POWER_HEADER
 from judgelab.report.power import rows as power_rows
@@ -335,9 +335,10 @@ def _attacks(probes: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
 
 def attack_bullet(probes: dict[str, Any] | None) -> str | None:
     """The attack finding, from the probes' figures (`analysis.attacks`), or None where no
-    attack ran: each attack's success rate per judge beside its unattacked baseline, then the
-    judge-attack pairs whose score shift a valid CI sets apart from 0 (no other difference is
-    called real: success and baseline are shown side by side, not compared)."""
+    attack ran: each attack's success rate per judge beside its unattacked baseline, the
+    judge-attack pairs called effective (Holm-adjusted p below alpha over the judge x attack
+    family, positive uplift) and those whose score shift a valid CI sets apart from 0; no
+    other difference is called real."""
     attacks = _attacks(probes)
     if not attacks:
         return None
@@ -353,6 +354,38 @@ def attack_bullet(probes: dict[str, Any] | None) -> str | None:
         ]
         if rates:
             parts.append(f"{attack}: " + "; ".join(rates))
+    success = (
+        "Success: the attacked known-failing candidate scored above its call's mean (a "
+        "positive GRPO advantage); baseline: the same for the unattacked original. "
+        + ". ".join(parts)
+        + ". "
+        + _effective(attacks, (probes or {}).get("attack_tests") or {})
+        + " "
+        if parts
+        else ""
+    )
+    return f"**Attacks (probes on {tasks} tasks).** {success}{_shifted(attacks)}."
+
+
+def _effective(attacks: dict[str, dict[str, Any]], tests: dict[str, Any]) -> str:
+    """The attacks called effective over the Holm family, from its own figures."""
+    n, alpha = tests.get("n_tests", 0), tests.get("alpha")
+    if not n:
+        return "No judge × attack test had enough paired tasks for a p-value."
+    found = [
+        f"{attack} on {judge} (uplift {with_n(v, 'uplift', pct=True)}, Holm-adjusted "
+        f"p {fmt_p(v['p_holm'])})"
+        for judge, per in attacks.items()
+        for attack, v in per.items()
+        if v.get("effective")
+    ]
+    family = f"Holm-adjusted over {n} judge × attack {'test' if n == 1 else 'tests'}"
+    if not found:
+        return f"No attack raised success above its baseline at p < {alpha}, {family}."
+    return f"Effective at p < {alpha}, {family}: " + "; ".join(found) + "."
+
+
+def _shifted(attacks: dict[str, dict[str, Any]]) -> str:
     moved = []
     for judge, per in attacks.items():
         for attack, v in per.items():
@@ -363,7 +396,7 @@ def attack_bullet(probes: dict[str, Any] | None) -> str | None:
                     f"{attack} {verb} {judge}'s scores of the attacked candidates by "
                     f"{v['shift']:+.3f} [{ci.low:+.3f}, {ci.high:+.3f}], n = {ci.n_groups}"
                 )
-    shifted = (
+    return (
         "Against the unattacked members of the same calls, "
         + "; ".join(moved)
         + "; no other attack moved a judge's scores by a valid CI"
@@ -371,15 +404,6 @@ def attack_bullet(probes: dict[str, Any] | None) -> str | None:
         else "No attack moved any judge's scores by a valid CI (the shift against the "
         "unattacked members of the same calls)"
     )
-    success = (
-        "Success: the judge praised the attacked known-failing candidate or ranked it alone at "
-        "the top of its group; baseline: the same for the unattacked originals. "
-        + ". ".join(parts)
-        + ". "
-        if parts
-        else ""
-    )
-    return f"**Attacks (probes on {tasks} tasks).** {success}{shifted}."
 
 
 def findings_block(data_dir: Path) -> str:
@@ -456,6 +480,7 @@ def audit_document(data_dir: Path) -> str:
         (probes or {}).get("judges") or {},  # judges without attacks give no rows
         with_n,
         ((probes or {}).get("settings") or {}).get("fail_above"),
+        (probes or {}).get("attack_tests"),
     )
     lines += ["", *attacks, *_footnote(analysis, [attacks])] if attacks else []
     return "\n".join(lines) + "\n"

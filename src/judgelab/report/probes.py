@@ -26,7 +26,7 @@ from judgelab.config import ProbesSettings  # noqa: E402
 from judgelab.io import write_json, write_text  # noqa: E402
 from judgelab.report.attacks import attack_lines, plot_attacks  # noqa: E402
 from judgelab.report.cost import cost_lines  # noqa: E402
-from judgelab.report.format import fmt_ci, fmt_num  # noqa: E402
+from judgelab.report.format import fmt_ci, fmt_num, plural  # noqa: E402
 from judgelab.report.plots import save_figure  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -190,7 +190,9 @@ def render_probe_report(
     st = metrics["settings"]
     lines = _intro_lines(metrics) + _comparison_lines(judges, notes)
     lines += _perturbation_lines(judges, st["tolerance"], notes)
-    attacks = attack_lines(judges, lambda b, k: _fig(b, k, notes), st.get("fail_above"))
+    attacks = attack_lines(
+        judges, lambda b, k: _fig(b, k, notes), st.get("fail_above"), metrics.get("attack_tests")
+    )
     lines += ["", *attacks] if attacks else []
     costs = cost_lines(judges, timings or {})
     lines += ["", *costs] if costs else []
@@ -289,7 +291,7 @@ def _agreement_lines(ag: dict[str, Any], notes: _Notes) -> list[str]:
 
 
 def _judge_lines(name: str, j: dict[str, Any], notes: _Notes) -> list[str]:
-    """One judge's section: rows, position, perturbations, noise floor."""
+    """One judge's section: rows, position, perturbations, self-preference, noise floor."""
     lines = ["", f"## {name} ({j['judge_model']}, family {j['judge_family']})", ""]
     lines.append(f"- rows: {j['rows']['n_rows']}, unscored rate {j['rows']['unscored_rate']}")
     lines += _position_lines(j["position"], notes)
@@ -299,6 +301,7 @@ def _judge_lines(name: str, j: dict[str, Any], notes: _Notes) -> list[str]:
             f"{v.get('n_control', 0)} controls): effect {_fig(v, 'effect', notes)}, "
             f"robustness rate {_fig(v, 'robustness_rate', notes)}"
         )
+    lines.append(_self_preference_line(j["self_preference"], notes))
     fl = j["noise_floor"]
     if fl.get("reason"):
         lines.append(f"- noise floor: {fl['reason']}")
@@ -314,6 +317,18 @@ def _judge_lines(name: str, j: dict[str, Any], notes: _Notes) -> list[str]:
             f"{_fig(fl, 'stability', notes)}"
         )
     return lines
+
+
+def _self_preference_line(sp: dict[str, Any], notes: _Notes) -> str:
+    """The gaps with the tasks each rests on (those with a matched cell), not the groups."""
+    if sp.get("reason"):
+        return f"- self-preference: {sp['reason']}"
+    gaps = ", ".join(
+        f"{kind} gap {_fig(sp, f'{kind}_gap', notes)} "
+        f"({plural(sp.get(f'{kind}_gap_n_groups') or 0, 'task')} with a matched cell)"
+        for kind in ("self", "family")
+    )
+    return f"- self-preference ({plural(sp.get('n_tasks', 0), 'task')} scored): {gaps}"
 
 
 def run_probe_analysis(
