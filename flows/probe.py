@@ -5,12 +5,15 @@ probes.tasks (HumanEval, CodeI/O, your files: judgelab.tasks.registry.tasks_by_i
 policies, then every probed judge scores every view through the scores stage's evaluator code;
 what each call cost goes to calls.parquet. Judge calls are cached, so an interrupted run
 resumes where it stopped. The gate (probes.fail_above) is the CLI's, after the flow.
+`reanalyse` recomputes the figures and the report from the tables a run wrote, calling no
+model (`judgelab probes --reanalyse`: after an upgrade of the analysis).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import polars as pl
 from prefect import flow, get_run_logger, task
 
 from flows.fanout import UNIT_TASK, Lanes, Unit, fan_out
@@ -18,7 +21,7 @@ from flows.paths import PROBES
 from judgelab.analysis.cost import judge_costing
 from judgelab.analysis.probes import probe_ci_rule
 from judgelab.cache import JsonCache
-from judgelab.config import load_settings
+from judgelab.config import Settings, load_settings
 from judgelab.evaluators.base import Evaluator
 from judgelab.evaluators.registry import build_evaluator
 from judgelab.io import write_parquet
@@ -40,6 +43,7 @@ from judgelab.probes.run import (
 )
 from judgelab.report.probes import run_probe_analysis
 from judgelab.rollouts.contrast import execution_check
+from judgelab.schemas import validate_file
 from judgelab.tasks.registry import tasks_by_id
 
 
@@ -94,10 +98,32 @@ def probe_flow(params: Path = Path("params.yaml"), out: Path = PROBES) -> Path:
     write_parquet(out / "probe_scores.parquet", scores)
     call_frame = calls_frame(calls)
     write_parquet(out / "calls.parquet", call_frame)
-    rule = probe_ci_rule(settings.analysis, settings.probes)
-    run_probe_analysis(
-        candidates, scores, settings.probes, families, out, rule=rule,
-        calls=call_frame, costing=judge_costing(settings),
-    )  # fmt: skip
+    analyse(settings, candidates, scores, call_frame, out)
     logger.info("probes: %d rows (run %s) -> %s", scores.height, run_id, out)
+    return out
+
+
+def analyse(
+    settings: Settings, candidates: pl.DataFrame, scores: pl.DataFrame, calls: pl.DataFrame,
+    out: Path,
+) -> None:  # fmt: skip
+    """The figures, plots and report of a probe run's tables, under `out`."""
+    run_probe_analysis(
+        candidates, scores, settings.probes, judge_models(settings), out,
+        rule=probe_ci_rule(settings.analysis, settings.probes),
+        calls=calls, costing=judge_costing(settings),
+    )  # fmt: skip
+
+
+def reanalyse(params: Path = Path("params.yaml"), out: Path = PROBES) -> Path:
+    """`analyse` the tables an earlier run wrote under `out` (validated), calling no model."""
+    settings = load_settings(params)
+    require_judges(settings)
+    out = Path(out)
+    candidates, scores, calls = (
+        validate_file(out / f"{name}.parquet", schema)
+        for name, schema in (("candidates", "probe_candidates"),
+                             ("probe_scores", "probe_scores"), ("calls", "probe_calls"))
+    )  # fmt: skip
+    analyse(settings, candidates, scores, calls, out)
     return out

@@ -11,10 +11,15 @@ from typing import Any
 
 from judgelab.config import EmbeddedModel, Settings
 
+# What running the pipeline itself writes into tracked files: dvc's lock files and the
+# .gitignore entries it adds beside its outputs. A change there is not a change of the code.
+PIPELINE_BOOKKEEPING = (":(exclude,glob)**/dvc.lock", ":(exclude,glob)**/.gitignore")
+
 
 def git_commit(root: Path) -> dict[str, Any] | None:
-    """HEAD of the repository holding `root`, and whether tracked files differ from it;
-    None outside a git repository (or without git)."""
+    """HEAD of the repository holding `root`, and whether tracked files differ from it (the
+    pipeline's own bookkeeping left out, so a fresh `make run` is not "uncommitted"); None
+    outside a git repository (or without git)."""
     try:
         head = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
@@ -22,7 +27,8 @@ def git_commit(root: Path) -> dict[str, Any] | None:
         if head.returncode:
             return None
         status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+             *PIPELINE_BOOKKEEPING],
             cwd=root, capture_output=True, text=True, timeout=30,
         )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired):

@@ -29,6 +29,12 @@ from judgelab.errors import EXIT_GATE
 from judgelab_cli.errors import exit_on_error
 
 PARAMS = typer.Option(Path("params.yaml"), "--params", "-p", help="Parameters file.")
+REANALYSE = typer.Option(
+    False,
+    "--reanalyse",
+    help="Recompute the figures, plots and report from the probe tables already in "
+    "data/probes, calling no model (after an upgrade of judgelab's analysis).",
+)
 FAIL_ABOVE = typer.Option(
     None,
     "--fail-above",
@@ -139,13 +145,22 @@ def refuse(violations: Sequence[Any], passed: str) -> None:
 def gated_command(stage: Stage) -> Callable[..., None]:
     """The probes stage's command: the stage, then the attack gate (module docstring)."""
 
-    def probes(params: Path = PARAMS, fail_above: float | None = FAIL_ABOVE) -> None:
+    def probes(
+        params: Path = PARAMS, fail_above: float | None = FAIL_ABOVE, reanalyse: bool = REANALYSE
+    ) -> None:
         from judgelab.config import load_settings
         from judgelab.probes import gate
 
         with exit_on_error():  # before the flow: a gate with nothing to gate is an error
             limit = gate.threshold(load_settings(params).probes, fail_above)
-        run(stage, params)
+        if reanalyse:
+            configure_logging()
+            with exit_on_error():
+                from flows.probe import reanalyse as reanalyse_tables
+
+                reanalyse_tables(params)
+        else:
+            run(stage, params)
         if limit is None:
             return
         with exit_on_error():

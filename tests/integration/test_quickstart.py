@@ -88,14 +88,17 @@ def test_readme_quickstart_gives_a_report(tmp_path: Path) -> None:
     report = (data / "analysis" / "report.md").read_text()
     metrics = json.loads((data / "analysis" / "metrics.json").read_text())
     assert {"ruler-mine", "rubric-mine"} <= set(metrics["evaluators"])
+    # the decision first; provenance at the end: the scratch project is no git checkout, the
+    # judge an endpoint
+    assert report.split("\n## ", 2)[1].startswith("Decision\n")
     assert "Which judge to train on" in report
     assert "ruler-mine" in report and "rubric-mine" in report
     assert "zero-advantage" in report.lower()
-    # provenance on top: the scratch project is no git checkout; the judge is an endpoint
-    head = report.split("\n## ", 1)[0]
-    assert "Computed from code: not a git checkout; `params.yaml` sha256" in head
-    assert f"my-judge `endpoint:{server.base_url.rstrip('/')}|my-judge-model`" in head
-    assert "structured output: my-judge `json_object` (detected)" in head
+    tail = report.rsplit("\n## ", 1)[1]
+    assert tail.startswith("Provenance\n")
+    assert "Computed from code: not a git checkout; `params.yaml` sha256" in tail
+    assert f"my-judge `endpoint:{server.base_url.rstrip('/')}|my-judge-model`" in tail
+    assert "structured output: my-judge `json_object` (detected)" in tail
     assert "## Judges that failed" not in report
     # the truth: 2 of the 3 tasks have tests; the candidates' verdicts as their code says
     scores = pl.read_parquet(data / "scores" / "scores.parquet")

@@ -486,7 +486,8 @@ def test_report_html_has_table_and_escapes_model_text(tmp_path: Path) -> None:
     assert "<script>" not in page
     assert "&lt;script&gt;alert(&#x27;pwned&#x27;)&lt;/script&gt;" in page
     assert "&lt;b&gt;a3&lt;/b&gt;" in page  # code excerpts are escaped too
-    assert page.count("data:image/png;base64,") == 5  # comparison + 4 histograms
+    assert page.count("data:image/png;base64,") == 6  # decision forest + comparison + 4 histograms
+    assert page.index("<h2>Decision</h2>") < page.index("<h2>The audit</h2>")
     assert "http://" not in page and "https://" not in page
     md = (tmp_path / "report.md").read_text()
     assert "| judge | ruler | 8/9 |" in md

@@ -54,7 +54,7 @@ def test_every_command_is_listed_and_each_stage_has_one() -> None:
     assert set(commands) <= names
     assert {stage.command for stage in STAGES} <= set(commands)
     assert "train" not in commands and "probe" not in commands
-    assert [p.name for p in commands["probes"].params] == ["params", "fail_above"]
+    assert [p.name for p in commands["probes"].params] == ["params", "fail_above", "reanalyse"]
 
 
 def test_version() -> None:

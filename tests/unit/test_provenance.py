@@ -36,6 +36,23 @@ def test_commit_and_uncommitted_changes(tmp_path: Path) -> None:
     assert git_commit(tmp_path) == {"commit": head, "dirty": True}
 
 
+def test_what_the_pipeline_writes_itself_is_not_an_uncommitted_change(tmp_path: Path) -> None:
+    """dvc's lock file and the .gitignore entries it adds beside its outputs change on every
+    first `dvc repro` of a clone: the report of a fresh `make run` is not "uncommitted"."""
+    git(tmp_path, "init", "-q")
+    (tmp_path / "data" / "scores").mkdir(parents=True)
+    for name in ("dvc.lock", "data/scores/.gitignore", "code.py"):
+        (tmp_path / name).write_text("")
+    git(tmp_path, "add", ".")
+    git(tmp_path, "commit", "-q", "-m", "c")
+    head = git(tmp_path, "rev-parse", "HEAD")
+    (tmp_path / "dvc.lock").write_text("stages: {}\n")
+    (tmp_path / "data" / "scores" / ".gitignore").write_text("/scores.parquet\n")
+    assert git_commit(tmp_path) == {"commit": head, "dirty": False}
+    (tmp_path / "code.py").write_text("x = 1\n")
+    assert git_commit(tmp_path) == {"commit": head, "dirty": True}
+
+
 def test_params_hash_and_model_weights(tmp_path: Path) -> None:
     params = tmp_path / "params.yaml"
     params.write_bytes((ROOT / "params.yaml").read_bytes())

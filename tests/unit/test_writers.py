@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from judgelab.analysis.metrics import clean_json, compute_metrics
+from judgelab.analysis.metrics import compute_metrics
+from judgelab.analysis.stats import clean_json
 from judgelab.analysis.writers import writer_blocks
 from judgelab.config import AnalysisSettings
 from judgelab.report.writers import writers_section

@@ -20,7 +20,6 @@ three tables (failed judges, a judge-only audit's agreement, training):
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,10 +27,11 @@ from typing import Any
 import polars as pl
 
 from judgelab.analysis import training
+from judgelab.analysis.decision import decide
 from judgelab.analysis.judge_only import judge_agreement
 from judgelab.analysis.power import power_analysis
 from judgelab.analysis.recheck import truth_recheck
-from judgelab.analysis.stats import CIRule, evaluator_stats
+from judgelab.analysis.stats import CIRule, clean_json, evaluator_stats
 from judgelab.analysis.truth import (
     candidate_scores,
     execution_truth,
@@ -42,29 +42,9 @@ from judgelab.analysis.writers import writer_blocks
 from judgelab.config import AnalysisSettings
 from judgelab.scoring.failures import loud_failures
 
-__all__ = ["DIGITS", "audit_metrics", "clean_json", "compute_metrics"]
+__all__ = ["audit_metrics", "compute_metrics"]
 
 logger = logging.getLogger(__name__)
-
-DIGITS = 6
-
-
-def clean_json(obj: Any, digits: int = DIGITS) -> Any:
-    """Round floats, turn NaN/inf into None and sort dict keys, recursively."""
-    if isinstance(obj, dict):
-        return {str(k): clean_json(obj[k], digits) for k in sorted(obj, key=str)}
-    if isinstance(obj, list | tuple):
-        return [clean_json(v, digits) for v in obj]
-    if isinstance(obj, bool) or obj is None or isinstance(obj, str):
-        return obj
-    if isinstance(obj, int):
-        return int(obj)
-    if isinstance(obj, float) or hasattr(obj, "__float__"):
-        x = float(obj)
-        if not math.isfinite(x):
-            return None
-        return round(x, digits) + 0.0  # + 0.0 turns -0.0 into 0.0
-    return obj
 
 
 def compute_metrics(
@@ -87,7 +67,7 @@ def compute_metrics(
         ):
             ev[key] = truth_metrics(cand, t, settings.praise_threshold, w, rule)
     power = power_analysis(scores, truth, evaluators, settings.power, rule, settings.primary)
-    return clean_json(
+    metrics = clean_json(
         {
             "evaluators": evaluators,
             "power": power,
@@ -103,6 +83,7 @@ def compute_metrics(
             **writer_blocks(rollouts, scores, settings),  # only with several writers/origins
         }
     )
+    return metrics | {"decision": clean_json(decide(metrics))}
 
 
 def audit_metrics(

@@ -79,8 +79,7 @@ from judgelab.analysis.cost import (
     JudgeCosting,
     cost_metrics,
 )
-from judgelab.analysis.metrics import clean_json
-from judgelab.analysis.stats import CIRule, stats_for_evaluator
+from judgelab.analysis.stats import CIRule, clean_json, stats_for_evaluator
 from judgelab.analysis.truth import Truth, resample_weights, truth_metrics
 from judgelab.config import AnalysisSettings, ProbesSettings
 from judgelab.schemas import ScoresSchema, columns

@@ -51,6 +51,7 @@ Bootstrap CIs (one rule for every figure: truth metrics, agreement, probes, held
 from __future__ import annotations
 
 import logging
+import math
 import re
 from dataclasses import dataclass, replace
 from typing import Any
@@ -442,3 +443,24 @@ def latency_summary(scores: pl.DataFrame) -> dict[str, dict[str, float | int | N
             "total_latency_s": float(lat.sum()) if lat.size else None,
         }
     return out
+
+
+DIGITS = 6
+
+
+def clean_json(obj: Any, digits: int = DIGITS) -> Any:
+    """Round floats, turn NaN/inf into None and sort dict keys, recursively."""
+    if isinstance(obj, dict):
+        return {str(k): clean_json(obj[k], digits) for k in sorted(obj, key=str)}
+    if isinstance(obj, list | tuple):
+        return [clean_json(v, digits) for v in obj]
+    if isinstance(obj, bool) or obj is None or isinstance(obj, str):
+        return obj
+    if isinstance(obj, int):
+        return int(obj)
+    if isinstance(obj, float) or hasattr(obj, "__float__"):
+        x = float(obj)
+        if not math.isfinite(x):
+            return None
+        return round(x, digits) + 0.0  # + 0.0 turns -0.0 into 0.0
+    return obj

@@ -3,7 +3,12 @@ section, each beside the others here; this face hands on what the rest of judgel
 Every section is a frozen pydantic model that forbids unknown keys (`Section`); errors name
 the dotted key that is wrong and, where there is a fixed set, the valid choices."""
 
-from judgelab.config.analysis import AnalysisSettings, PowerSettings, TrackingSettings
+from judgelab.config.analysis import (
+    AnalysisSettings,
+    PowerSettings,
+    RejectSettings,
+    TrackingSettings,
+)
 from judgelab.config.evaluators import EvaluatorSettings, EvaluatorSpec, ExecutionSettings
 from judgelab.config.models import (
     DEFAULT_ENDPOINT_CONCURRENCY,
@@ -43,7 +48,7 @@ __all__ = [
     "PRICE_KEYS", "RATE_LIMIT_KEYS", "SEMANTIC_EDITS", "ZOO_NAMES", "AnalysisSettings",
     "AutoRLSettings", "CodeIOSettings", "EmbeddedModel", "EndpointModel", "EvaluatorSettings",
     "EvaluatorSpec", "ExecutionSettings", "HeldOutSettings", "HumanEvalSettings", "LoraSettings",
-    "LossSettings", "ModelSpec", "PowerSettings", "ProbesSettings", "RolloutSettings",
-    "RunnerSettings", "ScoresSettings", "ServerSettings", "Settings", "TasksSettings",
-    "TrackingSettings", "TrainSettings", "load_settings", "parse_settings",
+    "LossSettings", "ModelSpec", "PowerSettings", "ProbesSettings", "RejectSettings",
+    "RolloutSettings", "RunnerSettings", "ScoresSettings", "ServerSettings", "Settings",
+    "TasksSettings", "TrackingSettings", "TrainSettings", "load_settings", "parse_settings",
 ]  # fmt: skip

@@ -34,6 +34,21 @@ class PowerSettings(Section):
     )
 
 
+class RejectSettings(Section):
+    """The rejection rules the decision applies before it names a judge (docs/METRICS.md, "A
+    rule for rejecting a judge"): decide them before you look at the results. A judge whose
+    primary has no valid CI, or one reaching chance, or that inverts at least as many pairs
+    as it gets right, is rejected too."""
+
+    max_flat: float = Field(
+        0.5, ge=0, le=1,
+        description="Largest share of mixed groups a judge may give one score for all.",
+    )  # fmt: skip
+    max_unscored: float = Field(
+        0.1, ge=0, le=1, description="Largest share of its rows a judge may leave unscored."
+    )
+
+
 class AnalysisSettings(Section):
     primary: Literal[
         "signal_fidelity", "pairwise_accuracy_strict", "advantage_fidelity", "top1_over_chance"
@@ -63,6 +78,7 @@ class AnalysisSettings(Section):
         "self-test (docs/SELFTEST.md); at 5-10 some cover 91-92 %.",
     )
     power: PowerSettings = PowerSettings()
+    reject: RejectSettings = RejectSettings()
     truth: str | None = Field(
         None,
         description="The execution evaluator whose verdicts are the truth, by name (another "

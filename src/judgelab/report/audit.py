@@ -36,6 +36,7 @@ from typing import Any
 from judgelab.config.evaluators import GROUP_PROTOCOLS
 from judgelab.report import failures
 from judgelab.report import training as training_report
+from judgelab.report.decision import DECISION_IMAGE, decision_html, decision_markdown
 from judgelab.report.format import (
     NA,
     escape,
@@ -475,11 +476,15 @@ def render_markdown(
 ) -> str:
     """report.md; image links are relative to `base` (the report's folder) when given.
     `sections` (training curves, bias probes: report.panels) go before the examples."""
+    images = dict(images)
+    forest = images.pop(DECISION_IMAGE, None)
+    link = None
+    if forest is not None:
+        link = forest.relative_to(base).as_posix() if base is not None else forest.name
     out = ["# judgelab: evaluator audit", ""]
-    if (line := provenance_line(provenance)) is not None:
-        out += [line, ""]
     out += failures.report_markdown(metrics)  # first: before any figure or ranking
-    out += [" ".join(_intro(metrics)), ""]
+    out += decision_markdown(metrics, link)
+    out += ["## The audit", "", " ".join(_intro(metrics)), ""]
     out += ranking_markdown(metrics)
     out += _tables_markdown(metrics)
     out += power_markdown(metrics.get("power") or {}, fmt_ci)
@@ -492,6 +497,8 @@ def render_markdown(
     for section in sections:
         out += ["", section.markdown.rstrip()]
     out += _examples_markdown(examples, _threshold(metrics))
+    if (line := provenance_line(provenance)) is not None:
+        out += ["", "## Provenance", "", line]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -590,9 +597,11 @@ def render_html(
         f"<style>{_CSS}</style></head><body>",
         "<h1>judgelab: evaluator audit</h1>",
     ]
-    if (line := provenance_line(provenance)) is not None:
-        h.append(f'<p class="note">{escape(line)}</p>')
+    images = dict(images)
+    forest = images.pop(DECISION_IMAGE, None)
     h += failures.report_html(metrics, escape)  # first: before any figure or ranking
+    h += decision_html(metrics, None if forest is None else _data_uri(forest), escape)
+    h.append("<h2>The audit</h2>")
     h += [f'<p class="note">{escape(line)}</p>' for line in _intro(metrics)]
     h += ranking_html(metrics, escape)
     h += _tables_html(metrics)
@@ -607,6 +616,8 @@ def render_html(
         )
     h += [section.html for section in sections]
     h += _examples_html(examples, _threshold(metrics))
+    if (line := provenance_line(provenance)) is not None:
+        h += ["<h2>Provenance</h2>", f'<p class="note">{escape(line)}</p>']
     h.append("</body></html>")
     return "\n".join(h) + "\n"
 

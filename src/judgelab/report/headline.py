@@ -25,6 +25,7 @@ from typing import Any
 from judgelab.analysis.power import LABELS, sorted_pairs
 from judgelab.analysis.ranking import CHANCE, rank_judges
 from judgelab.report.attacks import attack_lines, fmt_p
+from judgelab.report.decision import GLOSSARY, decision_sentences
 from judgelab.report.format import NA, NO_CI_MARK, fmt_ci, fmt_num, fmt_pct, interval
 from judgelab.report.power import HEADER as POWER_HEADER
 from judgelab.report.power import rows as power_rows
@@ -42,7 +43,7 @@ AUDIT_DOC = Path("docs/REFERENCE_AUDIT.md")
 
 COMPACT_COLUMNS = (
     "judge",
-    "strict pairwise acc. (mixed groups); tied pairs",
+    "primary (`analysis.primary`)",
     "false praise within group",
     "unscored",
     "zero-advantage mixed groups",
@@ -191,9 +192,25 @@ def findings_rows(analysis: dict[str, Any], probes: dict[str, Any] | None) -> li
     return rows
 
 
+def compact_columns(analysis: dict[str, Any]) -> list[str]:
+    """COMPACT_COLUMNS with the primary's own name and what is beside it."""
+    key = rank_judges(analysis)["endpoint"]
+    beside = {"signal_fidelity": "; pairs right / inverted / tied / unscored",
+              "pairwise_accuracy_strict": "; tied pairs"}.get(key, "")  # fmt: skip
+    return [COMPACT_COLUMNS[0], f"{LABELS.get(key, key)}{beside}", *COMPACT_COLUMNS[2:]]
+
+
+def _pair_rates(t: dict[str, Any]) -> str:
+    rates = [t.get(f"{k}_pair_rate") for k in ("right", "inverted", "tied", "unscored")]
+    if any(r is None for r in rates):
+        return ""
+    return "; " + " / ".join(fmt_pct(r) for r in rates)
+
+
 def compact_rows(analysis: dict[str, Any]) -> list[list[str]]:
-    """README's table (COMPACT_COLUMNS): the primary endpoint as configured, false praise in
-    its within-group form, unscored and zero-advantage rates, the rank range."""
+    """README's table (`compact_columns`): the primary endpoint as configured with what is
+    beside it, false praise in its within-group form, unscored and zero-advantage rates, the
+    rank range."""
     ranking = rank_judges(analysis)
     key = ranking["endpoint"]
     rows = []
@@ -201,6 +218,8 @@ def compact_rows(analysis: dict[str, Any]) -> list[list[str]]:
         ev = analysis["evaluators"][name]
         t = ev.get("truth", {})
         primary = with_n(t, key)
+        if key == "signal_fidelity":
+            primary += _pair_rates(t)
         if key == "pairwise_accuracy_strict" and t.get("tied_pair_share") is not None:
             primary += f"; {fmt_pct(t['tied_pair_share'])} tied"
         rows.append(
@@ -289,7 +308,7 @@ def bullets(analysis: dict[str, Any]) -> list[str]:
     truth = {n: evs[n].get("truth") or {} for n in _judges(analysis)}
     sentences = recommendation_sentences(analysis)
     first = " ".join(s for s in sentences[1:] if not s.startswith("Caveats per judge"))
-    out = [f"**Ranking ({label}, mixed groups).** {first or sentences[0]}"]
+    out = [f"**Ranking ({ranking['criterion']}).** {first or sentences[0]}"]
 
     chance = CHANCE.get(key, 0.5)
     above = [n for n, t in truth.items() if (t.get(f"{key}_ci_low") or -9) > chance]
@@ -411,7 +430,8 @@ def findings_block(data_dir: Path) -> str:
     probes attacked the judges, the attack finding."""
     analysis, probes = _load(data_dir)
     rows = compact_rows(analysis)
-    lines = [*_table(COMPACT_COLUMNS, rows), *_footnote(analysis, rows), ""]
+    lines = [f"**Decision.** {' '.join(decision_sentences(analysis))}", ""]
+    lines += [*_table(compact_columns(analysis), rows), *_footnote(analysis, rows), ""]
     attack = attack_bullet(probes)
     lines += [f"- {b}" for b in [*bullets(analysis), *([attack] if attack else [])]]
     lines += ["", f"The full table, the caveats and every paired comparison: [{AUDIT_DOC}]"
@@ -450,6 +470,12 @@ def audit_document(data_dir: Path) -> str:
         "groups behind a figure (probe groups for the probe columns). Mixed groups: tasks "
         "with both a passing and a failing candidate, the only ones where GRPO can learn to "
         "prefer passing code.",
+        "",
+        "## Decision",
+        "",
+        " ".join(decision_sentences(analysis)),
+        "",
+        GLOSSARY,
         "",
         "## Which judge to train on",
         "",

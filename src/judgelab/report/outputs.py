@@ -24,8 +24,9 @@ from judgelab.analysis.truth import Truth, execution_truth
 from judgelab.config import AnalysisSettings
 from judgelab.io import write_json, write_text
 from judgelab.report.audit import render_html, render_markdown
+from judgelab.report.decision import DECISION_IMAGE, forest_label
 from judgelab.report.panels import bias_section
-from judgelab.report.plots import write_csv, write_plots
+from judgelab.report.plots import plot_forest, write_csv, write_plots
 from judgelab.report.recheck import recheck_section
 from judgelab.report.training import plot_curves
 from judgelab.report.writers import writers_section
@@ -107,6 +108,9 @@ def write_images(
         scores, truth, metrics["evaluators"], settings.bins, plots_dir, settings.praise_threshold
     )
     images = {label: path for label, path in written.items() if path.suffix == ".png"}
+    forest = plots_dir / "png" / "decision.png"
+    if plot_forest(metrics, forest_label(metrics), forest):  # the decision's picture, first
+        images = {DECISION_IMAGE: forest, **images}
     if training_dir is not None:
         write_csv(training.curves_frame(training_dir), plots_dir / "training_curves.csv")
         curves = plots_dir / "png" / "training_curves.png"

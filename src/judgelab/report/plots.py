@@ -127,6 +127,44 @@ def plot_comparison(comparison: pl.DataFrame, path: Path) -> None:
     save_figure(fig, path)
 
 
+def plot_forest(metrics: dict[str, Any], label: str, path: Path) -> bool:
+    """Each judge's primary (`metrics["decision"]["primary"]`) with its 95 % CI, best on top,
+    n beside it; rejected judges grey; the tests' value and chance as vertical lines. False,
+    and nothing written, when no judge has the figure."""
+    decision = metrics.get("decision") or {}
+    key = decision.get("primary")
+    evs = metrics.get("evaluators") or {}
+    rows = [
+        (n, ev.get("truth") or {}) for n, ev in evs.items() if ev.get("protocol") != "execution"
+    ]
+    rows = sorted(((n, t) for n, t in rows if key and t.get(key) is not None),
+                  key=lambda r: r[1][key])  # fmt: skip
+    if not rows:
+        return False
+    rejected = decision.get("rejected") or {}
+    fig, ax = plt.subplots(figsize=(7, 0.45 * len(rows) + 1.4))
+    for y, (name, t) in enumerate(rows):
+        color = "#8d99ae" if name in rejected else "#1d3557"
+        low, high = t.get(f"{key}_ci_low"), t.get(f"{key}_ci_high")
+        if low is not None and high is not None:
+            ax.plot([low, high], [y, y], color=color, linewidth=2)
+        ax.plot([t[key]], [y], "o", color=color)
+    ax.set_yticks(range(len(rows)), [
+        f"{n}{' (rejected)' if n in rejected else ''}  n = {t.get(f'{key}_n_groups')}"
+        for n, t in rows
+    ], fontsize=8)  # fmt: skip
+    ax.axvline(decision.get("chance", 0.0), color="grey", linestyle="--", linewidth=1)
+    if decision.get("tests") is not None:
+        ax.axvline(decision["tests"], color=_COLORS["pass"], linewidth=1)
+        ax.text(decision["tests"], len(rows) - 0.4, "tests", color=_COLORS["pass"], fontsize=8,
+                ha="right")  # fmt: skip
+    ax.set_title(label, fontsize=10)
+    ax.set_ylim(-0.6, len(rows) - 0.2)
+    fig.tight_layout()
+    save_figure(fig, path)
+    return True
+
+
 def write_plots(
     scores: pl.DataFrame,
     truth: Truth,

@@ -72,7 +72,7 @@ def _power_sentence(power: dict[str, Any], a: str, b: str) -> str:
     )
 
 
-def _why_unranked(metrics: dict[str, Any], label: str) -> str:
+def why_unranked(metrics: dict[str, Any], label: str) -> str:
     """Why no judge has the primary figure, and the advice that fits the cause: fixing a judge
     that failed or adding tests is not growing the audit."""
     failed = metrics.get("judge_failures") or []
@@ -103,7 +103,7 @@ def recommendation_sentences(metrics: dict[str, Any]) -> list[str]:
     n_tasks = (metrics.get("execution_truth") or {}).get("n_tasks_with_truth")
     where = f" on {n_tasks} task{'' if n_tasks == 1 else 's'} with test results" if n_tasks else ""
     if not rank["order"]:
-        return [_why_unranked(metrics, label)]
+        return [why_unranked(metrics, label)]
     t = {n: evs[n].get("truth") or {} for n in rank["order"]}
     m = power.get("n_comparisons") or 0
     out = [f"Judges are ranked by {label} on mixed tasks (`analysis.primary`){where}."]
