@@ -61,6 +61,7 @@ def analysis_flow(
         | structured_output_modes(scores),
         max_failure_share=settings.scores.max_failure_share,
         truth_baseline=truth_baseline,
+        judged=settings.scores.populations,
     )
     if settings.tracking.enabled:
         latency = {

@@ -24,7 +24,7 @@ from judgelab.evaluators.transport.detect import detections
 from judgelab.io import write_json, write_parquet
 from judgelab.models.server import serve
 from judgelab.paths import cache_dir
-from judgelab.rollouts.generate import candidates_by_task
+from judgelab.rollouts.generate import candidates_by_group
 from judgelab.schemas import validate_file
 from judgelab.scoring import run_id_for, score_group, scores_frame
 from judgelab.scoring.failures import JudgeCallsFailed, failure_message, loud_failures
@@ -50,10 +50,13 @@ def scores_flow(
     logger = get_run_logger()
     task_list = tasks_from_frame(validate_file(tasks, "tasks"))
     rollout_frame = validate_file(rollouts, "rollouts")
-    groups = candidates_by_task(rollout_frame)
+    groups = candidates_by_group(rollout_frame, settings.scores.populations == "apart")
     run_id = run_id_for(settings, rollout_frame)
     cache = JsonCache(cache_dir(), "judge")
-    todo = [t for t in task_list if t.task_id in groups]
+    by_task: dict[str, list[str]] = {}
+    for task_id, population in groups:
+        by_task.setdefault(task_id, []).append(population)
+    todo = [t for t in task_list if t.task_id in by_task]
     repeats = settings.scores.repeats
     models = settings.models_called("scores")
     lanes = Lanes(settings, models)
@@ -70,14 +73,15 @@ def scores_flow(
                     "run_id": run_id,
                     "evaluator": ev,
                     "task_": t,
-                    "candidates": groups[t.task_id],
+                    "candidates": groups[(t.task_id, population)],
                     "repeat": repeat,
                 },
-                f"{ev.name} {t.task_id} r{repeat}",
+                f"{ev.name} {t.task_id} {population} r{repeat}",
             )
             for ev in evaluators
             for repeat in range(ev.spec.repeats(repeats))
             for t in todo
+            for population in by_task[t.task_id]
         ]
         results = fan_out(score_group_task, units, lanes.limits, stage="scores", unit="group")
     rows = [row for unit_rows in results for row in unit_rows]

@@ -115,3 +115,16 @@ def test_a_judge_the_tests_do_not_beat_is_named() -> None:
     first = decision_sentences(m)[0]
     assert first == ("Where a task has tests, train on the tests; this audit cannot show that "
                      "they beat every judge on signal fidelity: a's CI reaches 1.")  # fmt: skip
+
+
+def test_the_only_acceptable_judge_is_named_as_such_and_together_is_a_caveat() -> None:
+    m = metrics({"a": ev(0.4, 0.3, 0.5), "b": ev(0.5, 0.4, 0.6, flat=0.7)}, set())
+    d = decide(m)
+    assert (d["verdict"], d["judge"], d["acceptable"]) == ("judge", "a", ["a"])
+    words = decision_sentences(m)
+    a = figure(m["evaluators"]["a"]["truth"], KEY)
+    assert words[1] == (f"Without tests, use a, the only judge that passes the rejection rules: "
+                        f"its signal fidelity is {a}.")  # fmt: skip
+    assert "reference-guided" not in " ".join(words)
+    m["population"] = {"headline": "natural", "judged": "together"}
+    assert decision_sentences(m)[-1].startswith("These figures are reference-guided")

@@ -99,7 +99,42 @@ def test_the_report_section_shows_each_subset_with_its_n() -> None:
     (section,) = writers_section(metrics)
     md = section.markdown
     line = next(x for x in md.splitlines() if x.startswith("| origin contrast | judge |"))
-    # 2 mixed groups: below the minimum for a CI, so the value with its n
-    assert "| 2 / 4 | 0.750 (n = 2)† |" in line
+    # 2 mixed groups: below the minimum for a CI, so each value with its n
+    assert "| 2 / 4 | 0.705 (n = 2)† | 0.750 (n = 2)† |" in line  # signal fidelity, strict
     assert "writer operator_flip" in md and "writer qwen" in md
     assert "<td>origin contrast</td>" in section.html
+
+
+def test_the_headline_is_the_natural_population_and_contrast_a_named_secondary() -> None:
+    """With contrast groups among the candidates, every headline figure (and the decision) is
+    the natural candidates' alone, exactly what an audit of them alone gives, and the contrast
+    candidates' figures are `known_truth`, exactly the contrast subset's."""
+    tasks, rollouts, scores = tables()
+    m = compute_metrics(tasks, rollouts, scores, SETTINGS, judged="apart")
+    _, nat_rollouts, nat_scores = tables({"qwen"})
+    alone = compute_metrics(tasks, nat_rollouts, nat_scores, SETTINGS)
+    for name in ("judge", "tests"):
+        assert m["evaluators"][name] == alone["evaluators"][name]
+    assert m["power"] == alone["power"] and m["decision"] == alone["decision"]
+    assert m["population"] == {"headline": "natural", "judged": "apart", "n_candidates": 4,
+                               "n_tasks": 2}  # fmt: skip
+    contrast = m["writers"]["by_origin"]["contrast"]
+    assert m["known_truth"]["evaluators"] == contrast["evaluators"]
+    assert m["known_truth"]["n_candidates"] == 6
+    assert alone["population"]["headline"] == "all" and "known_truth" not in alone
+
+
+def test_scores_stage_groups_each_population_apart_unless_asked() -> None:
+    from judgelab.rollouts.generate import candidates_by_group, candidates_by_task
+
+    _, rollouts, _ = tables()
+    apart = candidates_by_group(rollouts, apart=True)
+    assert {k: [c.candidate_id for c in v] for k, v in apart.items()} == {
+        ("A", "natural"): ["a-q1", "a-q2"], ("A", "contrast"): ["a-ref", "a-flip", "a-obo"],
+        ("B", "natural"): ["b-q1", "b-q2"], ("B", "contrast"): ["b-ref", "b-flip", "b-obo"],
+    }  # fmt: skip
+    together = candidates_by_group(rollouts, apart=False)
+    assert list(together) == [("A", "all"), ("B", "all")]
+    assert {t: [c.candidate_id for c in v] for t, v in candidates_by_task(rollouts).items()} == {
+        t: [c.candidate_id for c in v] for (t, _), v in together.items()
+    }

@@ -17,7 +17,8 @@
 `decide(metrics)` returns:
   {"primary", "chance", "tests": value of the tests' primary or None, "tests_beat": [...],
    "verdict": "judge" | "cannot_tell" | "no_judge" | "no_ranking",
-   "judge": the judge to use or None, "contenders": [acceptable judges that could be first],
+   "judge": the judge to use or None, "acceptable": [judges no rule rejects, rank order],
+   "contenders": [acceptable judges that could be first],
    "rejected": {judge: [reason, ...]}, "more_tasks": {"pair": [a, b], "needed", "have",
    "more"} or None}
 """
@@ -95,6 +96,7 @@ def decide(metrics: dict[str, Any]) -> dict[str, Any]:
         "tests": tests,
         "tests_beat": tests_beat,
         "judge": None,
+        "acceptable": acceptable,
         "contenders": contenders,
         "rejected": {n: why for n, why in rejected.items() if why},
         "more_tasks": None,

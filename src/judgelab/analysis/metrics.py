@@ -38,7 +38,7 @@ from judgelab.analysis.truth import (
     resample_weights,
     truth_metrics,
 )
-from judgelab.analysis.writers import writer_blocks
+from judgelab.analysis.writers import known_truth_block, split_populations, writer_blocks
 from judgelab.config import AnalysisSettings
 from judgelab.scoring.failures import loud_failures
 
@@ -48,9 +48,19 @@ logger = logging.getLogger(__name__)
 
 
 def compute_metrics(
-    tasks: pl.DataFrame, rollouts: pl.DataFrame, scores: pl.DataFrame, settings: AnalysisSettings
+    tasks: pl.DataFrame,
+    rollouts: pl.DataFrame,
+    scores: pl.DataFrame,
+    settings: AnalysisSettings,
+    judged: str | None = None,
 ) -> dict[str, Any]:
-    """Every statistic and truth metric, cleaned for JSON; no files written."""
+    """Every statistic and truth metric, cleaned for JSON; no files written. Where the
+    candidates include known-truth contrast groups, the headline (evaluators, power, decision)
+    is the natural population's and the contrast groups' figures are `known_truth`; `judged`
+    says whether the two were judged in calls of their own ("apart") or in one ("together",
+    `scores.populations`), None when unknown."""
+    all_scores = scores
+    scores, known = split_populations(rollouts, all_scores)
     truth = execution_truth(scores, settings.truth)
     if truth.reason:
         logger.warning("truth metrics unavailable: %s", truth.reason)
@@ -67,20 +77,28 @@ def compute_metrics(
         ):
             ev[key] = truth_metrics(cand, t, settings.praise_threshold, w, rule)
     power = power_analysis(scores, truth, evaluators, settings.power, rule, settings.primary)
+    population = {
+        "headline": "all" if known is None else "natural",
+        "judged": judged if known is not None else None,
+        "n_candidates": scores.get_column("candidate_id").n_unique() if scores.height else 0,
+        "n_tasks": scores.get_column("task_id").n_unique() if scores.height else 0,
+    }
     metrics = clean_json(
         {
             "evaluators": evaluators,
             "power": power,
+            "population": population,
             "n_tasks": tasks.height,
             "n_candidates": rollouts.height,
-            "n_score_rows": scores.height,
+            "n_score_rows": all_scores.height,
             "execution_truth": truth.summary(),
             # truth_baseline is named in truth_recheck when set; left out here, an analysis
             # without one writes the metrics it wrote before the setting existed
             "settings": settings.model_dump(
                 exclude={"truth_baseline", *(["truth"] if settings.truth is None else [])}
             ),
-            **writer_blocks(rollouts, scores, settings),  # only with several writers/origins
+            **({} if known is None else {"known_truth": known_truth_block(known, settings)}),
+            **writer_blocks(rollouts, all_scores, settings),  # only with several writers/origins
         }
     )
     return metrics | {"decision": clean_json(decide(metrics))}
@@ -96,12 +114,14 @@ def audit_metrics(
     train_judges: Sequence[str],
     max_failure_share: float,
     truth_baseline: pl.DataFrame | None = None,
+    judged: str | None = None,
 ) -> dict[str, Any]:
-    """The analysis stage's metrics.json: `compute_metrics`, the loud judge failures (absent
-    when no judge failed), a judge-only audit's agreement, the training figures of
-    `training_dir` (`train_judges`: the judges configured to have one), and the re-check of
-    `truth_baseline` (`recheck.read_baseline` of `settings.truth_baseline`)."""
-    metrics = compute_metrics(tasks, rollouts, scores, settings)
+    """The analysis stage's metrics.json: `compute_metrics` (`judged`: scores.populations),
+    the loud judge failures (absent when no judge failed), a judge-only audit's agreement,
+    the training figures of `training_dir` (`train_judges`: the judges configured to have
+    one), and the re-check of `truth_baseline` (`recheck.read_baseline` of
+    `settings.truth_baseline`)."""
+    metrics = compute_metrics(tasks, rollouts, scores, settings, judged)
     if truth_baseline is not None:
         source = settings.truth_baseline or "truth baseline"
         metrics["truth_recheck"] = clean_json(truth_recheck(truth_baseline, scores, source))

@@ -61,6 +61,29 @@ def _block(scores: pl.DataFrame, ids: list[str], settings: AnalysisSettings) -> 
     }
 
 
+def split_populations(
+    rollouts: pl.DataFrame, scores: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """The score rows the headline is computed on, and the known-truth groups' rows: where
+    the candidates have both origins, the natural ones (what GRPO trains on) and the contrast
+    groups; else every row, and None."""
+    if "policy" not in rollouts.columns or not scores.height:
+        return scores, None
+    writers = rollouts.select("candidate_id", "policy").unique("candidate_id")
+    contrast = [cid for cid, w in writers.iter_rows() if origin(w) == "contrast"]
+    if not contrast or len(contrast) == writers.height:
+        return scores, None
+    is_contrast = pl.col("candidate_id").is_in(contrast)
+    return scores.filter(~is_contrast), scores.filter(is_contrast)
+
+
+def known_truth_block(known: pl.DataFrame, settings: AnalysisSettings) -> dict[str, Any]:
+    """The known-truth groups' figures (a named secondary): every truth figure on the
+    contrast candidates alone, with their own bootstrap and n."""
+    ids = known.get_column("candidate_id").unique().sort().to_list()
+    return _block(known, ids, settings)
+
+
 def writer_blocks(
     rollouts: pl.DataFrame, scores: pl.DataFrame, settings: AnalysisSettings
 ) -> dict[str, Any]:

@@ -3,6 +3,8 @@ often judges repeat, and the failure budget."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import (
     Field,
     model_validator,
@@ -14,6 +16,15 @@ from judgelab.config.section import Section
 
 class ScoresSettings(Section):
     repeats: int = Field(1, ge=1, le=20)
+    populations: Literal["apart", "together"] = Field(
+        "apart",
+        description="apart: each task's natural candidates (the policy's samples, or imported "
+        "ones) are judged in a call of their own, as GRPO judges them, and its known-truth "
+        "contrast group (reference, mutants, non-answer: rollouts.extra_candidates) in "
+        "another. together: both in one call; a group judge (RULER) then sees the reference "
+        "beside the policy's code, so the natural candidates' figures are reference-guided. "
+        "A pointwise judge scores one candidate at a time either way.",
+    )
     evaluators: list[EvaluatorSpec]
     max_failure_share: float = Field(
         0.5,

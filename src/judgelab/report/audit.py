@@ -416,6 +416,7 @@ def _intro(metrics: dict[str, Any]) -> list[str]:
         f"{metrics.get('n_tasks', 0)} tasks, {metrics.get('n_candidates', 0)} candidates, "
         f"{len(metrics.get('evaluators', {}))} evaluators.",
     ]
+    lines += population_lines(metrics)
     if tr.get("evaluator"):
         lines.append(
             f"Execution truth from `{tr['evaluator']}`: {tr.get('n_passing')} candidates pass "
@@ -444,6 +445,26 @@ def _intro(metrics: dict[str, Any]) -> list[str]:
         "comparing protocols whose scales differ."
     )
     return lines
+
+
+def population_lines(metrics: dict[str, Any]) -> list[str]:
+    """Which candidates the headline is about, and how they were judged (scores.populations)."""
+    pop = metrics.get("population") or {}
+    if pop.get("headline") != "natural":
+        return []
+    head = (
+        f"The headline is the policy's own candidates ({pop.get('n_candidates')} candidates "
+        f"of {pop.get('n_tasks')} tasks), the groups GRPO trains on; the known-truth contrast "
+        "groups are a secondary section below."
+    )
+    judged = {
+        "apart": " Each task's natural group was judged alone, as GRPO judges it, and its "
+        "contrast group in a call of its own.",
+        "together": " Each task's natural group was judged in one call beside its contrast "
+        "group (`scores.populations: together`): a group judge saw the reference solution "
+        "beside the policy's code, so its natural figures are reference-guided.",
+    }.get(pop.get("judged") or "", " How the two were grouped for the judges is not recorded.")
+    return [head + judged]
 
 
 def provenance_line(provenance: dict[str, Any] | None) -> str | None:

@@ -72,6 +72,11 @@ def _without_tests(
         return f"{lead}, no judge passes the rejection rules: do not train on any of them."
     if d["verdict"] == "judge":
         j = d["judge"]
+        if len(d.get("acceptable") or [j]) == 1:
+            return (
+                f"{lead}, use {j}, the only judge that passes the rejection rules: its {label} "
+                f"is {figure(truth[j], key)}."
+            )
         return (
             f"{lead}, use {j}: its {label} {figure(truth[j], key)} is above every other "
             f"acceptable judge's after Holm's correction over {power.get('n_comparisons')} "
@@ -108,6 +113,12 @@ def decision_sentences(metrics: dict[str, Any]) -> list[str]:
     if d["rejected"]:
         why = "; ".join(f"{n} ({', '.join(r)})" for n, r in d["rejected"].items())
         out.append(f"Rejected by the rules decided before the data (`analysis.reject`): {why}.")
+    if (metrics.get("population") or {}).get("judged") == "together":
+        out.append(
+            "These figures are reference-guided: each natural group was judged beside its "
+            "known-truth contrast group, which GRPO never shows a judge; judge them apart "
+            "(`scores.populations: apart`) before acting on this decision."
+        )
     return out
 
 

@@ -21,6 +21,7 @@ from judgelab.analysis.examples import worst_false_praise
 from judgelab.analysis.metrics import audit_metrics
 from judgelab.analysis.stats import latency_summary
 from judgelab.analysis.truth import Truth, execution_truth
+from judgelab.analysis.writers import split_populations
 from judgelab.config import AnalysisSettings
 from judgelab.io import write_json, write_text
 from judgelab.report.audit import render_html, render_markdown
@@ -29,7 +30,7 @@ from judgelab.report.panels import bias_section
 from judgelab.report.plots import plot_forest, write_csv, write_plots
 from judgelab.report.recheck import recheck_section
 from judgelab.report.training import plot_curves
-from judgelab.report.writers import writers_section
+from judgelab.report.writers import known_truth_section, writers_section
 from judgelab.schemas import RolloutsSchema, ScoresSchema, TasksSchema, validate
 from judgelab.scoring.failures import DEFAULT_MAX_FAILURE_SHARE
 
@@ -51,12 +52,14 @@ def run_analysis(
     provenance: dict[str, Any] | None = None,
     max_failure_share: float = DEFAULT_MAX_FAILURE_SHARE,
     truth_baseline: pl.DataFrame | None = None,
+    judged: str | None = None,
 ) -> dict[str, Any]:
     """Validate the inputs; write metrics.json, plots and the report under out_dir; return
     the metrics dict as written. `training_dir` holds the training stage's per-judge
     histories (`train_judges`: the judges configured to have one); the report shows bias
     panels from `probes_metrics` when it exists, "not run" otherwise. `provenance`
-    (`judgelab.provenance`) heads the report; it stays out of metrics.json."""
+    (`judgelab.provenance`) ends the report; it stays out of metrics.json. `judged`: how the
+    scores stage grouped natural and known-truth candidates (`scores.populations`)."""
     out_dir = Path(out_dir)
     tasks = validate(tasks, TasksSchema, "tasks table")
     rollouts = validate(rollouts, RolloutsSchema, "rollouts table")
@@ -70,9 +73,11 @@ def run_analysis(
         train_judges=train_judges,
         max_failure_share=max_failure_share,
         truth_baseline=truth_baseline,
+        judged=judged,
     )
-    truth = execution_truth(scores)
-    images = write_images(scores, truth, metrics, settings, out_dir / "plots", training_dir)
+    headline, _ = split_populations(rollouts, scores)  # the plots show what the headline does
+    truth = execution_truth(headline)
+    images = write_images(headline, truth, metrics, settings, out_dir / "plots", training_dir)
     write_reports(
         metrics,
         scores,
@@ -135,7 +140,12 @@ def write_reports(
     identical runs), the worst false praise and the probes' bias panels beside the metrics."""
     latency = latency_summary(scores)
     examples = worst_false_praise(scores, rollouts, truth, N_EXAMPLES, settings.praise_threshold)
-    sections = [bias_section(probes_metrics), *writers_section(metrics), *recheck_section(metrics)]
+    sections = [
+        *known_truth_section(metrics),
+        bias_section(probes_metrics),
+        *writers_section(metrics),
+        *recheck_section(metrics),
+    ]
     write_text(
         out_dir / "report.md",
         render_markdown(

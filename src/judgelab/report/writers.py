@@ -15,6 +15,7 @@ COLUMNS = (
     "candidates of",
     "evaluator",
     "candidates (pass / fail)",
+    "signal fidelity",
     "strict pairwise acc. (ties wrong)",
     "top-1 acc. − chance",
     "advantage fidelity",
@@ -23,7 +24,7 @@ COLUMNS = (
 )
 INTRO = (
     "Each row is an evaluator's truth figures on one subset of the candidates, computed as "
-    "the tables above compute them on all of them (those are the figures together). "
+    "the tables above compute them on the headline's. "
     "Within-group figures compare the subset's candidates of a task with one another, so a "
     "writer whose candidates all fail (a mutant kind) has none. Contrast groups are a task's "
     "reference solution and mutants its tests reject (`judgelab.rollouts.contrast`); natural "
@@ -40,6 +41,7 @@ def _rows(blocks: dict[str, Any], label: str) -> list[list[str]]:
                     f"{label} {name}",
                     evaluator,
                     f"{t.get('n_passing', 0)} / {t.get('n_failing', 0)}",
+                    fmt_cell(t, "signal_fidelity"),
                     fmt_cell(t, "pairwise_accuracy_strict"),
                     fmt_cell(t, "top1_over_chance"),
                     fmt_cell(t, "advantage_fidelity"),
@@ -63,3 +65,27 @@ def writers_section(metrics: dict[str, Any]) -> list[Section]:
     h = [f"<h2>{escape(TITLE)}</h2>", f"<p>{escape(INTRO + note)}</p>"]
     h += html_table("writers", COLUMNS, rows, min_groups)
     return [Section(TITLE, "".join(h), "\n".join(md) + "\n", ran=True)]
+
+
+KNOWN_TRUTH = "Known-truth groups"
+KNOWN_INTRO = (
+    "A secondary population: each task's known-truth contrast group (its reference solution "
+    "and mutants its tests reject, `judgelab.rollouts.contrast`), on which every truth figure "
+    "is computed as on the headline's natural candidates, with its own bootstrap and n. "
+    "Known-truth groups tell how a judge ranks code of known quality; GRPO never sees them, "
+    "so they never enter the ranking or the decision."
+)
+
+
+def known_truth_section(metrics: dict[str, Any]) -> list[Section]:
+    """The known-truth groups' section, or none when metrics.json has no ``known_truth``."""
+    block = metrics.get("known_truth")
+    if not block:
+        return []
+    rows = _rows({"contrast": block}, "known-truth")
+    min_groups = (metrics.get("settings") or {}).get("min_ci_groups")
+    counts = f" {block.get('n_candidates')} candidates of {block.get('n_tasks')} tasks."
+    md = [f"## {KNOWN_TRUTH}", "", KNOWN_INTRO + counts, "", *md_table(COLUMNS, rows, min_groups)]
+    h = [f"<h2>{escape(KNOWN_TRUTH)}</h2>", f"<p>{escape(KNOWN_INTRO + counts)}</p>"]
+    h += html_table("known-truth", COLUMNS, rows, min_groups)
+    return [Section(KNOWN_TRUTH, "".join(h), "\n".join(md) + "\n", ran=True)]

@@ -22,6 +22,7 @@ from judgelab.config import RolloutSettings
 from judgelab.errors import ConfigError
 from judgelab.models.completions import cached_chat
 from judgelab.models.endpoint import Endpoint
+from judgelab.rollouts.origins import origin
 from judgelab.schemas import RolloutsSchema, columns, validate
 from judgelab.verdicts import Candidate, Task
 
@@ -100,9 +101,19 @@ def rollouts_frame(rows: list[dict]) -> pl.DataFrame:
 
 
 def candidates_by_task(frame: pl.DataFrame) -> dict[str, list[Candidate]]:
-    groups: dict[str, list[Candidate]] = {}
+    """Each task's candidates, in sample order."""
+    return {task_id: group for (task_id, _), group in candidates_by_group(frame, False).items()}
+
+
+def candidates_by_group(frame: pl.DataFrame, apart: bool) -> dict[tuple[str, str], list[Candidate]]:
+    """The groups a judge scores, keyed (task_id, population), candidates in sample order.
+    `apart`: a task's natural candidates and its known-truth contrast group
+    (`rollouts.origins`, by the writer in `policy`) are two groups; else one, population
+    "all" (`scores.populations`)."""
+    groups: dict[tuple[str, str], list[Candidate]] = {}
     for row in frame.sort(["task_id", "sample_index"]).iter_rows(named=True):
-        groups.setdefault(row["task_id"], []).append(
+        population = origin(row["policy"]) if apart else "all"
+        groups.setdefault((row["task_id"], population), []).append(
             Candidate(
                 task_id=row["task_id"],
                 candidate_id=row["candidate_id"],
