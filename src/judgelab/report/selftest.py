@@ -3,16 +3,21 @@
 Coverage is shown as a grid (a row per group size, judge and figure; a column per number of
 mixed tasks per audit) for the interval in use, and as min-max summaries for the alternatives;
 the paired differences as the same grid per pair. Reads the result dict; computes nothing
-but minima and maxima."""
+but minima, maxima and the mark under which a cell is listed."""
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from typing import Any
 
 from judgelab.analysis.selftest import INTERVALS
 
-LOW = 0.93  # a cell below this (one Monte Carlo SE under 95 % at ~300 audits) is listed
+
+def low_mark(audits: int) -> float:
+    """Two Monte Carlo SEs below 95 % at `audits` audits per cell: a cell under it is listed
+    (a cell at 95 % falls there by chance about once in 40)."""
+    return 0.95 - 2 * math.sqrt(0.95 * 0.05 / audits)
 
 
 def _pct(x: float | None) -> str:
@@ -72,12 +77,17 @@ def _by_figure(rows: list[dict[str, Any]], value: str) -> list[str]:
 
 
 def _low_cells(rows: list[dict[str, Any]], label: str, value: str, from_n: int) -> list[str]:
-    low = [r for r in rows if r["clusters"] >= from_n and r[value] < LOW]
+    """The cells from `from_n` clusters up more than two Monte Carlo SEs below 95 %."""
+    mark = low_mark(rows[0]["audits"]) if rows else 0.0
+    low = [r for r in rows if r["clusters"] >= from_n and r[value] < mark]
     if not low:
-        return [f"No cell from {from_n} mixed tasks up is below {_pct(LOW)}."]
+        return [f"No cell from {from_n} mixed tasks up is below {_pct(mark)}."]
     cells = ", ".join(f"k = {r['k']} {r[label]} {r['figure']} at {r['clusters']} "
                       f"({_pct(r[value])})" for r in low)  # fmt: skip
-    return [f"Cells from {from_n} mixed tasks up below {_pct(LOW)}: {cells}."]
+    return [
+        f"Cells from {from_n} mixed tasks up below {_pct(mark)} (two Monte Carlo SEs under "
+        f"95 %): {cells}."
+    ]
 
 
 def selftest_markdown(result: dict[str, Any], cells: bool = True) -> str:
