@@ -62,7 +62,7 @@ def test_planted_skill_ties_and_unscored() -> None:
     both are: 1 - 0.7^2 of them are not) and nowhere else; per-task skill spreads the
     judge's per-task correlation with the tests (some tasks inverted); coarse levels tie."""
     rng = np.random.default_rng(3)
-    passed = simulate_groups(3000, 8, rng)
+    passed = simulate_groups(1500, 8, rng)
     patchy = Planted(signal=0.4, noise=0.2, levels=5, unscored=0.3)
     point, _, parts = figures_of(passed, patchy.score(passed.astype(float), rng))
     assert point["unscored_pair_rate"] == pytest.approx(1 - 0.7**2, abs=0.02)

@@ -127,11 +127,17 @@ def selftest_markdown(result: dict[str, Any], cells: bool = True) -> str:
                   *_grid(result["coverage"], "judge", "coverage_used"),
                   "", "Every pair, the paired-difference interval:", "",
                   *_grid(result["differences"], "pair", "coverage")]  # fmt: skip
-    lines += [
+    return "\n".join(lines + _tests(result)) + "\n"
+
+
+def _tests(result: dict[str, Any]) -> list[str]:
+    """The family-wise error, order and power lines of `selftest_markdown`."""
+    cfg = result["settings"]
+    lines = [
         "",
         f"Family-wise error (judges planted alike as `{cfg['alike']}`, every pair compared, "
         "Holm); audits tested: those with a p-value for some pair (from "
-        f"{min_n} shared tasks):",
+        f"{cfg['min_ci_groups']} shared tasks):",
         "",
         *_head(["k", "figure", "clusters", "judges", "audits tested",
                 "any pair declared different"]),
@@ -153,4 +159,4 @@ def selftest_markdown(result: dict[str, Any], cells: bool = True) -> str:
               f"accuracy {p['true_gap']:.3f}; the power analysis asks for {p['tasks_needed']} "
               f"mixed tasks; audits of that size separate them in {_pct(p['power'])} "
               "(target 80 %)."]  # fmt: skip
-    return "\n".join(lines) + "\n"
+    return lines
