@@ -15,6 +15,9 @@ def selftest(
     clusters: Annotated[
         str, typer.Option(help="Mixed tasks (clusters) per simulated audit, comma-separated.")
     ] = "5,8,10,15,20,40",
+    group_sizes: Annotated[
+        str, typer.Option(help="Candidates per task (k), comma-separated; each gets its tables.")
+    ] = "4,8",
     bootstrap: Annotated[int, typer.Option(min=50, help="Bootstrap resamples per CI.")] = 500,
     seed: Annotated[int, typer.Option(help="Seed of the simulation.")] = 0,
     truth_tasks: Annotated[
@@ -23,29 +26,41 @@ def selftest(
     out: Annotated[
         Path | None, typer.Option(help="Also write the results as JSON to this file.")
     ] = None,
+    markdown: Annotated[
+        Path | None,
+        typer.Option(help="Also write the tables, with every cell, as Markdown to this file."),
+    ] = None,
 ) -> None:
-    """Simulate audits of planted judges (known accuracy, ties, position bias, leniency) and
-    analyse them with judgelab's own code: does each 95 % CI cover the truth 95 % of the time,
-    do judges planted alike stay unseparated, does the tasks-needed figure give its power?"""
+    """Simulate audits of planted judges (known signal, per-task skill, ties, unscored
+    candidates, position bias, leniency, a blind one) and analyse them with judgelab's own
+    code: does each 95 % CI, paired differences included, cover the truth 95 % of the time, do
+    judges planted alike stay unseparated, do judges planted in order rank in that order, does
+    the tasks-needed figure give its power?"""
     from rich.console import Console
     from rich.markdown import Markdown
 
     from judgelab.analysis.selftest import SelftestSettings, run_selftest
     from judgelab.report.selftest import selftest_markdown
 
-    try:
-        sizes = tuple(int(t) for t in clusters.split(","))
-    except ValueError:
-        raise typer.BadParameter(
-            f"--clusters: integers separated by commas, got {clusters!r}"
-        ) from None
-    if any(n < 2 for n in sizes):
-        raise typer.BadParameter("--clusters: every audit needs at least 2 mixed tasks")
+    sizes = _integers("--clusters", clusters, 2, "every audit needs at least 2 mixed tasks")
+    ks = _integers("--group-sizes", group_sizes, 2, "a group needs at least 2 candidates")
     result = run_selftest(
-        SelftestSettings(
-            audits=audits, clusters=sizes, bootstrap=bootstrap, seed=seed, truth_tasks=truth_tasks
-        )
-    )
+        SelftestSettings(audits=audits, clusters=sizes, group_sizes=ks, bootstrap=bootstrap,
+                         seed=seed, truth_tasks=truth_tasks)
+    )  # fmt: skip
     if out is not None:
         out.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
-    Console(width=160).print(Markdown(selftest_markdown(result)))
+    if markdown is not None:
+        markdown.write_text(selftest_markdown(result))
+    Console(width=160).print(Markdown(selftest_markdown(result, cells=False)))
+
+
+def _integers(option: str, text: str, least: int, why: str) -> tuple[int, ...]:
+    """`text` as comma-separated integers, each at least `least` (else `why`)."""
+    try:
+        values = tuple(int(t) for t in text.split(","))
+    except ValueError:
+        raise typer.BadParameter(f"{option}: integers separated by commas, got {text!r}") from None
+    if any(n < least for n in values):
+        raise typer.BadParameter(f"{option}: {why}")
+    return values

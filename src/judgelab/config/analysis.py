@@ -74,8 +74,9 @@ class AnalysisSettings(Section):
         le=1000,
         description="Fewest independent groups (tasks, probe groups, held-out tasks) a "
         "CI is drawn from; below it a figure shows its value and n instead. 15: from 15 "
-        "mixed groups up the truth figures' 95 % CIs cover 93-97 % in the planted-judge "
-        "self-test (docs/SELFTEST.md); at 5-10 some cover 91-92 %.",
+        "mixed groups up the primaries' 95 % CIs cover 90-99 % in the planted-judge "
+        "self-test (docs/SELFTEST.md: k = 4 and 8, per-task skill, ties, unscored "
+        "candidates; signal fidelity 93-99 %); at 5-10 some cover 79-89 %.",
     )
     power: PowerSettings = PowerSettings()
     reject: RejectSettings = RejectSettings()
