@@ -232,7 +232,8 @@ def _counts(parts: Any) -> dict[str, Any]:
             "n_failing_mixed": float(parts.n_fail_mixed.sum()),
             "n_failing": float(parts.n_fail.sum()),
             "n_pass_fail_pairs": float(parts.n_pass.sum() * parts.n_fail.sum()),
-            "n_unsplit_groups": float(parts.signal.unsplit.sum())}  # fmt: skip
+            "n_unsplit_groups": float(parts.signal.unsplit.sum()),
+            "n_signal_pairs": float(parts.signal.pairs.sum())}  # fmt: skip
 
 
 def audit_intervals(

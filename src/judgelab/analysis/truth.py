@@ -132,11 +132,13 @@ SHARE_UNITS = {
     "false_praise_rate": "n_failing",
     **dict.fromkeys(("roc_auc", "roc_auc_standardised"), "n_pass_fail_pairs"),
     "noise_group_rate": "n_unsplit_groups",
+    # task-weighted shares of pairs: Wilson at the effective size over every pair (the
+    # planted-judge self-test found the bootstrap-t short near 1, docs/SELFTEST.md)
+    **dict.fromkeys(SIGNAL[1:5], "n_signal_pairs"),
 }  # fmt: skip
 # The range of the figures the studentized bootstrap draws (an infinite end is clipped to it).
 RATIO_BOUNDS = {
     "signal_fidelity": (-1.0, 1.0),
-    **dict.fromkeys(SIGNAL[1:5], (0.0, 1.0)),
     "advantage_fidelity": (-1.0, 1.0),
     "top1_over_chance": (-1.0, 1.0),
     "mean_score_passing": (0.0, 1.0),
@@ -401,6 +403,7 @@ class _Signal:
     tied: np.ndarray
     unscored: np.ndarray
     noisy: np.ndarray  # 1: an unsplit task whose candidates the judge does not score alike
+    pairs: np.ndarray  # a split task's (passing, failing) pairs, scored or not
 
     def figures(self, w: np.ndarray) -> dict[str, np.ndarray]:
         n_split = w @ self.split
@@ -423,11 +426,7 @@ class _Signal:
 
     @property
     def ratio_terms(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        return {
-            "signal_fidelity": (self.fid_num, self.fid_den),
-            **{name: (getattr(self, name.removesuffix("_pair_rate")), self.split)
-               for name in SIGNAL[1:5]},
-        }  # fmt: skip
+        return {"signal_fidelity": (self.fid_num, self.fid_den)}
 
 
 def _signal_task(
@@ -456,6 +455,7 @@ def _signal_task(
         "inverted": (scored_pairs - right - tied) / pairs,
         "tied": tied / pairs,
         "unscored": (pairs - scored_pairs) / pairs,
+        "pairs": pairs,
     }
 
 
@@ -784,5 +784,6 @@ def _counts(parts: _TaskParts, std_parts: _TaskParts, passed: np.ndarray) -> dic
         "n_zero_advantage_mixed": int(parts.flat_mixed.sum()),
         "n_split_groups": int(parts.signal.split.sum()),
         "n_unsplit_groups": int(parts.signal.unsplit.sum()),
+        "n_signal_pairs": int(parts.signal.pairs.sum()),
         "n_noise_groups": int(parts.signal.noisy.sum()),
     }
