@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 from pathlib import Path
 
 from judgelab.report.headline import (
@@ -28,10 +29,27 @@ def rows(table: str) -> dict[str, list[str]]:
     return {row[columns.index("judge")]: row for row in cells}
 
 
-def audit_only(tmp_path: Path) -> Path:
+def audit_only(tmp_path: Path, primary: str = "pairwise_accuracy_strict") -> Path:
+    """The golden audit's metrics, ranked by `primary` (these tests were written for the strict
+    pairwise accuracy's cells; the golden's own, signal fidelity, has a test of its own)."""
     (tmp_path / "analysis").mkdir()
-    shutil.copy(GOLDEN / "analysis_metrics.json", tmp_path / "analysis" / "metrics.json")
+    metrics = json.loads((GOLDEN / "analysis_metrics.json").read_text())
+    metrics["settings"]["primary"] = metrics["power"]["endpoint"] = primary
+    metrics.pop("decision", None)  # decided again on that primary
+    (tmp_path / "analysis" / "metrics.json").write_text(json.dumps(metrics))
     return tmp_path
+
+
+def test_the_default_primary_orders_the_rows() -> None:
+    metrics = json.loads((GOLDEN / "analysis_metrics.json").read_text())
+    assert metrics["power"]["endpoint"] == "signal_fidelity"
+    evs = metrics["evaluators"]
+    value = {
+        n: ev["truth"]["signal_fidelity"] for n, ev in evs.items() if ev["protocol"] != "execution"
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        table = rows(findings_table(audit_only(Path(tmp), "signal_fidelity")))
+    assert list(table) == sorted(value, key=lambda n: (-value[n], n))
 
 
 def test_audit_cells_with_their_n_and_no_ci_below_the_minimum(tmp_path: Path) -> None:
