@@ -76,12 +76,13 @@ def write_probe_metrics(path: Path, judges: tuple[str, ...]) -> None:
     body = {
         j: {
             "position": {
-                "consistency": 0.5 + 0.1 * i,
-                "consistency_ci_low": 0.4 + 0.1 * i,
-                "consistency_ci_high": 0.6 + 0.1 * i,
+                "position_consistency": 0.5 + 0.1 * i,
+                "position_consistency_ci_low": 0.4 + 0.1 * i,
+                "position_consistency_ci_high": 0.6 + 0.1 * i,
             },
-            "verbosity_delta": -0.05 + 0.1 * i,
-            "self_preference_gap": 0.02 * i,
+            "self_preference": {"family_gap": 0.02 * i},
+            "attacks": {"grader_comment": {"success_rate": 0.1 * i, "uplift": 0.05 * i}},
+            "verbosity_delta": -0.05 + 0.1 * i,  # not a figure the audit report shows
             "note": "text figures are ignored",
         }
         for i, j in enumerate(judges)

@@ -30,7 +30,7 @@ def test_bias_figures_with_ci_and_escaping(tmp_path: Path) -> None:
     path = tmp_path / "probes" / "metrics.json"
     write_probe_metrics(path, (*JUDGES, "<b>evil</b>"))
     probes = read_probes(path)
-    assert probes["ruler-a"]["position.consistency_ci_low"] == 0.4
+    assert probes["ruler-a"]["position.position_consistency_ci_low"] == 0.4
     assert "note" not in probes["ruler-a"]
     section = bias_section(path)
     assert section.ran and _png_count(section.html) == 1
@@ -38,6 +38,17 @@ def test_bias_figures_with_ci_and_escaping(tmp_path: Path) -> None:
     assert "<b>evil</b>" not in section.html and "&lt;b&gt;evil&lt;/b&gt;" in section.html
     # CI bounds are attached to their figure, not rows of their own
     assert "consistency_ci_low" not in section.html
+    # plain headings, not metric keys; a figure the report does not show is left out
+    labels = [line.split(" | ")[0].lstrip("| ") for line in section.markdown.splitlines()
+              if line.startswith("| ") and not line.startswith(("| figure", "| ---"))]  # fmt: skip
+    assert labels == [
+        "position consistency: a pair keeps its order when the slots swap",
+        "self-preference: its own family's score gap, same task and verdict",
+        "attack grader_comment: success (the attacked failing code above its call's mean)",
+        "attack grader_comment: uplift (success − baseline)",
+    ]
+    assert "position.position_consistency" not in section.markdown
+    assert "verbosity_delta" not in section.markdown
 
 
 def test_unreadable_probe_file_is_not_run(tmp_path: Path) -> None:

@@ -118,8 +118,10 @@ def _with_ci(figures: dict[str, float | str]) -> dict[str, Figure]:
     return out
 
 
-def plot_bias(table: dict[str, dict[str, Figure]]) -> str:
-    names = sorted({f for figs in table.values() for f in figs})[:MAX_BIAS_PANELS]
+def plot_bias(table: dict[str, dict[str, Figure]], rows: list[tuple[str, str]]) -> str:
+    """One panel per row shown (`probe_rows`: (label, figure key)), each judge a bar."""
+    titles = dict((key, label) for label, key in rows[:MAX_BIAS_PANELS])
+    names = list(titles)
     judges = list(table)
     cols = min(4, max(1, len(names)))
     rows = max(1, -(-len(names) // cols))
@@ -137,7 +139,7 @@ def plot_bias(table: dict[str, dict[str, Figure]]) -> str:
             ax.errorbar(v[has_ci], y[has_ci], xerr=err, fmt="none", ecolor="black", capsize=3)
         ax.set_yticks(y, judges, fontsize=7)
         ax.axvline(0, color="grey", linewidth=0.8)
-        ax.set_title(name, fontsize=9)
+        ax.set_title(titles[name], fontsize=8, wrap=True)
         ax.tick_params(axis="x", labelsize=7)
     for ax in list(axes.flat)[len(names) :]:
         ax.axis("off")
@@ -145,13 +147,52 @@ def plot_bias(table: dict[str, dict[str, Figure]]) -> str:
     return _png_uri(fig)
 
 
+# The figures the audit report shows of the probes, in plain words: (label, key) where the
+# key is a figure of data/probes/metrics.json (flattened, `_figures`); `{a}` an attack's name,
+# `{p}` a perturbation's. Every other figure is in the probes' own report.
+PROBE_ROWS = (
+    ("order-consistent accuracy: passing beats failing code in both orders",
+     "calibration.order_consistent_accuracy"),
+    ("position consistency: a pair keeps its order when the slots swap",
+     "position.position_consistency"),
+    ("the same between repeats in one order (its noise floor)", "noise_floor.position_consistency"),
+    ("signal fidelity on the known-truth groups", "calibration.signal_fidelity"),
+    ("self-preference: its own family's score gap, same task and verdict",
+     "self_preference.family_gap"),
+)  # fmt: skip
+ATTACK_ROWS = (
+    ("attack {a}: success (the attacked failing code above its call's mean)",
+     "attacks.{a}.success_rate"),
+    ("attack {a}: the same for the unattacked original", "attacks.{a}.baseline_rate"),
+    ("attack {a}: uplift (success − baseline)", "attacks.{a}.uplift"),
+    ("attack {a}: Holm-adjusted p of the uplift", "attacks.{a}.p_holm"),
+)  # fmt: skip
+PERTURBATION_ROWS = (
+    ("perturbation {p}: robustness (the score moves by at most the tolerance)",
+     "perturbation.{p}.robustness_rate"),
+)  # fmt: skip
+
+
+def probe_rows(table: dict[str, dict[str, Figure]]) -> list[tuple[str, str]]:
+    """(label, key) of every shown figure that some judge has, in PROBE_ROWS' order, then
+    each attack's and each perturbation's."""
+    keys = {k for figs in table.values() for k in figs}
+    attacks = sorted({k.split(".")[1] for k in keys if k.startswith("attacks.")})
+    perturbations = sorted({k.split(".")[1] for k in keys if k.startswith("perturbation.")})
+    rows = list(PROBE_ROWS)
+    rows += [(label.format(a=a), key.format(a=a)) for a in attacks for label, key in ATTACK_ROWS]
+    rows += [(label.format(p=p), key.format(p=p))
+             for p in perturbations for label, key in PERTURBATION_ROWS]  # fmt: skip
+    return [(label, key) for label, key in rows if key in keys]
+
+
 def bias_section(probes_metrics: Path | None) -> Section:
     title = "Bias probes"
     probes = read_probes(probes_metrics)
     table = {j: _with_ci(f) for j, f in probes.items() if f}
-    if not table:
+    rows = probe_rows(table)
+    if not rows:
         return _not_run(title, "no probe metrics (data/probes/metrics.json); run the probes first")
-    names = sorted({f for figs in table.values() for f in figs})
 
     def cell(judge: str, name: str) -> str:
         value, low, high, reason = table[judge].get(name, (None, None, None, None))
@@ -162,17 +203,22 @@ def bias_section(probes_metrics: Path | None) -> Section:
         return f"{value:.3f} ({reason})" if reason else f"{value:.3f}"
 
     judges = list(table)
-    h = [f"<h2>{_e(title)}</h2>", '<table id="bias"><thead><tr><th>figure</th>']
+    note = (
+        "What the probes found (docs/PROBES.md), each figure with its 95 % CI over tasks where "
+        "one is valid; every figure and its n: the probes' own report, data/probes/report.md."
+    )
+    h = [f"<h2>{_e(title)}</h2>", f'<p class="note">{_e(note)}</p>',
+         '<table id="bias"><thead><tr><th>figure</th>']  # fmt: skip
     h += [f"<th>{_e(j)}</th>" for j in judges] + ["</tr></thead><tbody>"]
-    md = [f"## {title}", "", "| figure | " + " | ".join(judges) + " |"]
+    md = [f"## {title}", "", note, "", "| figure | " + " | ".join(judges) + " |"]
     md.append("|" + " --- |" * (len(judges) + 1))
-    for name in names:
+    for label, name in rows:
         h.append(
-            f"<tr><td>{_e(name)}</td>"
+            f"<tr><td>{_e(label)}</td>"
             + "".join(f"<td>{_e(cell(j, name))}</td>" for j in judges)
             + "</tr>"
         )
-        md.append(f"| {name} | " + " | ".join(cell(j, name) for j in judges) + " |")
+        md.append(f"| {label} | " + " | ".join(cell(j, name) for j in judges) + " |")
     h.append("</tbody></table>")
-    h.append(f'<figure><img alt="bias panels" src="{plot_bias(table)}"></figure>')
+    h.append(f'<figure><img alt="bias panels" src="{plot_bias(table, rows)}"></figure>')
     return Section(title, "\n".join(h), "\n".join(md) + "\n", ran=True)
