@@ -28,7 +28,8 @@ from __future__ import annotations
 from typing import Any
 
 from judgelab.analysis.power import pair
-from judgelab.analysis.ranking import CHANCE, rank_judges
+from judgelab.analysis.ranking import CHANCE, chance_caveat, rank_judges
+from judgelab.config import RejectSettings
 
 # The value of the primary for a reward that gives exactly the tests' signal.
 TESTS_VALUE = {"signal_fidelity": 1.0, "advantage_fidelity": 1.0, "pairwise_accuracy_strict": 1.0}
@@ -36,22 +37,15 @@ TESTS_VALUE = {"signal_fidelity": 1.0, "advantage_fidelity": 1.0, "pairwise_accu
 
 def rejections(metrics: dict[str, Any], key: str) -> dict[str, list[str]]:
     """Each judge's broken rejection rules (empty list: acceptable), by the settings' limits."""
-    rules = (metrics.get("settings") or {}).get("reject") or {}
-    max_flat, max_unscored = rules.get("max_flat", 0.5), rules.get("max_unscored", 0.1)
-    chance = CHANCE.get(key, 0.5)
+    rules = RejectSettings.model_validate((metrics.get("settings") or {}).get("reject") or {})
+    max_flat, max_unscored = rules.max_flat, rules.max_unscored
     out: dict[str, list[str]] = {}
     for name, ev in sorted((metrics.get("evaluators") or {}).items()):
         if ev.get("protocol") == "execution":
             continue
         t = ev.get("truth") or {}
-        why = []
-        low = t.get(f"{key}_ci_low")
-        if t.get(key) is None:
-            why.append("no figure")
-        elif low is None:
-            why.append(f"no CI (n = {t.get(f'{key}_n_groups')})")
-        elif low <= chance:
-            why.append(f"CI reaches {chance:g}")
+        chance = chance_caveat(t, key)
+        why = [] if chance is None else [chance]
         right, inverted = t.get("right_pair_rate"), t.get("inverted_pair_rate")
         if right is not None and inverted is not None and inverted >= right:
             why.append("inverts at least as many pairs as it gets right")

@@ -30,6 +30,19 @@ CHANCE = {"signal_fidelity": 0.0, "pairwise_accuracy_strict": 0.5, "pairwise_acc
 DEFAULT_ENDPOINT = "pairwise_accuracy_strict"  # what a metrics.json without one was ranked by
 
 
+def chance_caveat(t: dict[str, Any], key: str) -> str | None:
+    """Why a judge's figure `key` (its truth figures `t`) is not shown above chance: it has no
+    figure, no CI, or a CI that reaches the chance level; None when its CI lies above."""
+    low = t.get(f"{key}_ci_low")
+    if t.get(key) is None:
+        return "no figure"
+    if low is None:
+        return f"no CI (n = {t.get(f'{key}_n_groups')})"
+    if low <= CHANCE.get(key, 0.5):
+        return f"CI reaches {CHANCE.get(key, 0.5):g}"
+    return None
+
+
 def endpoint(metrics: dict[str, Any]) -> str:
     power = metrics.get("power") or {}
     settings = metrics.get("settings") or {}

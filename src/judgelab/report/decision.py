@@ -11,6 +11,7 @@ from typing import Any
 
 from judgelab.analysis.decision import decide
 from judgelab.analysis.power import LABELS
+from judgelab.report.format import and_list
 from judgelab.report.ranking import figure, why_unranked
 
 # The report's images: the key of the forest plot of the primary, shown with the decision.
@@ -25,12 +26,6 @@ GLOSSARY = (
     "among all the pairs compared at 5 %; power: how many tasks a comparison needs to "
     "detect a difference of that size 80 % of the time."
 )
-
-
-def _names(names: list[str]) -> str:
-    if len(names) <= 1:
-        return "".join(names)
-    return ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def decision(metrics: dict[str, Any]) -> dict[str, Any]:
@@ -52,10 +47,10 @@ def _tests_sentence(d: dict[str, Any], truth: dict[str, dict[str, Any]], ranked:
     reaching = [n for n in unbeaten if n not in no_ci]
     why = []
     if reaching:
-        why.append(f"{_names(reaching)}'s CI reaches {d['tests']:g}")
+        why.append(f"{and_list(reaching)}'s CI reaches {d['tests']:g}")
     if no_ci:
         n = max(truth[x].get(f"{key}_n_groups") or 0 for x in no_ci)
-        why.append(f"{_names(no_ci)} {'has' if len(no_ci) == 1 else 'have'} no CI (n = {n} "
+        why.append(f"{and_list(no_ci)} {'has' if len(no_ci) == 1 else 'have'} no CI (n = {n} "
                    "tasks at most: too few)")  # fmt: skip
     return (
         "Where a task has tests, train on the tests; this audit cannot show that they beat "
@@ -82,7 +77,7 @@ def _without_tests(
             f"acceptable judge's after Holm's correction over {power.get('n_comparisons')} "
             "comparisons."
         )
-    named = _names([f"{n} ({figure(truth[n], key)})" for n in d["contenders"]])
+    named = and_list([f"{n} ({figure(truth[n], key)})" for n in d["contenders"]])
     out = f"{lead}, {named} cannot be told apart on {label}"
     more = d.get("more_tasks")
     if not more:

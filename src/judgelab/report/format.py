@@ -108,3 +108,10 @@ def html_table(
     if any(NO_CI_MARK in c for row in rows for c in row):
         h.append(f'<p class="note">{escape(no_ci_footnote(min_groups))}</p>')
     return h
+
+
+def and_list(names: list[str]) -> str:
+    """ "a", "a and b", "a, b and c" (empty: "")."""
+    if len(names) <= 1:
+        return "".join(names)
+    return ", ".join(names[:-1]) + " and " + names[-1]

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from judgelab.analysis.power import LABELS, sorted_pairs
-from judgelab.analysis.ranking import CHANCE, rank_judges
+from judgelab.analysis.ranking import CHANCE, endpoint, rank_judges
 from judgelab.report.attacks import attack_lines, fmt_p
 from judgelab.report.decision import GLOSSARY, decision_sentences
-from judgelab.report.format import NA, NO_CI_MARK, fmt_ci, fmt_num, fmt_pct, interval
+from judgelab.report.format import NA, NO_CI_MARK, and_list, fmt_ci, fmt_num, fmt_pct, interval
 from judgelab.report.power import HEADER as POWER_HEADER
 from judgelab.report.power import rows as power_rows
 from judgelab.report.ranking import (
@@ -194,7 +194,7 @@ def findings_rows(analysis: dict[str, Any], probes: dict[str, Any] | None) -> li
 
 def compact_columns(analysis: dict[str, Any]) -> list[str]:
     """COMPACT_COLUMNS with the primary's own name and what is beside it."""
-    key = rank_judges(analysis)["endpoint"]
+    key = endpoint(analysis)
     beside = {"signal_fidelity": "; pairs right / inverted / tied / unscored",
               "pairwise_accuracy_strict": "; tied pairs"}.get(key, "")  # fmt: skip
     return [COMPACT_COLUMNS[0], f"{LABELS.get(key, key)}{beside}", *COMPACT_COLUMNS[2:]]
@@ -264,10 +264,6 @@ def findings_table(data_dir: Path) -> str:
     return "\n".join(_table(COLUMNS, findings_rows(analysis, probes))) + "\n"
 
 
-def _names(names: list[str]) -> str:
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-
-
 def unseparated(power: dict[str, Any]) -> str:
     """The power behind each "cannot separate": every tested pair that Holm's correction does
     not separate, with the tasks it would need, from its own spread, for the margin."""
@@ -314,7 +310,7 @@ def bullets(analysis: dict[str, Any]) -> list[str]:
     above = [n for n, t in truth.items() if (t.get(f"{key}_ci_low") or -9) > chance]
     fid = [n for n, t in truth.items() if (t.get("advantage_fidelity_ci_low") or -9) > 0]
     above_txt = (
-        f"{_names(above)}'s {label} is above {chance:g} by a valid CI"
+        f"{and_list(above)}'s {label} is above {chance:g} by a valid CI"
         if above
         else f"No judge's {label} is shown above {chance:g} by a valid CI"
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from judgelab.analysis.power import LABELS, sorted_pairs
+from judgelab.analysis.power import LABELS, sorted_pairs, units
 
 
 def label(power: dict[str, Any]) -> str:
@@ -20,11 +20,11 @@ def summary(power: dict[str, Any]) -> str:
         return "Fewer than two judges: there is nothing to rank."
     n_max = max(p["n_groups"] for p in pairs)
     min_groups = power["min_ci_groups"]
-    units = power.get("units") or "mixed tasks (passing and failing candidates) judged by both"
+    compared = power.get("units") or units(power.get("endpoint") or "")
     if not power.get("n_comparisons"):
         return (
             f"The power analysis cannot estimate yet: the judges share at most {n_max} "
-            f"{'task' if n_max == 1 else 'tasks'} to compare ({units}); it needs at least "
+            f"{'task' if n_max == 1 else 'tasks'} to compare ({compared}); it needs at least "
             f"{min_groups} for a pair before it can say how many tasks would separate them. "
             f"Try an audit with {min_groups} or more such tasks."
         )

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from judgelab.analysis.power import LABELS, pair
-from judgelab.analysis.ranking import CHANCE, rank_judges
+from judgelab.analysis.ranking import chance_caveat, rank_judges
 
 CAVEAT_SHARE = 0.2  # a zero-advantage, false-praise or unscored share at or above it is a caveat
 
@@ -162,15 +162,7 @@ def caveat_rows(metrics: dict[str, Any]) -> list[list[str]]:
     for name in [*rank["order"], *rank["unranked"]]:
         ev = evs[name]
         t = ev.get("truth") or {}
-        low = t.get(f"{key}_ci_low")
-        if t.get(key) is None:
-            chance = "no figure"
-        elif low is None:
-            chance = f"no CI (n = {t.get(f'{key}_n_groups')})"
-        elif low <= CHANCE.get(key, 0.5):
-            chance = f"CI reaches {CHANCE.get(key, 0.5):g}"
-        else:
-            chance = "–"
+        chance = chance_caveat(t, key) or "–"
         unscored = ev.get("unscored_rate")
         rows.append([
             name,
