@@ -8,7 +8,15 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
-from flows.paths import ANALYSIS, PROBES_METRICS, ROLLOUTS, SCORES, TASKS, TRAINING
+from flows.paths import (
+    ANALYSIS,
+    PROBES_METRICS,
+    ROLLOUTS,
+    SCORES,
+    TASKS,
+    TRAINING,
+    calls_file,
+)
 from flows.scores import structured_output_path
 from judgelab.analysis.recheck import read_baseline
 from judgelab.analysis.stats import latency_summary
@@ -35,6 +43,17 @@ def structured_output_modes(scores: Path) -> dict[str, Any]:
     return {"structured_output": json.loads(path.read_text(encoding="utf-8"))}
 
 
+def cache_calls(*tables: Path) -> dict[str, Any]:
+    """What the stages that wrote `tables` found in their caches (provenance): e.g.
+    ``{"calls": {"completions": {"hits": 8, "seeded": 8, "misses": 0}, "judge": ...}}``."""
+    calls: dict[str, Any] = {}
+    for table in tables:
+        path = calls_file(table)
+        if path.exists():
+            calls |= json.loads(path.read_text(encoding="utf-8"))
+    return {"calls": calls} if calls else {}
+
+
 @flow(name="judgelab-analysis")
 def analysis_flow(
     params: Path = Path("params.yaml"),
@@ -58,7 +77,8 @@ def analysis_flow(
         probes_metrics=PROBES_METRICS,
         train_judges=settings.train.rewards,
         provenance=provenance(settings, params, project_root(), models_used(settings))
-        | structured_output_modes(scores),
+        | structured_output_modes(scores)
+        | cache_calls(rollouts, scores),
         max_failure_share=settings.scores.max_failure_share,
         truth_baseline=truth_baseline,
         judged=settings.scores.populations,

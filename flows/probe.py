@@ -65,10 +65,10 @@ def probe_flow(params: Path = Path("params.yaml"), out: Path = PROBES) -> Path:
     check = execution_check(settings.test_runner())
     specs = probe_specs(settings)
     families = judge_models(settings)
-    judge_cache = JsonCache(cache_dir(), "judge")
+    judge_cache = JsonCache(cache_dir(), "judge", settings.cache.seed_dirs())
     models = settings.models_called("probes")
     with serve(settings, models) as endpoints:
-        completions = JsonCache(cache_dir(), "completions")
+        completions = JsonCache(cache_dir(), "completions", settings.cache.seed_dirs())
         groups, views = plan(
             settings, tasks, check, lambda ts: policy_samples(settings, ts, endpoints, completions)
         )

@@ -10,10 +10,10 @@ from pathlib import Path
 from prefect import flow, get_run_logger, task
 
 from flows.fanout import UNIT_TASK, Lanes, Unit, fan_out
-from flows.paths import ROLLOUTS, TASKS
-from judgelab.cache import JsonCache
+from flows.paths import ROLLOUTS, TASKS, calls_file
+from judgelab.cache import JsonCache, summed
 from judgelab.config import RolloutSettings, Settings, load_settings
-from judgelab.io import write_parquet
+from judgelab.io import write_json, write_parquet
 from judgelab.models.endpoint import Endpoint
 from judgelab.models.server import serve
 from judgelab.paths import cache_dir, project_root
@@ -26,25 +26,34 @@ from judgelab.verdicts import Task
 
 @task(name="rollout-group", **UNIT_TASK)
 def rollout_group_task(
-    settings: RolloutSettings, task_: Task, endpoint: Endpoint, first_index: int = 0
-) -> list[dict]:
-    cache = JsonCache(cache_dir(), "completions")
+    settings: RolloutSettings,
+    task_: Task,
+    endpoint: Endpoint,
+    first_index: int = 0,
+    seeds: tuple[Path, ...] = (),
+) -> tuple[list[dict], dict[str, int]]:
+    """The group's rows, and what the completions cache answered for them."""
+    cache = JsonCache(cache_dir(), "completions", seeds)
     rows = generate_group(settings, task_, endpoint, cache, first_index)
     logging.getLogger("judgelab.flows.rollouts").info(
         "%s (%s): %d samples (%d from cache)", task_.task_id, endpoint.name, len(rows), cache.hits
     )
-    return rows
+    return rows, cache.counts()
 
 
 def group_units(
-    settings: RolloutSettings, task_list: list[Task], endpoints: dict[str, Endpoint], lanes: Lanes
+    settings: RolloutSettings,
+    task_list: list[Task],
+    endpoints: dict[str, Endpoint],
+    lanes: Lanes,
+    seeds: tuple[Path, ...] = (),
 ) -> list[Unit]:
     """One unit per (writer, task), writer-major: the embedded server then swaps models once
     per writer, not once per task. Each writer's samples take their own places in a group."""
     distinct_writers({w: endpoints[w] for w in settings.writers})
     return [
         Unit(lanes.of(w), {"settings": settings, "task_": t, "endpoint": endpoints[w],
-                           "first_index": n * settings.k}, t.task_id)
+                           "first_index": n * settings.k, "seeds": seeds}, t.task_id)
         for n, w in enumerate(settings.writers)
         for t in task_list
     ]  # fmt: skip
@@ -62,11 +71,13 @@ def rollouts_flow(
     writers = settings.rollouts.writers
     lanes = Lanes(settings, writers)
     with serve(settings, writers) as endpoints:
-        units = group_units(settings.rollouts, task_list, endpoints, lanes)
+        seeds = tuple(settings.cache.seed_dirs())
+        units = group_units(settings.rollouts, task_list, endpoints, lanes, seeds)
         groups = fan_out(rollout_group_task, units, lanes.limits, stage="rollouts", unit="group")
-    rows = [row for group in groups for row in group] + extra
+    rows = [row for group, _ in groups for row in group] + extra
     frame = rollouts_frame(rows)
     write_parquet(out, frame)
+    write_json(calls_file(out), {"completions": summed(c for _, c in groups)})
     get_run_logger().info(
         "wrote %d candidates for %d tasks to %s", frame.height, len(task_list), out
     )
@@ -88,6 +99,7 @@ def _import(settings: Settings, task_list: list[Task], out: Path) -> Path:
     rows = import_candidates(path, "rollouts.candidates", task_list, settings.rollouts)
     frame = rollouts_frame(rows)
     write_parquet(out, frame)
+    calls_file(out).unlink(missing_ok=True)  # no model was called
     logger = get_run_logger()
     missing = sorted({t.task_id for t in task_list} - set(frame["task_id"]))
     if missing:

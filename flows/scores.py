@@ -15,7 +15,7 @@ from pathlib import Path
 from prefect import flow, get_run_logger, task
 
 from flows.fanout import UNIT_TASK, Lanes, Unit, fan_out
-from flows.paths import ROLLOUTS, SCORES, TASKS
+from flows.paths import ROLLOUTS, SCORES, TASKS, calls_file
 from judgelab.cache import JsonCache
 from judgelab.config import load_settings
 from judgelab.evaluators.base import Evaluator
@@ -52,7 +52,7 @@ def scores_flow(
     rollout_frame = validate_file(rollouts, "rollouts")
     groups = candidates_by_group(rollout_frame, settings.scores.populations == "apart")
     run_id = run_id_for(settings, rollout_frame)
-    cache = JsonCache(cache_dir(), "judge")
+    cache = JsonCache(cache_dir(), "judge", settings.cache.seed_dirs())
     by_task: dict[str, list[str]] = {}
     for task_id, population in groups:
         by_task.setdefault(task_id, []).append(population)
@@ -88,6 +88,7 @@ def scores_flow(
     frame = scores_frame(rows)
     write_parquet(out, frame)
     logger.info("wrote %d score rows (run %s) to %s", frame.height, run_id, out)
+    write_calls(out, cache, settings.runner.kind)
     modes = detections()
     if modes:
         write_json(structured_output_path(out), modes)
@@ -97,6 +98,15 @@ def scores_flow(
     if loud:
         raise JudgeCallsFailed(failure_message(loud, str(out)))
     return out
+
+
+def write_calls(out: Path, cache: JsonCache, runner: str) -> None:
+    """What the judge cache answered, beside the table; under Dask the lookups happen in other
+    processes, so nothing is counted here and no stale count is left."""
+    if runner == "threads":
+        write_json(calls_file(out), {"judge": cache.counts()})
+    else:
+        calls_file(out).unlink(missing_ok=True)
 
 
 def structured_output_path(scores: Path) -> Path:

@@ -27,8 +27,10 @@ def load_sources_task(settings: TasksSettings) -> tuple[list[Task], dict]:
 
 
 @task(name="generate-autorl", retries=2, retry_delay_seconds=5)
-def generate_autorl_task(settings: AutoRLSettings, endpoint: Endpoint) -> list[Task]:
-    return generate_autorl(settings, endpoint, JsonCache(cache_dir(), "completions"))
+def generate_autorl_task(
+    settings: AutoRLSettings, endpoint: Endpoint, seeds: tuple[Path, ...] = ()
+) -> list[Task]:
+    return generate_autorl(settings, endpoint, JsonCache(cache_dir(), "completions", seeds))
 
 
 @flow(name="judgelab-tasks")
@@ -40,7 +42,8 @@ def tasks_flow(params: Path = Path("params.yaml"), out: Path = TASKS.parent) -> 
     autorl = settings.tasks.autorl
     if autorl.enabled and autorl.n:
         with serve(settings, [autorl.model]) as endpoints:
-            tasks += generate_autorl_task(autorl, endpoints[autorl.model])
+            seeds = tuple(settings.cache.seed_dirs())
+            tasks += generate_autorl_task(autorl, endpoints[autorl.model], seeds)
     frame = tasks_frame(tasks)
     table = Path(out) / TASKS.name
     write_parquet(table, frame)

@@ -4,6 +4,11 @@ The key is the sha256 of a canonical JSON of exactly the inputs that change the 
 (never timeouts or retry counts). Each entry is written atomically and stores its own key
 and a checksum of its value, so a torn or corrupted entry is detected, logged, deleted and
 recomputed instead of being trusted.
+
+Seeds: other caches read before a call is made (`cache.seeds` in params.yaml; the default
+project reads the committed reference audit's). A miss here that a seed holds is verified
+like any entry, copied here and counted apart (`seeded`), so a report can say how many of
+its calls came from where; a seed is never written.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +36,11 @@ def digest(obj: Any) -> str:
 class JsonCache:
     """Maps a key (any JSON-able object) to a JSON value, one file per entry."""
 
-    def __init__(self, root: Path, namespace: str) -> None:
+    def __init__(self, root: Path, namespace: str, seeds: Sequence[Path] = ()) -> None:
         self.root = Path(root) / namespace
-        self.hits = 0
+        self.seeds = [Path(seed) / namespace for seed in seeds if Path(seed) != Path(root)]
+        self.hits = 0  # found here (seeded ones included)
+        self.seeded = 0  # of those, first found in a seed
         self.misses = 0
 
     def _path(self, key_hash: str) -> Path:
@@ -45,21 +53,27 @@ class JsonCache:
         """The cached value, or None on a miss or a corrupted entry (which is removed)."""
         h = self.key_hash(key)
         path = self._path(h)
-        if not path.exists():
-            self.misses += 1
-            return None
-        try:
-            entry = json.loads(path.read_text(encoding="utf-8"))
-            ok = entry.get("key") == h and entry.get("checksum") == digest(entry.get("value"))
-        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
-            ok = False
-        if not ok:
+        if path.exists():
+            entry = _verified(path, h)
+            if entry is not None:
+                self.hits += 1
+                return entry["value"]
             log.warning("cache entry %s is corrupted; recomputing", path)
             path.unlink(missing_ok=True)
-            self.misses += 1
-            return None
-        self.hits += 1
-        return entry["value"]
+        for seed in self.seeds:
+            seeded = seed / path.relative_to(self.root)
+            entry = _verified(seeded, h) if seeded.exists() else None
+            if entry is not None:
+                self.put(key, entry["value"])
+                self.hits += 1
+                self.seeded += 1
+                return entry["value"]
+        self.misses += 1
+        return None
+
+    def counts(self) -> dict[str, int]:
+        """What this cache answered: lookups found here, first found in a seed, and missed."""
+        return {"hits": self.hits, "seeded": self.seeded, "misses": self.misses}
 
     def put(self, key: Any, value: Any) -> None:
         h = self.key_hash(key)
@@ -68,3 +82,22 @@ class JsonCache:
 
     def __contains__(self, key: Any) -> bool:
         return self._path(self.key_hash(key)).exists()
+
+
+def summed(counts: Iterable[dict[str, int]]) -> dict[str, int]:
+    """Several caches' `counts()`, added up."""
+    total = {"hits": 0, "seeded": 0, "misses": 0}
+    for c in counts:
+        for key in total:
+            total[key] += c[key]
+    return total
+
+
+def _verified(path: Path, key_hash: str) -> dict[str, Any] | None:
+    """The entry at `path` when it is whole and is the one for `key_hash`, else None."""
+    try:
+        entry = json.loads(path.read_text(encoding="utf-8"))
+        ok = entry.get("key") == key_hash and entry.get("checksum") == digest(entry.get("value"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+        return None
+    return entry if ok else None

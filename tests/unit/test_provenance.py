@@ -70,3 +70,21 @@ def test_params_hash_and_model_weights(tmp_path: Path) -> None:
     assert "qwen-1.5b `sha256:cc324af0" in line
     assert "not a git checkout" in (provenance_line(p) or "")
     assert provenance_line(None) is None
+
+
+def test_the_report_says_where_each_call_came_from(tmp_path: Path) -> None:
+    from flows.analysis import cache_calls
+    from judgelab.io import write_json
+    from judgelab.report.audit import calls_sentence
+
+    write_json(tmp_path / "rollouts" / "calls.json",
+               {"completions": {"hits": 120, "seeded": 100, "misses": 0}})  # fmt: skip
+    write_json(tmp_path / "scores" / "calls.json",
+               {"judge": {"hits": 900, "seeded": 0, "misses": 1100}})  # fmt: skip
+    calls = cache_calls(tmp_path / "rollouts" / "r.parquet", tmp_path / "scores" / "s.parquet")
+    assert calls_sentence(calls["calls"]) == (
+        " Of 120 policy samples, 120 came from a cache (100 from a seed: cache.seeds) and 0 "
+        "from a model; of 2,000 judge calls, 900 came from a cache and 1,100 from a model."
+    )
+    assert cache_calls(tmp_path / "nowhere" / "x.parquet") == {}
+    assert calls_sentence(None) == ""

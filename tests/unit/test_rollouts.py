@@ -207,7 +207,7 @@ def test_several_writers_fill_one_group_each_sample_as_it_would_be_alone(
             ("small", "HumanEval/0"), ("small", "HumanEval/1"),
             ("large", "HumanEval/0"), ("large", "HumanEval/1"),
         ]  # fmt: skip
-        frame = rollouts_frame([r for u in units for r in rollout_group_task.fn(**u.kwargs)])
+        frame = rollouts_frame([r for u in units for r in rollout_group_task.fn(**u.kwargs)[0]])
         alone = generate_group(
             RolloutSettings(k=2), TASK, eps["large"], JsonCache(tmp_path / "alone", "completions")
         )

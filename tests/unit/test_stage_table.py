@@ -349,7 +349,7 @@ def _section_paths() -> dict[str, str]:
 
 
 # Sections a stage's code names without reading a value that changes its output.
-SPEED_ONLY = {"server", "runner"}  # how fast, never what (Stage.params)
+SPEED_ONLY = {"server", "runner", "cache"}  # how fast, never what (Stage.params)
 NAMED_NOT_READ = {
     ("scores", "rollouts"): "rollouts.generate's candidates_by_task reads the rollouts table",
     ("analysis", "rollouts"): "the same table reader; the analysis reads tables, not settings",

@@ -3,7 +3,9 @@ embedded server and how a stage's units of work run (`server`, `runner`)."""
 
 from __future__ import annotations
 
+import logging
 import os
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -13,6 +15,9 @@ from pydantic import (
 
 from judgelab.config.section import Section
 from judgelab.errors import ConfigError
+from judgelab.paths import project_root
+
+log = logging.getLogger(__name__)
 
 ZOO_NAMES = (
     "qwen2.5-coder-0.5b-instruct",
@@ -153,3 +158,30 @@ class RunnerSettings(Section):
         if self.address is not None and self.kind != "dask":
             raise ValueError("runner.address: only used with runner.kind: dask")
         return self
+
+
+class CacheSettings(Section):
+    """Caches other than this project's own `.cache`, read before a model is called. Speed
+    only: a hit is the reply the same request got before (the key hashes everything that
+    changes it), so no stage depends on this section and no run id holds it."""
+
+    seeds: list[Path] = Field(
+        default_factory=list,
+        description="Cache folders read when this project's cache misses, relative to the "
+        "project root (the default: reference/.cache, the committed reference audit's calls, "
+        "so a first run on its tasks calls no model for them). Never written; each entry is "
+        "verified before use and copied into .cache. A folder that does not exist is skipped "
+        "with a warning. The report counts the calls each stage found in a seed.",
+    )
+
+    def seed_dirs(self, root: Path | None = None) -> list[Path]:
+        """The seeds that exist, resolved against `root` (the project root by default)."""
+        root = project_root() if root is None else root
+        found = []
+        for seed in self.seeds:
+            path = seed if seed.is_absolute() else root / seed
+            if path.is_dir():
+                found.append(path.resolve())
+            else:
+                log.warning("cache.seeds: %s is not a folder; not read", path)
+        return found

@@ -18,6 +18,7 @@ from judgelab.config import evaluators as evaluator_roles
 from judgelab.config.analysis import AnalysisSettings, TrackingSettings
 from judgelab.config.evaluators import EvaluatorSettings, ExecutionSettings
 from judgelab.config.models import (
+    CacheSettings,
     EmbeddedModel,
     EndpointModel,
     ModelSpec,
@@ -39,6 +40,7 @@ class Settings(Section):
     models: dict[str, ModelSpec]
     server: ServerSettings = ServerSettings()
     runner: RunnerSettings = RunnerSettings()
+    cache: CacheSettings = CacheSettings()
     tasks: TasksSettings = TasksSettings()
     rollouts: RolloutSettings = RolloutSettings()
     scores: ScoresSettings

@@ -483,7 +483,28 @@ def provenance_line(provenance: dict[str, Any] | None) -> str | None:
     return (
         f"Computed from {code}; `{provenance['params']}` sha256 "
         f"`{provenance['params_sha256'][:16]}`; models: {models or 'none'}{modes}."
+        + calls_sentence(provenance.get("calls"))
     )
+
+
+CALL_KINDS = {"completions": "policy samples", "judge": "judge calls"}
+
+
+def calls_sentence(calls: dict[str, dict[str, int]] | None) -> str:
+    """` Of 120 policy samples, 120 came from a cache (120 from a seed: cache.seeds) and 0
+    from a model; ...` from the stages' cache counts; empty when none were counted."""
+    parts = []
+    for kind, label in CALL_KINDS.items():
+        c = (calls or {}).get(kind)
+        if not c:
+            continue
+        total = c["hits"] + c["misses"]
+        seeded = f" ({c['seeded']:,} from a seed: cache.seeds)" if c["seeded"] else ""
+        parts.append(
+            f"of {total:,} {label}, {c['hits']:,} came from a cache{seeded} and "
+            f"{c['misses']:,} from a model"
+        )
+    return f" {'; '.join(parts)[0].upper()}{'; '.join(parts)[1:]}." if parts else ""
 
 
 def render_markdown(

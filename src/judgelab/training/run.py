@@ -98,7 +98,7 @@ def train_judges(
     assert isinstance(policy_model, EmbeddedModel)  # checked by Settings
     executor = ExecutionEvaluator(settings.test_runner())
     with serve(settings, settings.models_called("training")) as endpoints:
-        judge_cache = JsonCache(cache_dir(), "judge")
+        judge_cache = JsonCache(cache_dir(), "judge", settings.cache.seed_dirs())
         judges = {
             judge: build_evaluator(spec, endpoints, judge_cache) for judge, spec in specs.items()
         }
@@ -112,7 +112,7 @@ def train_judges(
             rollout=settings.rollouts,
             tasks=tasks,
             heldout=heldout_tasks(settings),
-            cache=JsonCache(cache_dir(), "training-samples"),
+            cache=JsonCache(cache_dir(), "training-samples", settings.cache.seed_dirs()),
             executor=executor,
             selection_file=out_root / HELDOUT_FILE,
             policy_factory=lambda adapters: Policy(
