@@ -20,9 +20,11 @@ The stages, as the CLI runs them (`judgelab tasks|rollouts|scores|analysis`):
 Settings are params.yaml's, built in code and validated as the file is (`make_settings`,
 `Settings.from_dict`): an error names the dotted key. A judge is an evaluator of
 `scores.evaluators`: a spec mapping (``{"name": "ruler-mine", "kind": "ruler", "judge":
-"my-endpoint"}`` with the model in `models`), a built-in kind by name ("syntax"), or a Python
-callable with TRL's reward signature, which becomes a `reward` evaluator registered under its
-``__name__`` (`judgelab.evaluators.reward`: the one place a custom reward is registered).
+"my-endpoint"}`` with the model in `models`), a built-in kind by name ("syntax"), a reward
+function's "package.module:function", or a Python callable with TRL's reward signature, which
+becomes a `reward` evaluator registered under its ``__name__`` (`judgelab.evaluators.reward`:
+the one place a custom reward is registered). Tasks and candidates may also be files' paths
+(docs/TASKS.md's formats): `judgelab audit` (`judgelab_cli.audit`) is this function on files.
 
 Everything runs in this process, one group at a time, through the library functions the
 stages' Prefect flows call: no Prefect server, no DVC, no MLflow run (those are the CLI's).
@@ -66,7 +68,7 @@ from judgelab.rollouts.imported import import_candidates, records_candidates
 from judgelab.schemas import RolloutsSchema, TasksSchema, validate
 from judgelab.scoring import loud_failures, run_id_for, score_group, scores_frame
 from judgelab.tasks import tasks_frame, tasks_from_frame
-from judgelab.tasks.files import tasks_from_records
+from judgelab.tasks.files import load_task_file, tasks_from_records
 from judgelab.tasks.registry import load_sources
 
 log = logging.getLogger(__name__)
@@ -76,7 +78,7 @@ log = logging.getLogger(__name__)
 IN_MEMORY = "<in memory>"
 
 Judge = Callable[..., Any] | Mapping[str, Any] | EvaluatorSettings | str
-Candidates = Mapping[str, Iterable[str]] | Iterable[Mapping[str, Any]]
+Candidates = Mapping[str, Iterable[str]] | Iterable[Mapping[str, Any]] | str | Path
 SettingsLike = Settings | Mapping[str, Any] | str | Path | None
 
 
@@ -85,8 +87,8 @@ def make_settings(
     judges: Iterable[Judge] = (),
     *,
     tests: bool = True,
-    in_memory_tasks: bool = False,
-    in_memory_candidates: bool = False,
+    in_memory_tasks: bool = True,
+    in_memory_candidates: bool = True,
 ) -> Settings:
     """Settings as params.yaml would give them, validated as the file is: `settings` is a
     `Settings`, a mapping of params.yaml's sections, a params file's path, or None (no models,
@@ -94,7 +96,8 @@ def make_settings(
     execution evaluator, the truth, when none is configured. Tasks given in memory need no
     AutoRL writer (`in_memory_tasks` turns it off unless `tasks.autorl` is set), candidates
     given in memory no policy (`in_memory_candidates`: `rollouts.candidates` is `IN_MEMORY`
-    unless a candidates file is set)."""
+    unless a candidates file is set), so settings without `models` validate; a policy that
+    samples is still checked when it is served."""
     data, source = _as_dict(settings)
     data.setdefault("models", {})
     scores = dict(data.get("scores") or {})
@@ -137,6 +140,8 @@ def _spec(judge: Judge) -> Any:
     """One `scores.evaluators` entry from a judge as `audit` takes it."""
     if isinstance(judge, EvaluatorSettings | Mapping):
         return judge
+    if isinstance(judge, str) and ":" in judge:  # a reward function, "module:function"
+        return {"name": judge.rpartition(":")[2], "kind": "reward", "function": judge}
     if isinstance(judge, str):  # a kind that needs no setting: format, syntax, execution
         return {"name": judge, "kind": judge}
     if callable(judge):
@@ -153,11 +158,15 @@ def _spec(judge: Judge) -> Any:
     )
 
 
-def load_tasks(tasks: Iterable[Any] | None = None, settings: SettingsLike = None) -> pl.DataFrame:
+def load_tasks(
+    tasks: Iterable[Any] | str | Path | None = None, settings: SettingsLike = None
+) -> pl.DataFrame:
     """The tasks table (`judgelab tasks`): `tasks` given in memory, each a mapping with a
     task file's fields (docs/TASKS.md: task_id, request, prompt, entry_point, test or tests,
-    canonical_solution) or a `Task`; None: the task sources `settings.tasks` enables (AutoRL
-    requests, which a model writes, are the CLI's)."""
+    canonical_solution) or a `Task`; a task file's path; None: the task sources
+    `settings.tasks` enables (AutoRL requests, which a model writes, are the CLI's)."""
+    if isinstance(tasks, str | Path):
+        return tasks_frame(load_task_file(Path(tasks), "tasks"))
     if tasks is not None:
         return tasks_frame(tasks_from_records(tasks))
     loaded, _ = load_sources(_resolve(settings, tests=False).tasks, project_root())
@@ -169,12 +178,14 @@ def load_candidates(
 ) -> pl.DataFrame:
     """The rollouts table (`judgelab rollouts`): `candidates` given in memory, as {task_id:
     [completion, ...]} or records with a candidates file's fields (task_id, completion,
-    policy, messages), each task's group in the order given; None: the candidates file
-    `rollouts.candidates` names, else k samples per task from each policy (cached)."""
-    s = _resolve(settings, tests=False, in_memory_tasks=True,
-                 in_memory_candidates=candidates is not None)  # fmt: skip
+    policy, messages), each task's group in the order given; a candidates file's path; None:
+    the candidates file `rollouts.candidates` names, else k samples per task from each
+    policy (cached)."""
+    s = _resolve(settings, tests=False)
     task_list = tasks_from_frame(validate(tasks, TasksSchema, "tasks table"))
-    if candidates is not None:
+    if isinstance(candidates, str | Path):
+        rows = import_candidates(Path(candidates), "candidates", task_list, s.rollouts)
+    elif candidates is not None:
         if isinstance(candidates, Mapping):
             candidates = [
                 {"task_id": task_id, "completion": c}
@@ -209,7 +220,7 @@ def score(
 ) -> pl.DataFrame:
     """The scores table (`judgelab scores`): every evaluator of `scores.evaluators` over every
     group, one row per (task, candidate, evaluator, repeat), as the scores flow writes it."""
-    s = _resolve(settings, tests=False, in_memory_tasks=True, in_memory_candidates=True)
+    s = _resolve(settings, tests=False)
     task_list = tasks_from_frame(validate(tasks, TasksSchema, "tasks table"))
     rollouts = validate(rollouts, RolloutsSchema, "rollouts table")
     groups = candidates_by_group(rollouts, s.scores.populations == "apart")
@@ -307,7 +318,7 @@ def analyse(
     """The analysis (`judgelab analysis`, without its MLflow run): metrics.json, plots and
     report.md/html under `out_dir`. `provenance` (the report's last line) defaults to the
     commit of the project root, the settings' sha256 and the models' fingerprints."""
-    s = _resolve(settings, tests=False, in_memory_tasks=True, in_memory_candidates=True)
+    s = _resolve(settings, tests=False)
     out = Path(out_dir)
     baseline = s.analysis.truth_baseline
     metrics = run_analysis(
@@ -351,7 +362,7 @@ def settings_provenance(settings: Settings) -> dict[str, Any]:
 
 
 def audit(
-    tasks: Iterable[Any] | None = None,
+    tasks: Iterable[Any] | str | Path | None = None,
     candidates: Candidates | None = None,
     *,
     judges: Iterable[Judge] = (),

@@ -25,6 +25,7 @@ changed function under the same name gives the same run id: rename it, or change
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -36,6 +37,8 @@ from judgelab.config.evaluators import RewardSettings
 from judgelab.errors import ConfigError, JudgelabError
 from judgelab.evaluators.base import Evaluator
 from judgelab.verdicts import Candidate, Task, Verdict
+
+log = logging.getLogger(__name__)
 
 RewardFunction = Callable[..., Any]
 
@@ -49,8 +52,8 @@ class RewardFunctionError(JudgelabError):
 
 def register_reward(name: str, function: RewardFunction) -> str:
     """Register `function` under `name` for ``{kind: reward, function: <name>}`` in this
-    process; returns the name. Registering another function under a taken name is an error
-    (the same function again is not)."""
+    process; returns the name. A name registered again names the new function (a notebook
+    cell run again redefines it); the log says so."""
     if not callable(function):
         raise ConfigError(f"register_reward({name!r}): {function!r} is not callable")
     if not name or ":" in name or not all(part.isidentifier() for part in name.split(".")):
@@ -58,7 +61,7 @@ def register_reward(name: str, function: RewardFunction) -> str:
             f"register_reward: {name!r} is not a name (letters, digits, _ and dots; no ':')"
         )
     if REWARDS.get(name, function) is not function:
-        raise ConfigError(f"register_reward: {name!r} names another function already")
+        log.info("register_reward: %r now names %r", name, function)
     REWARDS[name] = function
     return name
 
