@@ -47,7 +47,6 @@ from typing import Any
 import polars as pl
 import yaml
 
-from judgelab.analysis.recheck import read_baseline
 from judgelab.cache import JsonCache
 from judgelab.config import Settings, load_settings, parse_settings
 from judgelab.config.evaluators import EvaluatorSettings
@@ -57,7 +56,7 @@ from judgelab.evaluators.reward import register_reward
 from judgelab.models.server import serve
 from judgelab.paths import cache_dir, project_root
 from judgelab.provenance import git_commit, model_fingerprints
-from judgelab.report.outputs import run_analysis
+from judgelab.report.outputs import analyse_stage
 from judgelab.rollouts.generate import (
     candidates_by_group,
     distinct_writers,
@@ -102,7 +101,11 @@ def make_settings(
     data.setdefault("models", {})
     scores = dict(data.get("scores") or {})
     evaluators = [*scores.get("evaluators", []), *(_spec(j) for j in judges)]
-    kinds = {e.kind if isinstance(e, EvaluatorSettings) else e.get("kind") for e in evaluators}
+    kinds = {
+        e.kind if isinstance(e, EvaluatorSettings) else e.get("kind")
+        for e in evaluators
+        if isinstance(e, EvaluatorSettings | Mapping)  # anything else: the settings say why
+    }
     if tests and "execution" not in kinds:
         evaluators.append({"name": "execution", "kind": "execution"})
     data["scores"] = {**scores, "evaluators": evaluators}
@@ -315,25 +318,22 @@ def analyse(
     probes_metrics: Path | None = None,
     provenance: dict[str, Any] | None = None,
 ) -> AuditResult:
-    """The analysis (`judgelab analysis`, without its MLflow run): metrics.json, plots and
-    report.md/html under `out_dir`. `provenance` (the report's last line) defaults to the
+    """The analysis (`judgelab analysis` without its MLflow run: the function its flow runs,
+    `judgelab.report.outputs.analyse_stage`): metrics.json, plots and report.md/html under
+    `out_dir`. `provenance` (the report's last line) defaults to the
     commit of the project root, the settings' sha256 and the models' fingerprints."""
     s = _resolve(settings, tests=False)
     out = Path(out_dir)
-    baseline = s.analysis.truth_baseline
-    metrics = run_analysis(
+    metrics = analyse_stage(
         tasks,
         rollouts,
         scores,
-        s.analysis,
+        s,
         out,
+        root=project_root(),
         training_dir=training_dir,
         probes_metrics=probes_metrics,
-        train_judges=s.train.rewards,
         provenance=provenance if provenance is not None else settings_provenance(s),
-        max_failure_share=s.scores.max_failure_share,
-        truth_baseline=read_baseline(project_root() / baseline) if baseline else None,
-        judged=s.scores.populations,
     )
     return AuditResult(
         metrics=metrics,

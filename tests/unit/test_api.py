@@ -174,6 +174,10 @@ def test_settings_and_in_memory_inputs_are_checked_as_files_are() -> None:
                                      "analysis": {"primry": "x"}})  # fmt: skip
     s = judgelab.make_settings(judges=["syntax"])
     assert [e.name for e in s.scores.evaluators] == ["syntax", "execution"]  # the truth joins
+    again = judgelab.make_settings(s, judges=["format"])  # Settings in, judges joined
+    assert [e.name for e in again.scores.evaluators] == ["syntax", "execution", "format"]
+    with pytest.raises(ConfigError, match=r"scores\.evaluators\.0: an evaluator is a mapping"):
+        judgelab.make_settings({"scores": {"evaluators": ["syntax"]}})
     assert judgelab.make_settings(judges=["syntax"], tests=False).scores.evaluators[0].kind == (
         "syntax"
     )
@@ -237,3 +241,30 @@ def test_judgelab_audit_is_the_api_on_files(project: Path) -> None:
     assert f"decision: {metrics['decision']['verdict']}" in run.output
     assert "report: judgelab-audit/report.md" in run.output
     assert metrics["n_tasks"] == 3 and metrics["evaluators"]["has_def"]["n_candidates"] == 7
+
+
+def test_the_analysis_flow_and_the_api_run_one_analysis(project: Path) -> None:
+    """`judgelab analysis` runs its flow; the flow and `judgelab.analyse` run the stage through
+    one function (`report.outputs.analyse_stage`): the same tables give the same figures."""
+    import yaml
+
+    from flows.analysis import analysis_flow
+
+    neg = {"task_id": "neg", "request": "Write neg(x).", "entry_point": "neg",
+           "tests": [{"input": [2], "output": -2}]}  # fmt: skip
+    tasks = judgelab.load_tasks([neg])
+    written = ["def neg(x):\n    return -x", "def neg(x):\n    return x", "def neg(x) return"]
+    rollouts = judgelab.load_candidates(tasks, {"neg": [f"```python\n{c}\n```" for c in written]})
+    settings = judgelab.make_settings({"tracking": {"enabled": False}}, judges=["syntax"])
+    scores = judgelab.score(tasks, rollouts, settings)
+    api = judgelab.analyse(tasks, rollouts, scores, settings, out_dir="api")
+    for name, frame in (("tasks", tasks), ("rollouts", rollouts), ("scores", scores)):
+        frame.write_parquet(project / f"{name}.parquet")
+    (project / "params.yaml").write_text(yaml.safe_dump(settings.model_dump(mode="json")))
+    analysis_flow.fn(params=project / "params.yaml", tasks=project / "tasks.parquet",
+                     rollouts=project / "rollouts.parquet", scores=project / "scores.parquet",
+                     training=project / "training", out=project / "flow")  # fmt: skip
+    flow = json.loads((project / "flow/metrics.json").read_text())
+    assert flow["evaluators"] == api.metrics["evaluators"] and flow["n_score_rows"] == 6
+    assert flow["decision"] == api.decision.raw
+    assert api.evaluator("syntax")["n_scored"] == 3
