@@ -268,3 +268,28 @@ def test_the_analysis_flow_and_the_api_run_one_analysis(project: Path) -> None:
     assert flow["evaluators"] == api.metrics["evaluators"] and flow["n_score_rows"] == 6
     assert flow["decision"] == api.decision.raw
     assert api.evaluator("syntax")["n_scored"] == 3
+
+
+def test_an_endpoint_judge_is_audited_through_its_settings_and_cached(project: Path) -> None:
+    """A judge behind an OpenAI-compatible endpoint (a real loopback server whose replies are
+    pure functions of the request) is an evaluator spec with its model in `models`; a second
+    scoring of the same candidates is answered from the judge cache."""
+    from support.openai_server import OpenAIServer
+    from support.pure_endpoint import pure_reply
+
+    tasks = [{"task_id": "t", "request": "Write f(x) returning x."}]  # no tests: judge-only
+    candidates = {"t": ["```python\ndef f(x):\n    return x\n```", "```python\ndef f(x): 0\n```"]}
+    with OpenAIServer(pure_reply) as server:
+        loop = {"kind": "endpoint", "base_url": server.base_url, "model": "loop",
+                "structured_output": "json_schema"}  # fmt: skip
+        settings = {"models": {"loop": loop}}
+        judges = [{"name": "rubric-loop", "kind": "rubric", "judge": "loop"}]
+        first = judgelab.audit(tasks, candidates, judges=judges, settings=settings, tests=False)
+        sent = len(server.requests)
+        again = judgelab.score(first.tasks, first.rollouts, first.settings)
+    assert sent == 2 and len(server.requests) == sent  # one call per candidate, then cached
+    rows = first.scores.select("status", "score", "judge").rows()
+    assert [(status, judge) for status, _, judge in rows] == [("scored", "loop")] * 2
+    assert all(0 <= score <= 1 for _, score, _ in rows)
+    assert again["score"].to_list() == first.scores["score"].to_list()
+    assert "judge_only" in first.metrics and first.decision.verdict == "no_ranking"
