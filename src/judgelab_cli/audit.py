@@ -1,7 +1,9 @@
 """`judgelab audit`: the Python API's `audit` (`judgelab.api.audit`) on a tasks file and a
 candidates file, with your reward functions or the judges of a params file; the report under
 --out. No DVC and no Prefect: one process, as from Python. It prints the decision's verdict,
-the judge to use (if any) and the report's path; a gate is `judgelab analysis`'s."""
+the judge to use (if any) and the report's path; a gate is `judgelab analysis`'s. A judge
+whose calls failed beyond `scores.max_failure_share` is a red line and exit code 4 once the
+report is written, as the scores stage's (`judgelab.errors.EXIT_CODES`)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from pathlib import Path
 
 import typer
 
+from judgelab.errors import EXIT_UNAVAILABLE
 from judgelab_cli.errors import exit_on_error
 
 TASKS = typer.Option(..., "--tasks", help="Your tasks: a JSONL or parquet file (docs/TASKS.md).")
@@ -54,6 +57,8 @@ def audit(
         )
     decision = result.decision
     typer.echo(f"decision: {decision.verdict}" + (f" ({decision.judge})" if decision.judge else ""))
+    typer.echo(f"report: {result.report}")
     for line in result.failures:
         typer.secho(f"judge failed: {line}", fg="red", err=True)
-    typer.echo(f"report: {result.report}")
+    if result.failures:
+        raise typer.Exit(EXIT_UNAVAILABLE)

@@ -293,3 +293,25 @@ def test_an_endpoint_judge_is_audited_through_its_settings_and_cached(project: P
     assert all(0 <= score <= 1 for _, score, _ in rows)
     assert again["score"].to_list() == first.scores["score"].to_list()
     assert "judge_only" in first.metrics and first.decision.verdict == "no_ranking"
+
+
+def test_without_candidates_the_policy_writes_k_per_task_through_the_cache(project: Path) -> None:
+    from support.openai_server import OpenAIServer
+    from support.pure_endpoint import policy_answer, pure_reply
+
+    tasks = judgelab.load_tasks(
+        [{"task_id": "trunc", "request": "Write def truncate_number(number: float) -> float."}]
+    )
+    with OpenAIServer(pure_reply) as server:
+        writer = {"kind": "endpoint", "base_url": server.base_url, "model": "writer"}
+        settings = {"models": {"writer": writer}, "rollouts": {"policy": "writer", "k": 3}}
+        rollouts = judgelab.load_candidates(tasks, None, settings)
+        sent = len(server.requests)
+        again = judgelab.load_candidates(tasks, None, settings)
+    assert sent == 3 and len(server.requests) == sent  # k samples, then the completion cache
+    assert rollouts["policy"].to_list() == ["writer"] * 3 and rollouts["seed"].n_unique() == 3
+    request = tasks["request"][0]  # the endpoint's reply is a function of request and seed
+    assert rollouts["completion"].to_list() == [
+        policy_answer(request, "writer", seed) for seed in rollouts["seed"]
+    ]
+    assert again["candidate_id"].to_list() == rollouts["candidate_id"].to_list()
