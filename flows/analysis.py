@@ -1,4 +1,6 @@
-"""analysis stage: judge statistics, agreement with execution truth, plots, report, MLflow."""
+"""analysis stage: judge statistics, agreement with execution truth, plots, report
+(`judgelab.report.outputs.analyse_stage`, which the Python API's `analyse` runs too), and
+the MLflow run."""
 
 from __future__ import annotations
 
@@ -18,12 +20,11 @@ from flows.paths import (
     calls_file,
 )
 from flows.scores import structured_output_path
-from judgelab.analysis.recheck import read_baseline
 from judgelab.analysis.stats import latency_summary
 from judgelab.config import Settings, load_settings
 from judgelab.paths import project_root
 from judgelab.provenance import provenance
-from judgelab.report.outputs import run_analysis
+from judgelab.report.outputs import analyse_stage
 from judgelab.schemas import validate_file
 from judgelab.tracking import log_pipeline_run
 
@@ -64,24 +65,19 @@ def analysis_flow(
     out: Path = ANALYSIS,
 ) -> Path:
     settings = load_settings(params)
-    baseline = settings.analysis.truth_baseline
-    truth_baseline = read_baseline(project_root() / baseline) if baseline else None
     scores_frame = validate_file(scores, "scores")
-    metrics = run_analysis(
+    metrics = analyse_stage(
         validate_file(tasks, "tasks"),
         validate_file(rollouts, "rollouts"),
         scores_frame,
-        settings.analysis,
+        settings,
         out,
+        root=project_root(),
         training_dir=training,
         probes_metrics=PROBES_METRICS,
-        train_judges=settings.train.rewards,
         provenance=provenance(settings, params, project_root(), models_used(settings))
         | structured_output_modes(scores)
         | cache_calls(rollouts, scores),
-        max_failure_share=settings.scores.max_failure_share,
-        truth_baseline=truth_baseline,
-        judged=settings.scores.populations,
     )
     if settings.tracking.enabled:
         latency = {

@@ -97,21 +97,24 @@ def validated_records(
     holding a list) that is not JSON, or a record `model` refuses is a ConfigError naming the
     setting, the file, the place and the field; `what` names a record ("a task")."""
     for place, record in read_records(path, where):
-        if not isinstance(record, dict):
-            raise ConfigError(f"{where} ({path}) {place}: {what} is a JSON object")
-        if isinstance(record.get(json_field), str):
+        if isinstance(record, dict) and isinstance(record.get(json_field), str):
             try:
                 record = {**record, json_field: json.loads(record[json_field])}
             except json.JSONDecodeError as err:
                 raise ConfigError(
                     f"{where} ({path}) {place}: field {json_field!r}: not JSON: {err.msg}"
                 ) from None
-        try:
-            row = model.model_validate({k: v for k, v in record.items() if v is not None})
-        except ValidationError as err:
-            first = err.errors()[0]
-            field = ".".join(str(p) for p in first["loc"]) or "<row>"
-            raise ConfigError(
-                f"{where} ({path}) {place}: field {field!r}: {first['msg']}"
-            ) from None
-        yield place, row
+        yield place, validated_record(record, model, f"{where} ({path}) {place}", what)
+
+
+def validated_record(record: Any, model: type[M], where: str, what: str) -> M:
+    """One record (a mapping; None values count as unset) as `model`; else a ConfigError
+    naming `where` and the field: what files and in-memory records (the Python API) share."""
+    if not isinstance(record, dict):
+        raise ConfigError(f"{where}: {what} is a JSON object (got {type(record).__name__})")
+    try:
+        return model.model_validate({k: v for k, v in record.items() if v is not None})
+    except ValidationError as err:
+        first = err.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "<row>"
+        raise ConfigError(f"{where}: field {field!r}: {first['msg']}") from None

@@ -20,6 +20,7 @@ app = typer.Typer(
 
 def _register() -> None:
     from judgelab_cli import (
+        audit,
         checkpoint,
         doctor,
         models,
@@ -33,6 +34,7 @@ def _register() -> None:
     )
 
     stages.register(app)
+    app.command()(audit.audit)
     app.command()(serve.serve)
     app.command()(doctor.doctor)
     app.command()(power.power)

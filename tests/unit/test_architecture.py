@@ -13,7 +13,7 @@ Layers, from the bottom:
   0. foundation: `FOUNDATION`, modules that import no other judgelab module outside it;
   1. settings: `judgelab.config` (params.yaml -> typed settings, each evaluator kind's
      included; the config never imports an evaluator's implementation or the registry);
-  2. the rest of the library, `judgelab`;
+  2. the rest of the library, `judgelab` (its `__init__` exports the Python API lazily);
   3. `flows` (one Prefect flow per stage, the stage table);
   4. `judgelab_cli` (what starts flows).
 An upward import is an edge from a module to one of a higher layer.
@@ -41,7 +41,7 @@ FOUNDATION = frozenset(
         "answer", "cache", "env", "errors", "hardware", "io", "lifetime", "paths", "progress",
         "verdicts",
     )
-) | {"judgelab"}  # fmt: skip
+)  # fmt: skip
 
 # The flow module each DVC stage runs (flows.stages.load_flow; test_stage_table.py checks
 # that each stage depends on its flow's file).
@@ -77,12 +77,25 @@ def _resolve(name: str, modules: dict[str, Path]) -> str | None:
     return name or None
 
 
-def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
+def imports_of(
+    module: str, path: Path, modules: dict[str, Path], on_import: bool = False
+) -> set[str]:
     """The modules of `modules` that `module`'s import statements name (any depth), and the
-    files beside it that it runs as programs."""
+    files beside it that it runs as programs. `on_import`: only those that importing the
+    module runs, without the lazy exports of a module-level `__getattr__` (PEP 562), which
+    run when one of its names is asked for."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    lazy = {
+        id(inner)
+        for node in tree.body
+        if on_import and isinstance(node, ast.FunctionDef) and node.name == "__getattr__"
+        for inner in ast.walk(node)
+    }
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    for node in ast.walk(tree):
+        if id(node) in lazy:
+            continue
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -233,10 +246,12 @@ def test_the_evaluator_settings_import_nothing_else_of_the_evaluators() -> None:
 def test_every_room_stands_on_a_floor_below_eleven_or_at_it() -> None:
     """Rooms (top-level modules and packages) never import each other in a circle, and the
     house is at most 11 floors high (12 before the task sources stopped importing the
-    evaluators and the probes)."""
+    evaluators and the probes). The package's face (`judgelab`, which exports the Python
+    API lazily) stands on the API, beside the CLI."""
     at = floorplan.floors(floorplan.room_edges(graph()))
     assert max(at.values()) <= 11, at
     assert at["judgelab.sandbox"] == 1 and at["judgelab_cli"] == max(at.values())
+    assert at["judgelab"] == at["judgelab.api"] + 1 <= at["judgelab_cli"]
 
 
 def test_the_task_sources_import_neither_evaluators_nor_probes() -> None:
@@ -303,7 +318,8 @@ def test_the_checker_finds_an_upward_import() -> None:
 
 def closure(start: str, edges: dict[str, set[str]], modules: dict[str, Path]) -> set[str]:
     """Every module that importing `start` runs: its imports, transitively, and the
-    `__init__` of each package on the way that imports anything."""
+    `__init__` of each package on the way that imports anything when it is imported (its
+    lazy exports do not run: `judgelab`'s, the Python API)."""
     seen: set[str] = set()
     todo = [start]
     while todo:
@@ -314,8 +330,13 @@ def closure(start: str, edges: dict[str, set[str]], modules: dict[str, Path]) ->
         todo += edges[module]
         parent = module.rpartition(".")[0]
         while parent:
-            if parent in modules and edges[parent]:
-                todo.append(parent)
+            if (
+                parent in modules
+                and parent not in seen
+                and (eager := imports_of(parent, modules[parent], modules, on_import=True))
+            ):
+                seen.add(parent)
+                todo += eager
             parent = parent.rpartition(".")[0]
     return seen
 

@@ -15,6 +15,7 @@ from judgelab_cli import app
 REQUIRED = {
     "checkpoint generate": ["--judge", "j", "--prompt", "hello"],
     "checkpoint export": ["--judge", "j", "--out", "out.gguf"],
+    "audit": ["--tasks", "tasks.jsonl", "--candidates", "candidates.jsonl"],
 }
 
 

@@ -14,6 +14,7 @@ from pydantic import (
     PlainValidator,
     SerializeAsAny,
     model_serializer,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -168,6 +169,38 @@ class RubricSettings(LLMJudgeSettings):
     call: JudgeCallSettings = JudgeCallSettings()
 
 
+class RewardSettings(EvaluatorSettings):
+    """A reward function with TRL's signature, ``(prompts, completions, **kwargs) ->
+    list[float | None]``, called once per group (`judgelab.evaluators.reward`)."""
+
+    protocol = "reward"
+    evaluator = "judgelab.evaluators.reward:RewardEvaluator"
+    kind: Literal["reward"] = "reward"
+    function: str = Field(
+        pattern=r"^[A-Za-z_][\w.]*(:[A-Za-z_]\w*)?$",
+        description="The function: 'package.module:function' (imported when the evaluator is "
+        "built, so it works from params.yaml and in every process), or a name given to "
+        "`judgelab.register_reward` in this process. It gets the group's prompts and "
+        "completions (lists of str) and, as keyword lists, task_id, candidate_id, entry_point "
+        "and test; it returns one float or None (unscored) per completion.",
+    )
+    min_score: float = Field(0.0, description="The reward that maps to 0.")
+    max_score: float = Field(1.0, description="The reward that maps to 1.")
+    out_of_range: Literal["unscore", "clip"] = Field(
+        "unscore",
+        description="A reward outside [min_score, max_score]: leave the candidate unscored "
+        "(default) or clip it. The raw reward is kept either way.",
+    )
+
+    @model_validator(mode="after")
+    def _a_range(self) -> RewardSettings:
+        if not self.max_score > self.min_score:
+            raise ValueError(
+                f"max_score ({self.max_score}) must be above min_score ({self.min_score})"
+            )
+        return self
+
+
 # kind -> its settings model, in the order docs/CONFIG.md lists them
 SETTINGS: dict[str, type[EvaluatorSettings]] = {
     "format": FormatSettings,
@@ -175,6 +208,7 @@ SETTINGS: dict[str, type[EvaluatorSettings]] = {
     "execution": ExecutionSettings,
     "ruler": RulerSettings,
     "rubric": RubricSettings,
+    "reward": RewardSettings,
 }
 
 

@@ -110,6 +110,12 @@ class Settings(Section):
             )
         return self
 
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "settings") -> Settings:
+        """Settings from a mapping of params.yaml's sections, validated as the file is: an
+        error names `source` and the dotted key (the Python API's way in)."""
+        return parse_settings(data, source)
+
     def model(self, name: str) -> EmbeddedModel | EndpointModel:
         try:
             return self.models[name]

@@ -19,10 +19,11 @@ import polars as pl
 from judgelab.analysis import training
 from judgelab.analysis.examples import worst_false_praise
 from judgelab.analysis.metrics import audit_metrics
+from judgelab.analysis.recheck import read_baseline
 from judgelab.analysis.stats import latency_summary
 from judgelab.analysis.truth import Truth, execution_truth
 from judgelab.analysis.writers import split_populations
-from judgelab.config import AnalysisSettings
+from judgelab.config import AnalysisSettings, Settings
 from judgelab.io import write_json, write_text
 from judgelab.report.audit import render_html, render_markdown
 from judgelab.report.decision import DECISION_IMAGE, forest_label
@@ -98,6 +99,40 @@ def run_analysis(
         out_dir,
     )
     return metrics
+
+
+def analyse_stage(
+    tasks: pl.DataFrame,
+    rollouts: pl.DataFrame,
+    scores: pl.DataFrame,
+    settings: Settings,
+    out_dir: Path,
+    *,
+    root: Path,
+    training_dir: Path | None = None,
+    probes_metrics: Path | None = None,
+    provenance: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The analysis stage as its settings configure it: `run_analysis` with the analysis
+    section, the judges trained (`train.rewards`), the failure budget, the truth baseline
+    (`analysis.truth_baseline`, relative to `root`) and how the scores stage grouped the
+    candidates (`scores.populations`). The analysis flow and the Python API
+    (`judgelab.api.analyse`) both run the stage through it."""
+    baseline = settings.analysis.truth_baseline
+    return run_analysis(
+        tasks,
+        rollouts,
+        scores,
+        settings.analysis,
+        out_dir,
+        training_dir=training_dir,
+        probes_metrics=probes_metrics,
+        train_judges=settings.train.rewards,
+        provenance=provenance,
+        max_failure_share=settings.scores.max_failure_share,
+        truth_baseline=read_baseline(root / baseline) if baseline else None,
+        judged=settings.scores.populations,
+    )
 
 
 def write_images(

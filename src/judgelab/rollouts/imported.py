@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from judgelab.config import RolloutSettings
 from judgelab.errors import ConfigError
-from judgelab.io import validated_records
+from judgelab.io import validated_record, validated_records
 from judgelab.rollouts.generate import policy_messages
 from judgelab.verdicts import Task
 
@@ -52,16 +53,43 @@ def import_candidates(
     path: Path, where: str, tasks: list[Task], settings: RolloutSettings
 ) -> list[dict]:
     """Rollout rows (the rollouts table's columns) for every candidate in the file."""
+    records = validated_records(path, where, CandidateRow, "a candidate", "messages")
+    named = ((f"{where} ({path}) {place}", row) for place, row in records)
+    rows = candidate_rows(named, tasks, settings)
+    if not rows:
+        raise ConfigError(f"{where} ({path}): the file holds no candidates")
+    return rows
+
+
+def records_candidates(
+    records: Iterable[Any], where: str, tasks: list[Task], settings: RolloutSettings
+) -> list[dict]:
+    """Rollout rows for candidates given in memory (the Python API): each record a mapping
+    with a candidates file's fields; errors name `where`, the index and the field."""
+    validated = (
+        (f"{where}[{i}]", validated_record(record, CandidateRow, f"{where}[{i}]", "a candidate"))
+        for i, record in enumerate(records)
+    )
+    rows = candidate_rows(validated, tasks, settings)
+    if not rows:
+        raise ConfigError(f"{where}: no candidates given")
+    return rows
+
+
+def candidate_rows(
+    records: Iterable[tuple[str, CandidateRow]], tasks: list[Task], settings: RolloutSettings
+) -> list[dict]:
+    """Rollout rows for validated candidates, each named by its place in errors; a task's
+    candidates form its group in the order given."""
     by_id = {t.task_id: t for t in tasks}
     counts: dict[str, int] = {}
     rows: list[dict] = []
-    for place, row in validated_records(path, where, CandidateRow, "a candidate", "messages"):
+    for place, row in records:
         task = by_id.get(row.task_id)
         if task is None:
             known = ", ".join(sorted(by_id)[:5]) + (", ..." if len(by_id) > 5 else "")
             raise ConfigError(
-                f"{where} ({path}) {place}: field 'task_id': {row.task_id!r} is not in the "
-                f"tasks table ({known})"
+                f"{place}: field 'task_id': {row.task_id!r} is not in the tasks table ({known})"
             )
         index = counts.get(row.task_id, 0)
         counts[row.task_id] = index + 1
@@ -86,8 +114,6 @@ def import_candidates(
                 "cache_key": "",
             }
         )
-    if not rows:
-        raise ConfigError(f"{where} ({path}): the file holds no candidates")
     return rows
 
 

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from judgelab.errors import ConfigError
-from judgelab.io import validated_records
+from judgelab.io import validated_record, validated_records
 from judgelab.tasks.loaded import Loaded
 from judgelab.verdicts import Task
 
@@ -167,6 +168,26 @@ def load_task_file(path: Path, where: str) -> list[Task]:
         tasks.append(row.task())
     if not tasks:
         raise ConfigError(f"{where} ({path}): the file holds no tasks")
+    return tasks
+
+
+def tasks_from_records(records: Iterable[Any], where: str = "tasks") -> list[Task]:
+    """Tasks given in memory (the Python API): each record a mapping with a task file's
+    fields, or a `Task`; errors name `where`, the record's index and the field."""
+    tasks: list[Task] = []
+    seen: dict[str, int] = {}
+    for i, record in enumerate(records):
+        task = record if isinstance(record, Task) else None
+        if task is None:
+            task = validated_record(record, TaskRow, f"{where}[{i}]", "a task").task()
+        if task.task_id in seen:
+            raise ConfigError(
+                f"{where}[{i}]: task_id {task.task_id!r} already at {where}[{seen[task.task_id]}]"
+            )
+        seen[task.task_id] = i
+        tasks.append(task)
+    if not tasks:
+        raise ConfigError(f"{where}: no tasks given")
     return tasks
 
 
