@@ -86,11 +86,11 @@ def test_the_tests_as_reward_are_not_stopped(
         return [None if (ok := tests(p, c)) is None else float(ok) for p, c in
                 zip(prompts, completions, strict=True)]  # fmt: skip
 
-    guard = Guard(GuardSettings(alpha=0.05, max_groups_per_step=2, planned_steps=4))
+    guard = Guard(GuardSettings(alpha=0.05, max_groups_per_step=2, planned_steps=3))
     reward, callback = trl_guard(guard, execution, tests, action="stop", mlflow=True)
     args = GRPOConfig(
         output_dir="out", num_generations=4, per_device_train_batch_size=8,
-        max_completion_length=6, max_steps=4, bf16=False, report_to=[], logging_steps=1,
+        max_completion_length=6, max_steps=3, bf16=False, report_to=[], logging_steps=1,
     )  # fmt: skip
     trainer = GRPOTrainer(
         model=copy.deepcopy(base_model), reward_funcs=[reward], callbacks=[callback],
@@ -100,10 +100,10 @@ def test_the_tests_as_reward_are_not_stopped(
         trainer.train()
     status = guard.status()
     assert not status.fired and callback.stopped_at is None
-    assert trainer.state.global_step == 4
+    assert trainer.state.global_step == 3
     assert status.checked_groups >= 1 and (status.alignment is None or status.alignment > 0)
     assert any("guard/evalue" in row for row in trainer.state.log_history)
     client = mlflow.MlflowClient(tracking_uri=uri)
     history = client.get_metric_history(run.info.run_id, "guard/evalue")
-    assert [m.step for m in history] == [1, 2, 3, 4]
+    assert [m.step for m in history] == [1, 2, 3]
     assert "judgelab.guard.fired" not in client.get_run(run.info.run_id).data.tags
