@@ -177,3 +177,19 @@ def test_a_blind_judge_rarely_sets_the_guard_off() -> None:
             fired[judge] += guard.fired
     assert fired["blind"] / 300 <= 0.05
     assert fired["anti"] / 40 >= 0.5
+
+
+def test_the_guard_imports_no_training_stack() -> None:
+    """A slim install (no torch) can import the guard and its adapters' modules."""
+    import json
+    import subprocess
+    import sys
+
+    script = (
+        "import json, sys\n"
+        "import judgelab.guard, judgelab.guard.trl, judgelab.guard.art, judgelab.guard.truth\n"
+        "print(json.dumps(sorted(m for m in ('torch', 'transformers', 'trl', 'art', 'flows')"
+        " if m in sys.modules)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
