@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import permutations
+from itertools import combinations, permutations
 
 import numpy as np
 
@@ -157,6 +157,49 @@ def group_log_e(g: GroupAlignment, rng: np.random.Generator) -> list[float]:
         top = float((lam * null).max())
         log_mgf = top + math.log(float(np.exp(lam * null - top).mean()))
         out.append(lam * t - log_mgf)
+    return out
+
+
+def group_log_e_many(
+    advantages: np.ndarray, passed: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
+    """`group_log_e` of n groups of the same size k at once (rows of `advantages` and `passed`,
+    every candidate tested): an (n, len(LAMBDAS)) array, for simulations
+    (`judgelab.guard.power`), where calling `group_log_e` per group costs too much. With
+    pass/fail verdicts a permutation of the advantages only chooses which m of them land on the
+    m passing candidates, each set equally likely, so the expectation is taken exactly over the
+    C(k, m) sets, at any k: equal to `group_log_e`'s enumeration up to `EXACT_MAX` (tested),
+    and the exact value of what it estimates by Monte Carlo beyond. Verdicts other than 0 and
+    1: permutations, as `group_log_e` draws them (one Monte Carlo draw for all rows)."""
+    a, p = np.asarray(advantages, dtype=float), np.asarray(passed, dtype=float)
+    n, k = a.shape
+    out = np.zeros((n, len(LAMBDAS)))
+    push = np.abs(a).sum(axis=1)
+    live = (p.max(axis=1) > p.min(axis=1)) & (push > 0) if k else np.zeros(n, dtype=bool)
+    binary = bool(np.isin(p, (0.0, 1.0)).all())
+    # pass/fail: one block per number of passes m (m = -1: graded verdicts, permutations)
+    by_passes = [(live & (p.sum(axis=1) == m), m) for m in range(1, k)]
+    blocks = by_passes if binary else [(live, -1)]
+    for rows, m in blocks:
+        if not rows.any():
+            continue
+        aa, pp, pu = a[rows], p[rows], push[rows]
+        t = -(aa * pp).sum(axis=1) / pu
+        if m >= 0:
+            sets = np.array(list(combinations(range(k), m)))
+            null = -aa[:, sets].sum(axis=2) / pu[:, None]
+        elif k <= EXACT_MAX:
+            perms = np.array(list(permutations(range(k))))
+            null = -(aa[:, perms] * pp[:, None, :]).sum(axis=2) / pu[:, None]
+        else:
+            perms = np.argsort(rng.random((PERMUTATIONS, k)), axis=1)
+            null = -(aa[:, perms] * pp[:, None, :]).sum(axis=2) / pu[:, None]
+        cols = []
+        for lam in LAMBDAS:
+            top = (lam * null).max(axis=1)
+            log_mgf = top + np.log(np.exp(lam * null - top[:, None]).mean(axis=1))
+            cols.append(lam * t - log_mgf)
+        out[rows] = np.stack(cols, axis=1)
     return out
 
 

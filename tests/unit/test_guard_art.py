@@ -1,0 +1,52 @@
+"""The guard's ART hook on real ART trajectory groups: groups stay groups (two of one prompt
+included), the rewards and completions are read from ART's objects, the verdict function is
+asked only about the checked groups, and a judge paying for failing code sets the alarm off."""
+
+from __future__ import annotations
+
+import pytest
+
+from judgelab.guard import Guard, GuardSettings
+from judgelab.guard.art import observe_groups
+
+art = pytest.importorskip("art.trajectories")
+
+
+def group(prompt: str, answers: list[str], rewards: list[float]) -> object:
+    return art.TrajectoryGroup(
+        [
+            art.Trajectory(
+                messages_and_choices=[
+                    {"role": "user", "content": prompt},
+                    {"role": "assistant", "content": answer},
+                ],
+                reward=reward,
+            )
+            for answer, reward in zip(answers, rewards, strict=True)
+        ]
+    )
+
+
+def test_observe_groups_reads_art_and_fires_on_an_anti_judge() -> None:
+    guard = Guard(GuardSettings(max_groups_per_step=2))
+    asked: list[str] = []
+
+    def verdict(trajectory: object) -> bool:
+        answer = trajectory.messages()[-1]["content"]  # type: ignore[attr-defined]
+        asked.append(answer)
+        return answer.startswith("good")
+
+    answers = ["good-1", "bad-1", "good-2", "bad-2"]
+    paid = [0.0, 1.0, 0.0, 1.0]  # pays for failing code
+    for step in range(4):
+        groups = [
+            group("write f", answers, paid),
+            group("write f", answers, paid),  # the same prompt again: a group of its own
+            group("write g", answers, [0.5] * 4),  # flat: never checked
+        ]
+        status = observe_groups(guard, groups, verdict, step=step)
+        assert len(asked) == 8 * (step + 1)  # two checked groups of 4 a step, the budget
+    assert (status.groups, status.flat_groups, status.checked_groups) == (12, 4, 8)
+    assert status.alignment == pytest.approx(-1.0)
+    assert status.fired and status.fired_at_step == 1  # 3 groups of a 2/2 split (test_guard)
+    assert set(asked) == set(answers)
