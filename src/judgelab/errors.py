@@ -11,6 +11,11 @@ class ConfigError(JudgelabError):
     """params.yaml (or a model registry entry) is invalid. Never retryable."""
 
 
+class MissingExtraError(JudgelabError):
+    """The params ask for what this install lacks: an optional extra (training, the embedded
+    models, Dask). Names the extra to install (`judgelab.extras`). Never retryable."""
+
+
 class TableError(JudgelabError):
     """A table crossing a stage boundary failed validation. Names column and row."""
 
@@ -58,13 +63,15 @@ JUDGE_REPLY_ERROR = "judge reply error"
 
 # What a command's exit code says, the one table of them (docs/OPERATIONS.md, *Exit codes*):
 # 1 is anything unexpected (a traceback: a bug to report).
-EXIT_BAD_INPUT = 2  # params.yaml, an input table or file, an API-key variable: fix the input
+# params.yaml, an input table or file, an API-key variable, a missing extra: fix the input
+EXIT_BAD_INPUT = 2
 EXIT_GATE = 3  # a gate refused a judge: the attack gate, the audit gate
 EXIT_UNAVAILABLE = 4  # a model or judge could not be used: served, reached, or it kept failing
 EXIT_CODES = {
     0: "done; every gate asked for passed",
     1: "an unexpected error (a traceback: a bug to report)",
-    EXIT_BAD_INPUT: "bad input: params.yaml, an input table or file, an API-key variable",
+    EXIT_BAD_INPUT: "bad input: params.yaml, an input table or file, an API-key variable, "
+    "an extra the params need (train, embedded, dask) not installed",
     EXIT_GATE: "a gate refused a judge (judgelab probes --fail-above, judgelab analysis "
     "--fail-below / --fail-above-praise); everything was written first",
     EXIT_UNAVAILABLE: "a model or judge could not be used: not served or reached, or a judge "

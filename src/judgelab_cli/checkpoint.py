@@ -7,8 +7,8 @@ from typing import Any
 
 import typer
 
-from flows.paths import TRAINING
 from judgelab.config import EmbeddedModel, load_settings
+from judgelab.flows.paths import TRAINING
 from judgelab_cli.errors import exit_on_error
 
 app = typer.Typer(

@@ -1,6 +1,6 @@
 """Prefect deployment of the pipeline, and the offline commands that start the local UIs.
 
-- `pipeline_deployment(...)` turns `flows.pipeline.pipeline_flow` (tasks -> rollouts ->
+- `pipeline_deployment(...)` turns `judgelab.flows.pipeline.pipeline_flow` (tasks -> rollouts ->
   scores -> training -> analysis) into a Prefect deployment on a cron schedule, with the
   params file as its parameter. `serve_deployment(...)` registers
   it with the Prefect server at $PREFECT_API_URL and runs it there until interrupted (Prefect's
@@ -213,7 +213,7 @@ def pipeline_deployment(
     """The pipeline flow as a deployment: `cron` schedule (None: run on demand only)."""
     from prefect.types.entrypoint import EntrypointType
 
-    from flows.pipeline import pipeline_flow
+    from judgelab.flows.pipeline import pipeline_flow
 
     return pipeline_flow.to_deployment(
         name=name,
@@ -222,7 +222,7 @@ def pipeline_deployment(
         parameters={"params": str(params)},
         description="judgelab audit: tasks -> rollouts -> scores -> training -> analysis",
         tags=["judgelab"],
-        # The installed `flows` package, not a file path: runs find it from any directory.
+        # The installed `judgelab.flows` package, not a file path: runs find it from any directory.
         entrypoint_type=EntrypointType.MODULE_PATH,
     )
 

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from flows.paths import SCORES
+from judgelab.flows.paths import SCORES
 from judgelab_cli.errors import exit_on_error
 
 

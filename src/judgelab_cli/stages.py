@@ -1,5 +1,5 @@
-"""One command per stage of the stage table (flows.stages): `judgelab tasks|rollouts|scores|
-training|analysis|probes|pipeline`. Each checks its inputs in a second, then runs its flow.
+"""One command per stage of the stage table (judgelab.flows.stages): `judgelab tasks|rollouts|
+scores|training|analysis|probes|pipeline`. Each checks its inputs in a second, then runs its flow.
 
 `judgelab probes [--fail-above T]` then applies the attack gate: with a threshold (the flag,
 else ``probes.fail_above``) `judgelab.probes.gate.check` reads the metrics the stage wrote,
@@ -23,9 +23,9 @@ from typing import Any
 
 import typer
 
-from flows.paths import ANALYSIS, PROBES_METRICS
-from flows.stages import STAGES, Stage
 from judgelab.errors import EXIT_GATE
+from judgelab.flows.paths import ANALYSIS, PROBES_METRICS
+from judgelab.flows.stages import STAGES, Stage
 from judgelab_cli.errors import exit_on_error
 
 PARAMS = typer.Option(Path("params.yaml"), "--params", "-p", help="Parameters file.")
@@ -118,8 +118,8 @@ def run(stage: Stage, params: Path) -> None:
         # the user's server if PREFECT_API_URL names one, else ours: it ends with this
         # process, even by kill -9
         user_server = bool(os.environ.get("PREFECT_API_URL"))
-        from flows.fanout import task_runner
         from judgelab.config import load_settings
+        from judgelab.flows.fanout import task_runner
 
         runner = task_runner(load_settings(params).runner)  # params.yaml `runner:`
         with contextlib.nullcontext() if user_server else temporary_prefect_server():
@@ -156,7 +156,7 @@ def gated_command(stage: Stage) -> Callable[..., None]:
         if reanalyse:
             configure_logging()
             with exit_on_error():
-                from flows.probe import reanalyse as reanalyse_tables
+                from judgelab.flows.probe import reanalyse as reanalyse_tables
 
                 reanalyse_tables(params)
         else:

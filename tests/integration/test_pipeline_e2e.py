@@ -1,6 +1,6 @@
 """The whole pipeline, end to end, on real embedded models and a tiny subset, under dvc.
 
-Runs in a scratch project (a copy of dvc.yaml, flows/, src/, inputs/ and probes/ with small
+Runs in a scratch project (a copy of dvc.yaml, src/, inputs/ and probes/ with small
 params) so the checkout's own data and caches are untouched. Checks: every stage's table
 validates, every evaluator has metrics incl. truth agreement, the report and the MLflow runs
 exist, a second `dvc repro` reruns nothing, and changing only an analysis parameter reruns
@@ -69,7 +69,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shutil.copy(ROOT / name, proj / name)
     # inputs/: dvc's tasks and rollouts stages read it; probes/: the analysis stage depends on
     # the probes pipeline's folder (its dvc.lock records each probe result)
-    for name in ("src", "flows", "inputs", "probes"):
+    for name in ("src", "inputs", "probes"):
         shutil.copytree(
             ROOT / name, proj / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
         )

@@ -197,7 +197,7 @@ def finished_run(served: Any, prefect_api: str) -> dict[str, Any]:
 
 def test_deployment_has_cron_schedule_and_params(served: Any) -> None:
     dep = served[0]
-    assert dep["entrypoint"] == "flows.pipeline.pipeline_flow"
+    assert dep["entrypoint"] == "judgelab.flows.pipeline.pipeline_flow"
     assert dep["parameters"] == {"params": "params.yaml"}
     crons = [s["schedule"].get("cron") for s in dep["schedules"]]
     assert crons == ["0 3 * * *"]

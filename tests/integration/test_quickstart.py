@@ -35,7 +35,7 @@ import yaml
 from judgelab.evaluators.transport.detect import TRIAL_MESSAGES
 from support.openai_server import OpenAIServer, http_error, rejects_json_schema
 from support.pure_endpoint import pure_reply
-from support.scratch import BIN, scratch_env
+from support.scratch import scratch_env
 
 ROOT = Path(__file__).resolve().parents[2]
 FAILED_CALL = ("judge call failed", "judge reply error")
@@ -53,9 +53,9 @@ def quickstart() -> tuple[str, list[str]]:
 def test_readme_quickstart_gives_a_report(tmp_path: Path) -> None:
     config, commands = quickstart()
     assert "http://127.0.0.1:8000/v1" in config
-    # tmp_path plays the checkout: its inputs/ and .venv (README's ../.venv/bin/judgelab)
+    # tmp_path plays the checkout: its inputs/; `judgelab` is on PATH (scratch_env puts this
+    # venv's bin first, as README's `source .venv/bin/activate` does)
     shutil.copytree(ROOT / "inputs", tmp_path / "inputs")
-    (tmp_path / ".venv").symlink_to(BIN.parent)
     project = tmp_path / "my-audit"
     project.mkdir()
     env = scratch_env(project)

@@ -248,7 +248,7 @@ def test_the_analysis_flow_and_the_api_run_one_analysis(project: Path) -> None:
     one function (`report.outputs.analyse_stage`): the same tables give the same figures."""
     import yaml
 
-    from flows.analysis import analysis_flow
+    from judgelab.flows.analysis import analysis_flow
 
     neg = {"task_id": "neg", "request": "Write neg(x).", "entry_point": "neg",
            "tests": [{"input": [2], "output": -2}]}  # fmt: skip

@@ -1,5 +1,5 @@
-"""The import graph of src/ and flows/: no cycle, no upward import, and every DVC stage
-depends on each module its flow imports.
+"""The import graph of src/ (judgelab, its flows, judgelab_cli): no cycle, no upward import,
+and every DVC stage depends on each module its flow imports.
 
 The graph has an edge a -> b for every import statement in a that names module b (resolved
 to the longest module path the checkout has), wherever it sits: at the top, inside a
@@ -14,7 +14,7 @@ Layers, from the bottom:
   1. settings: `judgelab.config` (params.yaml -> typed settings, each evaluator kind's
      included; the config never imports an evaluator's implementation or the registry);
   2. the rest of the library, `judgelab` (its `__init__` exports the Python API lazily);
-  3. `flows` (one Prefect flow per stage, the stage table);
+  3. `judgelab.flows` (one Prefect flow per stage, the stage table);
   4. `judgelab_cli` (what starts flows).
 An upward import is an edge from a module to one of a higher layer.
 """
@@ -33,25 +33,25 @@ import yaml
 from tests import floorplan
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = (ROOT / "src" / "judgelab", ROOT / "src" / "judgelab_cli", ROOT / "flows")
+PACKAGES = (ROOT / "src" / "judgelab", ROOT / "src" / "judgelab_cli")
 
 FOUNDATION = frozenset(
     "judgelab." + name
     for name in (
-        "answer", "cache", "env", "errors", "hardware", "io", "lifetime", "paths", "progress",
-        "verdicts",
+        "answer", "cache", "env", "errors", "extras", "hardware", "io", "lifetime", "paths",
+        "progress", "verdicts",
     )
 )  # fmt: skip
 
-# The flow module each DVC stage runs (flows.stages.load_flow; test_stage_table.py checks
+# The flow module each DVC stage runs (judgelab.flows.stages.load_flow; test_stage_table.py checks
 # that each stage depends on its flow's file).
 FLOWS = {
-    "tasks": "flows.tasks",
-    "rollouts": "flows.rollouts",
-    "scores": "flows.scores",
-    "training": "flows.training",
-    "analysis": "flows.analysis",
-    "probes": "flows.probe",
+    "tasks": "judgelab.flows.tasks",
+    "rollouts": "judgelab.flows.rollouts",
+    "scores": "judgelab.flows.scores",
+    "training": "judgelab.flows.training",
+    "analysis": "judgelab.flows.analysis",
+    "probes": "judgelab.flows.probe",
 }
 # dvc file -> the prefix that makes a dep path relative to the project root
 DVC_FILES = {
@@ -190,7 +190,7 @@ def layer(module: str) -> int:
     top = module.split(".")[0]
     if top == "judgelab_cli":
         return 4
-    if top == "flows":
+    if module == "judgelab.flows" or module.startswith("judgelab.flows."):
         return 3
     if module == "judgelab.config" or module.startswith("judgelab.config."):
         return 1
@@ -211,7 +211,7 @@ def upward(edges: dict[str, set[str]]) -> list[str]:
 
 def test_the_graph_covers_the_three_packages() -> None:
     edges = graph()
-    assert {"judgelab.config", "flows.stages", "judgelab_cli.main"} <= set(edges)
+    assert {"judgelab.config", "judgelab.flows.stages", "judgelab_cli.main"} <= set(edges)
     assert "judgelab.config.evaluators" in edges["judgelab.config"]
     assert set(FOUNDATION) <= set(edges), sorted(set(FOUNDATION) - set(edges))
 
@@ -304,12 +304,15 @@ def test_the_checker_sees_lazy_relative_and_type_checking_imports(tmp_path: Path
 
 
 def test_the_checker_finds_an_upward_import() -> None:
-    edges = {"judgelab.config": {"judgelab.evaluators.registry"}, "flows.x": {"judgelab.io"}}
+    edges = {
+        "judgelab.config": {"judgelab.evaluators.registry"},
+        "judgelab.flows.x": {"judgelab.io"},
+    }
     assert upward(edges) == [
         "judgelab.config (layer 1) imports judgelab.evaluators.registry (layer 2)"
     ]
-    assert upward({"judgelab.scoring": {"flows.paths"}}) != []
-    assert upward({"flows.paths": {"judgelab_cli.main"}}) != []
+    assert upward({"judgelab.scoring": {"judgelab.flows.paths"}}) != []
+    assert upward({"judgelab.flows.paths": {"judgelab_cli.main"}}) != []
     assert upward({"judgelab.io": {"judgelab.config"}}) != []
 
 
@@ -362,7 +365,7 @@ def _stages() -> list[tuple[Path, str]]:
 def test_every_dvc_stage_names_its_flow() -> None:
     for path, name in _stages():
         assert name in FLOWS, f"{path}: stage {name} has no entry in FLOWS"
-    assert set(FLOWS.values()) <= graph()["flows.stages"]  # load_flow imports each
+    assert set(FLOWS.values()) <= graph()["judgelab.flows.stages"]  # load_flow imports each
 
 
 @pytest.mark.parametrize(("dvc_file", "name"), _stages(), ids=lambda v: str(v))
@@ -392,7 +395,7 @@ def test_a_stage_depends_on_no_module_its_flow_does_not_run(dvc_file: Path, name
     unused = {}
     for entry in (e if isinstance(e, str) else next(iter(e)) for e in body["deps"]):
         path = (ROOT / entry.removeprefix(prefix)).resolve()
-        if entry.removeprefix(prefix).startswith(("src/", "flows/")):
+        if entry.removeprefix(prefix).startswith("src/"):
             files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
             # a package's __init__ that imports nothing runs no code of ours worth a rerun
             files = [f for f in files if f.name != "__init__.py" or f in used]
@@ -403,8 +406,8 @@ def test_a_stage_depends_on_no_module_its_flow_does_not_run(dvc_file: Path, name
 
 def test_the_dependency_check_sees_a_missing_module() -> None:
     modules = module_files()
-    used = closure("flows.scores", graph(), modules)
-    assert "judgelab.sandbox.tester" in used and "flows.fanout" in used
+    used = closure("judgelab.flows.scores", graph(), modules)
+    assert "judgelab.sandbox.tester" in used and "judgelab.flows.fanout" in used
     assert uncovered([modules["judgelab.sandbox.tester"]], ["src/judgelab/sandbox"]) == []
     assert uncovered([modules["judgelab.sandbox.tester"]], ["src/judgelab/evaluators"]) == [
         "src/judgelab/sandbox/tester.py"

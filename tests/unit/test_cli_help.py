@@ -44,7 +44,7 @@ def test_help_everywhere() -> None:
 
 
 def test_every_command_is_listed_and_each_stage_has_one() -> None:
-    from flows.stages import STAGES
+    from judgelab.flows.stages import STAGES
 
     root = typer.main.get_command(app)
     listed = CliRunner().invoke(app, ["--help"], terminal_width=200).output

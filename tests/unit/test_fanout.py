@@ -1,4 +1,4 @@
-"""flows.fanout: per-lane limits, results in unit order, a failure after the others finish.
+"""judgelab.flows.fanout: per-lane limits, results in unit order, a failure after the others finish.
 
 Real Prefect tasks on Prefect's thread pool (a temporary API server for the module); the task
 body is ours: it records how many units of its lane run at once.
@@ -16,7 +16,8 @@ from prefect import flow, task
 from prefect.context import TaskRunContext
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from flows.fanout import (
+from judgelab.config import DEFAULT_ENDPOINT_CONCURRENCY, parse_settings
+from judgelab.flows.fanout import (
     EMBEDDED_LANE,
     LOCAL_BATCH,
     LOCAL_LANE,
@@ -25,7 +26,6 @@ from flows.fanout import (
     fan_out,
     run_units,
 )
-from judgelab.config import DEFAULT_ENDPOINT_CONCURRENCY, parse_settings
 
 _lock = threading.Lock()
 _now: Counter[str] = Counter()

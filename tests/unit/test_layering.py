@@ -1,5 +1,6 @@
-"""The packages depend one way: judgelab (the library) <- flows <- judgelab_cli (what starts
-flows), and nothing is imported by a name held in a string."""
+"""The packages depend one way: judgelab (the library) <- judgelab.flows <- judgelab_cli (what
+starts flows), and nothing is imported by a name held in a string. The flows ship inside the
+judgelab package but stand above the rest of it: no other judgelab module imports them."""
 
 from __future__ import annotations
 
@@ -12,12 +13,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARY = ROOT / "src" / "judgelab"
-FLOWS = ROOT / "flows"
+FLOWS = LIBRARY / "flows"
 CLI = ROOT / "src" / "judgelab_cli"
 
 
 def modules(folder: Path) -> list[Path]:
-    return sorted(folder.rglob("*.py"))
+    """The .py files under `folder`; the library's leave out its flows."""
+    return sorted(p for p in folder.rglob("*.py") if folder != LIBRARY or FLOWS not in p.parents)
+
+
+def within(name: str, packages: tuple[str, ...]) -> bool:
+    """`judgelab.flows.stages` is within ("judgelab.flows",); `judgelab.flowsx` is not."""
+    return any(name == p or name.startswith(p + ".") for p in packages)
 
 
 def imported(path: Path) -> Iterator[tuple[int, str]]:
@@ -34,13 +41,13 @@ def imports_of(folder: Path, packages: tuple[str, ...]) -> list[str]:
         f"{path.relative_to(ROOT)}:{line} imports {name}"
         for path in modules(folder)
         for line, name in imported(path)
-        if name.split(".")[0] in packages
+        if within(name, packages)
     ]
 
 
 def test_the_library_imports_neither_flows_nor_the_cli() -> None:
-    assert modules(LIBRARY)
-    assert imports_of(LIBRARY, ("flows", "judgelab_cli")) == []
+    assert modules(LIBRARY) and not set(modules(LIBRARY)) & set(modules(FLOWS))
+    assert imports_of(LIBRARY, ("judgelab.flows", "judgelab_cli")) == []
 
 
 def test_flows_do_not_import_the_cli() -> None:
@@ -50,8 +57,10 @@ def test_flows_do_not_import_the_cli() -> None:
 
 def test_the_checker_sees_lazy_imports(tmp_path: Path) -> None:
     sample = tmp_path / "m.py"
-    sample.write_text("def f():\n    from flows.stages import TASKS\n    import judgelab_cli.x\n")
-    assert [name for _, name in imported(sample)] == ["flows.stages", "judgelab_cli.x"]
+    sample.write_text("def f():\n    from judgelab.flows.a import b\n    import judgelab_cli.y\n")
+    assert [name for _, name in imported(sample)] == ["judgelab.flows.a", "judgelab_cli.y"]
+    assert within("judgelab.flows.stages", ("judgelab.flows",))
+    assert not within("judgelab.flowsheet", ("judgelab.flows",))
 
 
 # The registries import the module a kind's or a source's registration names ("module:name"),
@@ -94,7 +103,9 @@ def test_importing_the_library_loads_neither_flows_nor_the_cli() -> None:
         "        importlib.import_module(name)\n"
         "    except ImportError as err:  # an optional extra (llama-cpp, ART's backend)\n"
         "        failed[name] = str(err)\n"
-        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('flows', 'judgelab_cli'))\n"
+        "above = ('judgelab.flows', 'judgelab_cli')\n"
+        "loaded = sorted(m for m in sys.modules if any(m == a or m.startswith(a + '.')\n"
+        "                                             for a in above))\n"
         "print(json.dumps({'loaded': loaded, 'failed': failed}))\n"
     )
     out = subprocess.run(

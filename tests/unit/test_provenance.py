@@ -73,7 +73,7 @@ def test_params_hash_and_model_weights(tmp_path: Path) -> None:
 
 
 def test_the_report_says_where_each_call_came_from(tmp_path: Path) -> None:
-    from flows.analysis import cache_calls
+    from judgelab.flows.analysis import cache_calls
     from judgelab.io import write_json
     from judgelab.report.audit import calls_sentence
 

@@ -191,8 +191,8 @@ def writers_settings(**rollouts: object) -> object:
 def test_several_writers_fill_one_group_each_sample_as_it_would_be_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from flows.fanout import Lanes
-    from flows.rollouts import group_units, rollout_group_task
+    from judgelab.flows.fanout import Lanes
+    from judgelab.flows.rollouts import group_units, rollout_group_task
 
     monkeypatch.setenv("JUDGELAB_CACHE", str(tmp_path))
     settings = writers_settings(policies=["small", "large"], k=2)

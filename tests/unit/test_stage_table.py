@@ -1,4 +1,4 @@
-"""dvc.yaml and probes/dvc.yaml agree with the stage table (flows/stages.py): each stage's
+"""dvc.yaml and probes/dvc.yaml agree with the stage table (judgelab.flows.stages): each stage's
 command, the tables it reads and writes, its flow's module and its params. And the params
 are narrow: a knob reruns the stages that read it, and no other (DVC's own status says so)."""
 
@@ -20,9 +20,9 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from flows.paths import PROBES_METRICS, SCHEMAS
-from flows.stages import PIPELINE, PIPELINE_STAGES, STAGES, Stage
 from judgelab.config import Settings
+from judgelab.flows.paths import PROBES_METRICS, SCHEMAS
+from judgelab.flows.stages import PIPELINE, PIPELINE_STAGES, STAGES, Stage
 from judgelab.schemas import SCHEMAS as TABLE_SCHEMAS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,6 +1,6 @@
-"""A training epoch's judge and test calls fan out (flows/training.py): two judges on two loopback
-endpoints are in flight together, neither endpoint beyond its max_concurrency, and the scored
-rows and history rows are those of a run that makes one call at a time.
+"""A training epoch's judge and test calls fan out (judgelab.flows.training): two judges on two
+loopback endpoints are in flight together, neither endpoint beyond its max_concurrency, and the
+scored rows and history rows are those of a run that makes one call at a time.
 
 No policy is loaded: the epoch's samples are given (answers from `support.pure_endpoint`,
 real HumanEval tasks), and they go through the trainer's own scoring (`Trainer.score`,
@@ -23,13 +23,13 @@ from prefect import flow, task
 from prefect.cache_policies import NONE
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from flows.training import fanned_out
 from judgelab.cache import JsonCache, digest
 from judgelab.config import HumanEvalSettings, Settings, parse_settings
 from judgelab.config.evaluators import ExecutionSettings, FormatSettings
 from judgelab.evaluators.base import PointwiseEvaluator
 from judgelab.evaluators.execution import ExecutionEvaluator
 from judgelab.evaluators.registry import build_evaluator
+from judgelab.flows.training import fanned_out
 from judgelab.models.server import serve
 from judgelab.scoring import Scorer, score_serially
 from judgelab.tasks.humaneval import load_humaneval

@@ -125,7 +125,7 @@ class ServerSettings(Section):
 
 class RunnerSettings(Section):
     """How a stage's units of work (score groups, rollout groups, probe views, a training
-    epoch's judge and test calls) run: all at once up to each lane's limit (flows/fanout.py),
+    epoch's judge and test calls) run: all at once up to each lane's limit (judgelab.flows.fanout),
     on Prefect's thread pool or on Dask."""
 
     kind: Literal["threads", "dask"] = Field(

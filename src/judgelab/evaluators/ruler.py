@@ -17,15 +17,16 @@ from __future__ import annotations
 import hashlib
 import logging
 import random
-from typing import Any
-
-from art.rewards.ruler import TrajectoryScore, ruler
+from typing import TYPE_CHECKING, Any
 
 from judgelab.config.evaluators import RulerSettings
 from judgelab.errors import JudgeReplyError
 from judgelab.evaluators.llm_judge import LLMJudge, ReplyShape, Score
 from judgelab.evaluators.transport.provider import CallRecord
 from judgelab.verdicts import Candidate, Task
+
+if TYPE_CHECKING:
+    from art.rewards.ruler import TrajectoryScore
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,10 @@ class RulerJudge(LLMJudge):
     async def _ask(
         self, task: Task, shown: list[Candidate], sampling: dict[str, Any], record: CallRecord
     ) -> list[Score]:
+        # Imported on the first call: `import art` reads a .env file and imports transformers
+        # where it is installed (the train extra), which an endpoint audit never needs.
+        from art.rewards.ruler import ruler
+
         rubric = {"rubric": self.spec.rubric} if self.spec.rubric else {}  # unset: ART's own
         scores = await ruler(
             _trajectories(shown),

@@ -52,7 +52,7 @@ class Limits:
     @property
     def concurrency(self) -> int:
         """How many requests judgelab keeps in flight at most: the limit of a stage's lane
-        (flows/fanout.py) and of a pointwise judge's pool."""
+        (judgelab.flows.fanout) and of a pointwise judge's pool."""
         return self.max_concurrency or DEFAULT_ENDPOINT_CONCURRENCY
 
     @property

@@ -36,6 +36,7 @@ from judgelab.config import (
     Settings,
 )
 from judgelab.errors import ModelError
+from judgelab.extras import require
 from judgelab.lifetime import die_with_parent
 from judgelab.models.endpoint import Endpoint
 from judgelab.models.ratelimit import Limits
@@ -85,6 +86,7 @@ class EmbeddedServer:
         return {"host": self.settings.host, "port": port, "models": entries}
 
     def __enter__(self) -> EmbeddedServer:
+        require("embedded", "serving the embedded models (llama.cpp)")
         LOCK_PATH.parent.mkdir(parents=True, exist_ok=True)
         lock = open(LOCK_PATH, "w")  # noqa: SIM115 - held for the server's lifetime
         try:

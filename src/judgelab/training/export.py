@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 from judgelab.errors import ModelError
+from judgelab.extras import require
 from judgelab.io import atomic_path
 
 SUPPORTED = {"qwen2": "QWEN2"}
@@ -23,6 +24,7 @@ _PEFT = re.compile(r"^base_model\.model\.(?P<module>.+)\.lora_(?P<ab>[AB])\.weig
 
 def export_gguf_adapter(adapter_dir: Path, out: Path, architecture: str, n_layers: int) -> Path:
     """Write `adapter_dir` (PEFT save_pretrained) as a llama.cpp LoRA GGUF at `out`."""
+    require("train", "exporting a checkpoint as a GGUF adapter")
     import gguf
     from safetensors.numpy import load_file
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from judgelab.config import LoraSettings
 from judgelab.errors import ModelError
+from judgelab.extras import require
 from judgelab.io import atomic_dir
 from judgelab.models.zoo import ensure_model, model_sha256
 from judgelab.paths import models_dir
@@ -64,6 +65,7 @@ def saved_lora(directory: Path) -> LoraSettings | None:
 
 
 def _torch() -> Any:
+    require("train", "training (the LoRA policy)")
     import torch
 
     return torch
@@ -106,6 +108,7 @@ def converted_dir(zoo_name: str) -> Path:
     target = models_dir().parent / "hf" / f"{ZOO[zoo_name].filename}-{model_sha256(zoo_name)[:12]}"
     if (target / "config.json").exists() and (target / ".complete").exists():
         return target
+    require("train", "training (the LoRA policy)")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     _quiet_transformers()
@@ -215,6 +218,7 @@ class Policy:
         *,
         adapters: Mapping[str, Path | None] | None = None,
     ) -> None:
+        require("train", "training (the LoRA policy)")
         from peft import LoraConfig, get_peft_model, set_peft_model_state_dict
         from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -12,6 +12,7 @@ from judgelab.config import EmbeddedModel, Settings
 from judgelab.errors import ConfigError
 from judgelab.evaluators.execution import ExecutionEvaluator
 from judgelab.evaluators.registry import build_evaluator
+from judgelab.extras import require
 from judgelab.io import write_parquet
 from judgelab.models.server import serve
 from judgelab.paths import cache_dir, project_root
@@ -92,6 +93,7 @@ def train_judges(
     from judgelab.training.policy import Policy
 
     train = settings.train
+    require("train", "the training stage")
     check_backend(train.backend)
     specs = {judge: settings.evaluator(judge) for judge in train.rewards}
     policy_model = settings.model(train.policy)

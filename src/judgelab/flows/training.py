@@ -3,10 +3,11 @@ GRPO on that judge's rewards, all policies in lockstep (one batched decode per e
 every policy).
 
 Each epoch's judge and test calls, for every judge at once, fan out in lanes like the scores
-stage's groups (flows/fanout.py): judges on different endpoints side by side, an endpoint up to
-its max_concurrency, the embedded server one call at a time in a serial run's order, the
-sandbox one group per core. The epoch loop itself holds the policy in this process, so it runs
-in one task; its calls are tasks of their own, submitted from it to the flow's task runner.
+stage's groups (judgelab.flows.fanout): judges on different endpoints side by side, an
+endpoint up to its max_concurrency, the embedded server one call at a time in a serial run's
+order, the sandbox one group per core. The epoch loop itself holds the policy in this process,
+so it runs in one task; its calls are tasks of their own, submitted from it to the flow's task
+runner.
 
 Writes data/training/<judge>/history.parquet (pandera-validated), samples.parquet and
 checkpoints/step-NNN (adapter, optimiser, history so far); with train.seeds, the same under
@@ -22,9 +23,9 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
-from flows.fanout import UNIT_TASK, Lanes, Unit, run_units
-from flows.paths import TASKS, TRAINING
 from judgelab.config import Settings, load_settings
+from judgelab.flows.fanout import UNIT_TASK, Lanes, Unit, run_units
+from judgelab.flows.paths import TASKS, TRAINING
 from judgelab.progress import progress
 from judgelab.schemas import validate_file
 from judgelab.scoring import GroupCall, ScoredGroup, Scorer

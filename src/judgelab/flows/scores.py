@@ -14,13 +14,13 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
-from flows.fanout import UNIT_TASK, Lanes, Unit, fan_out
-from flows.paths import ROLLOUTS, SCORES, TASKS, calls_file
 from judgelab.cache import JsonCache
 from judgelab.config import load_settings
 from judgelab.evaluators.base import Evaluator
 from judgelab.evaluators.registry import build_evaluator
 from judgelab.evaluators.transport.detect import detections
+from judgelab.flows.fanout import UNIT_TASK, Lanes, Unit, fan_out
+from judgelab.flows.paths import ROLLOUTS, SCORES, TASKS, calls_file
 from judgelab.io import write_json, write_parquet
 from judgelab.models.server import serve
 from judgelab.paths import cache_dir

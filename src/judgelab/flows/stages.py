@@ -1,8 +1,8 @@
 """The stage table: each stage's name, command, flow, the files it reads and writes and the
 params its output depends on. Everything else that knows the stages derives from it: the CLI's
 commands and preflight checks (judgelab_cli) and tests/unit/test_stage_table.py, which holds
-dvc.yaml and probes/dvc.yaml to it. The files are named in flows.paths, which the flows import
-for their defaults; the models each stage calls: `Settings.models_called`.
+dvc.yaml and probes/dvc.yaml to it. The files are named in judgelab.flows.paths, which the
+flows import for their defaults; the models each stage calls: `Settings.models_called`.
 
 Reading the table is cheap (`judgelab --help` reads it): a stage's flow is imported only when
 `Stage.flow()` is called.
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flows.paths import (
+from judgelab.flows.paths import (
     ANALYSIS,
     PROBES,
     PROBES_METRICS,
@@ -44,31 +44,31 @@ def load_flow(name: str) -> Flow:
     """The flow of stage `name`, imported now (each flow module imports prefect and the part
     of the library it runs)."""
     if name == "tasks":
-        from flows.tasks import tasks_flow
+        from judgelab.flows.tasks import tasks_flow
 
         return tasks_flow
     if name == "rollouts":
-        from flows.rollouts import rollouts_flow
+        from judgelab.flows.rollouts import rollouts_flow
 
         return rollouts_flow
     if name == "scores":
-        from flows.scores import scores_flow
+        from judgelab.flows.scores import scores_flow
 
         return scores_flow
     if name == "training":
-        from flows.training import training_flow
+        from judgelab.flows.training import training_flow
 
         return training_flow
     if name == "analysis":
-        from flows.analysis import analysis_flow
+        from judgelab.flows.analysis import analysis_flow
 
         return analysis_flow
     if name == "probes":
-        from flows.probe import probe_flow
+        from judgelab.flows.probe import probe_flow
 
         return probe_flow
     if name == "pipeline":
-        from flows.pipeline import pipeline_flow
+        from judgelab.flows.pipeline import pipeline_flow
 
         return pipeline_flow
     raise KeyError(f"no flow for stage {name!r}")

@@ -1,5 +1,5 @@
 """The files that cross stage boundaries, relative to the project root: the flows' defaults
-and the stage table's DVC deps and outs (flows.stages) both come from here."""
+and the stage table's DVC deps and outs (judgelab.flows.stages) both come from here."""
 
 from __future__ import annotations
 

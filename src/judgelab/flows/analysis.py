@@ -10,7 +10,9 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
-from flows.paths import (
+from judgelab.analysis.stats import latency_summary
+from judgelab.config import Settings, load_settings
+from judgelab.flows.paths import (
     ANALYSIS,
     PROBES_METRICS,
     ROLLOUTS,
@@ -19,9 +21,7 @@ from flows.paths import (
     TRAINING,
     calls_file,
 )
-from flows.scores import structured_output_path
-from judgelab.analysis.stats import latency_summary
-from judgelab.config import Settings, load_settings
+from judgelab.flows.scores import structured_output_path
 from judgelab.paths import project_root
 from judgelab.provenance import provenance
 from judgelab.report.outputs import analyse_stage

@@ -10,18 +10,18 @@ from pathlib import Path
 
 from prefect import flow
 
-from flows.analysis import analysis_flow
-from flows.paths import SCORES
-from flows.rollouts import rollouts_flow
-from flows.scores import scores_flow
-from flows.tasks import tasks_flow
-from flows.training import training_flow
+from judgelab.flows.analysis import analysis_flow
+from judgelab.flows.paths import SCORES
+from judgelab.flows.rollouts import rollouts_flow
+from judgelab.flows.scores import scores_flow
+from judgelab.flows.tasks import tasks_flow
+from judgelab.flows.training import training_flow
 from judgelab.scoring.failures import JudgeCallsFailed
 
 
 @flow(name="judgelab-pipeline")
 def pipeline_flow(params: Path = Path("params.yaml")) -> Path:
-    """A judge whose calls failed (flows/scores.py) fails the pipeline too, but only after
+    """A judge whose calls failed (judgelab.flows.scores) fails the pipeline too, but only after
     the report, whose first section names it, is written."""
     tasks = tasks_flow(params)
     rollouts = rollouts_flow(params, tasks)

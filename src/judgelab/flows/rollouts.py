@@ -9,10 +9,10 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
-from flows.fanout import UNIT_TASK, Lanes, Unit, fan_out
-from flows.paths import ROLLOUTS, TASKS, calls_file
 from judgelab.cache import JsonCache, summed
 from judgelab.config import RolloutSettings, Settings, load_settings
+from judgelab.flows.fanout import UNIT_TASK, Lanes, Unit, fan_out
+from judgelab.flows.paths import ROLLOUTS, TASKS, calls_file
 from judgelab.io import write_json, write_parquet
 from judgelab.models.endpoint import Endpoint
 from judgelab.models.server import serve

@@ -46,6 +46,7 @@ from prefect.futures import PrefectFuture, as_completed
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from judgelab.config import EMBEDDED_CONCURRENCY, EmbeddedModel, RunnerSettings, Settings
+from judgelab.extras import require
 from judgelab.models.server import model_limits
 from judgelab.progress import progress
 
@@ -136,6 +137,7 @@ def task_runner(runner: RunnerSettings) -> TaskRunner:
     """The Prefect task runner params.yaml's `runner:` names."""
     if runner.kind == "threads":
         return ThreadPoolTaskRunner(max_workers=runner.workers)
+    require("dask", "runner.kind: dask")
     from prefect_dask import DaskTaskRunner  # an extra: only users of Dask install it
 
     if runner.address:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
-from flows.paths import TASKS, TASKS_DROPPED
 from judgelab.cache import JsonCache
 from judgelab.config import AutoRLSettings, TasksSettings, load_settings
+from judgelab.flows.paths import TASKS, TASKS_DROPPED
 from judgelab.io import write_json, write_parquet
 from judgelab.models.endpoint import Endpoint
 from judgelab.models.server import serve

@@ -16,14 +16,14 @@ from pathlib import Path
 import polars as pl
 from prefect import flow, get_run_logger, task
 
-from flows.fanout import UNIT_TASK, Lanes, Unit, fan_out
-from flows.paths import PROBES
 from judgelab.analysis.cost import judge_costing
 from judgelab.analysis.probes import probe_ci_rule
 from judgelab.cache import JsonCache
 from judgelab.config import Settings, load_settings
 from judgelab.evaluators.base import Evaluator
 from judgelab.evaluators.registry import build_evaluator
+from judgelab.flows.fanout import UNIT_TASK, Lanes, Unit, fan_out
+from judgelab.flows.paths import PROBES
 from judgelab.io import write_parquet
 from judgelab.models.server import serve
 from judgelab.paths import cache_dir, project_root

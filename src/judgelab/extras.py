@@ -1,0 +1,44 @@
+"""The optional extras and what each brings: a slim `pip install judgelab` audits endpoint
+judges (tasks, rollouts, scores, the execution truth, analysis, probes, the report, the gate);
+training, the embedded llama.cpp models and Dask each need an extra.
+
+`require(extra, purpose)` is called where a command first needs one: it looks the extra's
+modules up without importing them, and when one is missing raises `MissingExtraError`,
+which names the extra to install (exit code 2, bad input: the params ask for what the
+install lacks). Standard library only, so the slim install's import guard
+(tests/unit/test_slim_imports.py) holds it to nothing heavy.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+from judgelab.errors import MissingExtraError
+
+# extra -> the top-level modules its packages bring (pyproject.toml's optional-dependencies)
+EXTRAS: dict[str, tuple[str, ...]] = {
+    "train": ("torch", "transformers", "peft", "gguf"),
+    "embedded": ("llama_cpp",),
+    "dask": ("prefect_dask",),
+}
+
+
+def missing(extra: str) -> list[str]:
+    """The modules of `extra` this environment lacks (none imported to find out)."""
+    if extra not in EXTRAS:
+        raise ValueError(f"unknown extra {extra!r}; choose from {sorted(EXTRAS)}")
+    return [m for m in EXTRAS[extra] if importlib.util.find_spec(m) is None]
+
+
+def install_hint(extra: str) -> str:
+    return f"pip install 'judgelab[{extra}]'"
+
+
+def require(extra: str, purpose: str) -> None:
+    """Raise `MissingExtraError` naming the extra when any of its modules is missing."""
+    if lacking := missing(extra):
+        raise MissingExtraError(
+            f"{purpose} needs the '{extra}' extra, which this environment lacks "
+            f"(no module {', '.join(lacking)}): {install_hint(extra)} "
+            "(a checkout: make install brings every extra)"
+        )

@@ -1,0 +1,148 @@
+"""The slim install stays slim: an endpoint audit imports none of the extras' modules (torch,
+transformers, peft, gguf, llama_cpp, prefect_dask), and a command that needs an extra this
+environment lacks stops with an error naming it (`judgelab.extras`).
+
+The import guard is the cheap half of tests/integration/test_slim_install.py (which installs
+the package into a venv without the extras and audits a loopback judge with it): here every
+module of judgelab and its CLI is imported in a fresh interpreter in which the extras' modules
+cannot be loaded, and every attempt to load one is recorded with where it came from.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from judgelab import extras
+from judgelab.errors import EXIT_BAD_INPUT, MissingExtraError, exit_code
+from judgelab.extras import EXTRAS, require
+
+ROOT = Path(__file__).resolve().parents[2]
+SRC = ROOT / "src"
+# The one module that is the embedded extra: llama.cpp's server program, run as a child process.
+EMBEDDED_PROGRAM = "judgelab.models.llama_server"
+
+# A module of an extra is found (so `importlib.util.find_spec` probes, as polars and litellm
+# make, see it) but loading it fails as if it were not installed; each attempt is recorded.
+GUARD = """
+import importlib, json, sys, traceback
+from importlib.machinery import ModuleSpec
+
+HEAVY = set(json.loads(sys.argv[1]))
+attempts = []
+
+class Absent:
+    def create_module(self, spec):
+        stack = [f"{f.filename}:{f.lineno}" for f in traceback.extract_stack()]
+        ours = [s for s in stack if "importlib" not in s]
+        attempts.append({"module": spec.name, "from": ours[-4:]})
+        raise ModuleNotFoundError(f"No module named {spec.name!r}", name=spec.name)
+
+    def exec_module(self, module):
+        pass
+
+class Guard:
+    def find_spec(self, name, path=None, target=None):
+        return ModuleSpec(name, Absent()) if name.split(".")[0] in HEAVY else None
+
+sys.meta_path.insert(0, Guard())
+failed = {}
+for name in json.loads(sys.argv[2]):
+    try:
+        importlib.import_module(name)
+    except ImportError as err:
+        failed[name] = str(err)
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in HEAVY)
+print(json.dumps({"attempts": attempts, "failed": failed, "loaded": loaded}))
+"""
+
+
+def audit_modules() -> list[str]:
+    """Every module of judgelab (its flows included) and judgelab_cli but the embedded program
+    and `python -m judgelab_cli` (importing it runs the command line)."""
+    names = sorted(
+        ".".join(path.relative_to(SRC).with_suffix("").parts).removesuffix(".__init__")
+        for package in ("judgelab", "judgelab_cli")
+        for path in (SRC / package).rglob("*.py")
+    )
+    return [n for n in names if n not in (EMBEDDED_PROGRAM, "judgelab_cli.__main__")]
+
+
+def test_no_audit_module_imports_an_extra() -> None:
+    names = audit_modules()
+    assert {"judgelab_cli.main", "judgelab.flows.scores", "judgelab.evaluators.ruler"} <= set(names)
+    heavy = sorted({m for modules in EXTRAS.values() for m in modules})
+    assert {"torch", "transformers", "peft", "gguf", "llama_cpp"} <= set(heavy)
+    out = subprocess.run(
+        [sys.executable, "-c", GUARD, json.dumps(heavy), json.dumps(names)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["attempts"] == [], result["attempts"]
+    assert result["failed"] == {} and result["loaded"] == []
+
+
+def test_the_guard_sees_an_import_of_an_extra(tmp_path: Path) -> None:
+    (tmp_path / "eager.py").write_text("import torch\n")
+    (tmp_path / "probing.py").write_text("import importlib.util as u\nu.find_spec('torch')\n")
+    script = f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n" + GUARD
+    out = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(["torch"]), json.dumps(["probing", "eager"])],
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert [a["module"] for a in result["attempts"]] == ["torch"]
+    assert any("eager.py" in frame for frame in result["attempts"][0]["from"])
+    assert list(result["failed"]) == ["eager"]
+
+
+@pytest.fixture()
+def lacking(monkeypatch: pytest.MonkeyPatch):
+    """Make an extra's modules include one this environment does not have."""
+
+    def lack(extra: str) -> None:
+        monkeypatch.setitem(EXTRAS, extra, (*EXTRAS[extra], "judgelab_not_installed"))
+
+    return lack
+
+
+def test_a_missing_extra_is_named_with_its_install_command(lacking) -> None:
+    require("train", "training")  # the full environment has it
+    lacking("train")
+    assert extras.missing("train") == ["judgelab_not_installed"]
+    with pytest.raises(MissingExtraError) as err:
+        require("train", "the training stage")
+    message = str(err.value)
+    assert "the training stage needs the 'train' extra" in message
+    assert "judgelab_not_installed" in message and "pip install 'judgelab[train]'" in message
+    assert exit_code(err.value) == EXIT_BAD_INPUT
+    with pytest.raises(ValueError, match="unknown extra 'gpu'; choose from"):
+        extras.missing("gpu")
+
+
+def test_training_embedded_models_and_dask_ask_for_their_extra(lacking) -> None:
+    from judgelab.config import EmbeddedModel, RunnerSettings, load_settings
+    from judgelab.doctor import check_llama_cpp
+    from judgelab.flows.fanout import task_runner
+    from judgelab.models.server import serve
+    from judgelab.training.policy import resolve_device
+
+    settings = load_settings(ROOT / "params.yaml")
+    embedded = [n for n, m in settings.models.items() if isinstance(m, EmbeddedModel)]
+
+    for extra in EXTRAS:
+        lacking(extra)
+    with pytest.raises(MissingExtraError, match=r"judgelab\[train\]"):
+        resolve_device("auto")  # before torch is imported
+    with pytest.raises(MissingExtraError, match=r"runner.kind: dask needs .*judgelab\[dask\]"):
+        task_runner(RunnerSettings(kind="dask"))
+    server = serve(settings, embedded[:1])
+    with pytest.raises(MissingExtraError, match=r"embedded models .*judgelab\[embedded\]"):
+        server.__enter__()  # before the server's lock or the zoo's files
+    check = check_llama_cpp()
+    assert check.status == "fail" and "pip install 'judgelab[embedded]'" in check.detail
