@@ -1,10 +1,12 @@
 """`pip install judgelab`, no extras: the package built from this checkout goes into a fresh
 venv (uv, its dependencies from the package index, at the newest versions pyproject's ranges
 allow), which then holds no torch, transformers, peft, gguf, llama.cpp, model package or
-top-level `flows` module, and its own `judgelab` command audits a loopback judge: README's
-"Audit your own judge" params, the whole pipeline (tasks, imported candidates, the execution
-truth in the sandbox, RULER and rubric judges, analysis, the report), offline. A command that
-needs an extra says which one.
+top-level `flows` module, and its own `judgelab audit` audits a loopback judge with README's
+"Audit your own judge" params and files (the execution truth in the sandbox, RULER and rubric
+judges, the analysis, the report), offline. `judgelab audit` is the Python API in one process:
+the stages' Prefect flows are the full install's tests (the slim venv has Prefect; starting its
+server per stage would cost minutes here for no new check). A command that needs an extra says
+which one.
 
 The venv is built from a copy of what the wheel holds (src/, pyproject.toml, README.md), so
 the checkout gets no build/ or egg-info; uv's cache makes a re-run's install quick.
@@ -107,10 +109,15 @@ def test_the_slim_install_audits_a_loopback_judge(slim_venv: Path, tmp_path: Pat
             config.replace("http://127.0.0.1:8000/v1", server.base_url)
         )
         start = time.monotonic()
-        proc = run([judgelab, "pipeline"], cwd=project, env=env)
+        proc = run(
+            [judgelab, "audit", "--tasks", "inputs/example_tasks.jsonl",
+             "--candidates", "inputs/example_candidates.jsonl", "-p", "params.yaml",
+             "--out", "data/analysis"],
+            cwd=project, env=env,
+        )  # fmt: skip
         seconds = time.monotonic() - start
     assert proc.returncode == 0, proc.stderr[-4000:]
-    print(f"slim audit (judgelab pipeline): {seconds:.1f} s")
+    print(f"slim audit (judgelab audit): {seconds:.1f} s")
     assert {r["body"]["model"] for r in server.requests} == {"my-judge-model"}
     metrics = json.loads((project / "data/analysis/metrics.json").read_text())
     assert {"execution", "ruler-mine", "rubric-mine"} <= set(metrics["evaluators"])
