@@ -1,0 +1,78 @@
+"""The study's report (`analysis.prediction`'s figures in words): whether the audit predicts
+the training effect, each sentence generated from the figures it states."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+def _f(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+def _ci(low: float | None, high: float | None) -> str:
+    return "" if low is None or high is None else f" [{low:.2f}, {high:.2f}]"
+
+
+def verdict(pred: Mapping[str, Any]) -> str:
+    """`predicts`, `predicts inverted`, `does not predict` (the CI covers 0) or `cannot tell`
+    (no CI)."""
+    low, high = pred["spearman_ci_low"], pred["spearman_ci_high"]
+    if low is None or high is None:
+        return "cannot tell"
+    if low > 0:
+        return "predicts"
+    if high < 0:
+        return "predicts inverted"
+    return "does not predict"
+
+
+def sentence(pred: Mapping[str, Any]) -> str:
+    """One sentence on one figure's prediction of the training effect, with its n."""
+    seeds = pred["seeds_per_arm"]
+    n = f"n = {pred['n_arms']} arms × {'/'.join(map(str, seeds)) or 0} seeds"
+    rho = f"ρ = {_f(pred['spearman'])}{_ci(pred['spearman_ci_low'], pred['spearman_ci_high'])}"
+    slope = f"slope {_f(pred['slope'])}{_ci(pred['slope_ci_low'], pred['slope_ci_high'])}"
+    what = f"The audit's {pred['figure']}"
+    word = verdict(pred)
+    if word == "cannot tell":
+        why = pred["reason"] or "no CI"
+        return f"{what}: whether it predicts the training effect cannot be told ({why}): {rho}, {n}."
+    if word == "does not predict":
+        return (f"{what} does not predict the training effect: {rho}, {slope}, {n} "
+                "(the rank correlation's CI covers 0).")  # fmt: skip
+    if word == "predicts inverted":
+        return f"{what} predicts the training effect inverted: {rho}, {slope}, {n}."
+    return f"{what} predicts the training effect: {rho}, {slope}, {n}."
+
+
+def study_markdown(
+    preds: Sequence[Mapping[str, Any]], bank: Mapping[str, int], seconds: Mapping[str, float]
+) -> str:
+    """The study's section: the primary's sentence, each arm's figure and effect, then the
+    other figures' sentences."""
+    if not preds:
+        return "## Does the audit predict training?\n\nNo figure was compared.\n"
+    primary = preds[0]
+    lines = [
+        "## Does the audit predict training?",
+        "",
+        sentence(primary),
+        "",
+        f"Bank: {bank.get('bank_samples', 0)} base-policy samples of {bank.get('bank_tasks', 0)}"
+        f" held-out tasks, {bank.get('bank_contrast_tasks', 0)} with a passing and a failing "
+        "sample (the effect's n).",
+        "",
+        f"| arm | {primary['figure']} | effect (mean over seeds) | seed SD | seeds |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for row in sorted(primary["arms"], key=lambda r: -r["audit"]):
+        sd = "n/a" if row["effect_sd"] is None else f"{row['effect_sd']:.5f}"
+        lines.append(f"| {row['arm']} | {_f(row['audit'])} | {row['effect_mean']:.5f} | {sd} | "
+                     f"{row['n_seeds']} |")  # fmt: skip
+    lines += ["", "Other figures:", ""]
+    lines += [f"- {sentence(p)}" for p in preds[1:]]
+    if seconds:
+        lines += ["", "Time: " + ", ".join(f"{k} {v:.0f} s" for k, v in seconds.items()) + "."]
+    return "\n".join(lines) + "\n"
