@@ -22,8 +22,10 @@ def study(
         "data/study"
     ),
     arm: Annotated[
-        list[str] | None, typer.Option("--arm", help="An evaluator of scores.evaluators to "
-                                       "train on as an arm (repeatable).")  # fmt: skip
+        list[str] | None,
+        typer.Option(
+            "--arm", help="An evaluator of scores.evaluators to train on as an arm (repeatable)."
+        ),  # fmt: skip
     ] = None,
     flips: Annotated[
         str, typer.Option(help="Planted arms' flip rates, comma-separated ('' for none).")
@@ -42,17 +44,12 @@ def study(
     seeds, same samples: only the reward differs), measure each one's effect on the bank, and
     say how well each audit figure predicts it (rank correlation and line, with CIs over
     arms and seeds). Writes effects.json, rewards.parquet, prediction.json and study.md."""
-    import polars as pl
-
-    from judgelab.analysis.prediction import arm_audit, predictions
-    from judgelab.analysis.stats import CIRule, clean_json
+    from judgelab.analysis.prediction import arm_audit, predictions, reward_frame
+    from judgelab.analysis.stats import CIRule
     from judgelab.config import load_settings
     from judgelab.config.study import StudySettings
-    from judgelab.io import write_json, write_parquet, write_text
-    from judgelab.report.prediction import study_markdown
-    from judgelab.schemas import validate_file
-    from judgelab.tasks import tasks_from_frame
-    from judgelab.training.study import run_study
+    from judgelab.report.prediction import study_markdown, write_study
+    from judgelab.training.study import run_study, study_tasks
 
     split = lambda s, kind: [kind(x) for x in s.split(",") if x.strip()]  # noqa: E731
     with exit_on_error():
@@ -62,21 +59,12 @@ def study(
             steps=steps, groups=groups, bank_ids=split(bank, str), bank_samples=bank_samples,
             min_ci_arms=min_ci_arms,
         )  # fmt: skip
-        table = tasks_from_frame(validate_file(tasks, "tasks"))
-        result = run_study(settings, plan, table, progress=typer.echo)
-        rewards = pl.DataFrame(
-            result.rewards,
-            schema={"arm": pl.String, "seed": pl.Int64, "task_id": pl.String,
-                    "candidate_id": pl.String, "reward": pl.Float64, "passed": pl.Boolean},
-        )  # fmt: skip
+        result = run_study(settings, plan, study_tasks(tasks), progress=typer.echo)
+        rewards = reward_frame(result.rewards)
         analysis = settings.analysis
         audits = arm_audit(rewards, CIRule.of(analysis), analysis.praise_threshold)
         preds = predictions(audits, result.effects, plan.min_ci_arms, plan.bootstrap, plan.seed)
-        out.mkdir(parents=True, exist_ok=True)
-        write_parquet(out / "rewards.parquet", rewards)
-        write_json(out / "effects.json", clean_json({"settings": plan.model_dump(),
-                   "bank": result.bank, "seconds": result.seconds, "effects": result.effects}))  # fmt: skip
-        write_json(out / "prediction.json", clean_json({"predictions": preds, "audit": audits}))
+        raw = {"settings": plan.model_dump(), "bank": result.bank, "seconds": result.seconds}
         text = study_markdown(preds, result.bank, result.seconds)
-        write_text(out / "study.md", text)
+        write_study(out, rewards, raw | {"effects": result.effects}, preds, audits, text)
         typer.echo(text)

@@ -158,6 +158,21 @@ def predict(
     return out
 
 
+REWARD_COLUMNS = {
+    "arm": pl.String,
+    "seed": pl.Int64,
+    "task_id": pl.String,
+    "candidate_id": pl.String,
+    "reward": pl.Float64,
+    "passed": pl.Boolean,
+}
+
+
+def reward_frame(rows: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
+    """The study's reward rows (`training.study.StudyResult.rewards`) as a table."""
+    return pl.DataFrame(list(rows), schema=REWARD_COLUMNS)
+
+
 def arm_audit(
     rewards: pl.DataFrame, rule: CIRule, praise_threshold: float = 0.8
 ) -> dict[str, dict[str, Any]]:

@@ -5,7 +5,7 @@ on the command line; the GRPO settings (learning rate, k, temperature, LoRA, los
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from judgelab.config.section import Section
 
@@ -42,9 +42,3 @@ class StudySettings(Section):
     )
     bootstrap: int = Field(2000, ge=0, le=100000)
     seed: int = 0
-
-    @model_validator(mode="after")
-    def _some_arm(self) -> StudySettings:
-        if not (self.arms or self.flips or self.placebo):
-            raise ValueError("a study needs at least one arm (arms, flips or placebo)")
-        return self

@@ -4,7 +4,10 @@ the training effect, each sentence generated from the figures it states."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
+
+from judgelab.io import write_json, write_parquet, write_text
 
 
 def _f(x: float | None) -> str:
@@ -38,7 +41,9 @@ def sentence(pred: Mapping[str, Any]) -> str:
     word = verdict(pred)
     if word == "cannot tell":
         why = pred["reason"] or "no CI"
-        return f"{what}: whether it predicts the training effect cannot be told ({why}): {rho}, {n}."
+        return (
+            f"{what}: whether it predicts the training effect cannot be told ({why}): {rho}, {n}."
+        )
     if word == "does not predict":
         return (f"{what} does not predict the training effect: {rho}, {slope}, {n} "
                 "(the rank correlation's CI covers 0).")  # fmt: skip
@@ -76,3 +81,23 @@ def study_markdown(
     if seconds:
         lines += ["", "Time: " + ", ".join(f"{k} {v:.0f} s" for k, v in seconds.items()) + "."]
     return "\n".join(lines) + "\n"
+
+
+def write_study(
+    out: Path,
+    rewards: Any,
+    raw: Mapping[str, Any],
+    preds: Sequence[Mapping[str, Any]],
+    audits: Mapping[str, Any],
+    text: str,
+) -> None:
+    """The study's files under `out`: rewards.parquet (per arm, seed and candidate),
+    effects.json (the settings, the bank, the seconds and each (arm, seed)'s effect),
+    prediction.json (each figure's prediction, each arm's audit) and study.md (`text`)."""
+    from judgelab.analysis.stats import clean_json
+
+    out.mkdir(parents=True, exist_ok=True)
+    write_parquet(out / "rewards.parquet", rewards)
+    write_json(out / "effects.json", clean_json(dict(raw)))
+    write_json(out / "prediction.json", clean_json({"predictions": preds, "audit": audits}))
+    write_text(out / "study.md", text)

@@ -77,22 +77,20 @@ def task_effects(
     return out
 
 
-def effect(
-    before: Sequence[float], after: Sequence[float], bank: Bank
-) -> tuple[float | None, int]:
+def effect(before: Sequence[float], after: Sequence[float], bank: Bank) -> tuple[float | None, int]:
     """The training effect (module docstring) from each bank item's length-normalised
     log-probability before and after training; and the number of tasks it averages (None
     when the bank has no task with both kinds)."""
     delta = np.asarray(after, dtype=float) - np.asarray(before, dtype=float)
-    per_task = task_effects(
-        delta, [i.task_id for i in bank.items], [i.passed for i in bank.items]
-    )
+    per_task = task_effects(delta, [i.task_id for i in bank.items], [i.passed for i in bank.items])
     if not per_task:
         return None, 0
     return float(np.mean(list(per_task.values()))), len(per_task)
 
 
-def bank_logprobs(model: Any, items: Sequence[BankItem], pad_id: int, batch: int = 8) -> list[float]:
+def bank_logprobs(
+    model: Any, items: Sequence[BankItem], pad_id: int, batch: int = 8
+) -> list[float]:
     """Each item's mean log p(completion token | prefix) under `model` (a causal LM in
     whatever adapter state the caller set), at temperature 1, in batches of `batch`
     right-padded rows. No gradient; the model is put in eval mode."""

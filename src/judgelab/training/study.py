@@ -27,7 +27,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
 
 from judgelab.cache import JsonCache
 from judgelab.config import RolloutSettings, Settings, TrainSettings
@@ -130,21 +130,29 @@ class Study:
         self.scorer = scorer
 
     def _tested(
-        self, sampler: Sampler, policy: Policy, tasks: Sequence[Task], seeds: Callable[[Task],
-        tuple[int, ...]], tag: str,
-    ) -> tuple[list[Request], list[list[Sample]], list[list[Candidate]], list[ScoredGroup]]:  # fmt: skip
-        """The base policy's samples of `tasks` and the tests' verdicts on them."""
+        self, sampler: Sampler, policy: Policy, tasks: Sequence[Task], seed: int, n: int, tag: str
+    ) -> tuple[list[Request], list[list[Sample]], list[list[Candidate]], list[ScoredGroup]]:
+        """The base policy's `n` samples of each of `tasks` (row seeds from `seed` and `tag`)
+        and the tests' verdicts on them."""
         adapter = policy.active
         requests = [
-            Request(adapter, policy_messages(self.rollout, t), seeds(t),
-                    self.train.temperature, self.train.max_tokens)  # fmt: skip
+            Request(
+                adapter,
+                policy_messages(self.rollout, t),
+                tuple(sample_seed(seed, f"{tag}|{t.task_id}", i) for i in range(n)),
+                self.train.temperature,
+                self.train.max_tokens,
+            )
             for t in tasks
         ]
         groups = sampler.round(requests, {adapter: policy.adapter_hash(adapter)})
-        cands = [candidates(t, r.messages, s, tag) for t, r, s in zip(tasks, requests, groups,
-                 strict=True)]  # fmt: skip
-        calls = [GroupCall(STUDY_RUN, self.executor, t, c) for t, c in zip(tasks, cands,
-                 strict=True)]  # fmt: skip
+        cands = [
+            candidates(t, r.messages, s, f"{tag}|{seed}")
+            for t, r, s in zip(tasks, requests, groups, strict=True)
+        ]
+        calls = [
+            GroupCall(STUDY_RUN, self.executor, t, c) for t, c in zip(tasks, cands, strict=True)
+        ]
         return requests, groups, cands, _ok(self.scorer(calls))
 
     def bank(self, policy: Policy, sampler: Sampler) -> Bank:
@@ -152,11 +160,7 @@ class Study:
         verdicts (a sample the sandbox could not test is left out)."""
         n, seed = self.study.bank_samples, self.study.bank_seed
         policy.init_adapter(policy.active, seed)
-        requests, groups, _, tests = self._tested(
-            sampler, policy, self.bank_tasks,
-            lambda t: tuple(sample_seed(seed, f"bank|{t.task_id}", i) for i in range(n)),
-            f"bank|{seed}",
-        )  # fmt: skip
+        requests, groups, _, tests = self._tested(sampler, policy, self.bank_tasks, seed, n, "bank")
         items = []
         for task, req, samples, verdicts in zip(self.bank_tasks, requests, groups, tests,
                                                  strict=True):  # fmt: skip
@@ -181,19 +185,21 @@ class Study:
         result.seconds["bank"] = time.monotonic() - t0
         say(f"bank: {result.bank}")
         if not bank.contrast_tasks:
-            log.warning("study: no bank task has both a passing and a failing sample: "
-                        "every effect is undefined (draw more bank samples or other tasks)")  # fmt: skip
+            log.warning(
+                "study: no bank task has both a passing and a failing sample: every effect is "
+                "undefined (draw more bank samples or other tasks)"
+            )
         steps_s = 0.0
         for seed in self.study.seeds:
-            k = self.train.k
             policy.init_adapter(policy.active, seed)
             requests, groups, cands, tests = self._tested(
-                sampler, policy, self.tasks,
-                lambda t, s=seed: tuple(sample_seed(s, f"study|{t.task_id}", i) for i in range(k)),
-                f"study|{seed}",
-            )  # fmt: skip
-            calls = [GroupCall(f"{STUDY_RUN}-{a.name}", a.judge, t, c)
-                     for a in self.arms for t, c in zip(self.tasks, cands, strict=True)]  # fmt: skip
+                sampler, policy, self.tasks, seed, self.train.k, "study"
+            )
+            calls = [
+                GroupCall(f"{STUDY_RUN}-{a.name}", a.judge, t, c)
+                for a in self.arms
+                for t, c in zip(self.tasks, cands, strict=True)
+            ]
             judged = _ok(self.scorer(calls))
             prompts = [policy.prompt_ids(r.messages) for r in requests]
             say(f"seed {seed}: {len(groups)} groups drawn and scored by {len(self.arms)} arms")
@@ -234,6 +240,14 @@ class Study:
         return result
 
 
+def study_tasks(path: Path) -> list[Task]:
+    """The training tasks of a study: the tasks table (the tasks stage's output), validated."""
+    from judgelab.schemas import validate_file
+    from judgelab.tasks import tasks_from_frame
+
+    return tasks_from_frame(validate_file(path, "tasks"))
+
+
 def planted_arms(study: StudySettings, tests: ExecutionSettings) -> list[PlantedSettings]:
     """The planted arms' settings: one per flip rate (`flip-<rate>`) and the placebo (the
     tests' verdicts shuffled within the group); `tests`: how the tests run."""
@@ -264,6 +278,8 @@ def run_study(
     train = settings.train
     runner = settings.test_runner()
     specs = [settings.evaluator(name) for name in study.arms] + planted_arms(study, runner)
+    if not specs:
+        raise ConfigError("study: no arm (give --arm, --flips or --placebo)")
     policy_model = settings.model(train.policy)
     if not isinstance(policy_model, EmbeddedModel):
         raise ConfigError(f"train.policy: {train.policy} is not an embedded model")
