@@ -47,7 +47,7 @@ def study(
     from judgelab.analysis.prediction import arm_audit, predictions, reward_frame
     from judgelab.analysis.stats import CIRule
     from judgelab.config import load_settings
-    from judgelab.config.study import StudySettings
+    from judgelab.config.training import StudySettings
     from judgelab.report.prediction import study_markdown, write_study
     from judgelab.training.study import run_study, study_tasks
 

@@ -6,6 +6,7 @@ the steps, the bank effect), not about any judge or the sandbox."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ import torch
 from judgelab.cache import JsonCache
 from judgelab.config import LoraSettings, RolloutSettings, TrainSettings
 from judgelab.config.evaluators import FormatSettings
-from judgelab.config.study import StudySettings
+from judgelab.config.training import StudySettings
 from judgelab.evaluators.base import PointwiseEvaluator
 from judgelab.training.policy import Policy
 from judgelab.training.study import Arm, Study
@@ -42,10 +43,22 @@ def _task(i: int) -> Task:
     return Task(f"toy/{i}", "toy", "", "f", "assert True", request=f"Write f{i}(x) in Python.")
 
 
-def test_arms_share_groups_and_the_effect_is_antisymmetric(tmp_path: Path) -> None:
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """One torch thread: on a loaded 2-core host, two threads spinning at each barrier made
+    this test 4x slower (measured: the bank round 196 s against 54 s)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_arms_share_groups_and_the_effect_is_antisymmetric(
+    tmp_path: Path, one_thread: None
+) -> None:
     torch.manual_seed(0)
     policy = Policy("smollm2-135m-instruct", LoraSettings(r=4, alpha=8), "cpu", dtype="float32")
-    train = TrainSettings(k=4, max_tokens=24, learning_rate=1e-3)
+    train = TrainSettings(k=4, max_tokens=16, learning_rate=1e-3)
     plan = StudySettings(flips=[], placebo=False, seeds=[0], steps=1, groups=2, bank_samples=4)
     arms = [Arm("truth", Parity("truth")), Arm("inverse", Parity("inverse", invert=True)),
             Arm("flat", Parity("flat", flat=True))]  # fmt: skip

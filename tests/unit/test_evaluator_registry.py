@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_kind_names_its_own_settings_and_an_evaluator_class() -> None:
-    assert list(SETTINGS) == ["format", "syntax", "execution", "ruler", "rubric"]
+    assert list(SETTINGS) == ["format", "syntax", "execution", "ruler", "rubric", "planted"]
     for kind, settings in SETTINGS.items():
         assert settings.model_fields["kind"].default == kind
         assert settings.evaluator.startswith("judgelab.evaluators."), kind

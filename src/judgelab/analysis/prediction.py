@@ -94,6 +94,38 @@ def _percentile(draws: list[float], level: float) -> tuple[float | None, float |
     return float(low), float(high), undefined
 
 
+def _bootstrap(
+    arms: Sequence[str],
+    values: Mapping[str, float],
+    by_arm: Mapping[str, list[float]],
+    n_boot: int,
+    seed: int,
+) -> dict[str, Any]:
+    """The two-level bootstrap's percentile CIs of ρ and the slope (module docstring)."""
+    rng = np.random.default_rng(seed)
+    rhos, slopes = [], []
+    for _ in range(n_boot):
+        picked = [arms[i] for i in rng.integers(0, len(arms), len(arms))]
+        fx_b, my_b, px_b, py_b = [], [], [], []
+        for a in picked:
+            draws = [by_arm[a][i] for i in rng.integers(0, len(by_arm[a]), len(by_arm[a]))]
+            fx_b.append(values[a])
+            my_b.append(float(np.mean(draws)))
+            px_b += [values[a]] * len(draws)
+            py_b += draws
+        rhos.append(spearman(fx_b, my_b))
+        slopes.append(ols(px_b, py_b)[0])
+    r_low, r_high, undefined = _percentile(rhos, CI_LEVEL)
+    s_low, s_high, _ = _percentile(slopes, CI_LEVEL)
+    return {
+        "spearman_ci_low": r_low,
+        "spearman_ci_high": r_high,
+        "slope_ci_low": s_low,
+        "slope_ci_high": s_high,
+        "undefined_resamples": undefined,
+    }
+
+
 def predict(
     figure: str,
     audit: Mapping[str, float | None],
@@ -138,24 +170,7 @@ def predict(
     if n_boot == 0:
         out["reason"] = "bootstrap disabled (bootstrap = 0)"
         return out
-    rng = np.random.default_rng(seed)
-    rhos, slopes = [], []
-    for _ in range(n_boot):
-        picked = [arms[i] for i in rng.integers(0, len(arms), len(arms))]
-        fx_b, my_b, px_b, py_b = [], [], [], []
-        for a in picked:
-            draws = [by_arm[a][i] for i in rng.integers(0, len(by_arm[a]), len(by_arm[a]))]
-            fx_b.append(values[a])
-            my_b.append(float(np.mean(draws)))
-            px_b += [values[a]] * len(draws)
-            py_b += draws
-        rhos.append(spearman(fx_b, my_b))
-        slopes.append(ols(px_b, py_b)[0])
-    r_low, r_high, undefined = _percentile(rhos, CI_LEVEL)
-    s_low, s_high, _ = _percentile(slopes, CI_LEVEL)
-    out |= {"spearman_ci_low": r_low, "spearman_ci_high": r_high, "slope_ci_low": s_low,
-            "slope_ci_high": s_high, "undefined_resamples": undefined}  # fmt: skip
-    return out
+    return out | _bootstrap(arms, values, by_arm, n_boot, seed)
 
 
 REWARD_COLUMNS = {

@@ -32,7 +32,7 @@ from pathlib import Path
 from judgelab.cache import JsonCache
 from judgelab.config import RolloutSettings, Settings, TrainSettings
 from judgelab.config.evaluators import ExecutionSettings, PlantedSettings
-from judgelab.config.study import StudySettings
+from judgelab.config.training import StudySettings
 from judgelab.errors import ConfigError
 from judgelab.evaluators.base import Evaluator
 from judgelab.rollouts.generate import policy_messages, sample_seed
@@ -172,8 +172,7 @@ class Study:
         return Bank(items)
 
     def run(self, policy: Policy, progress: Callable[[str], None] | None = None) -> StudyResult:
-        import torch
-
+        """Every (seed, arm): its steps and its effect on the bank (module docstring)."""
         say = progress or (lambda what: None)
         result = StudyResult()
         sampler = Sampler(policy, self.cache)
@@ -189,7 +188,7 @@ class Study:
                 "study: no bank task has both a passing and a failing sample: every effect is "
                 "undefined (draw more bank samples or other tasks)"
             )
-        steps_s = 0.0
+        result.seconds["train_and_bank"] = 0.0
         for seed in self.study.seeds:
             policy.init_adapter(policy.active, seed)
             requests, groups, cands, tests = self._tested(
@@ -203,8 +202,9 @@ class Study:
             judged = _ok(self.scorer(calls))
             prompts = [policy.prompt_ids(r.messages) for r in requests]
             say(f"seed {seed}: {len(groups)} groups drawn and scored by {len(self.arms)} arms")
+            n = len(self.tasks)
             for a, arm in enumerate(self.arms):
-                mine = judged[a * len(self.tasks) : (a + 1) * len(self.tasks)]
+                mine = judged[a * n : (a + 1) * n]
                 for task_cands, scored, truth in zip(cands, mine, tests, strict=True):
                     for c, r, v in zip(task_cands, scored.rows, truth.rows, strict=True):
                         result.rewards.append({
@@ -213,31 +213,39 @@ class Study:
                             "reward": r["score"] if r["status"] == "scored" else None,
                             "passed": _passed(v),
                         })  # fmt: skip
-                batch = trajectories(prompts, groups, mine)
-                policy.init_adapter(policy.active, seed)
-                optimizer = torch.optim.AdamW(
-                    policy.trainable(), lr=self.train.learning_rate, weight_decay=0.0
-                )
                 t1 = time.monotonic()
-                losses = [
-                    grpo_step(policy, optimizer, batch, self.train.loss,
-                              self.train.max_grad_norm, self.train.temperature).loss
-                    for _ in range(self.study.steps if batch else 0)
-                ]  # fmt: skip
-                after = bank_logprobs(policy.model, bank.items, policy.pad_id)
-                steps_s += time.monotonic() - t1
-                value, n_tasks = effect(before, after, bank)
-                result.effects.append({
-                    "arm": arm.name, "seed": seed, "effect": value, "n_bank_tasks": n_tasks,
-                    "trajectories": len(batch), "steps": len(losses),
-                    "loss_first": losses[0] if losses else None,
-                })  # fmt: skip
-                say(f"seed {seed}, {arm.name}: {len(losses)} steps on {len(batch)} samples, "
-                    f"effect {value if value is None else round(value, 5)} (n = {n_tasks} "
-                    "bank tasks)")  # fmt: skip
-        result.seconds["train_and_bank"] = steps_s
+                row = self._arm(policy, seed, trajectories(prompts, groups, mine), bank, before)
+                result.seconds["train_and_bank"] += time.monotonic() - t1
+                result.effects.append({"arm": arm.name, "seed": seed, **row})
+                say(f"seed {seed}, {arm.name}: {row}")
         result.seconds["total"] = time.monotonic() - t0
         return result
+
+    def _arm(
+        self, policy: Policy, seed: int, batch: list[Trajectory], bank: Bank, before: list[float]
+    ) -> dict:
+        """One arm at one seed: from the seed's fresh adapter, `study.steps` GRPO steps on
+        `batch` (none when no sample has an advantage), then the effect on the bank."""
+        import torch
+
+        policy.init_adapter(policy.active, seed)
+        optimizer = torch.optim.AdamW(
+            policy.trainable(), lr=self.train.learning_rate, weight_decay=0.0
+        )
+        losses = [
+            grpo_step(policy, optimizer, batch, self.train.loss,
+                      self.train.max_grad_norm, self.train.temperature).loss
+            for _ in range(self.study.steps if batch else 0)
+        ]  # fmt: skip
+        after = bank_logprobs(policy.model, bank.items, policy.pad_id)
+        value, n_tasks = effect(before, after, bank)
+        return {
+            "effect": value,
+            "n_bank_tasks": n_tasks,
+            "trajectories": len(batch),
+            "steps": len(losses),
+            "loss_first": losses[0] if losses else None,
+        }
 
 
 def study_tasks(path: Path) -> list[Task]:
