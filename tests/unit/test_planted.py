@@ -81,3 +81,26 @@ def test_audit_figures_known_by_construction() -> None:
         low = audits[arm]["signal_fidelity_ci_low"]
         high = audits[arm]["signal_fidelity_ci_high"]
         assert low < 0 < high, (arm, low, high)
+
+
+def test_planted_judge_runs_the_tests_in_the_sandbox() -> None:
+    """End to end on a real task: the reference passes, a wrong answer and a reply without
+    code fail; flip 0 rewards as the tests do, flip 1 the reverse."""
+    from judgelab.config import HumanEvalSettings
+    from judgelab.tasks.humaneval import load_humaneval
+    from judgelab.verdicts import Candidate
+
+    [task] = load_humaneval(HumanEvalSettings(ids=["HumanEval/0"]))
+    wrong = "def has_close_elements(numbers, threshold):\n    return False\n"
+    cands = [
+        Candidate(
+            task.task_id, "ref", 0, f"```python\n{task.prompt}{task.canonical_solution}\n```"
+        ),
+        Candidate(task.task_id, "wrong", 1, f"```python\n{wrong}```"),
+        Candidate(task.task_id, "none", 2, "I cannot help."),
+    ]
+    same = PlantedJudge(PlantedSettings(name="p0")).score_group(task, cands)
+    inverse = PlantedJudge(PlantedSettings(name="p1", flip=1.0)).score_group(task, cands)
+    assert [v.score for v in same] == [1.0, 0.0, 0.0]
+    assert [v.score for v in inverse] == [0.0, 1.0, 1.0]
+    assert all(v.status == "scored" and v.outcome is None for v in same + inverse)
