@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from judgelab.analysis.prediction import ols, predict, ranks, spearman
+from judgelab.analysis.prediction import ols, predict, ranks, seed_interval, spearman
 from judgelab.report.prediction import sentence, study_markdown, verdict
 
 
@@ -81,3 +81,15 @@ def test_sentences_state_the_figures() -> None:
                                          "bank_contrast_tasks": 3}, {"total": 61.0})  # fmt: skip
     assert "| flip-0 | 1.000 |" in page and "3 with a passing and a failing" in page
     assert page.count("predicts the training effect") == 2
+
+
+def test_an_arms_seed_interval_is_students_and_absent_below_three_seeds() -> None:
+    x = [0.01, 0.03, 0.02, 0.06]
+    want = scipy_stats.t.interval(0.95, 3, loc=np.mean(x), scale=scipy_stats.sem(x))
+    assert seed_interval(x) == pytest.approx(want, abs=1e-12)
+    assert seed_interval(x[:2]) == (None, None)
+    pred = predict("f", ARMS, _effects(ARMS, 0.01, 0.002, 3), 6, 0, 0)
+    assert all(row["effect_ci"][0] is not None for row in pred["arms"])
+    page = study_markdown([pred], {}, {})
+    low, high = pred["arms"][0]["effect_ci"]
+    assert f"[{low:.5f}, {high:.5f}]" in page

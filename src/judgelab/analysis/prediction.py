@@ -32,6 +32,20 @@ from judgelab.analysis.stats import CI_LEVEL, CIRule
 from judgelab.analysis.truth import Truth, resample_weights, truth_metrics
 
 MIN_ARMS = 3  # a rank correlation or a line over fewer arms is not a figure
+MIN_SEEDS_CI = 3  # an arm's effect gets a t interval over its seeds from this many up
+
+
+def seed_interval(effects: Sequence[float]) -> tuple[float | None, float | None]:
+    """An arm's 95 % t interval over its seeds' effects (mean ± t · sd / √n, sd with ddof
+    1); none from fewer than MIN_SEEDS_CI seeds. The seeds are the units: the bank is the
+    same for every seed, so the interval is the seed-to-seed spread, not the bank's."""
+    from scipy import stats as scipy_stats
+
+    if len(effects) < MIN_SEEDS_CI:
+        return None, None
+    x = np.asarray(effects, dtype=float)
+    half = scipy_stats.t.ppf(0.5 + CI_LEVEL / 2, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size)
+    return float(x.mean() - half), float(x.mean() + half)
 
 
 def ranks(x: Sequence[float]) -> np.ndarray:
@@ -151,7 +165,8 @@ def predict(
         "min_arms": min_arms, "n_bootstrap": n_boot, "reason": None,
         "arms": [{"arm": a, "audit": values[a], "effect_mean": float(np.mean(by_arm[a])),
                   "effect_sd": float(np.std(by_arm[a], ddof=1)) if len(by_arm[a]) > 1 else None,
-                  "n_seeds": len(by_arm[a])} for a in arms],
+                  "effect_ci": seed_interval(by_arm[a]), "n_seeds": len(by_arm[a])}
+                 for a in arms],
     }  # fmt: skip
     if len(arms) < MIN_ARMS:
         out["reason"] = f"n = {len(arms)} arms: too few for a rank correlation (minimum 3)"

@@ -69,13 +69,18 @@ def study_markdown(
         f" held-out tasks, {bank.get('bank_contrast_tasks', 0)} with a passing and a failing "
         "sample (the effect's n).",
         "",
-        f"| arm | {primary['figure']} | effect (mean over seeds) | seed SD | seeds |",
-        "| --- | ---: | ---: | ---: | ---: |",
+        f"| arm | {primary['figure']} | effect (mean over seeds) | 95 % CI over seeds | seed SD "
+        "| seeds |",
+        "| --- | ---: | ---: | --- | ---: | ---: |",
     ]
     for row in sorted(primary["arms"], key=lambda r: -r["audit"]):
         sd = "n/a" if row["effect_sd"] is None else f"{row['effect_sd']:.5f}"
-        lines.append(f"| {row['arm']} | {_f(row['audit'])} | {row['effect_mean']:.5f} | {sd} | "
-                     f"{row['n_seeds']} |")  # fmt: skip
+        low, high = row["effect_ci"]
+        ci = "n/a (fewer than 3 seeds)" if low is None else f"[{low:.5f}, {high:.5f}]"
+        lines.append(
+            f"| {row['arm']} | {_f(row['audit'])} | {row['effect_mean']:.5f} | {ci} | {sd} | "
+            f"{row['n_seeds']} |"
+        )
     lines += ["", "Other figures:", ""]
     lines += [f"- {sentence(p)}" for p in preds[1:]]
     if seconds:
