@@ -29,6 +29,7 @@ def _register() -> None:
         selftest,
         serve,
         stages,
+        study,
         ui,
         validate,
     )
@@ -39,6 +40,7 @@ def _register() -> None:
     app.command()(doctor.doctor)
     app.command()(power.power)
     app.command()(selftest.selftest)
+    app.command()(study.study)
     app.add_typer(ui.app, name="ui")
     app.add_typer(validate.app, name="validate")
     app.add_typer(models.app, name="models")

@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_kind_names_its_own_settings_and_an_evaluator_class() -> None:
-    assert list(SETTINGS) == ["format", "syntax", "execution", "ruler", "rubric", "reward"]
+    kinds = ["format", "syntax", "execution", "ruler", "rubric", "reward", "planted"]
+    assert list(SETTINGS) == kinds
     for kind, settings in SETTINGS.items():
         assert settings.model_fields["kind"].default == kind
         assert settings.evaluator.startswith("judgelab.evaluators."), kind

@@ -201,6 +201,34 @@ class RewardSettings(EvaluatorSettings):
         return self
 
 
+class PlantedSettings(EvaluatorSettings):
+    """A judge whose audit figures are known by construction: the tests' verdict (1 pass, 0
+    fail), flipped with probability `flip` per candidate, or shuffled within the group
+    (`shuffle`: the placebo). Deterministic (seeded by the candidate), so cached and
+    reproducible: the arms of a training-effect study (docs/TRAINING.md)."""
+
+    protocol = "planted"
+    evaluator = "judgelab.evaluators.planted:PlantedJudge"
+    kind: Literal["planted"] = "planted"
+    flip: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Probability that a candidate's test verdict is flipped (pass <-> fail), "
+        "decided by a hash of (seed, candidate id): 0 is the tests, 1 their inverse.",
+    )
+    shuffle: bool = Field(
+        False,
+        description="The placebo: the group's (possibly flipped) verdicts permuted among its "
+        "tested candidates, seeded by the group, so the reward is independent of the code.",
+    )
+    seed: int = 0
+    tests: ExecutionSettings = Field(
+        ExecutionSettings(name="execution"),
+        description="How the tests run (the execution kind's settings; its name is unused).",
+    )
+
+
 # kind -> its settings model, in the order docs/CONFIG.md lists them
 SETTINGS: dict[str, type[EvaluatorSettings]] = {
     "format": FormatSettings,
@@ -209,6 +237,7 @@ SETTINGS: dict[str, type[EvaluatorSettings]] = {
     "ruler": RulerSettings,
     "rubric": RubricSettings,
     "reward": RewardSettings,
+    "planted": PlantedSettings,
 }
 
 

@@ -1,0 +1,254 @@
+"""Does the audit predict training? Each arm's audit figures against its training effect
+(`training.study`, `training.effect`), over arms and seeds.
+
+Contract:
+- `arm_audit(rewards, ...)`: each arm's audit figures (`truth.truth_metrics`, the analysis's
+  own code and CIs) from the study's reward table: one row per (arm, seed, task, candidate)
+  with the arm's reward (null: unscored) and the tests' verdict (null: untested). A
+  (seed, task) pair is one group: the seeds' groups are different draws.
+- `predict(audit, effects, ...)`: for one audit figure, the arms that have it and an effect:
+  * `spearman`: the rank correlation (average ranks for ties) of the arms' figure with their
+    mean effect over seeds;
+  * `slope`, `intercept`: the ordinary least-squares line effect = intercept + slope ·
+    figure over every (arm, seed) point;
+  * 95 % percentile CIs for both from a two-level bootstrap: arms resampled with replacement,
+    and each drawn arm's seeds resampled with replacement, so the seed-to-seed spread is in
+    the interval. The figure of an arm is held at its value (its own CI is reported beside it,
+    not propagated). A resample where the figure takes a single value leaves both undefined;
+    it is counted (`undefined_resamples`), not dropped in silence;
+  * no CI from fewer arms than `min_arms` (`reason` says so), and no figure from fewer than 3.
+- Pure functions over lists and polars frames; nothing here reads files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from judgelab.analysis.stats import CI_LEVEL, CIRule
+from judgelab.analysis.truth import Truth, resample_weights, truth_metrics
+
+MIN_ARMS = 3  # a rank correlation or a line over fewer arms is not a figure
+MIN_SEEDS_CI = 3  # an arm's effect gets a t interval over its seeds from this many up
+
+
+def seed_interval(effects: Sequence[float]) -> tuple[float | None, float | None]:
+    """An arm's 95 % t interval over its seeds' effects (mean ± t · sd / √n, sd with ddof
+    1); none from fewer than MIN_SEEDS_CI seeds. The seeds are the units: the bank is the
+    same for every seed, so the interval is the seed-to-seed spread, not the bank's."""
+    from scipy import stats as scipy_stats
+
+    if len(effects) < MIN_SEEDS_CI:
+        return None, None
+    x = np.asarray(effects, dtype=float)
+    half = scipy_stats.t.ppf(0.5 + CI_LEVEL / 2, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size)
+    return float(x.mean() - half), float(x.mean() + half)
+
+
+def ranks(x: Sequence[float]) -> np.ndarray:
+    """Ranks 1..n, ties given the mean of the ranks they span."""
+    a = np.asarray(x, dtype=float)
+    order = np.argsort(a, kind="mergesort")
+    out = np.empty(a.size)
+    sorted_a = a[order]
+    i = 0
+    while i < a.size:
+        j = i
+        while j + 1 < a.size and sorted_a[j + 1] == sorted_a[i]:
+            j += 1
+        out[order[i : j + 1]] = (i + j) / 2 + 1
+        i = j + 1
+    return out
+
+
+def _pearson(x: np.ndarray, y: np.ndarray) -> float:
+    xc, yc = x - x.mean(), y - y.mean()
+    den = np.sqrt((xc * xc).sum() * (yc * yc).sum())
+    return float((xc * yc).sum() / den) if den > 0 else float("nan")
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+    """Spearman's ρ: Pearson's correlation of the ranks (NaN when either is constant)."""
+    return _pearson(ranks(x), ranks(y))
+
+
+def ols(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
+    """(slope, intercept) of the least-squares line y = intercept + slope · x (NaN slope when
+    x is constant)."""
+    xa, ya = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    xc = xa - xa.mean()
+    sxx = float((xc * xc).sum())
+    if sxx <= 0:
+        return float("nan"), float("nan")
+    slope = float((xc * (ya - ya.mean())).sum() / sxx)
+    return slope, float(ya.mean() - slope * xa.mean())
+
+
+def _points(
+    arms: Sequence[str], audit: Mapping[str, float], effects: Mapping[str, list[float]]
+) -> tuple[list[float], list[float], list[float], list[float]]:
+    """Per arm (figure, mean effect), and per (arm, seed) point (figure, effect)."""
+    fx = [audit[a] for a in arms]
+    my = [float(np.mean(effects[a])) for a in arms]
+    px = [audit[a] for a in arms for _ in effects[a]]
+    py = [e for a in arms for e in effects[a]]
+    return fx, my, px, py
+
+
+def _percentile(draws: list[float], level: float) -> tuple[float | None, float | None, int]:
+    finite = np.array([d for d in draws if np.isfinite(d)])
+    undefined = len(draws) - finite.size
+    if finite.size == 0:
+        return None, None, undefined
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(finite, [tail, 100 - tail])
+    return float(low), float(high), undefined
+
+
+def _bootstrap(
+    arms: Sequence[str],
+    values: Mapping[str, float],
+    by_arm: Mapping[str, list[float]],
+    n_boot: int,
+    seed: int,
+) -> dict[str, Any]:
+    """The two-level bootstrap's percentile CIs of ρ and the slope (module docstring)."""
+    rng = np.random.default_rng(seed)
+    rhos, slopes = [], []
+    for _ in range(n_boot):
+        picked = [arms[i] for i in rng.integers(0, len(arms), len(arms))]
+        fx_b, my_b, px_b, py_b = [], [], [], []
+        for a in picked:
+            draws = [by_arm[a][i] for i in rng.integers(0, len(by_arm[a]), len(by_arm[a]))]
+            fx_b.append(values[a])
+            my_b.append(float(np.mean(draws)))
+            px_b += [values[a]] * len(draws)
+            py_b += draws
+        rhos.append(spearman(fx_b, my_b))
+        slopes.append(ols(px_b, py_b)[0])
+    r_low, r_high, undefined = _percentile(rhos, CI_LEVEL)
+    s_low, s_high, _ = _percentile(slopes, CI_LEVEL)
+    return {
+        "spearman_ci_low": r_low,
+        "spearman_ci_high": r_high,
+        "slope_ci_low": s_low,
+        "slope_ci_high": s_high,
+        "undefined_resamples": undefined,
+    }
+
+
+def predict(
+    figure: str,
+    audit: Mapping[str, float | None],
+    effects: Sequence[Mapping[str, Any]],
+    min_arms: int,
+    n_boot: int,
+    seed: int,
+) -> dict[str, Any]:
+    """How well `audit` (arm -> the figure's value) predicts the training effect (`effects`:
+    rows with arm, seed, effect); module docstring."""
+    by_arm: dict[str, list[float]] = {}
+    for row in effects:
+        if row["effect"] is not None and audit.get(row["arm"]) is not None:
+            by_arm.setdefault(row["arm"], []).append(float(row["effect"]))
+    arms = sorted(by_arm)
+    values = {a: float(audit[a]) for a in arms}  # type: ignore[arg-type]
+    n_seeds = sorted({len(v) for v in by_arm.values()})
+    out: dict[str, Any] = {
+        "figure": figure, "n_arms": len(arms), "n_points": sum(len(v) for v in by_arm.values()),
+        "seeds_per_arm": n_seeds, "spearman": None, "slope": None, "intercept": None,
+        "spearman_ci_low": None, "spearman_ci_high": None, "slope_ci_low": None,
+        "slope_ci_high": None, "undefined_resamples": None, "ci_level": CI_LEVEL,
+        "min_arms": min_arms, "n_bootstrap": n_boot, "reason": None,
+        "arms": [{"arm": a, "audit": values[a], "effect_mean": float(np.mean(by_arm[a])),
+                  "effect_sd": float(np.std(by_arm[a], ddof=1)) if len(by_arm[a]) > 1 else None,
+                  "effect_ci": seed_interval(by_arm[a]), "n_seeds": len(by_arm[a])}
+                 for a in arms],
+    }  # fmt: skip
+    if len(arms) < MIN_ARMS:
+        out["reason"] = f"n = {len(arms)} arms: too few for a rank correlation (minimum 3)"
+        return out
+    fx, my, px, py = _points(arms, values, by_arm)
+    rho, (slope, intercept) = spearman(fx, my), ols(px, py)
+    out |= {"spearman": None if np.isnan(rho) else rho,
+            "slope": None if np.isnan(slope) else slope,
+            "intercept": None if np.isnan(intercept) else intercept}  # fmt: skip
+    if out["spearman"] is None:
+        out["reason"] = "the figure or the mean effect is the same for every arm"
+        return out
+    if len(arms) < min_arms:
+        out["reason"] = f"n = {len(arms)} arms: too few for a CI (minimum {min_arms})"
+        return out
+    if n_boot == 0:
+        out["reason"] = "bootstrap disabled (bootstrap = 0)"
+        return out
+    return out | _bootstrap(arms, values, by_arm, n_boot, seed)
+
+
+REWARD_COLUMNS = {
+    "arm": pl.String,
+    "seed": pl.Int64,
+    "task_id": pl.String,
+    "candidate_id": pl.String,
+    "reward": pl.Float64,
+    "passed": pl.Boolean,
+}
+
+
+def reward_frame(rows: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
+    """The study's reward rows (`training.study.StudyResult.rewards`) as a table."""
+    return pl.DataFrame(list(rows), schema=REWARD_COLUMNS)
+
+
+def arm_audit(
+    rewards: pl.DataFrame, rule: CIRule, praise_threshold: float = 0.8
+) -> dict[str, dict[str, Any]]:
+    """Each arm's truth metrics on the study's groups (module docstring)."""
+    frame = rewards.with_columns(
+        (pl.col("seed").cast(pl.String) + "|" + pl.col("task_id")).alias("group")
+    )
+    out: dict[str, dict[str, Any]] = {}
+    for arm in sorted(frame.get_column("arm").unique().to_list()):
+        rows = frame.filter(pl.col("arm") == arm)
+        table = rows.select(
+            pl.col("group").alias("task_id"), "candidate_id", pl.col("passed").cast(pl.Boolean),
+            pl.lit(None, dtype=pl.String).alias("outcome"),
+        ).sort("task_id", "candidate_id")  # fmt: skip
+        known = table.filter(pl.col("passed").is_not_null())
+        tasks = sorted(known.get_column("task_id").unique().to_list())
+        truth = Truth("tests", table, tasks, None if tasks else "no candidate was tested")
+        cand = rows.select(
+            pl.col("group").alias("task_id"), "candidate_id",
+            pl.col("reward").cast(pl.Float64).alias("score"),
+        ).sort("task_id", "candidate_id")  # fmt: skip
+        weights = resample_weights(len(tasks), rule.n_boot, rule.seed)
+        out[arm] = truth_metrics(cand, truth, praise_threshold, weights, rule)
+    return out
+
+
+PREDICTORS = (
+    "signal_fidelity",
+    "pairwise_accuracy_strict",
+    "advantage_fidelity",
+    "top1_over_chance",
+    "right_pair_rate",
+    "inverted_pair_rate",
+)
+
+
+def predictions(
+    audits: Mapping[str, Mapping[str, Any]],
+    effects: Sequence[Mapping[str, Any]],
+    min_arms: int,
+    n_boot: int,
+    seed: int,
+    figures: Sequence[str] = PREDICTORS,
+) -> list[dict[str, Any]]:
+    """`predict` for each audit figure (the primary first), over the same arms and seeds."""
+    return [
+        predict(f, {a: m.get(f) for a, m in audits.items()}, effects, min_arms, n_boot, seed)
+        for f in figures
+    ]

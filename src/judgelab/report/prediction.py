@@ -1,0 +1,108 @@
+"""The study's report (`analysis.prediction`'s figures in words): whether the audit predicts
+the training effect, each sentence generated from the figures it states."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from judgelab.io import write_json, write_parquet, write_text
+
+
+def _f(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+def _ci(low: float | None, high: float | None) -> str:
+    return "" if low is None or high is None else f" [{low:.2f}, {high:.2f}]"
+
+
+def verdict(pred: Mapping[str, Any]) -> str:
+    """`predicts`, `predicts inverted`, `does not predict` (the CI covers 0) or `cannot tell`
+    (no CI)."""
+    low, high = pred["spearman_ci_low"], pred["spearman_ci_high"]
+    if low is None or high is None:
+        return "cannot tell"
+    if low > 0:
+        return "predicts"
+    if high < 0:
+        return "predicts inverted"
+    return "does not predict"
+
+
+def sentence(pred: Mapping[str, Any]) -> str:
+    """One sentence on one figure's prediction of the training effect, with its n."""
+    seeds = pred["seeds_per_arm"]
+    n = f"n = {pred['n_arms']} arms × {'/'.join(map(str, seeds)) or 0} seeds"
+    rho = f"ρ = {_f(pred['spearman'])}{_ci(pred['spearman_ci_low'], pred['spearman_ci_high'])}"
+    slope = f"slope {_f(pred['slope'])}{_ci(pred['slope_ci_low'], pred['slope_ci_high'])}"
+    what = f"The audit's {pred['figure']}"
+    word = verdict(pred)
+    if word == "cannot tell":
+        why = pred["reason"] or "no CI"
+        return (
+            f"{what}: whether it predicts the training effect cannot be told ({why}): {rho}, {n}."
+        )
+    if word == "does not predict":
+        return (f"{what} does not predict the training effect: {rho}, {slope}, {n} "
+                "(the rank correlation's CI covers 0).")  # fmt: skip
+    if word == "predicts inverted":
+        return f"{what} predicts the training effect inverted: {rho}, {slope}, {n}."
+    return f"{what} predicts the training effect: {rho}, {slope}, {n}."
+
+
+def study_markdown(
+    preds: Sequence[Mapping[str, Any]], bank: Mapping[str, int], seconds: Mapping[str, float]
+) -> str:
+    """The study's section: the primary's sentence, each arm's figure and effect, then the
+    other figures' sentences."""
+    if not preds:
+        return "## Does the audit predict training?\n\nNo figure was compared.\n"
+    primary = preds[0]
+    lines = [
+        "## Does the audit predict training?",
+        "",
+        sentence(primary),
+        "",
+        f"Bank: {bank.get('bank_samples', 0)} base-policy samples of {bank.get('bank_tasks', 0)}"
+        f" held-out tasks, {bank.get('bank_contrast_tasks', 0)} with a passing and a failing "
+        "sample (the effect's n).",
+        "",
+        f"| arm | {primary['figure']} | effect (mean over seeds) | 95 % CI over seeds | seed SD "
+        "| seeds |",
+        "| --- | ---: | ---: | --- | ---: | ---: |",
+    ]
+    for row in sorted(primary["arms"], key=lambda r: -r["audit"]):
+        sd = "n/a" if row["effect_sd"] is None else f"{row['effect_sd']:.5f}"
+        low, high = row["effect_ci"]
+        ci = "n/a (fewer than 3 seeds)" if low is None else f"[{low:.5f}, {high:.5f}]"
+        lines.append(
+            f"| {row['arm']} | {_f(row['audit'])} | {row['effect_mean']:.5f} | {ci} | {sd} | "
+            f"{row['n_seeds']} |"
+        )
+    lines += ["", "Other figures:", ""]
+    lines += [f"- {sentence(p)}" for p in preds[1:]]
+    if seconds:
+        lines += ["", "Time: " + ", ".join(f"{k} {v:.0f} s" for k, v in seconds.items()) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def write_study(
+    out: Path,
+    rewards: Any,
+    raw: Mapping[str, Any],
+    preds: Sequence[Mapping[str, Any]],
+    audits: Mapping[str, Any],
+    text: str,
+) -> None:
+    """The study's files under `out`: rewards.parquet (per arm, seed and candidate),
+    effects.json (the settings, the bank, the seconds and each (arm, seed)'s effect),
+    prediction.json (each figure's prediction, each arm's audit) and study.md (`text`)."""
+    from judgelab.analysis.stats import clean_json
+
+    out.mkdir(parents=True, exist_ok=True)
+    write_parquet(out / "rewards.parquet", rewards)
+    write_json(out / "effects.json", clean_json(dict(raw)))
+    write_json(out / "prediction.json", clean_json({"predictions": preds, "audit": audits}))
+    write_text(out / "study.md", text)

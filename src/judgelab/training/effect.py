@@ -1,0 +1,120 @@
+"""The training effect of a judge, measurable after a few CPU steps: which way GRPO moved the
+policy on a fixed bank of held-out samples whose test verdicts are known.
+
+The bank (`Bank`) is drawn once from the base policy: for each bank task (none of them
+trained on), `m` samples at the training temperature, each with its test verdict. A policy's
+score on a bank sample is its length-normalised log-probability, the mean over the
+completion's tokens of log p(token | prefix) (the quantity GRPO's loss moves: each token of
+a sequence weighs 1/its length there). The effect of training, from policy_0 to policy_s:
+
+    effect = mean over bank tasks t with a passing and a failing sample of
+             [ mean_{passing i in t} Δ_i  −  mean_{failing j in t} Δ_j ],
+    Δ_i = log p_s(sample i) − log p_0(sample i)   (length-normalised).
+
+Positive: training made the bank's passing code more likely relative to its failing code,
+the direction the tests would push; 0: no preference (a judge without signal, or no
+movement); negative: it pushed failing code up. Tasks whose samples all pass or all fail
+carry no contrast and are left out (`n_tasks` counts those used). Each task weighs the same.
+
+`bank_logprobs` runs the forward passes (torch, imported lazily); `task_effects` and
+`effect` are the arithmetic, on numpy arrays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class BankItem:
+    """One held-out sample of the base policy: its prompt and completion token ids and
+    whether its code passed the task's tests."""
+
+    task_id: str
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    passed: bool
+
+
+@dataclass(frozen=True)
+class Bank:
+    items: list[BankItem]
+
+    @property
+    def contrast_tasks(self) -> list[str]:
+        """The tasks with a passing and a failing sample, in first-seen order."""
+        seen: dict[str, set[bool]] = {}
+        for item in self.items:
+            seen.setdefault(item.task_id, set()).add(item.passed)
+        return [t for t, kinds in seen.items() if len(kinds) == 2]
+
+    def summary(self) -> dict[str, int]:
+        return {
+            "bank_samples": len(self.items),
+            "bank_tasks": len({i.task_id for i in self.items}),
+            "bank_contrast_tasks": len(self.contrast_tasks),
+            "bank_passing": sum(i.passed for i in self.items),
+        }
+
+
+def task_effects(
+    delta: Sequence[float], task_ids: Sequence[str], passed: Sequence[bool]
+) -> dict[str, float]:
+    """Per task with both kinds: mean Δ of its passing samples minus mean Δ of its failing."""
+    d = np.asarray(delta, dtype=float)
+    tasks = np.asarray(task_ids, dtype=object)
+    ok = np.asarray(passed, dtype=bool)
+    out: dict[str, float] = {}
+    for t in dict.fromkeys(task_ids):
+        here = tasks == t
+        good, bad = d[here & ok], d[here & ~ok]
+        if good.size and bad.size:
+            out[str(t)] = float(good.mean() - bad.mean())
+    return out
+
+
+def effect(before: Sequence[float], after: Sequence[float], bank: Bank) -> tuple[float | None, int]:
+    """The training effect (module docstring) from each bank item's length-normalised
+    log-probability before and after training; and the number of tasks it averages (None
+    when the bank has no task with both kinds)."""
+    delta = np.asarray(after, dtype=float) - np.asarray(before, dtype=float)
+    per_task = task_effects(delta, [i.task_id for i in bank.items], [i.passed for i in bank.items])
+    if not per_task:
+        return None, 0
+    return float(np.mean(list(per_task.values()))), len(per_task)
+
+
+def bank_logprobs(
+    model: Any, items: Sequence[BankItem], pad_id: int, batch: int = 8
+) -> list[float]:
+    """Each item's mean log p(completion token | prefix) under `model` (a causal LM in
+    whatever adapter state the caller set), at temperature 1, in batches of `batch`
+    right-padded rows. No gradient; the model is put in eval mode."""
+    import torch
+
+    model.eval()
+    out: list[float] = []
+    with torch.no_grad():
+        for start in range(0, len(items), batch):
+            chunk = items[start : start + batch]
+            width = max(len(i.prompt_ids) + len(i.completion_ids) for i in chunk)
+            tokens = torch.full((len(chunk), width), pad_id, dtype=torch.long)
+            mask = torch.zeros((len(chunk), width), dtype=torch.long)
+            for r, item in enumerate(chunk):
+                ids = item.prompt_ids + item.completion_ids
+                tokens[r, : len(ids)] = torch.tensor(ids)
+                mask[r, : len(ids)] = 1
+            device = next(model.parameters()).device
+            logits = model(input_ids=tokens.to(device), attention_mask=mask.to(device)).logits
+            logp = torch.log_softmax(logits.float(), dim=-1)[:, :-1]  # predicts tokens[1:]
+            picked = logp.gather(-1, tokens[:, 1:, None].to(device))[..., 0].cpu()
+            for r, item in enumerate(chunk):
+                p, c = len(item.prompt_ids), len(item.completion_ids)
+                if c == 0:
+                    raise ValueError(f"bank item of {item.task_id} has an empty completion")
+                out.append(float(picked[r, p - 1 : p - 1 + c].mean()))
+    return out

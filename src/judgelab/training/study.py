@@ -1,0 +1,304 @@
+"""The training-effect study: every arm (a judge, a planted judge, the placebo) trained from
+the same base on the same groups, and the effect of each on a fixed bank
+(`training.effect`). Only the reward differs between arms.
+
+For each seed s:
+1. the base policy draws `study.groups` training groups of `train.k` samples (seeds from s),
+   once: every arm trains on these very samples; the tests and every arm score them once;
+2. for each arm: the adapter is re-initialised from s (`Policy.init_adapter`: LoRA's A
+   from s, B = 0, so the policy is the base model), a fresh AdamW, then `study.steps` GRPO
+   steps (`grpo.grpo_step`) on the arm's advantages of those groups; then the bank's
+   length-normalised log-probabilities under the trained adapter.
+
+Steps after the first reuse the seed's groups (PPO-style epochs on one batch: the importance
+ratio then differs from 1 and ART's clip applies), so that every arm sees the same samples;
+a study of on-policy steps would draw each arm's later groups from its own policy, and arms
+would no longer be paired. The bank is drawn once from the base policy (`study.bank_seed`)
+and its log-probabilities under the base model computed once (the adapter disabled).
+
+`run_study` returns the raw figures: per (arm, seed) the effect, and per (arm, seed, task,
+candidate) the reward and the test verdict, from which `analysis.prediction` computes each
+arm's audit figures and how well they predict the effect.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from judgelab.cache import JsonCache
+from judgelab.config import RolloutSettings, Settings, TrainSettings
+from judgelab.config.evaluators import ExecutionSettings, PlantedSettings
+from judgelab.config.training import StudySettings
+from judgelab.errors import ConfigError
+from judgelab.evaluators.base import Evaluator
+from judgelab.rollouts.generate import policy_messages, sample_seed
+from judgelab.scoring import GroupCall, ScoredGroup, Scorer, score_serially
+from judgelab.training.effect import Bank, BankItem, bank_logprobs, effect
+from judgelab.training.grpo import Trajectory, group_advantages, grpo_step, has_spread
+from judgelab.training.loop import Request, Sampler, candidates
+from judgelab.training.policy import Policy, Sample
+from judgelab.verdicts import Candidate, Task
+
+log = logging.getLogger(__name__)
+
+STUDY_RUN = "study"  # the run id of the study's calls
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One arm of the study: a name and the evaluator whose rewards it trains on."""
+
+    name: str
+    judge: Evaluator
+
+
+@dataclass
+class StudyResult:
+    effects: list[dict] = field(default_factory=list)  # one per (arm, seed)
+    rewards: list[dict] = field(default_factory=list)  # one per (arm, seed, candidate)
+    bank: dict[str, int] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def _ok(results: Sequence[ScoredGroup | Exception]) -> list[ScoredGroup]:
+    for r in results:
+        if isinstance(r, Exception):
+            raise r
+    return list(results)  # type: ignore[arg-type]
+
+
+def _passed(row: dict) -> bool | None:
+    return None if row["score"] is None else row["score"] >= 1.0
+
+
+def trajectories(
+    prompts: Sequence[list[int]],
+    groups: Sequence[Sequence[Sample]],
+    judged: Sequence[ScoredGroup],
+) -> list[Trajectory]:
+    """An arm's GRPO batch, as the training loop builds it: each group with reward spread,
+    its scored samples with a non-zero advantage."""
+    out: list[Trajectory] = []
+    for g, (prompt, samples, scored) in enumerate(zip(prompts, groups, judged, strict=True)):
+        kept = [(s, r["score"]) for s, r in zip(samples, scored.rows, strict=True)
+                if r["status"] == "scored"]  # fmt: skip
+        rewards = [r for _, r in kept]
+        if not has_spread(rewards):
+            continue
+        for (s, _), adv in zip(kept, group_advantages(rewards), strict=True):
+            if adv != 0.0:
+                out.append(Trajectory(prompt, s.token_ids, s.logprobs, adv, g))
+    return out
+
+
+class Study:
+    """Runs the study (module docstring) on one policy, with one adapter re-initialised per
+    (arm, seed)."""
+
+    def __init__(
+        self,
+        arms: Sequence[Arm],
+        executor: Evaluator,
+        tasks: Sequence[Task],
+        bank_tasks: Sequence[Task],
+        train: TrainSettings,
+        study: StudySettings,
+        rollout: RolloutSettings,
+        cache: JsonCache,
+        scorer: Scorer = score_serially,
+    ) -> None:
+        names = [a.name for a in arms]
+        if len(set(names)) != len(names) or not names:
+            raise ConfigError(f"study: need distinct arms, got {names}")
+        self.tasks = [t for t in tasks if t.test][: study.groups]
+        if not self.tasks:
+            raise ConfigError("study: no training task with tests")
+        overlap = {t.task_id for t in self.tasks} & {t.task_id for t in bank_tasks}
+        if overlap:
+            raise ConfigError(f"study: bank tasks {sorted(overlap)} are also trained on")
+        self.arms = list(arms)
+        self.executor = executor
+        self.bank_tasks = list(bank_tasks)
+        self.train = train
+        self.study = study
+        self.rollout = rollout
+        self.cache = cache
+        self.scorer = scorer
+
+    def _tested(
+        self, sampler: Sampler, policy: Policy, tasks: Sequence[Task], seed: int, n: int, tag: str
+    ) -> tuple[list[Request], list[list[Sample]], list[list[Candidate]], list[ScoredGroup]]:
+        """The base policy's `n` samples of each of `tasks` (row seeds from `seed` and `tag`)
+        and the tests' verdicts on them."""
+        adapter = policy.active
+        requests = [
+            Request(
+                adapter,
+                policy_messages(self.rollout, t),
+                tuple(sample_seed(seed, f"{tag}|{t.task_id}", i) for i in range(n)),
+                self.train.temperature,
+                self.train.max_tokens,
+            )
+            for t in tasks
+        ]
+        groups = sampler.round(requests, {adapter: policy.adapter_hash(adapter)})
+        cands = [
+            candidates(t, r.messages, s, f"{tag}|{seed}")
+            for t, r, s in zip(tasks, requests, groups, strict=True)
+        ]
+        calls = [
+            GroupCall(STUDY_RUN, self.executor, t, c) for t, c in zip(tasks, cands, strict=True)
+        ]
+        return requests, groups, cands, _ok(self.scorer(calls))
+
+    def bank(self, policy: Policy, sampler: Sampler) -> Bank:
+        """The bank: `bank_samples` base-policy samples of each bank task with their tests'
+        verdicts (a sample the sandbox could not test is left out)."""
+        n, seed = self.study.bank_samples, self.study.bank_seed
+        policy.init_adapter(policy.active, seed)
+        requests, groups, _, tests = self._tested(sampler, policy, self.bank_tasks, seed, n, "bank")
+        items = []
+        for task, req, samples, verdicts in zip(self.bank_tasks, requests, groups, tests,
+                                                 strict=True):  # fmt: skip
+            prompt = policy.prompt_ids(req.messages)
+            for s, row in zip(samples, verdicts.rows, strict=True):
+                passed = _passed(row)
+                if passed is not None and s.token_ids:
+                    items.append(BankItem(task.task_id, prompt, list(s.token_ids), passed))
+        return Bank(items)
+
+    def run(self, policy: Policy, progress: Callable[[str], None] | None = None) -> StudyResult:
+        """Every (seed, arm): its steps and its effect on the bank (module docstring)."""
+        say = progress or (lambda what: None)
+        result = StudyResult()
+        sampler = Sampler(policy, self.cache)
+        t0 = time.monotonic()
+        bank = self.bank(policy, sampler)
+        result.bank = bank.summary()
+        with policy.model.disable_adapter():
+            before = bank_logprobs(policy.model, bank.items, policy.pad_id)
+        result.seconds["bank"] = time.monotonic() - t0
+        say(f"bank: {result.bank}")
+        if not bank.contrast_tasks:
+            log.warning(
+                "study: no bank task has both a passing and a failing sample: every effect is "
+                "undefined (draw more bank samples or other tasks)"
+            )
+        result.seconds["train_and_bank"] = 0.0
+        for seed in self.study.seeds:
+            policy.init_adapter(policy.active, seed)
+            requests, groups, cands, tests = self._tested(
+                sampler, policy, self.tasks, seed, self.train.k, "study"
+            )
+            calls = [
+                GroupCall(f"{STUDY_RUN}-{a.name}", a.judge, t, c)
+                for a in self.arms
+                for t, c in zip(self.tasks, cands, strict=True)
+            ]
+            judged = _ok(self.scorer(calls))
+            prompts = [policy.prompt_ids(r.messages) for r in requests]
+            say(f"seed {seed}: {len(groups)} groups drawn and scored by {len(self.arms)} arms")
+            n = len(self.tasks)
+            for a, arm in enumerate(self.arms):
+                mine = judged[a * n : (a + 1) * n]
+                for task_cands, scored, truth in zip(cands, mine, tests, strict=True):
+                    for c, r, v in zip(task_cands, scored.rows, truth.rows, strict=True):
+                        result.rewards.append({
+                            "arm": arm.name, "seed": seed, "task_id": c.task_id,
+                            "candidate_id": c.candidate_id,
+                            "reward": r["score"] if r["status"] == "scored" else None,
+                            "passed": _passed(v),
+                        })  # fmt: skip
+                t1 = time.monotonic()
+                row = self._arm(policy, seed, trajectories(prompts, groups, mine), bank, before)
+                result.seconds["train_and_bank"] += time.monotonic() - t1
+                result.effects.append({"arm": arm.name, "seed": seed, **row})
+                say(f"seed {seed}, {arm.name}: {row}")
+        result.seconds["total"] = time.monotonic() - t0
+        return result
+
+    def _arm(
+        self, policy: Policy, seed: int, batch: list[Trajectory], bank: Bank, before: list[float]
+    ) -> dict:
+        """One arm at one seed: from the seed's fresh adapter, `study.steps` GRPO steps on
+        `batch` (none when no sample has an advantage), then the effect on the bank."""
+        import torch
+
+        policy.init_adapter(policy.active, seed)
+        optimizer = torch.optim.AdamW(
+            policy.trainable(), lr=self.train.learning_rate, weight_decay=0.0
+        )
+        losses = [
+            grpo_step(policy, optimizer, batch, self.train.loss,
+                      self.train.max_grad_norm, self.train.temperature).loss
+            for _ in range(self.study.steps if batch else 0)
+        ]  # fmt: skip
+        after = bank_logprobs(policy.model, bank.items, policy.pad_id)
+        value, n_tasks = effect(before, after, bank)
+        return {
+            "effect": value,
+            "n_bank_tasks": n_tasks,
+            "trajectories": len(batch),
+            "steps": len(losses),
+            "loss_first": losses[0] if losses else None,
+        }
+
+
+def study_tasks(path: Path) -> list[Task]:
+    """The training tasks of a study: the tasks table (the tasks stage's output), validated."""
+    from judgelab.schemas import validate_file
+    from judgelab.tasks import tasks_from_frame
+
+    return tasks_from_frame(validate_file(path, "tasks"))
+
+
+def planted_arms(study: StudySettings, tests: ExecutionSettings) -> list[PlantedSettings]:
+    """The planted arms' settings: one per flip rate (`flip-<rate>`) and the placebo (the
+    tests' verdicts shuffled within the group); `tests`: how the tests run."""
+    specs = [PlantedSettings(name=f"flip-{f:g}", flip=f, tests=tests) for f in study.flips]
+    if study.placebo:
+        specs.append(PlantedSettings(name="placebo", shuffle=True, tests=tests))
+    return specs
+
+
+def run_study(
+    settings: Settings,
+    study: StudySettings,
+    tasks: Sequence[Task],
+    progress: Callable[[str], None] | None = None,
+    scorer: Scorer = score_serially,
+) -> StudyResult:
+    """The study from settings: `study.arms` (judges of scores.evaluators, served as the
+    training stage serves them) and the planted arms, `train.*`'s GRPO settings and policy,
+    the bank from `study.bank_ids` or train.heldout's pool."""
+    from judgelab.config import EmbeddedModel
+    from judgelab.evaluators.execution import ExecutionEvaluator
+    from judgelab.evaluators.registry import build_evaluator
+    from judgelab.models.server import serve
+    from judgelab.paths import cache_dir, project_root
+    from judgelab.tasks.registry import tasks_by_id
+    from judgelab.training.run import heldout_ids
+
+    train = settings.train
+    runner = settings.test_runner()
+    specs = [settings.evaluator(name) for name in study.arms] + planted_arms(study, runner)
+    if not specs:
+        raise ConfigError("study: no arm (give --arm, --flips or --placebo)")
+    policy_model = settings.model(train.policy)
+    if not isinstance(policy_model, EmbeddedModel):
+        raise ConfigError(f"train.policy: {train.policy} is not an embedded model")
+    bank_ids = list(study.bank_ids) or heldout_ids(settings)
+    bank = tasks_by_id(settings.tasks, project_root(), bank_ids, "study bank")
+    called = sorted({s.judge_model for s in specs if s.judge_model is not None})
+    with serve(settings, called) as endpoints:
+        judge_cache = JsonCache(cache_dir(), "judge")
+        arms = [Arm(s.name, build_evaluator(s, endpoints, judge_cache)) for s in specs]
+        samples = JsonCache(cache_dir(), "training-samples")
+        plan = Study(arms, ExecutionEvaluator(runner), tasks, bank, train, study,
+                     settings.rollouts, samples, scorer)  # fmt: skip
+        policy = Policy(policy_model.zoo, train.lora, train.device, dtype=train.dtype)
+        return plan.run(policy, progress)

@@ -1,0 +1,70 @@
+"""`judgelab study`: does the audit predict training? Planted arms, a placebo and your judges
+trained from the same base on the same groups; each one's effect on a bank of held-out
+samples against its audit figures (docs/TRAINING.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from judgelab.flows.paths import TASKS
+from judgelab_cli.errors import exit_on_error
+
+
+def study(
+    params: Annotated[Path, typer.Option("--params", "-p", help="Parameters file.")] = Path(
+        "params.yaml"
+    ),
+    tasks: Annotated[Path, typer.Option("--tasks", help="Tasks table (training tasks).")] = TASKS,
+    out: Annotated[Path, typer.Option("--out", help="Where the study's files go.")] = Path(
+        "data/study"
+    ),
+    arm: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--arm", help="An evaluator of scores.evaluators to train on as an arm (repeatable)."
+        ),  # fmt: skip
+    ] = None,
+    flips: Annotated[
+        str, typer.Option(help="Planted arms' flip rates, comma-separated ('' for none).")
+    ] = "0,0.25,0.5,0.75,1",
+    placebo: Annotated[bool, typer.Option(help="Add the shuffled-reward placebo arm.")] = True,
+    seeds: Annotated[str, typer.Option(help="Training seeds, comma-separated.")] = "0,1,2",
+    steps: Annotated[int, typer.Option(min=1, help="GRPO steps per arm and seed.")] = 2,
+    groups: Annotated[int, typer.Option(min=1, help="Training groups per seed.")] = 4,
+    bank: Annotated[
+        str, typer.Option(help="Bank task ids, comma-separated ('': train.heldout's pool).")
+    ] = "",
+    bank_samples: Annotated[int, typer.Option(min=2, help="Samples per bank task.")] = 8,
+    min_ci_arms: Annotated[int, typer.Option(min=3, help="Fewest arms for a CI.")] = 6,
+) -> None:
+    """Train every arm for a few GRPO steps from the base policy on the same groups (same
+    seeds, same samples: only the reward differs), measure each one's effect on the bank, and
+    say how well each audit figure predicts it (rank correlation and line, with CIs over
+    arms and seeds). Writes effects.json, rewards.parquet, prediction.json and study.md."""
+    from judgelab.analysis.prediction import arm_audit, predictions, reward_frame
+    from judgelab.analysis.stats import CIRule
+    from judgelab.config import load_settings
+    from judgelab.config.training import StudySettings
+    from judgelab.report.prediction import study_markdown, write_study
+    from judgelab.training.study import run_study, study_tasks
+
+    split = lambda s, kind: [kind(x) for x in s.split(",") if x.strip()]  # noqa: E731
+    with exit_on_error():
+        settings = load_settings(params)
+        plan = StudySettings(
+            arms=arm or [], flips=split(flips, float), placebo=placebo, seeds=split(seeds, int),
+            steps=steps, groups=groups, bank_ids=split(bank, str), bank_samples=bank_samples,
+            min_ci_arms=min_ci_arms,
+        )  # fmt: skip
+        result = run_study(settings, plan, study_tasks(tasks), progress=typer.echo)
+        rewards = reward_frame(result.rewards)
+        analysis = settings.analysis
+        audits = arm_audit(rewards, CIRule.of(analysis), analysis.praise_threshold)
+        preds = predictions(audits, result.effects, plan.min_ci_arms, plan.bootstrap, plan.seed)
+        raw = {"settings": plan.model_dump(), "bank": result.bank, "seconds": result.seconds}
+        text = study_markdown(preds, result.bank, result.seconds)
+        write_study(out, rewards, raw | {"effects": result.effects}, preds, audits, text)
+        typer.echo(text)

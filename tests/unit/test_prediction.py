@@ -1,0 +1,95 @@
+"""The audit's prediction of the training effect: the statistics against scipy and a hand
+case, the bootstrap's behaviour on known signals, and the sentences against the figures."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats as scipy_stats
+
+from judgelab.analysis.prediction import ols, predict, ranks, seed_interval, spearman
+from judgelab.report.prediction import sentence, study_markdown, verdict
+
+
+def test_spearman_and_ols_against_scipy_with_ties() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 4, 12).astype(float)  # ties
+    y = rng.normal(size=12)
+    assert spearman(x, y) == pytest.approx(scipy_stats.spearmanr(x, y).statistic, abs=1e-12)
+    fit = scipy_stats.linregress(x, y)
+    assert ols(x, y) == pytest.approx((fit.slope, fit.intercept), abs=1e-12)
+    assert list(ranks([3.0, 1.0, 3.0, 2.0])) == [3.5, 1.0, 3.5, 2.0]
+
+
+def test_hand_case() -> None:
+    # x = 0, 1, 2; y = 1, 3, 2: ranks (1, 2, 3) and (1, 3, 2): ρ = 1 - 6·2 / (3·8) = 0.5;
+    # slope = Σ(x - 1)(y - 2) / Σ(x - 1)² = ((-1)(-1) + 0 + (1)(0)) / 2 = 0.5, intercept 1.5
+    assert spearman([0, 1, 2], [1, 3, 2]) == pytest.approx(0.5)
+    assert ols([0, 1, 2], [1, 3, 2]) == pytest.approx((0.5, 1.5))
+
+
+def _effects(arms: dict[str, float], slope: float, noise: float, seeds: int) -> list[dict]:
+    rng = np.random.default_rng(1)
+    return [{"arm": a, "seed": s, "effect": slope * x + noise * rng.normal()}
+            for a, x in arms.items() for s in range(seeds)]  # fmt: skip
+
+
+ARMS = {f"flip-{f}": 1 - 2 * f for f in (0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)} | {"placebo": 0.02}
+
+
+def test_a_dose_response_is_predicted_and_noise_is_not() -> None:
+    strong = predict("signal_fidelity", ARMS, _effects(ARMS, 0.01, 0.002, 3), 6, 1000, 0)
+    assert strong["n_arms"] == 8 and strong["n_points"] == 24
+    assert strong["spearman_ci_low"] > 0.5 and strong["slope_ci_low"] > 0
+    assert strong["slope"] == pytest.approx(0.01, abs=0.002)
+    assert verdict(strong) == "predicts"
+    null = predict("signal_fidelity", ARMS, _effects(ARMS, 0.0, 0.01, 3), 6, 1000, 0)
+    assert null["spearman_ci_low"] < 0 < null["spearman_ci_high"]
+    assert verdict(null) == "does not predict"
+    inverted = predict("signal_fidelity", ARMS, _effects(ARMS, -0.01, 0.002, 3), 6, 1000, 0)
+    assert verdict(inverted) == "predicts inverted"
+
+
+def test_seed_spread_widens_the_interval() -> None:
+    tight = predict("f", ARMS, _effects(ARMS, 0.01, 0.001, 4), 6, 1000, 0)
+    loose = predict("f", ARMS, _effects(ARMS, 0.01, 0.02, 4), 6, 1000, 0)
+    width = lambda p: p["slope_ci_high"] - p["slope_ci_low"]  # noqa: E731
+    assert width(loose) > 3 * width(tight)
+
+
+def test_no_ci_from_too_few_arms_and_no_figure_below_three() -> None:
+    four = {k: ARMS[k] for k in list(ARMS)[:4]}
+    few = predict("signal_fidelity", four, _effects(four, 0.01, 0.001, 2), 6, 500, 0)
+    assert few["spearman"] is not None and few["spearman_ci_low"] is None
+    assert few["reason"] == "n = 4 arms: too few for a CI (minimum 6)"
+    assert verdict(few) == "cannot tell"
+    assert "cannot be told (n = 4 arms: too few for a CI (minimum 6))" in sentence(few)
+    two = {k: ARMS[k] for k in list(ARMS)[:2]}
+    assert predict("f", two, _effects(two, 1, 0, 1), 6, 500, 0)["spearman"] is None
+    # an arm without an audit figure or without an effect is left out
+    missing = dict(ARMS) | {"placebo": None}
+    assert predict("f", missing, _effects(ARMS, 0.01, 0, 1), 6, 0, 0)["n_arms"] == 7
+
+
+def test_sentences_state_the_figures() -> None:
+    pred = predict("signal_fidelity", ARMS, _effects(ARMS, 0.01, 0.002, 3), 6, 1000, 0)
+    text = sentence(pred)
+    assert text.startswith("The audit's signal_fidelity predicts the training effect: ")
+    assert f"ρ = {pred['spearman']:.3f} [{pred['spearman_ci_low']:.2f}, " in text
+    assert f"slope {pred['slope']:.3f}" in text and "n = 8 arms × 3 seeds" in text
+    page = study_markdown([pred, pred], {"bank_samples": 16, "bank_tasks": 4,
+                                         "bank_contrast_tasks": 3}, {"total": 61.0})  # fmt: skip
+    assert "| flip-0 | 1.000 |" in page and "3 with a passing and a failing" in page
+    assert page.count("predicts the training effect") == 2
+
+
+def test_an_arms_seed_interval_is_students_and_absent_below_three_seeds() -> None:
+    x = [0.01, 0.03, 0.02, 0.06]
+    want = scipy_stats.t.interval(0.95, 3, loc=np.mean(x), scale=scipy_stats.sem(x))
+    assert seed_interval(x) == pytest.approx(want, abs=1e-12)
+    assert seed_interval(x[:2]) == (None, None)
+    pred = predict("f", ARMS, _effects(ARMS, 0.01, 0.002, 3), 6, 0, 0)
+    assert all(row["effect_ci"][0] is not None for row in pred["arms"])
+    page = study_markdown([pred], {}, {})
+    low, high = pred["arms"][0]["effect_ci"]
+    assert f"[{low:.5f}, {high:.5f}]" in page
