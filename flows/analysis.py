@@ -56,7 +56,7 @@ def analysis_flow(
         out,
         training_dir=training,
         probes_metrics=PROBES_METRICS,
-        train_judges=settings.train.rewards,
+        train_rewards=settings.train.rewards,
         provenance=provenance(settings, params, project_root(), models_used(settings))
         | structured_output_modes(scores),
         max_failure_share=settings.scores.max_failure_share,

@@ -30,7 +30,7 @@ def write_training_histories(
 def _write_run(out: Path, judge: str, i: int, first: bool) -> None:
     from judgelab.training.alignment import epoch_alignment, group_alignment
     from judgelab.training.grpo import group_advantages
-    from judgelab.training.loop import EpochRow, history_frame, samples_frame
+    from judgelab.training.history import EpochRow, history_frame, samples_frame
 
     history = []
     for e in range(5):

@@ -126,7 +126,7 @@ def test_probe_cells_show_the_noise_floor_where_the_probes_measured_one(tmp_path
 def test_training_cell(tmp_path: Path) -> None:
     data = audit_only(tmp_path)
     metrics = json.loads((data / "analysis" / "metrics.json").read_text())
-    metrics["train_judges"] = ["ruler-a", "rubric-b"]
+    metrics["train_rewards"] = ["ruler-a", "rubric-b"]
     metrics["training"] = {
         "ruler-a": {
             "heldout": {
@@ -194,7 +194,7 @@ def test_training_cell_over_seeds_names_tasks_and_seeds(tmp_path: Path) -> None:
     data = audit_only(tmp_path)
     write_training_histories(tmp_path / "training", ("ruler-a",), seeds=(1, 2))
     metrics = json.loads((data / "analysis" / "metrics.json").read_text())
-    metrics["train_judges"] = ["ruler-a"]
+    metrics["train_rewards"] = ["ruler-a"]
     metrics["training"] = training_metrics(tmp_path / "training", AnalysisSettings(bootstrap=0))
     (data / "analysis" / "metrics.json").write_text(json.dumps(metrics))
     cell = rows(findings_table(data))["ruler-a"][

@@ -85,12 +85,12 @@ def test_no_training_says_so() -> None:
 def test_configured_training_without_output_is_not_called_unconfigured(tmp_path: Path) -> None:
     """Missing output is not "not configured": it says which judges lack it, so a failed
     training run is not mistaken for one that was never asked for."""
-    md = "\n".join(training_report.markdown_section({"train_judges": ["execution", "ruler"]}))
+    md = "\n".join(training_report.markdown_section({"train_rewards": ["execution", "ruler"]}))
     assert "No training run" not in md
     assert "train.rewards names execution, ruler, but the training stage's output" in md
     write_training_histories(tmp_path, ("execution",))
     partial = {
-        "train_judges": ["execution", "ruler"],
+        "train_rewards": ["execution", "ruler"],
         "training": training.training_metrics(tmp_path, AnalysisSettings(bootstrap=0)),
     }
     md = "\n".join(training_report.markdown_section(partial))

@@ -24,9 +24,11 @@ from judgelab.config.evaluators import FormatSettings
 from judgelab.errors import ConfigError
 from judgelab.evaluators.base import PointwiseEvaluator
 from judgelab.tasks.humaneval import load_humaneval
+from judgelab.training.checkpoint import latest_checkpoint
 from judgelab.training.layout import RunDir, planned_runs, run_dirs
-from judgelab.training.loop import JudgeRun, Trainer, latest_checkpoint
 from judgelab.training.policy import Sample, seeded_lora_init
+from judgelab.training.round import RewardRun
+from judgelab.training.trainer import Trainer
 from judgelab.verdicts import Candidate, Task, Verdict
 
 VOCAB = 8
@@ -140,7 +142,7 @@ SETTINGS = TrainSettings(
 )
 
 
-def trainer(runs: list[JudgeRun], cache: Path, log: dict) -> Trainer:
+def trainer(runs: list[RewardRun], cache: Path, log: dict) -> Trainer:
     return Trainer(
         runs=runs,
         settings=SETTINGS,
@@ -153,8 +155,8 @@ def trainer(runs: list[JudgeRun], cache: Path, log: dict) -> Trainer:
     )
 
 
-def seeded_runs(out: Path, judges: Mapping[tuple[str, int], TokenJudge]) -> list[JudgeRun]:
-    return [JudgeRun(j, ev, out / j / f"seed-{s}", s) for (j, s), ev in judges.items()]
+def seeded_runs(out: Path, judges: Mapping[tuple[str, int], TokenJudge]) -> list[RewardRun]:
+    return [RewardRun(j, ev, out / j / f"seed-{s}", s) for (j, s), ev in judges.items()]
 
 
 # ------------------------------------------------------------------ layout
@@ -234,10 +236,10 @@ def test_each_seed_draws_its_own_training_samples_and_the_same_heldout_ones(
     tmp_path: Path,
 ) -> None:
     runs = [
-        JudgeRun("a", TokenJudge(), tmp_path / "a1", 1),
-        JudgeRun("b", TokenJudge(), tmp_path / "b1", 1),
-        JudgeRun("a", TokenJudge(), tmp_path / "a2", 2),
-        JudgeRun("a", TokenJudge(), tmp_path / "a", None),  # train.seed = 1
+        RewardRun("a", TokenJudge(), tmp_path / "a1", 1),
+        RewardRun("b", TokenJudge(), tmp_path / "b1", 1),
+        RewardRun("a", TokenJudge(), tmp_path / "a2", 2),
+        RewardRun("a", TokenJudge(), tmp_path / "a", None),  # train.seed = 1
     ]
     t = trainer(runs, tmp_path / "c", {})
     assert len(set(t.adapter.values())) == 4
@@ -249,7 +251,7 @@ def test_each_seed_draws_its_own_training_samples_and_the_same_heldout_ones(
     assert train["a/seed-2"] != train["a/seed-1"]
     assert len({tuple(v) for v in held.values()}) == 1 and len(held["a"]) == 2
     with pytest.raises(ConfigError, match=r"distinct \(judge, seed\) runs"):
-        trainer([runs[0], JudgeRun("a", TokenJudge(), tmp_path / "x", 1)], tmp_path / "c", {})
+        trainer([runs[0], RewardRun("a", TokenJudge(), tmp_path / "x", 1)], tmp_path / "c", {})
 
 
 # ------------------------------------------------------------------ lockstep and resume
@@ -308,7 +310,7 @@ def test_a_crash_resumes_each_judge_and_seed_where_it_stopped(tmp_path: Path) ->
 
 def test_without_seeds_nothing_is_reinitialised(tmp_path: Path) -> None:
     log: dict = {}
-    runs = [JudgeRun(j, TokenJudge(), tmp_path / j) for j in ("a", "b")]
+    runs = [RewardRun(j, TokenJudge(), tmp_path / j) for j in ("a", "b")]
     histories = trainer(runs, tmp_path / "c", log).run()
     assert sorted(histories) == ["a", "b"] and "init" not in log
     assert histories["a"][0]["adapter"] == histories["b"][0]["adapter"]

@@ -87,6 +87,7 @@ class HeldOutSettings(Section):
 
 class TrainSettings(Section):
     renamed = {"judges": "rewards"}
+    removed = {"min_ci_groups": "the training stage uses analysis.min_ci_groups"}
 
     rewards: list[str] = Field(
         default_factory=list,
@@ -138,14 +139,6 @@ class TrainSettings(Section):
         "e-process of within-group anti-alignment (GRPO pushing towards failing code) reaches "
         "1 / alarm_alpha; a judge blind to the tests sets it off in a run with probability "
         "at most alarm_alpha (docs/TRAINING.md).",
-    )
-    min_ci_groups: int = Field(
-        5,
-        ge=2,
-        le=1000,
-        description="Fewest trained groups an epoch's alignment CI is drawn from (as "
-        "analysis.min_ci_groups; a key of its own because the training stage does not "
-        "depend on the analysis settings).",
     )
     seed: int = Field(
         0,

@@ -270,7 +270,7 @@ def _seeds_finding(judge: str, m: dict[str, Any], verdict: str, change: str) -> 
 def absent_line(metrics: dict[str, Any]) -> str | None:
     """What to say about configured judges without training output (never that training was
     not configured when it was), or None when every configured judge has its output."""
-    configured = metrics.get("train_judges") or []
+    configured = metrics.get("train_rewards") or []
     found = set(metrics.get("training") or {})
     missing = [j for j in configured if j not in found]
     if not configured and not found:
