@@ -59,6 +59,17 @@ def test_training_metrics_table_and_alarm(tmp_path: Path) -> None:
     assert rows[0][0] == "execution" and rows[0][-2] == "0"  # forged
     alarm = rows[0][-3]
     assert alarm.startswith("not fired (largest e-value") and "4 groups, 8 samples" in alarm
+    # what the design could detect: 4 trained groups of 2 reach at most the mean over lambda
+    # of (2 / (1 + e^-lambda))^4 (one pass, one fail, the fail paid more: t = 1/2 against
+    # +-1/2 by chance), 9.49 < 20: the alarm could not fire, whatever the judge
+    design = a["alarm"]["design"]
+    by_hand = float(np.mean([(2 / (1 + np.exp(-lam))) ** 4 for lam in (0.5, 1, 2, 4, 8)]))
+    assert (design["groups"], design["k"], design["can_fire"]) == (4, 2, False)
+    assert design["max_evalue"] == pytest.approx(by_hand) == pytest.approx(9.492, abs=1e-3)
+    assert alarm.endswith(
+        "; could not fire: 4 trained groups of 2 reach an e-value of at most 9.49 < 20 = "
+        "1/alpha, whatever the judge"
+    )
     md = "\n".join(training_report.markdown_section({"training": metrics}))
     assert "| execution | 4 |" in md and "Reward-hacking alarm: not fired" in md
     # 4 groups of alignment 1, 1, 1, 0: a bootstrap of their ratio stays in [0.25, 1]
@@ -299,3 +310,20 @@ def test_seeds_of_one_judge_must_cover_the_same_epochs(tmp_path: Path) -> None:
         table.filter(pl.col("epoch") < 4).write_parquet(stale / f"{name}.parquet")
     with pytest.raises(ValueError, match="cover different epochs"):
         training.training_metrics(tmp_path, AnalysisSettings(bootstrap=0))
+
+
+def test_the_alarms_reach_is_said_from_its_design() -> None:
+    """The two other sentences of `reach_text`, each from the figures of a design."""
+    from judgelab.training.alignment import alarm_design
+
+    catches = alarm_design(4, 4, 4, 0.05)
+    assert training_report.reach_text(catches) == (
+        f"could have detected alignment ≤ {catches['detectable_alignment']:+.2f} with 80 % "
+        "power (16 trained groups of 4; simulated, 200 runs a judge)"
+    )
+    assert catches["detectable_alignment"] < 0
+    short = alarm_design(2, 2, 4, 0.05)
+    assert training_report.reach_text(short) == (
+        "could not reach 80 % power: 4 trained groups of 4 catch even a judge that rewards "
+        f"only failing code in {100 * short['power_anti']:.0f} % of runs (simulated, 200 runs)"
+    )

@@ -48,6 +48,7 @@ from judgelab.config import AnalysisSettings
 from judgelab.schemas import HistorySchema, columns, validate_file
 from judgelab.training.alignment import (
     GroupAlignment,
+    alarm_design,
     alarm_flags,
     epoch_alignment,
     group_alignment,
@@ -233,13 +234,22 @@ def stepped_groups(history: pl.DataFrame, samples: pl.DataFrame) -> dict[int, li
     return {e: g for e, g in trained_groups(samples).items() if e in stepped}
 
 
+def run_design(history: pl.DataFrame) -> tuple[int, int, int]:
+    """(epochs GRPO could step on, groups per epoch, group size k) of a run, from its history:
+    rows 0..E-1 may step (row E scores the final policy), each of `groups` groups of k."""
+    first = history.sort("epoch").row(0, named=True)
+    groups = int(first["groups"])
+    return int(history["epoch"].max()), groups, int(first["samples"]) // max(groups, 1)
+
+
 def alignment_metrics(
     history: pl.DataFrame, samples: pl.DataFrame, settings: AnalysisSettings
 ) -> dict[str, Any]:
     """The run's within-group alignment over all the groups GRPO stepped on (value, CI, n,
     rank correlation, permutation p) and its alarm (`alarm`: the e-process by epoch, its
     maximum, the threshold 1 / alpha, the first epoch it reached it, with n groups and
-    samples)."""
+    samples; `design`: what the run's design lets it detect, `alignment.alarm_design` at
+    `analysis.power`'s alpha and power)."""
     epochs = sorted(history["epoch"].to_list())
     per_epoch = stepped_groups(history, samples)
     groups = [g for e in sorted(per_epoch) for g in per_epoch[e]]
@@ -262,6 +272,7 @@ def alignment_metrics(
             "n_groups": pooled["alignment_groups"],
             "n_informative": pooled["alignment_informative"],
             "n_samples": pooled["alignment_samples"],
+            "design": dict(alarm_design(*run_design(history), alpha, settings.power.power)),
         }
     }
 
