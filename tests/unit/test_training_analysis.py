@@ -148,7 +148,8 @@ def test_the_stated_effect_is_a_setting(tmp_path: Path) -> None:
 
     from judgelab.config import PowerSettings
 
-    rows = [{"split": "heldout", "epoch": e, "task_id": f"T{t}", "passed": float(i % 2)}
+    rows = [{"split": "heldout", "epoch": e, "task_id": f"T{t}", "sample_index": i,
+             "passed": float(i % 2)}
             for e in (0, 2) for t in range(4) for i in range(10)]  # fmt: skip
     samples = {None: pl.DataFrame(rows)}
     held_to = lambda effect: training.heldout_mde(  # noqa: E731
@@ -269,8 +270,8 @@ def test_seeded_training_metrics_report_and_alarm_per_seed(tmp_path: Path) -> No
     # on): 3 + 4 of them with a split by the tests, each pushing wholly towards passing code
     assert m["alignment"]["alignment_groups"] == 8
     assert m["alignment"]["alignment"] == pytest.approx(2 * 7 / 16)
-    # MDE: base draws one seed's (1 per task), final both seeds' (2 per task)
-    assert (m["mde"]["base_draws"], m["mde"]["final_draws"]) == (2, 4)
+    # MDE: each seed draws its own held-out samples (1 per task), at the base and at the end
+    assert (m["mde"]["base_draws"], m["mde"]["final_draws"]) == (4, 4)
     assert m["reward"]["n"] == 20 and m["steps"] == 8 and m["epochs"] == 4
     assert m["train_pass_rate"] == pytest.approx((0.3 + 0.5) / 2)
     # a single-seed run keeps exactly today's keys
@@ -327,3 +328,29 @@ def test_the_alarms_reach_is_said_from_its_design() -> None:
         "could not reach 80 % power: 4 trained groups of 4 catch even a judge that rewards "
         f"only failing code in {100 * short['power_anti']:.0f} % of runs (simulated, 200 runs)"
     )
+
+
+def test_the_mde_counts_a_draw_shared_by_seeds_once(tmp_path: Path) -> None:
+    """Tables from before each training seed drew its own held-out samples (no `draw_seed`:
+    both seeds drew HumanEval/2 and /3 with the same seeds) hold 2 distinct draws at the base
+    and 2 at the end, not 4: SE = sqrt(2 * 1/4 * (1/1 + 1/1)) / 2 = 0.5, MDE 2.8016 * 0.5;
+    with a seed of their own each, 4 and 4: SE = sqrt(2 * 1/4 * (1/2 + 1/2)) / 2."""
+    import polars as pl
+
+    write_training_histories(tmp_path, ("execution",), seeds=(1, 2))
+    runs = training.load_training(tmp_path)["execution"]
+    own = {s: samples for s, (_, samples) in runs.items()}
+    shared = {s: samples.with_columns(pl.lit(None, dtype=pl.Int64).alias("draw_seed"))
+              for s, samples in own.items()}  # fmt: skip
+    settings = AnalysisSettings()
+    before, now = (
+        training.heldout_mde(shared, 0, 4, settings),
+        training.heldout_mde(own, 0, 4, settings),
+    )
+    assert (before["base_draws"], before["final_draws"]) == (2, 2)
+    assert before["mde"] == pytest.approx(2.80158 * 0.5, rel=1e-4)
+    assert (now["base_draws"], now["final_draws"]) == (4, 4)
+    assert now["mde"] == pytest.approx(2.80158 * 0.5**0.5 / 2, rel=1e-4)
+    # one seed alone: its own draws, counted as before
+    one = training.heldout_mde({1: own[1]}, 0, 4, settings)
+    assert (one["base_draws"], one["final_draws"]) == (2, 2)

@@ -149,8 +149,9 @@ class TrainSettings(Section):
         default_factory=list,
         max_length=16,
         description="Training seeds: each judge is trained once per seed, all policies in "
-        "lockstep, each under data/training/<judge>/seed-<s>/; the held-out tasks and draws "
-        "are the same for every seed. Empty: `seed` alone, under data/training/<judge>/.",
+        "lockstep, each under data/training/<judge>/seed-<s>/; the held-out tasks are the "
+        "same for every seed, their draws each seed's own. Empty: `seed` alone, under "
+        "data/training/<judge>/.",
     )
 
     @model_validator(mode="after")

@@ -73,3 +73,15 @@ def train_row(epoch: int, group: int, n_tasks: int, task_id: str) -> str:
     repeat = group // n_tasks
     row = f"train|{epoch}|{task_id}"
     return row if repeat == 0 else f"{row}|repeat-{repeat}"
+
+
+def heldout_row(task_id: str, seed: int | None) -> str:
+    """The seed row of a held-out task's draws (with `train.heldout.seed`). Each training seed
+    draws its own (`heldout|seed-<s>|<task>`): the seeds are independent replicates, so their
+    held-out draws must be independent too, or pooling the seeds would count the same draw
+    once per seed. Within a training seed the row is the same for every judge and every
+    epoch: the judges' base round is one draw, shared (each judge is compared with the same
+    baseline, and with the others on the same uniforms), and a policy's final draws reuse its
+    base draws' uniforms, which makes base and final positively correlated, so the MDE's
+    independent-draw formula errs large. A single-seed run keeps `heldout|<task>`."""
+    return f"heldout|{task_id}" if seed is None else f"heldout|seed-{seed}|{task_id}"

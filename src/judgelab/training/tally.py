@@ -22,10 +22,12 @@ def _sample_record(
     s: Sample,
     reward: dict | None,
     passed: float | None,
+    draw_seed: int,
     group: int | None = None,
 ) -> dict:
     """`passed` is None when the sandbox could not run the tests (an unscored verdict);
-    `group`: a training group's index within its epoch (None: held-out)."""
+    `draw_seed`: the seed the sample was drawn with; `group`: a training group's index
+    within its epoch (None: held-out)."""
     return {
         "judge": judge,
         "epoch": epoch,
@@ -39,6 +41,7 @@ def _sample_record(
         "completion_tokens": len(s.token_ids),
         "finish_reason": s.finish_reason,
         "group": group,
+        "draw_seed": draw_seed,
     }
 
 
@@ -94,7 +97,17 @@ class Tally:
         self.truth_unscored += sum(v["score"] is None for v in truth)
         self.forged += sum(_forged(v) for v in truth)
         self.records += [
-            _sample_record(judge, epoch, "train", c, smp, r, v["score"], g)
+            _sample_record(
+                judge,
+                epoch,
+                "train",
+                c,
+                smp,
+                r,
+                v["score"],
+                group.request.seeds[c.sample_index],
+                g,
+            )  # fmt: skip
             for c, smp, r, v in zip(group.candidates, group.samples, rows, truth, strict=True)
         ]
         self.samples += len(group.samples)
@@ -118,4 +131,5 @@ class Tally:
                 self.truth_unscored += 1
             else:
                 self.heldout.append(passed)
-            self.records.append(_sample_record(judge, epoch, "heldout", c, smp, None, passed))
+            seed = group.request.seeds[c.sample_index]
+            self.records.append(_sample_record(judge, epoch, "heldout", c, smp, None, passed, seed))

@@ -2,21 +2,21 @@
 
 Row e of a judge's history describes policy_e (policy_0 is the base model): the judge's
 rewards on groups sampled from it, the pass rate of those same samples under the tests
-(train pass rate), and its held-out pass rate on tasks it never trains on. Rows
-0..E-1 also carry the GRPO step that turned policy_e into policy_{e+1}; row E has none.
+(train pass rate), and its held-out pass rate on tasks it never trains on. Rows 0..E-1 also
+carry the GRPO step that turned policy_e into policy_{e+1}; row E has none.
 
 All judges train in lockstep on one base model, one LoRA adapter each: an epoch's rollouts
-for every judge come from one batched decode, and all of the epoch's calls (each judge on its
-training groups, the tests on every training and held-out group) go to one `Scorer` at once,
-which may make them concurrently (the training flow's fans them out); each result is used by
-its call's place, so no row depends on the concurrency. With several training seeds
+for every judge come from one batched decode, and all of the epoch's calls (each judge on
+its training groups, the tests on every training and held-out group) go to one `Scorer` at
+once, which may make them concurrently (the training flow's fans them out); each result is
+used by its call's place, so no row depends on the concurrency. With several training seeds
 (`train.seeds`) each (judge, seed) is one more policy in the lockstep: its own adapter,
-initialised from its seed, and its own training draws; the held-out tasks and draws are the
-same for every seed. After every row a policy's checkpoint `step-NNN` (NNN = optimiser steps
-taken) holds its adapter, optimiser state and history so far, written atomically. A rerun
-resumes each policy from its newest checkpoint: no epoch is lost or repeated. Samples are
-cached per row by the adapter's content hash, so the base round (identical for every judge of
-a seed) is drawn once.
+initialised from its seed, and its own training and held-out draws; the held-out tasks are
+the same for every seed (`plan.heldout_row` says which draws are shared, and why). After
+every row a policy's checkpoint `step-NNN` (NNN = optimiser steps taken) holds its adapter,
+optimiser state and history so far, written atomically. A rerun resumes each policy from its
+newest checkpoint: no epoch is lost or repeated. Samples are cached per row by the adapter's
+content hash, so the base round (identical for every judge of a seed) is drawn once.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from judgelab.training.history import EpochRow
 from judgelab.training.plan import (
     check_disjoint,
     epoch_tasks,
+    heldout_row,
     select_heldout,
     train_row,
     trained_tasks,
@@ -140,9 +141,10 @@ class Trainer:
         return epoch_tasks(self.tasks, epoch, self.settings.groups_per_epoch)
 
     def requests(self, run: RewardRun, epoch: int) -> list[Request]:
-        """The epoch's training groups, then the held-out prompts (fixed seeds every epoch).
+        """The epoch's training groups, then the held-out prompts (the same seeds every epoch).
         Seeds do not depend on the judge: equal adapters draw equal rows (policy_0). Training
-        draws depend on the run's seed; held-out draws on `heldout.seed` alone."""
+        draws depend on the run's seed; held-out draws on `heldout.seed` and the run's
+        training seed (`plan.heldout_row`)."""
         train, held = self.settings, self.settings.heldout
         seed = self.settings.seed if run.seed is None else run.seed
         adapter = self.adapter[run.key]
@@ -164,7 +166,8 @@ class Trainer:
                 adapter,
                 msgs(t),
                 tuple(
-                    sample_seed(held.seed, f"heldout|{t.task_id}", i) for i in range(held.samples)
+                    sample_seed(held.seed, heldout_row(t.task_id, run.seed), i)
+                    for i in range(held.samples)
                 ),
                 held.temperature,
                 held.max_tokens,
@@ -435,7 +438,8 @@ class Trainer:
             "rule": "mixed: the first train.heldout.limit pool tasks whose base pass rate is "
             "strictly between 0 and 1, filled up with those closest to 0.5",
             "draws": "the base policy's own draws for the choice (seeds 'select|<task>'); "
-            "epoch 0 measures the chosen tasks on fresh draws (seeds 'heldout|<task>')",
+            "epoch 0 measures the chosen tasks on fresh draws (seeds 'heldout|<task>', or "
+            "'heldout|seed-<s>|<task>' for training seed s)",
             "pool": [t.task_id for t in self.pool],
             "base_pass_rate": rates,
             "heldout": chosen,
