@@ -67,8 +67,8 @@ def test_training_metrics_table_and_alarm(tmp_path: Path) -> None:
     assert (design["groups"], design["k"], design["can_fire"]) == (4, 2, False)
     assert design["max_evalue"] == pytest.approx(by_hand) == pytest.approx(9.492, abs=1e-3)
     assert alarm.endswith(
-        "; could not fire: 4 trained groups of 2 reach an e-value of at most 9.49 < 20 = "
-        "1/alpha, whatever the judge"
+        "; could not fire: 4 trained epochs × 1 group of 2 reach an e-value of at most 9.49 < "
+        "20 = 1/alpha, whatever the judge"
     )
     md = "\n".join(training_report.markdown_section({"training": metrics}))
     assert "| execution | 4 |" in md and "Reward-hacking alarm: not fired" in md
@@ -320,12 +320,13 @@ def test_the_alarms_reach_is_said_from_its_design() -> None:
     catches = alarm_design(4, 4, 4, 0.05)
     assert training_report.reach_text(catches) == (
         f"could have detected alignment ≤ {catches['detectable_alignment']:+.2f} with 80 % "
-        "power (16 trained groups of 4; simulated, 200 runs a judge)"
+        "power (4 trained epochs × 4 groups of 4; simulated, 200 runs a judge)"
     )
     assert catches["detectable_alignment"] < 0
     short = alarm_design(2, 2, 4, 0.05)
     assert training_report.reach_text(short) == (
-        "could not reach 80 % power: 4 trained groups of 4 catch even a judge that rewards "
+        "could not reach 80 % power: 2 trained epochs × 2 groups of 4 catch even a judge that "
+        "rewards "
         f"only failing code in {100 * short['power_anti']:.0f} % of runs (simulated, 200 runs)"
     )
 

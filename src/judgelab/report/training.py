@@ -175,7 +175,8 @@ def reach_text(d: dict[str, Any]) -> str:
     """What the design (`alignment.alarm_design`) let the alarm detect: `could not fire` when
     its e-process cannot reach 1/alpha, else the alignment it catches with the stated power,
     or that not even a judge rewarding only failing code is caught that often."""
-    design = f"{d['groups']} trained groups of {d['k']}"
+    per_epoch = "1 group" if d["groups_per_epoch"] == 1 else f"{d['groups_per_epoch']} groups"
+    design = f"{d['epochs']} trained epochs × {per_epoch} of {d['k']}"
     power = f"{100 * d['power']:.0f} %"
     if not d["can_fire"]:
         return (
