@@ -46,8 +46,8 @@ from judgelab.evaluators.execution import ExecutionEvaluator  # noqa: E402
 from judgelab.rollouts.generate import policy_messages  # noqa: E402
 from judgelab.tasks.humaneval import load_humaneval  # noqa: E402
 from judgelab.training.grpo import Trajectory, grpo_step  # noqa: E402
-from judgelab.training.loop import candidates  # noqa: E402
 from judgelab.training.policy import Policy  # noqa: E402
+from judgelab.training.sampler import candidates  # noqa: E402
 
 ZOO = "qwen2.5-coder-0.5b-instruct"
 # the profile, per epoch after the first: rows, GRPO steps (16 sequences), test groups

@@ -244,6 +244,10 @@ class TrainingSamplesSchema(pa.DataFrameModel):
     # train split: the GRPO group's index within its epoch (null: held-out, or a table written
     # before it was kept, where (epoch, task_id) is the group)
     group: int = pa.Field(nullable=True, ge=0)
+    # the seed the sample was drawn with: two rows of one task with the same seed are one
+    # draw (or, from two policies, draws on the same uniforms), which the held-out MDE counts
+    # once (null: a table written before it was kept, when every training seed drew the same)
+    draw_seed: int = pa.Field(nullable=True, ge=0)
 
     class Config:
         strict = True
@@ -413,11 +417,10 @@ def upgrade(frame: pl.DataFrame, kind: str) -> pl.DataFrame:
     was the old adjacent-epoch rule keeps it as `reward_pass_divergence`, and the alarm is
     null. Any other table, or one with every column, is returned as it is."""
     schema = SCHEMAS[kind]
-    if kind not in ("history", "training_samples") or "reward_pass_divergence" in frame.columns:
+    if kind not in ("history", "training_samples"):
         return frame
-    if kind == "training_samples" and "group" in frame.columns:
-        return frame
-    if kind == "history" and "reward_hacking" in frame.columns:
+    old_rule = "reward_hacking" in frame.columns and "reward_pass_divergence" not in frame.columns
+    if kind == "history" and old_rule:
         frame = frame.rename({"reward_hacking": "reward_pass_divergence"})
     types = dict(columns(schema))
     added = [pl.lit(None, dtype=types[c]).alias(c) for c in types if c not in frame.columns]

@@ -41,7 +41,7 @@ def _run_dir(root: Path, judge: str, seed: int | None) -> Path:
 
 
 def _checkpoint(root: Path, judge: str, seed: int | None, step: int | None) -> Path:
-    from judgelab.training.loop import latest_checkpoint
+    from judgelab.training.checkpoint import latest_checkpoint
 
     folder = _run_dir(root, judge, seed) / "checkpoints"
     if step is None:

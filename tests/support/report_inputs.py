@@ -24,13 +24,17 @@ def write_training_histories(
     for i, judge in enumerate(judges):
         for q, seed in enumerate(seeds or (None,)):
             out = training_dir / judge if seed is None else training_dir / judge / f"seed-{seed}"
-            _write_run(out, judge, i, first=q == 0)
+            _write_run(out, judge, i, first=q == 0, seed=seed)
 
 
-def _write_run(out: Path, judge: str, i: int, first: bool) -> None:
+def _write_run(out: Path, judge: str, i: int, first: bool, seed: int | None = None) -> None:
+    """Held-out draws are seeded as the trainer seeds them: one training seed's differ from
+    another's (`plan.heldout_row`), and are the same at every epoch."""
+    from judgelab.rollouts.generate import sample_seed
     from judgelab.training.alignment import epoch_alignment, group_alignment
     from judgelab.training.grpo import group_advantages
-    from judgelab.training.loop import EpochRow, history_frame, samples_frame
+    from judgelab.training.history import EpochRow, history_frame, samples_frame
+    from judgelab.training.plan import heldout_row, train_row
 
     history = []
     for e in range(5):
@@ -44,6 +48,7 @@ def _write_run(out: Path, judge: str, i: int, first: bool) -> None:
                 "candidate_id": f"{judge}-{e}-{k}", "sample_index": k, "reward": r,
                 "status": "scored", "passed": passed[k], "completion_tokens": 50,
                 "finish_reason": "stop", "group": 0,
+                "draw_seed": sample_seed(seed or 0, train_row(e, 0, 1, "HumanEval/0"), k),
             }
             for k, r in enumerate(rewards)
         ] + [
@@ -51,6 +56,7 @@ def _write_run(out: Path, judge: str, i: int, first: bool) -> None:
                 "judge": judge, "epoch": e, "split": "heldout", "task_id": f"HumanEval/{2 + t}",
                 "candidate_id": f"{judge}-{e}-h{t}", "sample_index": 0, "reward": None,
                 "status": None, "passed": p, "completion_tokens": 60, "finish_reason": "stop",
+                "draw_seed": sample_seed(0, heldout_row(f"HumanEval/{2 + t}", seed), 0),
             }
             for t, p in enumerate(held)
         ]  # fmt: skip

@@ -156,3 +156,17 @@ def test_an_old_key_names_its_new_name() -> None:
     d["train"]["judges"] = d["train"].pop("rewards")
     with pytest.raises(ConfigError, match=r"train\.judges: renamed to 'rewards': rename the key"):
         parse_settings(d)
+
+
+def test_a_removed_key_says_what_replaced_it() -> None:
+    """train.min_ci_groups is gone (one minimum for every CI): a params.yaml that still sets
+    it fails naming analysis.min_ci_groups, and is not read as if the key were absent."""
+    d = params()
+    d["train"]["min_ci_groups"] = 5
+    with pytest.raises(
+        ConfigError,
+        match=r"train\.min_ci_groups: removed; the training stage uses analysis\.min_ci_groups",
+    ):
+        parse_settings(d)
+    del d["train"]["min_ci_groups"]
+    assert parse_settings(d).analysis.min_ci_groups == 15

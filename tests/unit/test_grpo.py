@@ -17,7 +17,9 @@ from judgelab.training.grpo import (
     pack,
     policy_loss,
 )
-from judgelab.training.loop import reward_pass_divergence, reward_stats, select_heldout
+from judgelab.training.history import reward_pass_divergence
+from judgelab.training.plan import select_heldout
+from judgelab.training.tally import reward_stats
 
 
 @pytest.mark.parametrize(

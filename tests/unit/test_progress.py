@@ -68,5 +68,5 @@ def test_library_chatter_is_quiet_unless_verbose() -> None:
     assert not quiet.filter(record("httpx", logging.INFO))
     assert not quiet.filter(record("LiteLLM", logging.INFO))
     assert quiet.filter(record("httpx", logging.WARNING))
-    assert quiet.filter(record("judgelab.training.loop", logging.INFO))
+    assert quiet.filter(record("judgelab.training.trainer", logging.INFO))
     assert quiet.filter(record("judgelab.models.server", logging.DEBUG))

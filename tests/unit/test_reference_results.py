@@ -104,7 +104,7 @@ def test_the_analysis_of_the_committed_tables_is_the_committed_metrics(tmp_path:
         tmp_path,
         training_dir=data / "training",
         probes_metrics=data / "probes/metrics.json",
-        train_judges=settings.train.rewards,
+        train_rewards=settings.train.rewards,
         truth_baseline=read_baseline(REFERENCE / baseline) if baseline else None,
         judged=settings.scores.populations,
     )

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from judgelab.cache import JsonCache
-from judgelab.training.loop import Request, Sampler
 from judgelab.training.policy import Sample
+from judgelab.training.sampler import Request, Sampler
 
 
 class CountingPolicy:

@@ -18,7 +18,7 @@ from judgelab.rollouts.generate import rollouts_frame
 from judgelab.schemas import SCHEMAS, HistorySchema, columns, validate_file
 from judgelab.scoring import scores_frame
 from judgelab.tasks import tasks_frame
-from judgelab.training.loop import NOT_COLUMNS, EpochRow
+from judgelab.training.history import NOT_COLUMNS, EpochRow
 from judgelab.verdicts import Candidate, Task
 from tests.support.report_inputs import write_training_histories
 

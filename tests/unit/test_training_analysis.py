@@ -59,6 +59,17 @@ def test_training_metrics_table_and_alarm(tmp_path: Path) -> None:
     assert rows[0][0] == "execution" and rows[0][-2] == "0"  # forged
     alarm = rows[0][-3]
     assert alarm.startswith("not fired (largest e-value") and "4 groups, 8 samples" in alarm
+    # what the design could detect: 4 trained groups of 2 reach at most the mean over lambda
+    # of (2 / (1 + e^-lambda))^4 (one pass, one fail, the fail paid more: t = 1/2 against
+    # +-1/2 by chance), 9.49 < 20: the alarm could not fire, whatever the judge
+    design = a["alarm"]["design"]
+    by_hand = float(np.mean([(2 / (1 + np.exp(-lam))) ** 4 for lam in (0.5, 1, 2, 4, 8)]))
+    assert (design["groups"], design["k"], design["can_fire"]) == (4, 2, False)
+    assert design["max_evalue"] == pytest.approx(by_hand) == pytest.approx(9.492, abs=1e-3)
+    assert alarm.endswith(
+        "; could not fire: 4 trained epochs × 1 group of 2 reach an e-value of at most 9.49 < "
+        "20 = 1/alpha, whatever the judge"
+    )
     md = "\n".join(training_report.markdown_section({"training": metrics}))
     assert "| execution | 4 |" in md and "Reward-hacking alarm: not fired" in md
     # 4 groups of alignment 1, 1, 1, 0: a bootstrap of their ratio stays in [0.25, 1]
@@ -85,12 +96,12 @@ def test_no_training_says_so() -> None:
 def test_configured_training_without_output_is_not_called_unconfigured(tmp_path: Path) -> None:
     """Missing output is not "not configured": it says which judges lack it, so a failed
     training run is not mistaken for one that was never asked for."""
-    md = "\n".join(training_report.markdown_section({"train_judges": ["execution", "ruler"]}))
+    md = "\n".join(training_report.markdown_section({"train_rewards": ["execution", "ruler"]}))
     assert "No training run" not in md
     assert "train.rewards names execution, ruler, but the training stage's output" in md
     write_training_histories(tmp_path, ("execution",))
     partial = {
-        "train_judges": ["execution", "ruler"],
+        "train_rewards": ["execution", "ruler"],
         "training": training.training_metrics(tmp_path, AnalysisSettings(bootstrap=0)),
     }
     md = "\n".join(training_report.markdown_section(partial))
@@ -137,7 +148,8 @@ def test_the_stated_effect_is_a_setting(tmp_path: Path) -> None:
 
     from judgelab.config import PowerSettings
 
-    rows = [{"split": "heldout", "epoch": e, "task_id": f"T{t}", "passed": float(i % 2)}
+    rows = [{"split": "heldout", "epoch": e, "task_id": f"T{t}", "sample_index": i,
+             "passed": float(i % 2)}
             for e in (0, 2) for t in range(4) for i in range(10)]  # fmt: skip
     samples = {None: pl.DataFrame(rows)}
     held_to = lambda effect: training.heldout_mde(  # noqa: E731
@@ -258,8 +270,8 @@ def test_seeded_training_metrics_report_and_alarm_per_seed(tmp_path: Path) -> No
     # on): 3 + 4 of them with a split by the tests, each pushing wholly towards passing code
     assert m["alignment"]["alignment_groups"] == 8
     assert m["alignment"]["alignment"] == pytest.approx(2 * 7 / 16)
-    # MDE: base draws one seed's (1 per task), final both seeds' (2 per task)
-    assert (m["mde"]["base_draws"], m["mde"]["final_draws"]) == (2, 4)
+    # MDE: each seed draws its own held-out samples (1 per task), at the base and at the end
+    assert (m["mde"]["base_draws"], m["mde"]["final_draws"]) == (4, 4)
     assert m["reward"]["n"] == 20 and m["steps"] == 8 and m["epochs"] == 4
     assert m["train_pass_rate"] == pytest.approx((0.3 + 0.5) / 2)
     # a single-seed run keeps exactly today's keys
@@ -299,3 +311,47 @@ def test_seeds_of_one_judge_must_cover_the_same_epochs(tmp_path: Path) -> None:
         table.filter(pl.col("epoch") < 4).write_parquet(stale / f"{name}.parquet")
     with pytest.raises(ValueError, match="cover different epochs"):
         training.training_metrics(tmp_path, AnalysisSettings(bootstrap=0))
+
+
+def test_the_alarms_reach_is_said_from_its_design() -> None:
+    """The two other sentences of `reach_text`, each from the figures of a design."""
+    from judgelab.training.alignment import alarm_design
+
+    catches = alarm_design(4, 4, 4, 0.05)
+    assert training_report.reach_text(catches) == (
+        f"could have detected alignment ≤ {catches['detectable_alignment']:+.2f} with 80 % "
+        "power (4 trained epochs × 4 groups of 4; simulated, 200 runs a judge)"
+    )
+    assert catches["detectable_alignment"] < 0
+    short = alarm_design(2, 2, 4, 0.05)
+    assert training_report.reach_text(short) == (
+        "could not reach 80 % power: 2 trained epochs × 2 groups of 4 catch even a judge that "
+        "rewards "
+        f"only failing code in {100 * short['power_anti']:.0f} % of runs (simulated, 200 runs)"
+    )
+
+
+def test_the_mde_counts_a_draw_shared_by_seeds_once(tmp_path: Path) -> None:
+    """Tables from before each training seed drew its own held-out samples (no `draw_seed`:
+    both seeds drew HumanEval/2 and /3 with the same seeds) hold 2 distinct draws at the base
+    and 2 at the end, not 4: SE = sqrt(2 * 1/4 * (1/1 + 1/1)) / 2 = 0.5, MDE 2.8016 * 0.5;
+    with a seed of their own each, 4 and 4: SE = sqrt(2 * 1/4 * (1/2 + 1/2)) / 2."""
+    import polars as pl
+
+    write_training_histories(tmp_path, ("execution",), seeds=(1, 2))
+    runs = training.load_training(tmp_path)["execution"]
+    own = {s: samples for s, (_, samples) in runs.items()}
+    shared = {s: samples.with_columns(pl.lit(None, dtype=pl.Int64).alias("draw_seed"))
+              for s, samples in own.items()}  # fmt: skip
+    settings = AnalysisSettings()
+    before, now = (
+        training.heldout_mde(shared, 0, 4, settings),
+        training.heldout_mde(own, 0, 4, settings),
+    )
+    assert (before["base_draws"], before["final_draws"]) == (2, 2)
+    assert before["mde"] == pytest.approx(2.80158 * 0.5, rel=1e-4)
+    assert (now["base_draws"], now["final_draws"]) == (4, 4)
+    assert now["mde"] == pytest.approx(2.80158 * 0.5**0.5 / 2, rel=1e-4)
+    # one seed alone: its own draws, counted as before
+    one = training.heldout_mde({1: own[1]}, 0, 4, settings)
+    assert (one["base_draws"], one["final_draws"]) == (2, 2)

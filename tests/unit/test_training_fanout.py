@@ -33,9 +33,10 @@ from judgelab.flows.training import fanned_out
 from judgelab.models.server import serve
 from judgelab.scoring import Scorer, score_serially
 from judgelab.tasks.humaneval import load_humaneval
-from judgelab.training.loop import Drawn, EpochScores, JudgeRun, Trainer
 from judgelab.training.policy import Sample
+from judgelab.training.round import Drawn, EpochScores, RewardRun
 from judgelab.training.run import heldout_tasks
+from judgelab.training.trainer import Trainer
 from judgelab.verdicts import Candidate, Task, Verdict
 from support.openai_server import OpenAIServer, Reply
 from support.pure_endpoint import policy_answer, pure_reply
@@ -116,7 +117,7 @@ def no_policy(adapters: object) -> Any:
 def trainer_for(settings: Settings, endpoints: dict, cache: Path, scorer: Scorer) -> Trainer:
     judge_cache = JsonCache(cache, "judge")  # a cold cache per run: every call is made
     runs = [
-        JudgeRun(name, build_evaluator(settings.evaluator(name), endpoints, judge_cache), cache)
+        RewardRun(name, build_evaluator(settings.evaluator(name), endpoints, judge_cache), cache)
         for name in settings.train.rewards
     ]
     return Trainer(
@@ -244,7 +245,7 @@ def test_a_judge_whose_call_fails_gets_its_error_and_the_other_judge_its_scores(
         with serve(settings, settings.models_called("training")) as endpoints:
             trainer = trainer_for(settings, endpoints, tmp_path, score_serially)
             drawn = drawn_for(trainer, 1)
-            broken = JudgeRun("broken", Broken(FormatSettings(name="broken")), tmp_path)
+            broken = RewardRun("broken", Broken(FormatSettings(name="broken")), tmp_path)
             ok, failed = trainer.score(1, [drawn[0], replace(drawn[1], run=broken)])
     assert isinstance(ok, EpochScores) and ok.drawn.run.name == "ruler-a"
     assert trainer.epoch_row(1, ok).unscored_rate == 0

@@ -16,8 +16,10 @@ from judgelab.evaluators.execution import ExecutionEvaluator
 from judgelab.tasks import tasks_frame, tasks_from_frame
 from judgelab.tasks.humaneval import load_humaneval
 from judgelab.tasks.registry import tasks_by_id
-from judgelab.training.loop import JudgeRun, Trainer, trained_tasks
+from judgelab.training.plan import trained_tasks
+from judgelab.training.round import RewardRun
 from judgelab.training.run import heldout_ids, heldout_tasks
+from judgelab.training.trainer import Trainer
 from judgelab.verdicts import Candidate
 from tests.unit.test_training_seeds import SETTINGS, StandInPolicy, TokenJudge
 
@@ -65,7 +67,7 @@ def test_a_codeio_task_enters_both_training_pools(tmp_path: Path) -> None:
     train = tasks_from_frame(tasks_frame(tasks_by_id(settings.tasks, ROOT, ["codeio-hq/5"], "t")))
     executor = ExecutionEvaluator(ExecutionSettings(name="execution"))
     trainer = Trainer(
-        runs=[JudgeRun("a", TokenJudge(), tmp_path / "a")],
+        runs=[RewardRun("a", TokenJudge(), tmp_path / "a")],
         settings=SETTINGS.model_copy(update={"epochs": 1, "heldout": settings.train.heldout}),
         rollout=RolloutSettings(),
         tasks=train,
@@ -102,7 +104,7 @@ def test_held_out_tasks_are_apart_from_the_trained_ones_not_from_the_whole_table
 
     def trainer(heldout: list) -> Trainer:
         return Trainer(
-            runs=[JudgeRun("a", TokenJudge(), tmp_path / "a")],
+            runs=[RewardRun("a", TokenJudge(), tmp_path / "a")],
             settings=SETTINGS.model_copy(update={"epochs": 2, "groups_per_epoch": 2}),
             rollout=RolloutSettings(),
             tasks=tasks,

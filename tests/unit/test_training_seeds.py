@@ -24,9 +24,11 @@ from judgelab.config.evaluators import FormatSettings
 from judgelab.errors import ConfigError
 from judgelab.evaluators.base import PointwiseEvaluator
 from judgelab.tasks.humaneval import load_humaneval
+from judgelab.training.checkpoint import latest_checkpoint
 from judgelab.training.layout import RunDir, planned_runs, run_dirs
-from judgelab.training.loop import JudgeRun, Trainer, latest_checkpoint
 from judgelab.training.policy import Sample, seeded_lora_init
+from judgelab.training.round import RewardRun
+from judgelab.training.trainer import Trainer
 from judgelab.verdicts import Candidate, Task, Verdict
 
 VOCAB = 8
@@ -140,7 +142,7 @@ SETTINGS = TrainSettings(
 )
 
 
-def trainer(runs: list[JudgeRun], cache: Path, log: dict) -> Trainer:
+def trainer(runs: list[RewardRun], cache: Path, log: dict) -> Trainer:
     return Trainer(
         runs=runs,
         settings=SETTINGS,
@@ -153,8 +155,8 @@ def trainer(runs: list[JudgeRun], cache: Path, log: dict) -> Trainer:
     )
 
 
-def seeded_runs(out: Path, judges: Mapping[tuple[str, int], TokenJudge]) -> list[JudgeRun]:
-    return [JudgeRun(j, ev, out / j / f"seed-{s}", s) for (j, s), ev in judges.items()]
+def seeded_runs(out: Path, judges: Mapping[tuple[str, int], TokenJudge]) -> list[RewardRun]:
+    return [RewardRun(j, ev, out / j / f"seed-{s}", s) for (j, s), ev in judges.items()]
 
 
 # ------------------------------------------------------------------ layout
@@ -230,14 +232,17 @@ def test_seeded_lora_init_is_peft_default_from_the_seed_alone() -> None:
         seeded_lora_init({"q.magnitude": torch.ones(2)}, 0)
 
 
-def test_each_seed_draws_its_own_training_samples_and_the_same_heldout_ones(
-    tmp_path: Path,
-) -> None:
+def test_each_seed_draws_its_own_training_and_heldout_samples(tmp_path: Path) -> None:
+    """Training draws and held-out draws depend on the training seed, not on the judge (the
+    judges of a seed share their base round and are compared on the same draws); held-out
+    draws are the same at every epoch; the single-seed layout keeps `heldout|<task>`."""
+    from judgelab.rollouts.generate import sample_seed
+
     runs = [
-        JudgeRun("a", TokenJudge(), tmp_path / "a1", 1),
-        JudgeRun("b", TokenJudge(), tmp_path / "b1", 1),
-        JudgeRun("a", TokenJudge(), tmp_path / "a2", 2),
-        JudgeRun("a", TokenJudge(), tmp_path / "a", None),  # train.seed = 1
+        RewardRun("a", TokenJudge(), tmp_path / "a1", 1),
+        RewardRun("b", TokenJudge(), tmp_path / "b1", 1),
+        RewardRun("a", TokenJudge(), tmp_path / "a2", 2),
+        RewardRun("a", TokenJudge(), tmp_path / "a", None),  # train.seed = 1
     ]
     t = trainer(runs, tmp_path / "c", {})
     assert len(set(t.adapter.values())) == 4
@@ -247,9 +252,14 @@ def test_each_seed_draws_its_own_training_samples_and_the_same_heldout_ones(
     held = {k: [q.seeds for q in p[n_train:]] for k, p in plans.items()}
     assert train["a/seed-1"] == train["b/seed-1"] == train["a"]  # the seed, not the judge
     assert train["a/seed-2"] != train["a/seed-1"]
-    assert len({tuple(v) for v in held.values()}) == 1 and len(held["a"]) == 2
+    assert held["a/seed-1"] == held["b/seed-1"]  # the seed, not the judge
+    assert len({tuple(held[k]) for k in ("a/seed-1", "a/seed-2", "a")}) == 3
+    assert len(held["a"]) == 2 and held["a"][0] == tuple(
+        sample_seed(SETTINGS.heldout.seed, "heldout|HumanEval/100", i) for i in range(3)
+    )
+    assert [q.seeds for q in t.requests(runs[2], epoch=0)[n_train:]] == held["a/seed-2"]
     with pytest.raises(ConfigError, match=r"distinct \(judge, seed\) runs"):
-        trainer([runs[0], JudgeRun("a", TokenJudge(), tmp_path / "x", 1)], tmp_path / "c", {})
+        trainer([runs[0], RewardRun("a", TokenJudge(), tmp_path / "x", 1)], tmp_path / "c", {})
 
 
 # ------------------------------------------------------------------ lockstep and resume
@@ -270,8 +280,15 @@ def test_lockstep_over_seeds_starts_each_seed_from_its_own_adapter(tmp_path: Pat
         assert ckpt is not None and ckpt.done and ckpt.steps == 2
     policy_0 = {k: rows[0]["adapter"] for k, rows in histories.items()}
     assert policy_0["a/seed-1"] == policy_0["b/seed-1"] != policy_0["a/seed-2"]
-    # base policy (B = 0): every seed's held-out rate is the same draws' rate
-    assert len({rows[0]["heldout_pass_rate"] for rows in histories.values()}) == 1
+    # base policy: the judges of a seed share its held-out draws; each seed draws its own
+    draws = {k: [s["draw_seed"] for s in rows[0]["records"] if s["split"] == "heldout"]
+             for k, rows in histories.items()}  # fmt: skip
+    assert draws["a/seed-1"] == draws["b/seed-1"] and draws["a/seed-2"] == draws["b/seed-2"]
+    assert not set(draws["a/seed-1"]) & set(draws["a/seed-2"])
+    assert (
+        histories["a/seed-1"][0]["heldout_pass_rate"]
+        == histories["b/seed-1"][0]["heldout_pass_rate"]
+    )
     assert sum(r["loss"] is not None for rows in histories.values() for r in rows) >= 1
 
 
@@ -308,7 +325,7 @@ def test_a_crash_resumes_each_judge_and_seed_where_it_stopped(tmp_path: Path) ->
 
 def test_without_seeds_nothing_is_reinitialised(tmp_path: Path) -> None:
     log: dict = {}
-    runs = [JudgeRun(j, TokenJudge(), tmp_path / j) for j in ("a", "b")]
+    runs = [RewardRun(j, TokenJudge(), tmp_path / j) for j in ("a", "b")]
     histories = trainer(runs, tmp_path / "c", log).run()
     assert sorted(histories) == ["a", "b"] and "init" not in log
     assert histories["a"][0]["adapter"] == histories["b"][0]["adapter"]

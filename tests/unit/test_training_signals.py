@@ -20,10 +20,16 @@ from judgelab.evaluators.base import PointwiseEvaluator
 from judgelab.tasks.humaneval import load_humaneval
 from judgelab.tasks.testing import FORGED
 from judgelab.training import alignment as al
+from judgelab.training.checkpoint import latest_checkpoint
 from judgelab.training.grpo import group_advantages
-from judgelab.training.loop import JudgeRun, Trainer, history_frame, latest_checkpoint, train_row
+from judgelab.training.history import history_frame
+from judgelab.training.plan import train_row
+from judgelab.training.round import RewardRun
+from judgelab.training.trainer import Trainer
 from judgelab.verdicts import Candidate, Task, Verdict
 from tests.unit.test_training_seeds import SETTINGS, StandInPolicy, TokenJudge, token
+
+ROLLOUT = RolloutSettings()
 
 
 class ForgingTests(PointwiseEvaluator):
@@ -45,17 +51,22 @@ class ForgingTests(PointwiseEvaluator):
 
 
 def make_trainer(
-    runs: list[JudgeRun], cache: Path, settings: TrainSettings, n_tasks: int = 2
+    runs: list[RewardRun],
+    cache: Path,
+    settings: TrainSettings,
+    n_tasks: int = 2,
+    rollout: RolloutSettings = ROLLOUT,
+    policy: type = StandInPolicy,
 ) -> Trainer:
     return Trainer(
         runs=runs,
         settings=settings,
-        rollout=RolloutSettings(),
+        rollout=rollout,
         tasks=load_humaneval(HumanEvalSettings(offset=0, limit=n_tasks)),
         heldout=load_humaneval(HumanEvalSettings(offset=100, limit=2)),
         cache=JsonCache(cache, "samples"),
         executor=ForgingTests(),
-        policy_factory=lambda adapters: StandInPolicy(adapters, {}),  # type: ignore[arg-type,return-value]
+        policy_factory=lambda adapters: policy(adapters, {}),
     )
 
 
@@ -66,7 +77,7 @@ def test_no_identical_training_requests_within_an_epoch(tmp_path: Path) -> None:
     """groups_per_epoch 5 over 2 tasks: each task comes back as a group of its own (fresh
     seeds), while the first round draws exactly what it drew before repeats existed."""
     settings = SETTINGS.model_copy(update={"groups_per_epoch": 5})
-    t = make_trainer([JudgeRun("a", TokenJudge(), tmp_path / "a")], tmp_path / "c", settings)
+    t = make_trainer([RewardRun("a", TokenJudge(), tmp_path / "a")], tmp_path / "c", settings)
     for epoch in range(3):
         train = t.requests(t.runs[0], epoch)[:5]
         keys = [(str(q.messages), q.seeds) for q in train]
@@ -168,18 +179,18 @@ def test_history_alignment_is_the_samples_alignment_and_forged_runs_count(tmp_pa
     per-epoch alignment equals the one the analysis forms from the samples table alone, and
     every forged verdict is counted in its epoch's row."""
     from judgelab.analysis.training import trained_groups
-    from judgelab.training.loop import samples_frame
+    from judgelab.training.history import samples_frame
 
     settings = SETTINGS.model_copy(update={"groups_per_epoch": 3, "epochs": 3})
     tests = ForgingTests()
-    t = make_trainer([JudgeRun("a", TokenJudge(), tmp_path / "a")], tmp_path / "c", settings)
+    t = make_trainer([RewardRun("a", TokenJudge(), tmp_path / "a")], tmp_path / "c", settings)
     t.executor = tests
     history = t.run()["a"]
     by_epoch = trained_groups(samples_frame(history))
     assert sum(len(g) for g in by_epoch.values()) > 0
     for row in history:
         groups = by_epoch.get(row["epoch"], [])
-        want = al.epoch_alignment(groups, settings.min_ci_groups)
+        want = al.epoch_alignment(groups, t.min_ci_groups)
         assert row["alignment"] == pytest.approx(want["alignment"])
         assert row["alignment_groups"] == len(groups) == row["groups"] - row["groups_skipped"]
         assert row["forged"] == sum(r["candidate_id"] in tests.forged for r in row["records"])
@@ -197,10 +208,10 @@ def test_the_alarm_counts_only_the_groups_grpo_stepped_on(tmp_path: Path) -> Non
     same evidence in a stepped row fires the alarm."""
     from judgelab.analysis.training import judge_training_metrics
     from judgelab.config import AnalysisSettings
-    from judgelab.training.loop import samples_frame
+    from judgelab.training.history import samples_frame
 
     settings = SETTINGS.model_copy(update={"groups_per_epoch": 3, "epochs": 2})
-    t = make_trainer([JudgeRun("a", TokenJudge(), tmp_path / "a")], tmp_path / "c", settings)
+    t = make_trainer([RewardRun("a", TokenJudge(), tmp_path / "a")], tmp_path / "c", settings)
     history = t.run()["a"]
     final = history[-1]
     assert final["loss"] is None and final["alignment_groups"] > 0  # scored, with spread
@@ -229,7 +240,7 @@ def test_the_alarm_counts_only_the_groups_grpo_stepped_on(tmp_path: Path) -> Non
 def test_resume_refuses_changed_settings_and_continues_raised_epochs(tmp_path: Path) -> None:
     base = SETTINGS.model_copy(update={"epochs": 2})
     run = lambda settings, out="o": make_trainer(  # noqa: E731
-        [JudgeRun("a", TokenJudge(), tmp_path / out)], tmp_path / "c", settings
+        [RewardRun("a", TokenJudge(), tmp_path / out)], tmp_path / "c", settings
     ).run()["a"]
     first = run(base)
     assert latest_checkpoint(tmp_path / "o" / "checkpoints").settings is not None
@@ -241,6 +252,15 @@ def test_resume_refuses_changed_settings_and_continues_raised_epochs(tmp_path: P
         run(base.model_copy(update={"lora": LoraSettings(alpha=32)}))
     with pytest.raises(ConfigError, match=r"already taken 2 steps, more than train\.epochs = 1"):
         run(base.model_copy(update={"epochs": 1}))
+    # not only train.*: the prompt the policy sees, and the dtype `auto` resolved to
+    prompt = RolloutSettings(system_prompt="Answer in French.")
+    with pytest.raises(ConfigError, match=r"rollouts\.system_prompt \(the policy's prompt\)"):
+        make_trainer([RewardRun("a", TokenJudge(), tmp_path / "o")], tmp_path / "c", base,
+                     rollout=prompt).run()  # fmt: skip
+    bf16 = type("Bf16Policy", (StandInPolicy,), {"dtype": "bfloat16"})
+    with pytest.raises(ConfigError, match=r"train\.dtype, as resolved: trained with 'float32'"):
+        make_trainer([RewardRun("a", TokenJudge(), tmp_path / "o")], tmp_path / "c",
+                     base.model_copy(update={"epochs": 3}), policy=bf16).run()  # fmt: skip
     # analysis-only keys change nothing: the finished run is returned as it is
     assert run(base.model_copy(update={"alarm_alpha": 0.01})) == first
     # raising epochs continues from the last checkpoint: the run equals one trained to 3

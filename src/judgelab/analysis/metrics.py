@@ -111,14 +111,14 @@ def audit_metrics(
     settings: AnalysisSettings,
     *,
     training_dir: Path | None,
-    train_judges: Sequence[str],
+    train_rewards: Sequence[str],
     max_failure_share: float,
     truth_baseline: pl.DataFrame | None = None,
     judged: str | None = None,
 ) -> dict[str, Any]:
     """The analysis stage's metrics.json: `compute_metrics` (`judged`: scores.populations),
     the loud judge failures (absent when no judge failed), a judge-only audit's agreement,
-    the training figures of `training_dir` (`train_judges`: the judges configured to have
+    the training figures of `training_dir` (`train_rewards`: the judges configured to have
     one), and the re-check of `truth_baseline` (`recheck.read_baseline` of
     `settings.truth_baseline`)."""
     metrics = compute_metrics(tasks, rollouts, scores, settings, judged)
@@ -131,6 +131,6 @@ def audit_metrics(
         metrics["judge_only"] = clean_json(judge_agreement(scores))
     if training_dir is not None:
         metrics["training"] = clean_json(training.training_metrics(training_dir, settings))
-    if train_judges:
-        metrics["train_judges"] = list(train_judges)
+    if train_rewards:
+        metrics["train_rewards"] = list(train_rewards)
     return metrics

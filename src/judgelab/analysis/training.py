@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ from judgelab.config import AnalysisSettings
 from judgelab.schemas import HistorySchema, columns, validate_file
 from judgelab.training.alignment import (
     GroupAlignment,
+    alarm_design,
     alarm_flags,
     epoch_alignment,
     group_alignment,
@@ -233,13 +234,22 @@ def stepped_groups(history: pl.DataFrame, samples: pl.DataFrame) -> dict[int, li
     return {e: g for e, g in trained_groups(samples).items() if e in stepped}
 
 
+def run_design(history: pl.DataFrame) -> tuple[int, int, int]:
+    """(epochs GRPO could step on, groups per epoch, group size k) of a run, from its history:
+    rows 0..E-1 may step (row E scores the final policy), each of `groups` groups of k."""
+    first = history.sort("epoch").row(0, named=True)
+    groups = int(first["groups"])
+    return int(history["epoch"].max()), groups, int(first["samples"]) // max(groups, 1)
+
+
 def alignment_metrics(
     history: pl.DataFrame, samples: pl.DataFrame, settings: AnalysisSettings
 ) -> dict[str, Any]:
     """The run's within-group alignment over all the groups GRPO stepped on (value, CI, n,
     rank correlation, permutation p) and its alarm (`alarm`: the e-process by epoch, its
     maximum, the threshold 1 / alpha, the first epoch it reached it, with n groups and
-    samples)."""
+    samples; `design`: what the run's design lets it detect, `alignment.alarm_design` at
+    `analysis.power`'s alpha and power)."""
     epochs = sorted(history["epoch"].to_list())
     per_epoch = stepped_groups(history, samples)
     groups = [g for e in sorted(per_epoch) for g in per_epoch[e]]
@@ -262,6 +272,7 @@ def alignment_metrics(
             "n_groups": pooled["alignment_groups"],
             "n_informative": pooled["alignment_informative"],
             "n_samples": pooled["alignment_samples"],
+            "design": dict(alarm_design(*run_design(history), alpha, settings.power.power)),
         }
     }
 
@@ -275,6 +286,20 @@ def pooled_alignment(runs: list[Tables], settings: AnalysisSettings) -> dict[str
     return pooled
 
 
+def distinct_draws(frames: Sequence[pl.DataFrame]) -> dict[str, int]:
+    """Per task, the distinct tested draws in `frames` (samples tables of several seeds): a
+    draw is its sampling seed (`draw_seed`); where that is null (a table from before it was
+    kept, when every training seed drew with the same seeds) it is its sample index, the same
+    in every seed's table, so a draw repeated across seeds counts once."""
+    draws: dict[str, set[tuple[str, int]]] = {}
+    for frame in frames:
+        tested = frame.drop_nulls("passed")
+        seeds = tested["draw_seed"] if "draw_seed" in tested.columns else [None] * tested.height
+        for task, index, seed in zip(tested["task_id"], tested["sample_index"], seeds, strict=True):
+            draws.setdefault(task, set()).add(("index", index) if seed is None else ("seed", seed))
+    return {task: len(d) for task, d in draws.items()}
+
+
 def heldout_mde(
     samples: Mapping[int | None, pl.DataFrame], first: int, last: int, settings: AnalysisSettings
 ) -> dict[str, Any]:
@@ -283,27 +308,22 @@ def heldout_mde(
     `analysis.power.power`, (z_{1-alpha/2} + z_power) * SE, where SE is the standard error of
     the change under no effect with every draw's variance at its worst, p(1 - p) = 1/4 (held-out
     tasks are chosen near p = 1/2 by `select: mixed`): SE = sqrt(sum_t 1/4 (1/b_t + 1/f_t)) / T
-    over the T tasks with draws at both epochs, b_t the base draws of task t (one seed's: every
-    seed's base policy is the same, on the same draws), f_t its final draws over all seeds.
-    `decidable`: the MDE is at most `analysis.power.training_effect` (`effect`)."""
+    over the T tasks with draws at both epochs, b_t and f_t the *distinct* draws of task t at
+    the base and the final epoch over all seeds (`distinct_draws`): each training seed draws
+    its own held-out samples, so with S seeds b_t and f_t are S times one seed's; a draw
+    shared by several seeds (the same sampling seed: tables written before each seed drew its
+    own) counts once, at the base where it is one draw of one policy, and at the final epoch
+    too, where the seeds' policies drew on the same uniforms (counted once: the SE errs
+    large). `decidable`: the MDE is at most `analysis.power.training_effect` (`effect`)."""
     from statistics import NormalDist
 
-    def counts(epoch: int, combine: str) -> dict[str, int]:
-        per_seed = [
-            dict(
-                s.filter((pl.col("split") == "heldout") & (pl.col("epoch") == epoch))
-                .drop_nulls("passed")
-                .group_by("task_id")
-                .len()
-                .iter_rows()
-            )
-            for s in samples.values()
-        ]
-        tasks = {t for c in per_seed for t in c}
-        op = max if combine == "max" else sum
-        return {t: op(c.get(t, 0) for c in per_seed) for t in tasks}
+    def counts(epoch: int) -> dict[str, int]:
+        return distinct_draws(
+            [s.filter((pl.col("split") == "heldout") & (pl.col("epoch") == epoch))
+             for s in samples.values()]
+        )  # fmt: skip
 
-    base, final = counts(first, "max"), counts(last, "sum")
+    base, final = counts(first), counts(last)
     tasks = sorted(t for t in set(base) & set(final) if base[t] and final[t])
     p = settings.power
     z = NormalDist().inv_cdf(1 - p.alpha / 2) + NormalDist().inv_cdf(p.power)

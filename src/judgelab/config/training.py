@@ -87,6 +87,7 @@ class HeldOutSettings(Section):
 
 class TrainSettings(Section):
     renamed = {"judges": "rewards"}
+    removed = {"min_ci_groups": "the training stage uses analysis.min_ci_groups"}
 
     rewards: list[str] = Field(
         default_factory=list,
@@ -139,14 +140,6 @@ class TrainSettings(Section):
         "1 / alarm_alpha; a judge blind to the tests sets it off in a run with probability "
         "at most alarm_alpha (docs/TRAINING.md).",
     )
-    min_ci_groups: int = Field(
-        5,
-        ge=2,
-        le=1000,
-        description="Fewest trained groups an epoch's alignment CI is drawn from (as "
-        "analysis.min_ci_groups; a key of its own because the training stage does not "
-        "depend on the analysis settings).",
-    )
     seed: int = Field(
         0,
         description="The training seed (the LoRA initialisation and the training samples' "
@@ -156,8 +149,9 @@ class TrainSettings(Section):
         default_factory=list,
         max_length=16,
         description="Training seeds: each judge is trained once per seed, all policies in "
-        "lockstep, each under data/training/<judge>/seed-<s>/; the held-out tasks and draws "
-        "are the same for every seed. Empty: `seed` alone, under data/training/<judge>/.",
+        "lockstep, each under data/training/<judge>/seed-<s>/; the held-out tasks are the "
+        "same for every seed, their draws each seed's own. Empty: `seed` alone, under "
+        "data/training/<judge>/.",
     )
 
     @model_validator(mode="after")

@@ -144,6 +144,7 @@ PIPELINE_STAGES = (
             "scores.evaluators",
             "tasks.codeio",
             "tasks.files",
+            "analysis.min_ci_groups",  # the history's alignment CIs
             "analysis.truth",
             "models",
         ),

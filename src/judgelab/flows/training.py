@@ -30,7 +30,7 @@ from judgelab.progress import progress
 from judgelab.schemas import validate_file
 from judgelab.scoring import GroupCall, ScoredGroup, Scorer
 from judgelab.tasks import tasks_from_frame
-from judgelab.training.run import train_judges
+from judgelab.training.run import train_rewards
 
 
 @task(name="train-score-group", **UNIT_TASK)
@@ -58,8 +58,8 @@ def fanned_out(settings: Settings, on_done: Callable[[str], None] = lambda label
     return score
 
 
-@task(name="train-judges", retries=1, retry_delay_seconds=5)
-def train_judges_task(settings: Settings, tasks: list, out: Path) -> dict[str, Path]:
+@task(name="train-rewards", retries=1, retry_delay_seconds=5)
+def train_rewards_task(settings: Settings, tasks: list, out: Path) -> dict[str, Path]:
     """Progress counts units of work: each epoch's sampling round, and per policy its scoring
     and its GRPO step (lines with elapsed time and ETA when stderr is not a terminal)."""
     judges = settings.train.rewards
@@ -71,7 +71,7 @@ def train_judges_task(settings: Settings, tasks: list, out: Path) -> dict[str, P
         def on_call(label: str) -> None:
             advance(0, description=f"train: scored {label}")
 
-        return train_judges(
+        return train_rewards(
             settings, tasks, out, on_progress=on_progress, scorer=fanned_out(settings, on_call)
         )
 
@@ -84,7 +84,7 @@ def training_flow(
     task_list = tasks_from_frame(validate_file(tasks, "tasks"))
     out.mkdir(parents=True, exist_ok=True)
     if settings.train.rewards:
-        paths = train_judges_task(settings, task_list, out)
+        paths = train_rewards_task(settings, task_list, out)
         for run, path in paths.items():
             logging.getLogger("judgelab.flows.training").info("%s: history in %s", run, path)
     policies = len(settings.train.rewards) * max(1, len(settings.train.seeds))

@@ -157,7 +157,7 @@ def _rank_cell(ranking: dict[str, Any], name: str) -> str:
 def findings_rows(analysis: dict[str, Any], probes: dict[str, Any] | None) -> list[list[str]]:
     """The full table (COLUMNS): one row per judge, in rank order (`rank_judges`)."""
     training = analysis.get("training")
-    trained_judges = set(analysis.get("train_judges", []))
+    trained_judges = set(analysis.get("train_rewards", []))
     ranking = rank_judges(analysis)
     rows = []
     for name in _judges(analysis):

@@ -49,7 +49,7 @@ def run_analysis(
     *,
     training_dir: Path | None = None,
     probes_metrics: Path | None = None,
-    train_judges: Sequence[str] = (),
+    train_rewards: Sequence[str] = (),
     provenance: dict[str, Any] | None = None,
     max_failure_share: float = DEFAULT_MAX_FAILURE_SHARE,
     truth_baseline: pl.DataFrame | None = None,
@@ -57,7 +57,7 @@ def run_analysis(
 ) -> dict[str, Any]:
     """Validate the inputs; write metrics.json, plots and the report under out_dir; return
     the metrics dict as written. `training_dir` holds the training stage's per-judge
-    histories (`train_judges`: the judges configured to have one); the report shows bias
+    histories (`train_rewards`: the judges configured to have one); the report shows bias
     panels from `probes_metrics` when it exists, "not run" otherwise. `provenance`
     (`judgelab.provenance`) ends the report; it stays out of metrics.json. `judged`: how the
     scores stage grouped natural and known-truth candidates (`scores.populations`)."""
@@ -71,7 +71,7 @@ def run_analysis(
         scores,
         settings,
         training_dir=training_dir,
-        train_judges=train_judges,
+        train_rewards=train_rewards,
         max_failure_share=max_failure_share,
         truth_baseline=truth_baseline,
         judged=judged,
@@ -127,7 +127,7 @@ def analyse_stage(
         out_dir,
         training_dir=training_dir,
         probes_metrics=probes_metrics,
-        train_judges=settings.train.rewards,
+        train_rewards=settings.train.rewards,
         provenance=provenance,
         max_failure_share=settings.scores.max_failure_share,
         truth_baseline=read_baseline(root / baseline) if baseline else None,

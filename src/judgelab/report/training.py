@@ -156,16 +156,42 @@ def alignment_text(a: dict[str, Any]) -> str:
 
 
 def alarm_text(alarm: dict[str, Any]) -> str:
-    """The alarm with its n and its threshold (`fired at epoch 2: e = 31 >= 20 ...`)."""
+    """The alarm with its n and its threshold (`fired at epoch 2: e = 31 >= 20 ...`), and
+    what the run's design let it detect (`reach_text`)."""
     n = f"{alarm['n_groups']} groups, {alarm['n_samples']} samples"
+    reach = f"; {reach_text(alarm['design'])}" if alarm.get("design") else ""
     if alarm["fired"]:
         return (
             f"fired at epoch {alarm['first_epoch']} (e-value {alarm['evalue_max']:.3g} >= "
-            f"{alarm['threshold']:.0f} = 1/alpha, alpha = {alarm['alpha']}; {n})"
+            f"{alarm['threshold']:.0f} = 1/alpha, alpha = {alarm['alpha']}; {n}){reach}"
         )
     return (
         f"not fired (largest e-value {alarm['evalue_max']:.3g} < {alarm['threshold']:.0f} = "
-        f"1/alpha, alpha = {alarm['alpha']}; {n})"
+        f"1/alpha, alpha = {alarm['alpha']}; {n}){reach}"
+    )
+
+
+def reach_text(d: dict[str, Any]) -> str:
+    """What the design (`alignment.alarm_design`) let the alarm detect: `could not fire` when
+    its e-process cannot reach 1/alpha, else the alignment it catches with the stated power,
+    or that not even a judge rewarding only failing code is caught that often."""
+    per_epoch = "1 group" if d["groups_per_epoch"] == 1 else f"{d['groups_per_epoch']} groups"
+    design = f"{d['epochs']} trained epochs × {per_epoch} of {d['k']}"
+    power = f"{100 * d['power']:.0f} %"
+    if not d["can_fire"]:
+        return (
+            f"could not fire: {design} reach an e-value of at most {d['max_evalue']:.3g} < "
+            f"{d['threshold']:.0f} = 1/alpha, whatever the judge"
+        )
+    if d["detectable_alignment"] is None:
+        return (
+            f"could not reach {power} power: {design} catch even a judge that rewards only "
+            f"failing code in {100 * d['power_anti']:.0f} % of runs (simulated, "
+            f"{d['runs']} runs)"
+        )
+    return (
+        f"could have detected alignment ≤ {d['detectable_alignment']:+.2f} with {power} power "
+        f"({design}; simulated, {d['runs']} runs a judge)"
     )
 
 
@@ -270,7 +296,7 @@ def _seeds_finding(judge: str, m: dict[str, Any], verdict: str, change: str) -> 
 def absent_line(metrics: dict[str, Any]) -> str | None:
     """What to say about configured judges without training output (never that training was
     not configured when it was), or None when every configured judge has its output."""
-    configured = metrics.get("train_judges") or []
+    configured = metrics.get("train_rewards") or []
     found = set(metrics.get("training") or {})
     missing = [j for j in configured if j not in found]
     if not configured and not found:

@@ -39,7 +39,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import combinations, permutations
+from typing import Any
 
 import numpy as np
 
@@ -333,3 +335,175 @@ def simulate_false_alarms(
         "alarm_rate": fired / runs,
         "adjacent_rate": adjacent / runs,
     }
+
+
+# ------------------------------------------------------------------ what the alarm can detect
+
+
+def best_group_log_e(k: int) -> np.ndarray:
+    """Per lambda (`LAMBDAS`), the largest log e-value one group of `k` tested candidates can
+    give: every failing candidate rewarded above every passing one, on two reward levels,
+    with the split (m passing of k) whose e-values are largest. Exact for any k: under the
+    permutations, the number j of passing candidates among the k - m rewarded high is
+    hypergeometric, and t(j) = -(j - m p) / (m p + (k - m)(1 - p)) with p = (k - m) / k
+    (advantages' scale cancels). For k = 4 the split is 2 of 4 and e(8) = 6 e^4 / (e^4 + 4 +
+    e^-4); enumerating every reward pattern finds nothing higher (tested)."""
+    lam = np.asarray(LAMBDAS)
+    best: np.ndarray | None = None
+    for m in range(1, k):
+        hi = k - m
+        p = hi / k
+        push = m * p + hi * (1 - p)
+        js = np.arange(max(0, m - (k - hi)), min(m, hi) + 1)
+        pmf = np.array([math.comb(m, j) * math.comb(k - m, hi - j) for j in js]) / math.comb(k, hi)
+        t = -(js - m * p) / push
+        log_mgf = np.log((pmf[None, :] * np.exp(lam[:, None] * t[None, :])).sum(axis=1))
+        log_e = lam * t[js == 0][0] - log_mgf
+        if best is None or _mixture(log_e) > _mixture(best):
+            best = log_e
+    assert best is not None, "a group has at least 2 candidates"
+    return best
+
+
+def _mixture(log_e: np.ndarray) -> float:
+    """The e-process from summed per-lambda log e-values: their mean over lambdas."""
+    return float(np.exp(log_e).mean())
+
+
+def max_evalue(groups: int, k: int) -> float:
+    """The largest value the alarm's e-process can reach over `groups` trained groups of `k`:
+    every group the most anti-aligned one can be (`best_group_log_e`). Below 1 / alpha the
+    alarm cannot fire, whatever the judge does."""
+    return _mixture(groups * best_group_log_e(k))
+
+
+def _simulated_runs(
+    rng: np.random.Generator, runs: int, groups: int, k: int, weight: float, pass_rate: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """`_simulated_group`'s distribution, `runs` x `groups` at once: rewards (on RULER's 0.1
+    grid) = round((1 - weight) * noise + weight * (1 - passed), 1); `weight` 0 is a judge
+    blind to the tests, 1 one that rewards only failing code."""
+    rate = rng.beta(2 * pass_rate + 0.1, 2 * (1 - pass_rate) + 0.1, size=(runs, groups))
+    passed = (rng.random((runs, groups, k)) < rate[..., None]).astype(float)
+    noise = rng.random((runs, groups, k))
+    rewards = np.round((1 - weight) * noise + weight * (1 - passed), 1)
+    return rewards, passed
+
+
+def batch_log_e(
+    rewards: np.ndarray, passed: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`group_log_e` of many groups at once: rewards and 0/1 verdicts [..., k] -> (log
+    e-values [..., lambda], 0 where GRPO would not step or the tests do not split the group;
+    the groups' push to passing code and their push [...], 0 where not stepped). The null is
+    exact for any k: with m passing candidates, each m-subset of the group's places is equally
+    likely (the loop's `group_log_e` enumerates the k! orders up to `EXACT_MAX` candidates,
+    the same distribution, and draws Monte Carlo ones beyond). A unit test holds it to
+    `group_log_e` group by group."""
+    k = rewards.shape[-1]
+    mean = rewards.mean(axis=-1, keepdims=True)
+    std = np.sqrt(((rewards - mean) ** 2).mean(axis=-1, keepdims=True))
+    adv = (rewards - mean) / (std + 1e-6)  # grpo.group_advantages
+    stepped = rewards.max(axis=-1) - rewards.min(axis=-1) > 1e-9  # grpo.has_spread
+    push = np.abs(adv).sum(axis=-1)
+    to_passing = (adv * passed).sum(axis=-1)
+    n_pass = passed.sum(axis=-1).round().astype(int)
+    live = stepped & (n_pass > 0) & (n_pass < k) & (push > 0)
+    log_e = np.zeros((*rewards.shape[:-1], len(LAMBDAS)))
+    for m in range(1, k):
+        here = live & (n_pass == m)
+        if not here.any():
+            continue
+        subsets = np.zeros((math.comb(k, m), k))
+        for row, places in enumerate(combinations(range(k), m)):
+            subsets[row, list(places)] = 1.0
+        a, s = adv[here], push[here]
+        null = -(a @ subsets.T) / s[:, None]  # [groups, subsets]
+        t = -to_passing[here] / s
+        for i, lam in enumerate(LAMBDAS):
+            top = (lam * null).max(axis=1)
+            log_mgf = top + np.log(np.exp(lam * null - top[:, None]).mean(axis=1))
+            log_e[here, i] = lam * t - log_mgf
+    return log_e, np.where(stepped, to_passing, 0.0), np.where(stepped, push, 0.0)
+
+
+def alarm_power(
+    epochs: int,
+    groups_per_epoch: int,
+    k: int,
+    alpha: float,
+    weight: float,
+    runs: int = 200,
+    pass_rate: float = 0.5,
+    seed: int = 0,
+) -> dict[str, float]:
+    """With the policy held fixed, the share of `runs` runs of `epochs` trained epochs of
+    `groups_per_epoch` groups of `k` in which the alarm fires (checked after each epoch, as
+    in the loop) for a judge of `weight` (`_simulated_runs`), and that judge's alignment (its
+    population value: the ratio pooled over every simulated group GRPO steps on)."""
+    rng = np.random.default_rng([seed, round(weight * 1000)])
+    groups = epochs * groups_per_epoch
+    rewards, passed = _simulated_runs(rng, runs, groups, k, weight, pass_rate)
+    log_e, to_passing, push = batch_log_e(rewards, passed)
+    per_epoch = log_e.reshape(runs, epochs, groups_per_epoch, len(LAMBDAS)).sum(axis=2)
+    evalues = np.exp(np.cumsum(per_epoch, axis=1)).mean(axis=-1)  # [run, epoch]
+    fired = (evalues >= 1 / alpha).any(axis=1)
+    total = push.sum()
+    return {
+        "weight": weight,
+        "power": float(fired.mean()),
+        "alignment": float(2 * to_passing.sum() / total) if total > 0 else 0.0,
+    }
+
+
+POWER_WEIGHTS = tuple(round(0.05 * i, 2) for i in range(1, 21))  # judges from near-blind to anti
+
+
+@lru_cache(maxsize=64)
+def alarm_design(
+    epochs: int, groups_per_epoch: int, k: int, alpha: float, power: float = 0.8,
+    runs: int = 200, seed: int = 0,
+) -> dict[str, Any]:  # fmt: skip
+    """What a run's design lets the alarm detect. `max_evalue`: the most its e-process can
+    reach (`max_evalue`); below 1 / alpha it `can_fire` not at all. Otherwise, by simulation
+    (`alarm_power`, `runs` runs a judge, judges of `POWER_WEIGHTS` from near-blind to one
+    rewarding only failing code): `detectable_alignment`, the alignment of the least
+    anti-aligned judge the alarm catches with probability `power` (None: not even the most
+    anti-aligned one), `power_at` that judge, and `power_anti`, the alarm's power against the
+    judge that rewards only failing code."""
+    groups = epochs * groups_per_epoch
+    reach = max_evalue(groups, k) if groups else 1.0
+    out: dict[str, Any] = {
+        "epochs": epochs,
+        "groups_per_epoch": groups_per_epoch,
+        "groups": groups,
+        "k": k,
+        "alpha": alpha,
+        "threshold": 1 / alpha,
+        "max_evalue": reach,
+        "can_fire": reach >= 1 / alpha,
+        "power": power,
+        "runs": runs,
+        "detectable_alignment": None,
+        "power_at": None,
+        "power_anti": 0.0,
+    }
+    if not out["can_fire"]:
+        return out
+    sim = lambda w: alarm_power(epochs, groups_per_epoch, k, alpha, w, runs, seed=seed)  # noqa: E731
+    anti = sim(POWER_WEIGHTS[-1])
+    out["power_anti"] = anti["power"]
+    if anti["power"] < power:
+        return out
+    # the least anti-aligned judge caught with `power`: bisection over the weights (the power
+    # rises with the weight, up to simulation noise)
+    lo, hi, found = -1, len(POWER_WEIGHTS) - 1, anti
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        at = sim(POWER_WEIGHTS[mid])
+        if at["power"] >= power:
+            hi, found = mid, at
+        else:
+            lo = mid
+    out["detectable_alignment"], out["power_at"] = found["alignment"], found["power"]
+    return out

@@ -18,13 +18,10 @@ from judgelab.models.server import serve
 from judgelab.paths import cache_dir, project_root
 from judgelab.scoring import Scorer, score_serially
 from judgelab.tasks.registry import tasks_by_id
+from judgelab.training.history import history_frame, samples_frame
 from judgelab.training.layout import HELDOUT_FILE, HISTORY_FILE, SAMPLES_FILE, planned_runs
-from judgelab.training.loop import (
-    JudgeRun,
-    Trainer,
-    history_frame,
-    samples_frame,
-)
+from judgelab.training.round import RewardRun
+from judgelab.training.trainer import Trainer
 from judgelab.verdicts import Task
 
 log = logging.getLogger(__name__)
@@ -78,7 +75,7 @@ def check_backend(backend: str) -> None:
     )
 
 
-def train_judges(
+def train_rewards(
     settings: Settings,
     tasks: list[Task],
     out_root: Path,
@@ -87,7 +84,7 @@ def train_judges(
 ) -> dict[str, Path]:
     """Train (or resume) one policy per judge in `train.rewards` and seed in `train.seeds`
     (`train.seed` alone when empty), in lockstep; returns each run's history file by
-    `JudgeRun.key` (`out_root/<judge>/history.parquet`, or `out_root/<judge>/seed-<s>/...`).
+    `RewardRun.key` (`out_root/<judge>/history.parquet`, or `out_root/<judge>/seed-<s>/...`).
     `scorer` makes each epoch's judge and test calls (the training flow's runs them
     concurrently, in lanes)."""
     from judgelab.training.policy import Policy
@@ -105,7 +102,7 @@ def train_judges(
             judge: build_evaluator(spec, endpoints, judge_cache) for judge, spec in specs.items()
         }
         runs = [
-            JudgeRun(d.judge, judges[d.judge], d.path, d.seed)
+            RewardRun(d.judge, judges[d.judge], d.path, d.seed)
             for d in planned_runs(out_root, train.rewards, train.seeds)
         ]
         trainer = Trainer(
@@ -121,7 +118,7 @@ def train_judges(
                 policy_model.zoo, train.lora, train.device, dtype=train.dtype, adapters=adapters
             ),
             scorer=scorer,
-            min_ci_groups=train.min_ci_groups,
+            min_ci_groups=settings.analysis.min_ci_groups,
         )
         histories = trainer.run(on_progress)
     paths = {}
