@@ -39,8 +39,8 @@ from judgelab.rollouts.generate import policy_messages, sample_seed
 from judgelab.scoring import GroupCall, ScoredGroup, Scorer, score_serially
 from judgelab.training.effect import Bank, BankItem, bank_logprobs, effect
 from judgelab.training.grpo import Trajectory, group_advantages, grpo_step, has_spread
-from judgelab.training.sampler import Request, Sampler, candidates
 from judgelab.training.policy import Policy, Sample
+from judgelab.training.sampler import Request, Sampler, candidates
 from judgelab.verdicts import Candidate, Task
 
 log = logging.getLogger(__name__)
