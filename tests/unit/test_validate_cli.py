@@ -83,8 +83,8 @@ def test_valid_table(tmp_path: Path) -> None:
         (row(run_id=""), "column 'run_id', row 0: must not be empty (value: '')"),
         (
             row(protocol="vibes"),
-            "column 'protocol', row 0: must be one of ['rule', 'execution', 'ruler', 'rubric'] "
-            "(value: 'vibes')",
+            "column 'protocol', row 0: must be one of ['rule', 'execution', 'ruler', 'rubric', "
+            "'reward', 'planted'] (value: 'vibes')",
         ),
         (
             row(status="unscored", reason=None, score=None),
