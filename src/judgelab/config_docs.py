@@ -137,7 +137,7 @@ def render() -> str:
         "`python -m judgelab.config_docs`; do not edit by hand.",
         "",
         "The default column is what a key takes when `params.yaml` leaves it out. The shipped",
-        "`params.yaml` sets many keys to other values (e.g. `train.epochs: 2`, held-out",
+        "`params.yaml` sets many keys to other values (e.g. `train.epochs: 1`, held-out",
         "`limit: 2`), sized for `make run`: the value in effect is the one in your file.",
         "",
     ]
