@@ -395,35 +395,18 @@ def batch_log_e(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """`group_log_e` of many groups at once: rewards and 0/1 verdicts [..., k] -> (log
     e-values [..., lambda], 0 where GRPO would not step or the tests do not split the group;
-    the groups' push to passing code and their push [...], 0 where not stepped). The null is
-    exact for any k: with m passing candidates, each m-subset of the group's places is equally
-    likely (the loop's `group_log_e` enumerates the k! orders up to `EXACT_MAX` candidates,
-    the same distribution, and draws Monte Carlo ones beyond). A unit test holds it to
-    `group_log_e` group by group."""
-    k = rewards.shape[-1]
+    the groups' push to passing code and their push [...], 0 where not stepped). The e-values
+    are `group_log_e_many`'s (exact over the passing places at any k) on the groups GRPO
+    steps on. A unit test holds it to `group_log_e` group by group."""
     mean = rewards.mean(axis=-1, keepdims=True)
     std = np.sqrt(((rewards - mean) ** 2).mean(axis=-1, keepdims=True))
     adv = (rewards - mean) / (std + 1e-6)  # grpo.group_advantages
     stepped = rewards.max(axis=-1) - rewards.min(axis=-1) > 1e-9  # grpo.has_spread
     push = np.abs(adv).sum(axis=-1)
     to_passing = (adv * passed).sum(axis=-1)
-    n_pass = passed.sum(axis=-1).round().astype(int)
-    live = stepped & (n_pass > 0) & (n_pass < k) & (push > 0)
     log_e = np.zeros((*rewards.shape[:-1], len(LAMBDAS)))
-    for m in range(1, k):
-        here = live & (n_pass == m)
-        if not here.any():
-            continue
-        subsets = np.zeros((math.comb(k, m), k))
-        for row, places in enumerate(combinations(range(k), m)):
-            subsets[row, list(places)] = 1.0
-        a, s = adv[here], push[here]
-        null = -(a @ subsets.T) / s[:, None]  # [groups, subsets]
-        t = -to_passing[here] / s
-        for i, lam in enumerate(LAMBDAS):
-            top = (lam * null).max(axis=1)
-            log_mgf = top + np.log(np.exp(lam * null - top[:, None]).mean(axis=1))
-            log_e[here, i] = lam * t - log_mgf
+    if stepped.any():  # binary verdicts: no Monte Carlo, so no generator is drawn from
+        log_e[stepped] = group_log_e_many(adv[stepped], passed[stepped], np.random.default_rng())
     return log_e, np.where(stepped, to_passing, 0.0), np.where(stepped, push, 0.0)
 
 
