@@ -48,8 +48,11 @@ def test_bank_logprobs_match_one_unpadded_forward_per_item() -> None:
         BankItem("a", [3, 4, 5], [6, 7], True),
         BankItem("a", [3, 4], [9, 10, 11, 12], False),
         BankItem("b", [8], [1], True),
+        BankItem("a", [3, 4, 5], [9, 2, 2, 6, 5], False),  # shares the first item's prompt
+        BankItem("a", [3, 4, 5], [11], True),
     ]
-    got = bank_logprobs(model, items, pad_id=0, batch=2)  # padding and batching in play
+    # padding, a prompt's samples split over two batches, a one-token completion
+    got = bank_logprobs(model, items, pad_id=0, batch=2)
     for item, value in zip(items, got, strict=True):
         ids = torch.tensor([item.prompt_ids + item.completion_ids])
         with torch.no_grad():

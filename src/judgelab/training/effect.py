@@ -92,29 +92,62 @@ def bank_logprobs(
     model: Any, items: Sequence[BankItem], pad_id: int, batch: int = 8
 ) -> list[float]:
     """Each item's mean log p(completion token | prefix) under `model` (a causal LM in
-    whatever adapter state the caller set), at temperature 1, in batches of `batch`
-    right-padded rows. No gradient; the model is put in eval mode."""
+    whatever adapter state the caller set), at temperature 1. No gradient; the model is put
+    in eval mode.
+
+    Items with the same prompt (a bank task's samples) share one forward of the prompt: its
+    KV cache is copied to up to `batch` right-padded completion rows, so a prompt of P tokens
+    with m samples of C costs P + m·C positions, not m·(P + C); and the vocabulary is
+    projected on completion positions only."""
     import torch
 
     model.eval()
-    out: list[float] = []
+    out = [0.0] * len(items)
+    by_prompt: dict[tuple[int, ...], list[int]] = {}
+    for i, item in enumerate(items):
+        if not item.completion_ids:
+            raise ValueError(f"bank item of {item.task_id} has an empty completion")
+        by_prompt.setdefault(tuple(item.prompt_ids), []).append(i)
+    device = next(model.parameters()).device
     with torch.no_grad():
-        for start in range(0, len(items), batch):
-            chunk = items[start : start + batch]
-            width = max(len(i.prompt_ids) + len(i.completion_ids) for i in chunk)
-            tokens = torch.full((len(chunk), width), pad_id, dtype=torch.long)
-            mask = torch.zeros((len(chunk), width), dtype=torch.long)
-            for r, item in enumerate(chunk):
-                ids = item.prompt_ids + item.completion_ids
-                tokens[r, : len(ids)] = torch.tensor(ids)
-                mask[r, : len(ids)] = 1
-            device = next(model.parameters()).device
-            logits = model(input_ids=tokens.to(device), attention_mask=mask.to(device)).logits
-            logp = torch.log_softmax(logits.float(), dim=-1)[:, :-1]  # predicts tokens[1:]
-            picked = logp.gather(-1, tokens[:, 1:, None].to(device))[..., 0].cpu()
-            for r, item in enumerate(chunk):
-                p, c = len(item.prompt_ids), len(item.completion_ids)
-                if c == 0:
-                    raise ValueError(f"bank item of {item.task_id} has an empty completion")
-                out.append(float(picked[r, p - 1 : p - 1 + c].mean()))
+        for prompt, rows in by_prompt.items():
+            for start in range(0, len(rows), batch):
+                chunk = rows[start : start + batch]
+                means = _shared_prompt_means(
+                    model, list(prompt), [items[r].completion_ids for r in chunk], pad_id, device
+                )
+                for r, value in zip(chunk, means, strict=True):
+                    out[r] = value
     return out
+
+
+def _shared_prompt_means(
+    model: Any, prompt: list[int], completions: list[list[int]], pad_id: int, device: Any
+) -> list[float]:
+    """The mean completion log-probability of each of `completions` after one `prompt`."""
+    import torch
+
+    n, p = len(completions), len(prompt)
+    head = model(input_ids=torch.tensor([prompt], device=device), use_cache=True)
+    cache = head.past_key_values
+    cache.reorder_cache(torch.zeros(n, dtype=torch.long, device=device))  # one copy per row
+    width = max(len(c) for c in completions)
+    ids = torch.full((n, width), pad_id, dtype=torch.long)
+    mask = torch.zeros((n, p + width), dtype=torch.long)
+    mask[:, :p] = 1
+    for r, c in enumerate(completions):
+        ids[r, : len(c)] = torch.tensor(c)
+        mask[r, p : p + len(c)] = 1
+    position = torch.arange(p, p + width).expand(n, -1)
+    tail = model(
+        input_ids=ids.to(device),
+        attention_mask=mask.to(device),
+        position_ids=position.to(device),
+        past_key_values=cache,
+        logits_to_keep=torch.arange(0, width - 1, device=device),
+    ).logits  # row r, column j predicts completion token j + 1
+    first = head.logits[:, -1:].expand(n, -1, -1)  # the prompt's last position: token 0
+    logits = torch.cat([first, tail], dim=1).float()  # [n, width, V]
+    picked = logits.gather(-1, ids[:, :, None].to(device))[..., 0] - logits.logsumexp(-1)
+    picked = picked.cpu()
+    return [float(picked[r, : len(c)].mean()) for r, c in enumerate(completions)]
