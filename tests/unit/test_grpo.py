@@ -167,3 +167,58 @@ def test_heldout_rule_prefers_mixed_tasks_in_order_then_closest_to_half() -> Non
     # too few mixed tasks: filled with the closest to 0.5, earlier first on ties
     ceiling = {"H/2": 1.0, "H/3": 0.5, "H/4": 0.0, "H/5": 1.0, "H/6": 0.0}
     assert select_heldout(ceiling, order, 2) == (["H/2", "H/3"], ["H/2"])
+
+
+class _TinyPolicy:
+    """Test-only: a tiny randomly initialised Qwen2 with Policy's forward (`sequence_logprobs`)
+    and every parameter trainable; grpo_step's contract is about our own arithmetic."""
+
+    def __init__(self, seed: int) -> None:
+        from transformers import Qwen2Config, Qwen2ForCausalLM
+
+        torch.manual_seed(seed)
+        config = Qwen2Config(vocab_size=32, hidden_size=16, intermediate_size=32,
+                             num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                             max_position_embeddings=64)  # fmt: skip
+        self.model, self.pad_id, self.device = Qwen2ForCausalLM(config), 0, "cpu"
+
+    def trainable(self) -> list[torch.nn.Parameter]:
+        return list(self.model.parameters())
+
+    def sequence_logprobs(self, *args: object, **kwargs: object) -> torch.Tensor:
+        from judgelab.training.policy import Policy
+
+        return Policy.sequence_logprobs(self, *args, **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_step_in_chunks_of_whole_groups_is_the_one_forward_step() -> None:
+    """rows_per_forward: the same gradient (plain SGD, so the update is the gradient itself,
+    scale included), the same loss, clip fraction and ratio, chunks never splitting a group."""
+    from judgelab.training.grpo import grpo_step, row_chunks
+
+    trajs = [
+        Trajectory([1, 2, 3], [4, 5], [-1.0, -2.0], 1.0, 0),
+        Trajectory([1, 2, 3], [6, 7, 8, 9], [-1.5, -0.5, -2.5, -1.0], -1.0, 0),
+        Trajectory([3, 2], [7], [-0.7], 0.5, 1),
+        Trajectory([3, 2], [5, 5, 6], [-2.0, -1.0, -0.2], -0.5, 1),
+        Trajectory([4, 4, 4, 4], [9, 9], [-3.0, -0.1], 2.0, 2),
+    ]
+    assert row_chunks(trajs, 2) == [[0, 1], [2, 3], [4]]
+    assert row_chunks(trajs, 3) == [[0, 1], [2, 3, 4]] and row_chunks(trajs, None) == [
+        [0, 1, 2, 3, 4]]  # fmt: skip
+    assert row_chunks(trajs[:2], 1) == [[0, 1]]  # a group is never split
+    steps, params = [], []
+    for rows in (None, 2, 3):
+        policy = _TinyPolicy(0)
+        opt = torch.optim.SGD(policy.trainable(), lr=1.0)
+        steps.append(grpo_step(policy, opt, trajs, LossSettings(ppo=True), 1e9,
+                               rows_per_forward=rows))  # fmt: skip
+        params.append(torch.cat([p.detach().flatten() for p in policy.trainable()]))
+    start = torch.cat([p.detach().flatten() for p in _TinyPolicy(0).trainable()])
+    assert not torch.allclose(params[0], start)
+    for chunked, step in zip(params[1:], steps[1:], strict=True):
+        assert torch.allclose(chunked, params[0], atol=1e-6, rtol=1e-5)
+        assert step.loss == pytest.approx(steps[0].loss, abs=1e-6)
+        assert step.clip_fraction == pytest.approx(steps[0].clip_fraction, abs=1e-9)
+        assert step.ratio_mean == pytest.approx(steps[0].ratio_mean, rel=1e-6)
+        assert step.tokens == steps[0].tokens

@@ -139,6 +139,26 @@ def policy_loss(
     return result.policy_loss, clipped, ratio_mean
 
 
+def row_chunks(trajectories: Sequence[Trajectory], rows: int | None) -> list[list[int]]:
+    """Consecutive row indices in chunks of at most `rows` (None: one chunk), never splitting
+    a group's rows where the group fits (a group larger than `rows` is one chunk)."""
+    if rows is None or len(trajectories) <= rows:
+        return [list(range(len(trajectories)))]
+    groups: list[list[int]] = []
+    for i, t in enumerate(trajectories):
+        if groups and trajectories[groups[-1][0]].group == t.group:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    chunks: list[list[int]] = []
+    for g in groups:
+        if chunks and len(chunks[-1]) + len(g) <= rows:
+            chunks[-1].extend(g)
+        else:
+            chunks.append(list(g))
+    return chunks
+
+
 def grpo_step(
     policy: Any,
     optimizer: Any,
@@ -146,28 +166,50 @@ def grpo_step(
     loss: LossSettings,
     max_grad_norm: float,
     temperature: float = 1.0,
+    rows_per_forward: int | None = None,
 ) -> StepStats:
     """Forward, ART loss, backward, clip, one optimiser step on the LoRA parameters. The new
-    log-probabilities are taken at the sampling `temperature`, as the trajectories' are."""
+    log-probabilities are taken at the sampling `temperature`, as the trajectories' are.
+
+    `rows_per_forward` bounds the rows of one forward (whole groups, `row_chunks`): the batch
+    is packed once (its weights and advantages normalised over all of it), each chunk's loss
+    is ART's token mean over the chunk, scaled by the chunk's share of the batch's trained
+    tokens, and the gradients accumulate, so the step is the one-forward step up to float
+    rounding (tested) while memory holds one chunk's [rows, tokens, vocabulary] logits, not
+    the batch's."""
     import torch
 
     inputs = pack(trajectories, policy.pad_id)
     inputs = {k: v.to(policy.device) for k, v in inputs.items()}
     policy.model.train()
     optimizer.zero_grad(set_to_none=True)
-    first = min(len(t.prompt_ids) for t in trajectories) - 1  # first completion prediction
-    new_logprobs = policy.sequence_logprobs(
-        inputs["tokens"], inputs["attention_mask"], start=first, temperature=temperature
-    )
-    value, clipped, ratio_mean = policy_loss(inputs, new_logprobs, loss)
-    value.backward()
+    trained = int(inputs["assistant_mask"].sum().item())
+    total = trained + 1e-6  # ART's denominator
+    value = clipped = ratio_mean = 0.0
+    for rows in row_chunks(trajectories, rows_per_forward):
+        width = max(len(trajectories[i].prompt_ids) + len(trajectories[i].completion_ids)
+                    for i in rows)  # fmt: skip
+        index = torch.tensor(rows, device=policy.device)
+        part = {k: v.index_select(0, index)[:, :width] for k, v in inputs.items()}
+        first = min(len(trajectories[i].prompt_ids) for i in rows) - 1  # first completion
+        new_logprobs = policy.sequence_logprobs(
+            part["tokens"], part["attention_mask"], start=first, temperature=temperature
+        )
+        chunk_loss, chunk_clipped, chunk_ratio = policy_loss(part, new_logprobs, loss)
+        tokens = float(part["assistant_mask"].sum().item())
+        share = (tokens + 1e-6) / total  # of ART's token mean
+        (chunk_loss * share).backward()
+        value += float(chunk_loss.item()) * share
+        weight = tokens / trained if trained else 1.0  # of the token averages
+        clipped += chunk_clipped * weight
+        ratio_mean += chunk_ratio * weight
     grad_norm = torch.nn.utils.clip_grad_norm_(policy.trainable(), max_grad_norm)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return StepStats(
-        loss=float(value.item()),
+        loss=value,
         grad_norm=float(grad_norm),
         clip_fraction=clipped,
         ratio_mean=ratio_mean,
-        tokens=int(inputs["assistant_mask"].sum().item()),
+        tokens=trained,
     )
