@@ -24,7 +24,7 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install run probe reference test lint
+.PHONY: help install run probe reference reference-study test lint
 
 help:
 	@echo "make install - create .venv and install judgelab with every extra (train, embedded, dev)"
@@ -33,6 +33,7 @@ help:
 	@echo "make lint  - create .venv, install, ruff check src tests bench support"
 	@echo "make probe - bias probes of the judges (params.yaml probes:), not part of make run"
 	@echo "make reference - the reference audit of the embedded zoo (reference/params.yaml), hours"
+	@echo "make reference-study - does the reference audit predict training? (docs/TRAINING.md), hours"
 
 $(WHEELHOUSE)/.built:
 	mkdir -p $(WHEELHOUSE)
@@ -67,6 +68,16 @@ probe: install
 # Resumes: finished stages are in reference/dvc.lock, a stage cut short from reference/.cache.
 reference: install
 	$(VENV)/bin/dvc repro reference/dvc.yaml
+
+# The training-effect study on the reference audit's own groups (docs/TRAINING.md "Does the
+# audit predict training?"): results in reference/data/study, each (arm, seed) kept in
+# reference/.cache/study, so that a run cut short resumes at the next one.
+# tests/unit/test_reference_study.py holds the committed results to this design.
+REFERENCE_STUDY = --rollouts data/rollouts/rollouts.parquet --tasks data/tasks/tasks.parquet \
+	--arm ruler-qwen-1.5b --arm rubric-qwen-1.5b --flips 0,0.25,0.5,0.75,1 --seeds 0,1,2 \
+	--groups 4 --bank-size 8 --steps 1 --out data/study
+reference-study: install
+	cd reference && ../$(VENV)/bin/judgelab study $(REFERENCE_STUDY)
 
 # The unit tests on every core (each worker its own Prefect API server; none loads a model),
 # then the integration tests one at a time: they run real models, one model process at a time.

@@ -5,12 +5,17 @@ samples against its audit figures (docs/TRAINING.md)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from judgelab.flows.paths import TASKS
 from judgelab_cli.errors import exit_on_error
+
+if TYPE_CHECKING:
+    from judgelab.config import Settings
+    from judgelab.config.training import StudySettings
+    from judgelab.training.study import StudyResult
 
 
 def study(
@@ -38,17 +43,24 @@ def study(
         str, typer.Option(help="Bank task ids, comma-separated ('': train.heldout's pool).")
     ] = "",
     bank_samples: Annotated[int, typer.Option(min=2, help="Samples per bank task.")] = 8,
+    rollouts: Annotated[
+        str | None,
+        typer.Option(
+            help="Train on an audit's own groups: its rollouts table (e.g. "
+            "data/rollouts/rollouts.parquet) instead of samples drawn from train.policy."
+        ),
+    ] = None,
+    bank_size: Annotated[
+        int, typer.Option(min=1, help="With --rollouts and no --bank: bank tasks to take.")
+    ] = 8,
     min_ci_arms: Annotated[int, typer.Option(min=3, help="Fewest arms for a CI.")] = 6,
 ) -> None:
     """Train every arm for a few GRPO steps from the base policy on the same groups (same
     seeds, same samples: only the reward differs), measure each one's effect on the bank, and
     say how well each audit figure predicts it (rank correlation and line, with CIs over
     arms and seeds). Writes effects.json, rewards.parquet, prediction.json and study.md."""
-    from judgelab.analysis.prediction import arm_audit, predictions, reward_frame
-    from judgelab.analysis.stats import CIRule
     from judgelab.config import load_settings
     from judgelab.config.training import StudySettings
-    from judgelab.report.prediction import study_markdown, write_study
     from judgelab.training.study import run_study, study_tasks
 
     split = lambda s, kind: [kind(x) for x in s.split(",") if x.strip()]  # noqa: E731
@@ -57,14 +69,31 @@ def study(
         plan = StudySettings(
             arms=arm or [], flips=split(flips, float), placebo=placebo, seeds=split(seeds, int),
             steps=steps, groups=groups, bank_ids=split(bank, str), bank_samples=bank_samples,
-            min_ci_arms=min_ci_arms,
+            min_ci_arms=min_ci_arms, rollouts=rollouts, bank_size=bank_size,
         )  # fmt: skip
         result = run_study(settings, plan, study_tasks(tasks), progress=typer.echo)
-        rewards = reward_frame(result.rewards)
-        analysis = settings.analysis
-        audits = arm_audit(rewards, CIRule.of(analysis), analysis.praise_threshold)
-        preds = predictions(audits, result.effects, plan.min_ci_arms, plan.bootstrap, plan.seed)
-        raw = {"settings": plan.model_dump(), "bank": result.bank, "seconds": result.seconds}
-        text = study_markdown(preds, result.bank, result.seconds)
-        write_study(out, rewards, raw | {"effects": result.effects}, preds, audits, text)
-        typer.echo(text)
+        typer.echo(_write(settings, plan, result, out))
+
+
+def _write(settings: Settings, plan: StudySettings, result: StudyResult, out: Path) -> str:
+    """The study's figures (each arm's audit, the predictions, the effect measure's check)
+    written under `out`; study.md's text."""
+    from judgelab.analysis.prediction import arm_audit, effect_check, predictions, reward_frame
+    from judgelab.analysis.stats import CIRule
+    from judgelab.report.prediction import study_markdown, write_study
+    from judgelab.training.study import planted_arms
+
+    rewards = reward_frame(result.rewards)
+    analysis = settings.analysis
+    audits = arm_audit(rewards, CIRule.of(analysis), analysis.praise_threshold)
+    preds = predictions(audits, result.effects, plan.min_ci_arms, plan.bootstrap, plan.seed)
+    planted = planted_arms(plan, settings.test_runner())
+    check = effect_check(
+        result.effects,
+        {p.name: p.flip for p in planted if not p.shuffle},
+        next((p.name for p in planted if p.shuffle), None),
+    )
+    raw = {"settings": plan.model_dump(), "bank": result.bank, "seconds": result.seconds}
+    text = study_markdown(preds, result.bank, result.seconds, check)
+    write_study(out, rewards, raw | {"effects": result.effects}, preds, audits, text, check)
+    return text

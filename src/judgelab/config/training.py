@@ -198,6 +198,20 @@ class StudySettings(Section):
         description="The bank's tasks (never trained on); empty: train.heldout's pool.",
     )
     bank_samples: int = Field(8, ge=2, le=256, description="Base-policy samples per bank task.")
+    rollouts: str | None = Field(
+        None,
+        description="An audit's rollouts table (a path from the project root): the study "
+        "trains on its policy samples, the groups the audit's judges scored, instead of "
+        "drawing its own; seed i takes the i-th block of `groups` tasks. None: drawn from "
+        "train.policy.",
+    )
+    bank_size: int = Field(
+        8,
+        ge=1,
+        le=1000,
+        description="With `rollouts` and no bank_ids: the bank is the first bank_size tasks "
+        "after the training blocks whose samples both pass and fail.",
+    )
     bank_seed: int = 0
     min_ci_arms: int = Field(
         6,

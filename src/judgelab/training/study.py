@@ -30,18 +30,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from judgelab.cache import JsonCache
-from judgelab.config import RolloutSettings, Settings, TrainSettings
+from judgelab.config import Settings, TrainSettings
 from judgelab.config.evaluators import ExecutionSettings, PlantedSettings
 from judgelab.config.training import StudySettings
 from judgelab.errors import ConfigError
 from judgelab.evaluators.base import Evaluator
-from judgelab.rollouts.generate import policy_messages, sample_seed
 from judgelab.scoring import GroupCall, ScoredGroup, Scorer, score_serially
+from judgelab.training.draws import Drawn, PolicyDraws, TableDraws, drawn_digest, fill_logprobs
 from judgelab.training.effect import Bank, BankItem, bank_logprobs, effect
 from judgelab.training.grpo import Trajectory, group_advantages, grpo_step, has_spread
 from judgelab.training.policy import Policy, Sample
-from judgelab.training.sampler import Request, Sampler, candidates
-from judgelab.verdicts import Candidate, Task
+from judgelab.verdicts import Task
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +74,10 @@ def _passed(row: dict) -> bool | None:
     return None if row["score"] is None else row["score"] >= 1.0
 
 
+def _bank_key(bank: Bank) -> list[object]:
+    return [[i.task_id, i.prompt_ids, i.completion_ids, i.passed] for i in bank.items]
+
+
 def trajectories(
     prompts: Sequence[list[int]],
     groups: Sequence[Sequence[Sample]],
@@ -97,90 +100,82 @@ def trajectories(
 
 class Study:
     """Runs the study (module docstring) on one policy, with one adapter re-initialised per
-    (arm, seed)."""
+    (arm, seed). `draws` says where the samples come from (`training.draws`); `results`, when
+    given, keeps each (arm, seed)'s outcome under a key of everything it depends on (the
+    policy, the GRPO settings, the seed, the arm's batch and the bank), so that a study cut
+    short resumes at the next (arm, seed) and a repeated one trains nothing."""
+
+    VERSION = 1  # bump when an (arm, seed)'s outcome would change for the same key
 
     def __init__(
         self,
         arms: Sequence[Arm],
         executor: Evaluator,
-        tasks: Sequence[Task],
-        bank_tasks: Sequence[Task],
+        draws: PolicyDraws | TableDraws,
         train: TrainSettings,
         study: StudySettings,
-        rollout: RolloutSettings,
-        cache: JsonCache,
         scorer: Scorer = score_serially,
+        results: JsonCache | None = None,
     ) -> None:
         names = [a.name for a in arms]
         if len(set(names)) != len(names) or not names:
             raise ConfigError(f"study: need distinct arms, got {names}")
-        self.tasks = [t for t in tasks if t.test][: study.groups]
-        if not self.tasks:
-            raise ConfigError("study: no training task with tests")
-        overlap = {t.task_id for t in self.tasks} & {t.task_id for t in bank_tasks}
-        if overlap:
-            raise ConfigError(f"study: bank tasks {sorted(overlap)} are also trained on")
         self.arms = list(arms)
         self.executor = executor
-        self.bank_tasks = list(bank_tasks)
+        self.draws = draws
         self.train = train
         self.study = study
-        self.rollout = rollout
-        self.cache = cache
         self.scorer = scorer
+        self.results = results
 
-    def _tested(
-        self, sampler: Sampler, policy: Policy, tasks: Sequence[Task], seed: int, n: int, tag: str
-    ) -> tuple[list[Request], list[list[Sample]], list[list[Candidate]], list[ScoredGroup]]:
-        """The base policy's `n` samples of each of `tasks` (row seeds from `seed` and `tag`)
-        and the tests' verdicts on them."""
-        adapter = policy.active
-        requests = [
-            Request(
-                adapter,
-                policy_messages(self.rollout, t),
-                tuple(sample_seed(seed, f"{tag}|{t.task_id}", i) for i in range(n)),
-                self.train.temperature,
-                self.train.max_tokens,
-            )
-            for t in tasks
-        ]
-        groups = sampler.round(requests, {adapter: policy.adapter_hash(adapter)})
-        cands = [
-            candidates(t, r.messages, s, f"{tag}|{seed}")
-            for t, r, s in zip(tasks, requests, groups, strict=True)
-        ]
-        calls = [
-            GroupCall(STUDY_RUN, self.executor, t, c) for t, c in zip(tasks, cands, strict=True)
-        ]
-        return requests, groups, cands, _ok(self.scorer(calls))
+    def _tests(self, drawn: Sequence[Drawn]) -> list[ScoredGroup]:
+        calls = [GroupCall(STUDY_RUN, self.executor, d.task, d.candidates) for d in drawn]
+        return _ok(self.scorer(calls))
 
-    def bank(self, policy: Policy, sampler: Sampler) -> Bank:
-        """The bank: `bank_samples` base-policy samples of each bank task with their tests'
-        verdicts (a sample the sandbox could not test is left out)."""
-        n, seed = self.study.bank_samples, self.study.bank_seed
-        policy.init_adapter(policy.active, seed)
-        requests, groups, _, tests = self._tested(sampler, policy, self.bank_tasks, seed, n, "bank")
+    def _passed(self, drawn: Sequence[Drawn]) -> list[list[bool | None]]:
+        return [[_passed(r) for r in g.rows] for g in self._tests(drawn)]
+
+    def bank(self, policy: Policy) -> Bank:
+        """The bank with its tests' verdicts (a sample the sandbox could not test is left
+        out)."""
+        drawn = self.draws.bank(policy, self._passed)
         items = []
-        for task, req, samples, verdicts in zip(self.bank_tasks, requests, groups, tests,
-                                                 strict=True):  # fmt: skip
-            prompt = policy.prompt_ids(req.messages)
-            for s, row in zip(samples, verdicts.rows, strict=True):
-                passed = _passed(row)
+        for d, verdicts in zip(drawn, self._passed(drawn), strict=True):
+            prompt = policy.prompt_ids(d.messages)
+            for s, passed in zip(d.samples, verdicts, strict=True):
                 if passed is not None and s.token_ids:
-                    items.append(BankItem(task.task_id, prompt, list(s.token_ids), passed))
+                    items.append(BankItem(d.task.task_id, prompt, list(s.token_ids), passed))
         return Bank(items)
+
+    def _key(self, policy: Policy, **what: object) -> dict:
+        return {
+            "study": self.VERSION,
+            "policy": policy.zoo_name,
+            "dtype": policy.dtype,
+            "device": policy.device,
+            **what,
+        }
+
+    def _before(self, policy: Policy, bank: Bank) -> list[float]:
+        """The bank's log-probabilities under the base model (cached with `results`)."""
+        key = self._key(policy, bank=_bank_key(bank))
+        hit = self.results.get(key) if self.results is not None else None
+        if hit is not None:
+            return list(hit["before"])
+        with policy.model.disable_adapter():
+            before = bank_logprobs(policy.model, bank.items, policy.pad_id)
+        if self.results is not None:
+            self.results.put(key, {"before": before})
+        return before
 
     def run(self, policy: Policy, progress: Callable[[str], None] | None = None) -> StudyResult:
         """Every (seed, arm): its steps and its effect on the bank (module docstring)."""
         say = progress or (lambda what: None)
         result = StudyResult()
-        sampler = Sampler(policy, self.cache)
         t0 = time.monotonic()
-        bank = self.bank(policy, sampler)
+        bank = self.bank(policy)
         result.bank = bank.summary()
-        with policy.model.disable_adapter():
-            before = bank_logprobs(policy.model, bank.items, policy.pad_id)
+        before = self._before(policy, bank)
         result.seconds["bank"] = time.monotonic() - t0
         say(f"bank: {result.bank}")
         if not bank.contrast_tasks:
@@ -189,24 +184,23 @@ class Study:
                 "undefined (draw more bank samples or other tasks)"
             )
         result.seconds["train_and_bank"] = 0.0
-        for seed in self.study.seeds:
-            policy.init_adapter(policy.active, seed)
-            requests, groups, cands, tests = self._tested(
-                sampler, policy, self.tasks, seed, self.train.k, "study"
-            )
+        result.seconds["cached_arms"] = 0
+        for index, seed in enumerate(self.study.seeds):
+            drawn = self.draws.training(policy, index, seed)
+            tests = self._tests(drawn)
             calls = [
-                GroupCall(f"{STUDY_RUN}-{a.name}", a.judge, t, c)
+                GroupCall(f"{STUDY_RUN}-{a.name}", a.judge, d.task, d.candidates)
                 for a in self.arms
-                for t, c in zip(self.tasks, cands, strict=True)
+                for d in drawn
             ]
             judged = _ok(self.scorer(calls))
-            prompts = [policy.prompt_ids(r.messages) for r in requests]
-            say(f"seed {seed}: {len(groups)} groups drawn and scored by {len(self.arms)} arms")
-            n = len(self.tasks)
+            prompts = [policy.prompt_ids(d.messages) for d in drawn]
+            say(f"seed {seed}: {len(drawn)} groups, scored by {len(self.arms)} arms")
+            n = len(drawn)
             for a, arm in enumerate(self.arms):
                 mine = judged[a * n : (a + 1) * n]
-                for task_cands, scored, truth in zip(cands, mine, tests, strict=True):
-                    for c, r, v in zip(task_cands, scored.rows, truth.rows, strict=True):
+                for d, scored, truth in zip(drawn, mine, tests, strict=True):
+                    for c, r, v in zip(d.candidates, scored.rows, truth.rows, strict=True):
                         result.rewards.append({
                             "arm": arm.name, "seed": seed, "task_id": c.task_id,
                             "candidate_id": c.candidate_id,
@@ -214,12 +208,52 @@ class Study:
                             "passed": _passed(v),
                         })  # fmt: skip
                 t1 = time.monotonic()
-                row = self._arm(policy, seed, trajectories(prompts, groups, mine), bank, before)
+                row, cached, drawn = self._outcome(policy, seed, drawn, prompts, mine, bank, before)
+                result.seconds["cached_arms"] += cached
                 result.seconds["train_and_bank"] += time.monotonic() - t1
                 result.effects.append({"arm": arm.name, "seed": seed, **row})
                 say(f"seed {seed}, {arm.name}: {row}")
         result.seconds["total"] = time.monotonic() - t0
         return result
+
+    def _outcome(
+        self,
+        policy: Policy,
+        seed: int,
+        drawn: list[Drawn],
+        prompts: list[list[int]],
+        judged: list[ScoredGroup],
+        bank: Bank,
+        before: list[float],
+    ) -> tuple[dict, bool, list[Drawn]]:
+        """One arm's outcome at one seed from the results cache, or trained (`_arm`) and
+        cached; whether it was cached; and `drawn`, with the samples' log-probabilities once
+        a table's samples needed them (`fill_logprobs`)."""
+        batch = trajectories(prompts, [d.samples for d in drawn], judged)
+        key = self._key(
+            policy,
+            lora=self.train.lora.model_dump(mode="json"),
+            learning_rate=self.train.learning_rate,
+            loss=self.train.loss.model_dump(mode="json"),
+            max_grad_norm=self.train.max_grad_norm,
+            temperature=self.train.temperature,
+            steps=self.study.steps,
+            seed=seed,
+            batch=[[t.group, t.completion_ids, t.advantage] for t in batch],
+            groups=drawn_digest(drawn),
+            bank=_bank_key(bank),
+        )
+        row = self.results.get(key) if self.results is not None else None
+        if row is not None:
+            return row, True, drawn
+        if batch and not all(t.logprobs for t in batch):
+            policy.init_adapter(policy.active, seed)  # the base policy
+            drawn = fill_logprobs(policy, drawn, self.train.temperature)
+            batch = trajectories(prompts, [d.samples for d in drawn], judged)
+        row = self._arm(policy, seed, batch, bank, before)
+        if self.results is not None:
+            self.results.put(key, row)
+        return row, False, drawn
 
     def _arm(
         self, policy: Policy, seed: int, batch: list[Trajectory], bank: Bank, before: list[float]
@@ -228,13 +262,14 @@ class Study:
         `batch` (none when no sample has an advantage), then the effect on the bank."""
         import torch
 
+        t0 = time.monotonic()
         policy.init_adapter(policy.active, seed)
         optimizer = torch.optim.AdamW(
             policy.trainable(), lr=self.train.learning_rate, weight_decay=0.0
         )
         losses = [
-            grpo_step(policy, optimizer, batch, self.train.loss,
-                      self.train.max_grad_norm, self.train.temperature).loss
+            grpo_step(policy, optimizer, batch, self.train.loss, self.train.max_grad_norm,
+                      self.train.temperature, rows_per_forward=self.train.k).loss
             for _ in range(self.study.steps if batch else 0)
         ]  # fmt: skip
         after = bank_logprobs(policy.model, bank.items, policy.pad_id)
@@ -245,6 +280,7 @@ class Study:
             "trajectories": len(batch),
             "steps": len(losses),
             "loss_first": losses[0] if losses else None,
+            "seconds": round(time.monotonic() - t0, 1),
         }
 
 
@@ -273,8 +309,10 @@ def run_study(
     scorer: Scorer = score_serially,
 ) -> StudyResult:
     """The study from settings: `study.arms` (judges of scores.evaluators, served as the
-    training stage serves them) and the planted arms, `train.*`'s GRPO settings and policy,
-    the bank from `study.bank_ids` or train.heldout's pool."""
+    training stage serves them) and the planted arms, `train.*`'s GRPO settings and policy;
+    the samples drawn from the policy (the bank from `study.bank_ids` or train.heldout's
+    pool) or read from `study.rollouts` (`training.draws`). Each (arm, seed)'s outcome is
+    kept in the cache's `study` namespace."""
     from judgelab.config import EmbeddedModel
     from judgelab.evaluators.execution import ExecutionEvaluator
     from judgelab.evaluators.registry import build_evaluator
@@ -291,14 +329,22 @@ def run_study(
     policy_model = settings.model(train.policy)
     if not isinstance(policy_model, EmbeddedModel):
         raise ConfigError(f"train.policy: {train.policy} is not an embedded model")
-    bank_ids = list(study.bank_ids) or heldout_ids(settings)
-    bank = tasks_by_id(settings.tasks, project_root(), bank_ids, "study bank")
+    draws: PolicyDraws | TableDraws
+    if study.rollouts is not None:
+        from judgelab.schemas import validate_file
+
+        frame = validate_file(project_root() / study.rollouts, "rollouts")
+        draws = TableDraws(frame, tasks, study, train.policy)
+    else:
+        bank_ids = list(study.bank_ids) or heldout_ids(settings)
+        bank = tasks_by_id(settings.tasks, project_root(), bank_ids, "study bank")
+        samples = JsonCache(cache_dir(), "training-samples")
+        draws = PolicyDraws(tasks, bank, study, train, settings.rollouts, samples)
     called = sorted({s.judge_model for s in specs if s.judge_model is not None})
     with serve(settings, called) as endpoints:
         judge_cache = JsonCache(cache_dir(), "judge")
         arms = [Arm(s.name, build_evaluator(s, endpoints, judge_cache)) for s in specs]
-        samples = JsonCache(cache_dir(), "training-samples")
-        plan = Study(arms, ExecutionEvaluator(runner), tasks, bank, train, study,
-                     settings.rollouts, samples, scorer)  # fmt: skip
+        plan = Study(arms, ExecutionEvaluator(runner), draws, train, study, scorer,
+                     JsonCache(cache_dir(), "study"))  # fmt: skip
         policy = Policy(policy_model.zoo, train.lora, train.device, dtype=train.dtype)
         return plan.run(policy, progress)
