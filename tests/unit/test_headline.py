@@ -334,3 +334,36 @@ def test_without_attacks_the_block_has_no_attack_finding(tmp_path: Path) -> None
     assert "**Attacks" not in findings_block(data) and "## Attacks" not in audit_document(data)
     ruler = dict(zip(COLUMNS, rows(findings_table(data))["ruler-a"], strict=True))
     assert ruler["robust to comments / claims"] == "not run"
+
+
+def test_the_study_finding_once_the_study_has_run(tmp_path: Path) -> None:
+    """The training bullet and section: the effect measure's check first, then the primary's
+    prediction, each sentence the study's own from the figures in its files."""
+    from judgelab.analysis.prediction import effect_check, predict
+    from judgelab.report.prediction import check_sentence, sentence
+
+    data = audit_only(tmp_path)
+    assert "predict training" not in findings_block(data)
+    effects = [{"arm": a, "seed": s, "effect": e} for a, base in
+               (("flip-0", 3.0), ("flip-0.5", 0.1), ("flip-1", -3.0), ("placebo", 0.0),
+                ("judge", 1.0), ("other", -1.0))
+               for s, e in enumerate((base - 0.1, base, base + 0.1))]  # fmt: skip
+    audit = {"flip-0": 1.0, "flip-0.5": 0.0, "flip-1": -1.0, "placebo": 0.05, "judge": 0.3,
+             "other": -0.2}  # fmt: skip
+    pred = predict("signal_fidelity", audit, effects, 6, 200, 0)
+    check = effect_check(effects, {"flip-0": 0.0, "flip-0.5": 0.5, "flip-1": 1.0}, "placebo")
+    (data / "study").mkdir()
+    (data / "study" / "prediction.json").write_text(
+        json.dumps({"predictions": [pred], "effect_check": check, "audit": {}})
+    )
+    (data / "study" / "effects.json").write_text(json.dumps(
+        {"settings": {"steps": 1}, "bank": {"bank_samples": 32, "bank_tasks": 8,
+         "bank_contrast_tasks": 8}, "seconds": {"total": 60.0}, "effects": effects}
+    ))  # fmt: skip
+    block = findings_block(data)
+    bullet = next(line for line in block.splitlines() if "predict training?" in line)
+    assert check_sentence(check) in bullet and sentence(pred) in bullet
+    assert bullet.index("passes its check") < bullet.index("predicts the training effect")
+    assert "1 GRPO step(s)" in bullet
+    doc = audit_document(data)
+    assert "## Does the audit predict training?" in doc and "| flip-0 | 1.000 |" in doc

@@ -7,8 +7,15 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from judgelab.analysis.prediction import ols, predict, ranks, seed_interval, spearman
-from judgelab.report.prediction import sentence, study_markdown, verdict
+from judgelab.analysis.prediction import (
+    effect_check,
+    ols,
+    predict,
+    ranks,
+    seed_interval,
+    spearman,
+)
+from judgelab.report.prediction import check_sentence, sentence, study_markdown, verdict
 
 
 def test_spearman_and_ols_against_scipy_with_ties() -> None:
@@ -93,3 +100,46 @@ def test_an_arms_seed_interval_is_students_and_absent_below_three_seeds() -> Non
     page = study_markdown([pred], {}, {})
     low, high = pred["arms"][0]["effect_ci"]
     assert f"[{low:.5f}, {high:.5f}]" in page
+
+
+def _rows(effects: dict[str, list[float]]) -> list[dict]:
+    return [{"arm": a, "seed": s, "effect": e} for a, es in effects.items()
+            for s, e in enumerate(es)]  # fmt: skip
+
+
+FLIPS = {"flip-0": 0.0, "flip-0.5": 0.5, "flip-1": 1.0}
+
+
+def test_the_effect_check_by_hand() -> None:
+    # planted means 2, 0, -2 (falling: rho = -1); seed 2 alone rises (1, 2, 3).
+    # placebo 0.1, -0.1, 0.3: mean 0.1, sd 0.2, t(0.975, 2) = 4.3027 -> 0.1 +- 0.4969
+    effects = {"flip-0": [3.0, 2.0, 1.0], "flip-0.5": [0.0, -2.0, 2.0],
+               "flip-1": [-4.0, -5.0, 3.0], "placebo": [0.1, -0.1, 0.3]}  # fmt: skip
+    check = effect_check(_rows(effects), FLIPS, "placebo")
+    assert check["flips"] == [0.0, 0.5, 1.0] and check["planted_means"] == [2.0, 0.0, -2.0]
+    assert check["spearman"] == pytest.approx(-1.0)
+    assert (check["seeds_falling"], check["n_seeds"]) == (2, 3)
+    half = scipy_stats.t.ppf(0.975, 2) * 0.2 / np.sqrt(3)
+    assert check["placebo_mean"] == pytest.approx(0.1)
+    assert check["placebo_ci"] == pytest.approx([0.1 - half, 0.1 + half])
+    assert check["placebo_covers_zero"] is True and check["holds"] is True
+    text = check_sentence(check)
+    assert text.startswith("The effect measure passes its check")
+    assert "ρ = -1.00 over 3 rates; falling in 2 of 3 seeds" in text
+    assert f"[{0.1 - half:.5f}, {0.1 + half:.5f}] over 3 seeds, covers 0" in text
+
+
+def test_the_effect_check_fails_on_a_moving_placebo_or_a_rising_dose() -> None:
+    falling = {"flip-0": [3.0, 2.0, 1.0], "flip-0.5": [0.0, 0.0, 0.0],
+               "flip-1": [-3.0, -2.0, -1.0]}  # fmt: skip
+    moved = effect_check(_rows(falling | {"placebo": [1.0, 1.1, 0.9]}), FLIPS, "placebo")
+    assert moved["placebo_covers_zero"] is False and moved["holds"] is False
+    assert "FAILS its check" in check_sentence(moved) and "does not cover 0" in check_sentence(
+        moved
+    )
+    rising = {a: [-e for e in es] for a, es in falling.items()}
+    up = effect_check(_rows(rising), FLIPS, None)
+    assert up["spearman"] == pytest.approx(1.0) and up["holds"] is False
+    assert "does not fall" in check_sentence(up)
+    two = effect_check(_rows({"flip-0": [1.0], "flip-1": [-1.0]}), FLIPS, None)
+    assert two["holds"] is None and "could not be checked" in check_sentence(two)

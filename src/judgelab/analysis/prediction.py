@@ -252,3 +252,50 @@ def predictions(
         predict(f, {a: m.get(f) for a, m in audits.items()}, effects, min_arms, n_boot, seed)
         for f in figures
     ]
+
+
+def effect_check(
+    effects: Sequence[Mapping[str, Any]], flips: Mapping[str, float], placebo: str | None
+) -> dict[str, Any]:
+    """The effect measure's own check (docs/TRAINING.md): the planted arms' effect must fall
+    as their flip rate rises and the placebo's sit at 0. `flips`: planted arm -> flip rate;
+    `placebo`: the placebo arm's name (None: no placebo).
+
+    - `spearman`: the rank correlation of the flip rates with the planted arms' mean effects
+      (None below 3 rates); `seeds_falling` / `n_seeds`: the seeds in which the planted
+      arms' effects alone correlate negatively with the rate;
+    - `placebo_mean`, `placebo_ci` (t over seeds, none below 3), `placebo_covers_zero`;
+    - `holds`: ρ < 0, and the placebo's CI covers 0 where it has one (None: cannot tell).
+    """
+    by_arm: dict[str, dict[int, float]] = {}
+    for row in effects:
+        if row["effect"] is not None:
+            by_arm.setdefault(row["arm"], {})[int(row["seed"])] = float(row["effect"])
+    planted = sorted((f, a) for a, f in flips.items() if a in by_arm)
+    rates = [f for f, _ in planted]
+    means = [float(np.mean(list(by_arm[a].values()))) for _, a in planted]
+    rho = spearman(rates, means) if len(planted) >= MIN_ARMS else None
+    seeds = sorted({s for _, a in planted for s in by_arm[a]})
+    falling = 0
+    for s in seeds:
+        here = [(f, by_arm[a][s]) for f, a in planted if s in by_arm[a]]
+        if len(here) >= MIN_ARMS and spearman([f for f, _ in here], [e for _, e in here]) < 0:
+            falling += 1
+    out: dict[str, Any] = {
+        "flips": rates, "planted_means": means,
+        "spearman": None if rho is None or np.isnan(rho) else rho,
+        "seeds_falling": falling, "n_seeds": len(seeds), "placebo": placebo,
+        "placebo_mean": None, "placebo_ci": [None, None], "placebo_seeds": 0,
+        "placebo_covers_zero": None,
+    }  # fmt: skip
+    if placebo is not None and placebo in by_arm:
+        values = list(by_arm[placebo].values())
+        low, high = seed_interval(values)
+        out |= {"placebo_mean": float(np.mean(values)), "placebo_ci": [low, high],
+                "placebo_seeds": len(values),
+                "placebo_covers_zero": None if low is None else bool(low <= 0 <= high)}  # fmt: skip
+    if out["spearman"] is None:
+        out["holds"] = None
+    else:
+        out["holds"] = out["spearman"] < 0 and out["placebo_covers_zero"] is not False
+    return out

@@ -1,12 +1,14 @@
-"""README's findings (a compact table, up to four bullets from the audit and one from the
-probes' attacks) and docs/REFERENCE_AUDIT.md (the full table, the recommendation, caveats,
-paired comparisons and the attack table) of a finished audit: every figure
+"""README's findings (a compact table, up to four bullets from the audit, one from the
+probes' attacks and one from the training-effect study) and docs/REFERENCE_AUDIT.md (the
+full table, the recommendation, caveats, paired comparisons, the attack table and the study)
+of a finished audit: every figure
 with its CI or its n, read from the metrics files the stages wrote (nothing recomputed here),
 every sentence generated from the figures it names.
 
 `findings_table(data_dir)` / `findings_block(data_dir)` / `audit_document(data_dir)` take a
 project's `data/` folder: `analysis/metrics.json` (the audit) and, where those parts have
-run, `probes/metrics.json` and the training figures the analysis folded in. A part that has
+run, `probes/metrics.json`, the training figures the analysis folded in and the study's
+`study/prediction.json` and `study/effects.json`. A part that has
 not run says so in its cells; nothing is left blank. A figure from fewer groups than the
 minimum for a CI shows `value (n = 3)†`, with one footnote for the rule.
 
@@ -29,6 +31,7 @@ from judgelab.report.decision import GLOSSARY, decision_sentences
 from judgelab.report.format import NA, NO_CI_MARK, and_list, fmt_ci, fmt_num, fmt_pct, interval
 from judgelab.report.power import HEADER as POWER_HEADER
 from judgelab.report.power import rows as power_rows
+from judgelab.report.prediction import check_sentence, sentence, study_markdown
 from judgelab.report.ranking import (
     CAVEAT_COLUMNS,
     RANK_NOTE,
@@ -258,6 +261,47 @@ def _load(data_dir: Path) -> tuple[dict[str, Any], dict[str, Any] | None]:
     return analysis, probes
 
 
+def _study(data_dir: Path) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The training-effect study's prediction.json and effects.json (`judgelab study --out
+    <data>/study`), where it has run."""
+    study = data_dir / "study"
+    if not (study / "prediction.json").exists():
+        return None
+    return (json.loads((study / "prediction.json").read_text()),
+            json.loads((study / "effects.json").read_text()))  # fmt: skip
+
+
+def study_bullet(data_dir: Path) -> str | None:
+    """README's training bullet: the effect measure's check and whether the audit's primary
+    predicts the training effect, each sentence generated from the figures it names."""
+    found = _study(data_dir)
+    if found is None:
+        return None
+    prediction, effects = found
+    preds, check = prediction["predictions"], prediction.get("effect_check")
+    if not preds:
+        return None
+    parts = [check_sentence(check)] if check else []
+    parts.append(sentence(preds[0]))
+    steps = effects["settings"]["steps"]
+    return (
+        f"**Does the audit predict training?** {' '.join(parts)} (The effect: how {steps} GRPO "
+        "step(s) from the base policy move held-out passing against failing code; "
+        f"[docs/TRAINING.md](docs/TRAINING.md#does-the-audit-predict-training).)"
+    )
+
+
+def study_section(data_dir: Path) -> list[str]:
+    """docs/REFERENCE_AUDIT.md's study section (the study's own markdown, from its files)."""
+    found = _study(data_dir)
+    if found is None:
+        return []
+    prediction, effects = found
+    text = study_markdown(prediction["predictions"], effects["bank"], effects["seconds"],
+                          prediction.get("effect_check"))  # fmt: skip
+    return ["", text.rstrip("\n")]
+
+
 def findings_table(data_dir: Path) -> str:
     """The full markdown table for the audit under `data_dir` (a project's data/ folder)."""
     analysis, probes = _load(data_dir)
@@ -428,8 +472,8 @@ def findings_block(data_dir: Path) -> str:
     rows = compact_rows(analysis)
     lines = [f"**Decision.** {' '.join(decision_sentences(analysis))}", ""]
     lines += [*_table(compact_columns(analysis), rows), *_footnote(analysis, rows), ""]
-    attack = attack_bullet(probes)
-    lines += [f"- {b}" for b in [*bullets(analysis), *([attack] if attack else [])]]
+    extra = [b for b in (attack_bullet(probes), study_bullet(data_dir)) if b]
+    lines += [f"- {b}" for b in [*bullets(analysis), *extra]]
     lines += ["", f"The full table, the caveats and every paired comparison: [{AUDIT_DOC}]"
                   f"({AUDIT_DOC})."]  # fmt: skip
     return "\n".join(lines) + "\n"
@@ -505,6 +549,7 @@ def audit_document(data_dir: Path) -> str:
         (probes or {}).get("attack_tests"),
     )
     lines += ["", *attacks, *_footnote(analysis, [attacks])] if attacks else []
+    lines += study_section(data_dir)
     return "\n".join(lines) + "\n"
 
 

@@ -52,17 +52,50 @@ def sentence(pred: Mapping[str, Any]) -> str:
     return f"{what} predicts the training effect: {rho}, {slope}, {n}."
 
 
+def check_sentence(check: Mapping[str, Any]) -> str:
+    """The effect measure's own check (`analysis.prediction.effect_check`) in one sentence,
+    with its figures; where it fails, it says the prediction is not to be read."""
+    rho, rates = check["spearman"], len(check["flips"])
+    if rho is None:
+        return (f"The effect measure could not be checked: {rates} planted flip rates "
+                "(at least 3 are needed).")  # fmt: skip
+    trend = "falls" if rho < 0 else "does not fall"
+    planted = (
+        f"the planted arms' effect {trend} as the flip rate rises (ρ = {rho:.2f} over "
+        f"{rates} rates; falling in {check['seeds_falling']} of {check['n_seeds']} seeds)"
+    )
+    placebo = ""
+    if check["placebo"] is not None and check["placebo_mean"] is not None:
+        low, high = check["placebo_ci"]
+        at = f"{check['placebo_mean']:.5f}"
+        if low is None:
+            placebo = (f", and the placebo's effect is {at} over {check['placebo_seeds']} "
+                       "seed(s), too few for a CI")  # fmt: skip
+        else:
+            covers = "covers 0" if check["placebo_covers_zero"] else "does not cover 0"
+            placebo = (f", and the placebo's effect, {at} [{low:.5f}, {high:.5f}] over "
+                       f"{check['placebo_seeds']} seeds, {covers}")  # fmt: skip
+    if check["holds"]:
+        return f"The effect measure passes its check: {planted}{placebo}."
+    return (f"The effect measure FAILS its check: {planted}{placebo}. The prediction below "
+            "is not to be read as evidence either way.")  # fmt: skip
+
+
 def study_markdown(
-    preds: Sequence[Mapping[str, Any]], bank: Mapping[str, int], seconds: Mapping[str, float]
+    preds: Sequence[Mapping[str, Any]],
+    bank: Mapping[str, int],
+    seconds: Mapping[str, float],
+    check: Mapping[str, Any] | None = None,
 ) -> str:
-    """The study's section: the primary's sentence, each arm's figure and effect, then the
-    other figures' sentences."""
+    """The study's section: the effect measure's check, the primary's sentence, each arm's
+    figure and effect, then the other figures' sentences."""
     if not preds:
         return "## Does the audit predict training?\n\nNo figure was compared.\n"
     primary = preds[0]
     lines = [
         "## Does the audit predict training?",
         "",
+        *([check_sentence(check), ""] if check else []),
         sentence(primary),
         "",
         f"Bank: {bank.get('bank_samples', 0)} base-policy samples of {bank.get('bank_tasks', 0)}"
@@ -84,7 +117,14 @@ def study_markdown(
     lines += ["", "Other figures:", ""]
     lines += [f"- {sentence(p)}" for p in preds[1:]]
     if seconds:
-        lines += ["", "Time: " + ", ".join(f"{k} {v:.0f} s" for k, v in seconds.items()) + "."]
+        lines += [
+            "",
+            "Time: "
+            + ", ".join(
+                f"{k} {v:.0f}" + ("" if k == "cached_arms" else " s") for k, v in seconds.items()
+            )
+            + ".",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -95,14 +135,19 @@ def write_study(
     preds: Sequence[Mapping[str, Any]],
     audits: Mapping[str, Any],
     text: str,
+    check: Mapping[str, Any] | None = None,
 ) -> None:
     """The study's files under `out`: rewards.parquet (per arm, seed and candidate),
     effects.json (the settings, the bank, the seconds and each (arm, seed)'s effect),
-    prediction.json (each figure's prediction, each arm's audit) and study.md (`text`)."""
+    prediction.json (each figure's prediction, the effect measure's check, each arm's audit)
+    and study.md (`text`)."""
     from judgelab.analysis.stats import clean_json
 
     out.mkdir(parents=True, exist_ok=True)
     write_parquet(out / "rewards.parquet", rewards)
     write_json(out / "effects.json", clean_json(dict(raw)))
-    write_json(out / "prediction.json", clean_json({"predictions": preds, "audit": audits}))
+    write_json(
+        out / "prediction.json",
+        clean_json({"predictions": preds, "effect_check": check, "audit": audits}),
+    )
     write_text(out / "study.md", text)
