@@ -6,6 +6,7 @@ variety): these tests are about our training loop, not about any judge.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,18 @@ from judgelab.verdicts import Candidate, Task, Verdict
 
 ZOO = "smollm2-135m-instruct"
 LORA = LoraSettings(r=4, alpha=8)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread() -> Iterator[None]:
+    """One torch thread, as test_study.py and test_guard_trl.py use: these runs score in the
+    sandbox while the policy samples and steps, and on a 2-core host two OpenMP threads
+    spinning at each barrier stall both (measured under load: test_training_over_two_seeds_
+    resumes_per_seed over 14 min with two threads; see the commit message)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")
