@@ -34,6 +34,12 @@ from judgelab.verdicts import Candidate, Task, Verdict
 
 ZOO = "smollm2-135m-instruct"
 LORA = LoraSettings(r=4, alpha=8)
+# A short system prompt: the experiment's (RolloutSettings' default) is 272 SmolLM2 tokens, which
+# every sample and every GRPO forward and backward would carry; these tests are about the
+# epoch loop, which does not depend on what the prompt says.
+ROLLOUT = RolloutSettings(
+    system_prompt="Write the requested Python function inside <code></code> tags."
+)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -192,7 +198,7 @@ def _trainer(
     return Trainer(
         runs=[RewardRun(n, j, out / n) for n, j in judges.items()],
         settings=settings,
-        rollout=RolloutSettings(),
+        rollout=ROLLOUT,
         tasks=load_humaneval(HumanEvalSettings(offset=0, limit=2)),
         heldout=load_humaneval(HumanEvalSettings(offset=100, limit=1)),
         cache=JsonCache(cache, "samples"),
@@ -326,7 +332,7 @@ def test_heldout_tasks_are_chosen_where_the_base_policy_is_mixed(tmp_path: Path)
     trainer = Trainer(
         runs=[RewardRun("variety", VarietyJudge(), tmp_path / "v")],
         settings=settings,
-        rollout=RolloutSettings(),
+        rollout=ROLLOUT,
         tasks=load_humaneval(HumanEvalSettings(offset=0, limit=1)),
         heldout=load_humaneval(HumanEvalSettings(offset=100, limit=4)),
         cache=JsonCache(tmp_path / "c", "samples"),
@@ -396,7 +402,7 @@ def test_training_over_two_seeds_resumes_per_seed(tmp_path: Path) -> None:
             runs=[RewardRun("variety", j, out / "variety" / f"seed-{s}", s)
                   for s, j in judges.items()],
             settings=settings,
-            rollout=RolloutSettings(),
+            rollout=ROLLOUT,
             tasks=load_humaneval(HumanEvalSettings(offset=0, limit=2)),
             heldout=load_humaneval(HumanEvalSettings(offset=100, limit=1)),
             cache=JsonCache(cache, "samples"),
