@@ -27,8 +27,8 @@ def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     command they start. A stage command finding none set starts a temporary server of its own
     (judgelab_cli.deploy.temporary_prefect_server), about 12 s a stage on a 2-core AVX2 EPYC,
     and the suite runs a stage command many times over. The tests of that path start their
-    commands without Prefect's variables (test_crash_resume.py, the probes command in
-    test_probes_biased.py). A server the caller already set is used as it is."""
+    commands without Prefect's variables (the stage-kill test in test_crash_resume.py, the
+    probes command in test_probes_biased.py). A server the caller already set is used as it is."""
     if os.environ.get("PREFECT_API_URL"):
         yield os.environ["PREFECT_API_URL"]
         return

@@ -48,7 +48,9 @@ def tiny_params() -> dict:
         "epochs": 1,
         "k": 2,
         "max_tokens": 48,
-        "heldout": {"offset": 100, "limit": 1, "max_tokens": 48},
+        # select: mixed screens a pool (8 tasks by default) with the base policy before
+        # epoch 0; a pool of 2 still screens and chooses, with a quarter of the draws
+        "heldout": {"offset": 100, "pool": 2, "limit": 1, "max_tokens": 48},
     }
     p.pop("probes", None)  # the bias probes have their own pipeline and tests
     p["analysis"]["bootstrap"] = 200

@@ -6,6 +6,7 @@ variety): these tests are about our training loop, not about any judge.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,24 @@ from judgelab.verdicts import Candidate, Task, Verdict
 
 ZOO = "smollm2-135m-instruct"
 LORA = LoraSettings(r=4, alpha=8)
+# A short system prompt: the experiment's (RolloutSettings' default) is 272 SmolLM2 tokens, which
+# every sample and every GRPO forward and backward would carry; these tests are about the
+# epoch loop, which does not depend on what the prompt says.
+ROLLOUT = RolloutSettings(
+    system_prompt="Write the requested Python function inside <code></code> tags."
+)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread() -> Iterator[None]:
+    """One torch thread, as test_study.py and test_guard_trl.py use: these runs score in the
+    sandbox while the policy samples and steps, and on a 2-core host two OpenMP threads
+    spinning at each barrier stall both (measured under load: test_training_over_two_seeds_
+    resumes_per_seed over 14 min with two threads; see the commit message)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")
@@ -179,7 +198,7 @@ def _trainer(
     return Trainer(
         runs=[RewardRun(n, j, out / n) for n, j in judges.items()],
         settings=settings,
-        rollout=RolloutSettings(),
+        rollout=ROLLOUT,
         tasks=load_humaneval(HumanEvalSettings(offset=0, limit=2)),
         heldout=load_humaneval(HumanEvalSettings(offset=100, limit=1)),
         cache=JsonCache(cache, "samples"),
@@ -313,7 +332,7 @@ def test_heldout_tasks_are_chosen_where_the_base_policy_is_mixed(tmp_path: Path)
     trainer = Trainer(
         runs=[RewardRun("variety", VarietyJudge(), tmp_path / "v")],
         settings=settings,
-        rollout=RolloutSettings(),
+        rollout=ROLLOUT,
         tasks=load_humaneval(HumanEvalSettings(offset=0, limit=1)),
         heldout=load_humaneval(HumanEvalSettings(offset=100, limit=4)),
         cache=JsonCache(tmp_path / "c", "samples"),
@@ -383,7 +402,7 @@ def test_training_over_two_seeds_resumes_per_seed(tmp_path: Path) -> None:
             runs=[RewardRun("variety", j, out / "variety" / f"seed-{s}", s)
                   for s, j in judges.items()],
             settings=settings,
-            rollout=RolloutSettings(),
+            rollout=ROLLOUT,
             tasks=load_humaneval(HumanEvalSettings(offset=0, limit=2)),
             heldout=load_humaneval(HumanEvalSettings(offset=100, limit=1)),
             cache=JsonCache(cache, "samples"),
