@@ -128,9 +128,9 @@ def test_a_study_of_an_audits_own_groups_resumes_from_its_results(
         "def f(x): return x + 1",
         "def f(x):\n    return 2 * x",
         "def f(x): pass",
-    ]  # distinct characters: 12, 14, 15, 12 -> pass, pass, fail, pass
+    ]  # distinct characters: 12, 14, 15, 11 -> pass, pass, fail, fail
     groups = {f"toy/{i}": texts[i % 2 :] + texts[: i % 2] for i in range(5)}
-    groups["toy/2"] = [texts[0], texts[1], texts[3], texts[0]]  # all pass: no contrast
+    groups["toy/2"] = [texts[0], texts[1], texts[0], texts[1]]  # all pass: no contrast
     frame = _table(groups, "smollm2")
     train = TrainSettings(k=4, max_tokens=16, learning_rate=1e-3)
     plan = StudySettings(flips=[], placebo=False, seeds=[0, 1], steps=1, groups=1, bank_size=2,
@@ -157,7 +157,7 @@ def test_a_study_of_an_audits_own_groups_resumes_from_its_results(
     assert trained == {(0, "toy/0"), (1, "toy/1")}
     assert "toy/0-ref" not in {r["candidate_id"] for r in first.rewards}
     assert first.bank == {"bank_samples": 8, "bank_tasks": 2, "bank_contrast_tasks": 2,
-                          "bank_passing": 6}  # toy/3 and toy/4; toy/2 all pass  # fmt: skip
+                          "bank_passing": 4}  # toy/3 and toy/4; toy/2 all pass  # fmt: skip
     effects = {(e["arm"], e["seed"]): e["effect"] for e in first.effects}
     for seed in (0, 1):
         assert effects["truth", seed] == pytest.approx(-effects["inverse", seed], rel=0.25)
