@@ -27,14 +27,15 @@ from judgelab.cache import JsonCache
 from judgelab.config import RolloutSettings, TrainSettings
 from judgelab.config.training import StudySettings
 from judgelab.errors import ConfigError
-from judgelab.rollouts.generate import policy_messages, sample_seed
+from judgelab.rollouts.generate import candidates_by_group, policy_messages, sample_seed
 from judgelab.rollouts.origins import origin
 from judgelab.training.policy import Policy, Sample
 from judgelab.training.sampler import Request, Sampler, candidates
 from judgelab.verdicts import Candidate, Task
 
 # The tests' verdicts on groups: each group's per-candidate passed (None: untested).
-Tester = Callable[[Sequence["Drawn"]], list[list[bool | None]]]
+Verdicts = list[bool | None]
+Tester = Callable[[Sequence["Drawn"]], list[Verdicts]]
 
 
 @dataclass(frozen=True)
@@ -91,11 +92,13 @@ class PolicyDraws:
             for t, r, s in zip(tasks, requests, groups, strict=True)
         ]
 
-    def bank(self, policy: Policy, tester: Tester) -> list[Drawn]:
+    def bank(self, policy: Policy, tester: Tester) -> list[tuple[Drawn, Verdicts]]:
+        """The bank's groups with the tests' verdicts (`tester`, once per group)."""
         policy.init_adapter(policy.active, self.study.bank_seed)
-        return self._draw(
+        drawn = self._draw(
             policy, self.bank_tasks, self.study.bank_seed, self.study.bank_samples, "bank"
         )
+        return list(zip(drawn, tester(drawn), strict=True))
 
     def training(self, policy: Policy, index: int, seed: int) -> list[Drawn]:
         policy.init_adapter(policy.active, seed)
@@ -108,8 +111,6 @@ class TableDraws:
     def __init__(
         self, frame: Any, tasks: Sequence[Task], study: StudySettings, writer: str
     ) -> None:
-        from judgelab.rollouts.generate import candidates_by_group
-
         natural = {w for w in frame["policy"].unique().to_list() if origin(w) == "natural"}
         if natural != {writer}:
             raise ConfigError(
@@ -158,9 +159,11 @@ class TableDraws:
             samples.append(Sample([int(t) for t in ids], [], c.completion, finish))
         return Drawn(self.tasks[task_id], messages, samples, list(group))
 
-    def bank(self, policy: Policy, tester: Tester) -> list[Drawn]:
+    def bank(self, policy: Policy, tester: Tester) -> list[tuple[Drawn, Verdicts]]:
+        """The bank's groups with the tests' verdicts (`tester`, once per group tried)."""
         if self.study.bank_ids:
-            return [self._drawn(policy, i) for i in self.study.bank_ids]
+            drawn = [self._drawn(policy, i) for i in self.study.bank_ids]
+            return list(zip(drawn, tester(drawn), strict=True))
         size, chosen = self.study.bank_size, []
         for start in range(0, len(self.rest), size):  # tested a bank's worth at a time
             if len(chosen) >= size:
@@ -168,7 +171,7 @@ class TableDraws:
             drawn = [self._drawn(policy, i) for i in self.rest[start : start + size]]
             for d, passed in zip(drawn, tester(drawn), strict=True):
                 if {True, False} <= set(passed) and len(chosen) < size:
-                    chosen.append(d)
+                    chosen.append((d, passed))
         if not chosen:
             raise ConfigError(
                 "study.rollouts: no untrained task has both a passing and a failing sample"

@@ -138,9 +138,8 @@ class Study:
     def bank(self, policy: Policy) -> Bank:
         """The bank with its tests' verdicts (a sample the sandbox could not test is left
         out)."""
-        drawn = self.draws.bank(policy, self._passed)
         items = []
-        for d, verdicts in zip(drawn, self._passed(drawn), strict=True):
+        for d, verdicts in self.draws.bank(policy, self._passed):
             prompt = policy.prompt_ids(d.messages)
             for s, passed in zip(d.samples, verdicts, strict=True):
                 if passed is not None and s.token_ids:
@@ -272,7 +271,9 @@ class Study:
                       self.train.temperature, rows_per_forward=self.train.k).loss
             for _ in range(self.study.steps if batch else 0)
         ]  # fmt: skip
-        after = bank_logprobs(policy.model, bank.items, policy.pad_id)
+        # no step: the adapter is the base model (LoRA's B = 0 adds exact zeros), so the bank's
+        # log-probabilities are `before`'s and the forward is skipped
+        after = bank_logprobs(policy.model, bank.items, policy.pad_id) if losses else before
         value, n_tasks = effect(before, after, bank)
         return {
             "effect": value,
