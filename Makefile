@@ -73,9 +73,9 @@ reference: install
 # audit predict training?"): results in reference/data/study, each (arm, seed) kept in
 # reference/.cache/study, so that a run cut short resumes at the next one.
 # tests/unit/test_reference_study.py holds the committed results to this design.
-REFERENCE_STUDY = --rollouts data/rollouts/rollouts.parquet --tasks data/tasks/tasks.parquet \
-	--arm ruler-qwen-1.5b --arm rubric-qwen-1.5b --flips 0,0.25,0.5,0.75,1 --seeds 0,1,2 \
-	--groups 4 --bank-size 8 --steps 1 --out data/study
+REFERENCE_STUDY = --method first-order --rollouts data/rollouts/rollouts.parquet \
+	--tasks data/tasks/tasks.parquet --arm ruler-qwen-1.5b --arm rubric-qwen-1.5b \
+	--flips 0,0.1,0.25,0.4,0.5,0.6,0.75,0.9,1 --seeds 0 --groups 56 --bank-size 8 --out data/study
 reference-study: install
 	cd reference && ../$(VENV)/bin/judgelab study $(REFERENCE_STUDY)
 

@@ -37,7 +37,16 @@ def study(
     ] = "0,0.25,0.5,0.75,1",
     placebo: Annotated[bool, typer.Option(help="Add the shuffled-reward placebo arm.")] = True,
     seeds: Annotated[str, typer.Option(help="Training seeds, comma-separated.")] = "0,1,2",
-    steps: Annotated[int, typer.Option(min=1, help="GRPO steps per arm and seed.")] = 2,
+    method: Annotated[
+        str,
+        typer.Option(
+            help="first-order: every arm's effect of one SGD step to first order, from one pass "
+            "over the samples (the CPU default); steps: --steps AdamW GRPO steps per arm."
+        ),
+    ] = "first-order",
+    steps: Annotated[
+        int, typer.Option(min=1, help="With --method steps: GRPO steps per arm and seed.")
+    ] = 2,
     groups: Annotated[int, typer.Option(min=1, help="Training groups per seed.")] = 4,
     bank: Annotated[
         str, typer.Option(help="Bank task ids, comma-separated ('': train.heldout's pool).")
@@ -68,8 +77,9 @@ def study(
         settings = load_settings(params)
         plan = StudySettings(
             arms=arm or [], flips=split(flips, float), placebo=placebo, seeds=split(seeds, int),
-            steps=steps, groups=groups, bank_ids=split(bank, str), bank_samples=bank_samples,
-            min_ci_arms=min_ci_arms, rollouts=rollouts, bank_size=bank_size,
+            method=method, steps=steps, groups=groups, bank_ids=split(bank, str),
+            bank_samples=bank_samples, min_ci_arms=min_ci_arms, rollouts=rollouts,
+            bank_size=bank_size,
         )  # fmt: skip
         result = run_study(settings, plan, study_tasks(tasks), progress=typer.echo)
         typer.echo(_write(settings, plan, result, out))
@@ -78,22 +88,38 @@ def study(
 def _write(settings: Settings, plan: StudySettings, result: StudyResult, out: Path) -> str:
     """The study's figures (each arm's audit, the predictions, the effect measure's check)
     written under `out`; study.md's text."""
-    from judgelab.analysis.prediction import arm_audit, effect_check, predictions, reward_frame
+    from judgelab.analysis.prediction import (
+        arm_audit,
+        effect_check,
+        first_order_check,
+        pooled_effects,
+        predictions,
+        reward_frame,
+    )
     from judgelab.analysis.stats import CIRule
     from judgelab.report.prediction import study_markdown, write_study
     from judgelab.training.study import planted_arms
 
     rewards = reward_frame(result.rewards)
     analysis = settings.analysis
-    audits = arm_audit(rewards, CIRule.of(analysis), analysis.praise_threshold)
+    rule = CIRule.of(analysis)
+    audits = arm_audit(rewards, rule, analysis.praise_threshold)
     preds = predictions(audits, result.effects, plan.min_ci_arms, plan.bootstrap, plan.seed)
     planted = planted_arms(plan, settings.test_runner())
-    check = effect_check(
-        result.effects,
-        {p.name: p.flip for p in planted if not p.shuffle},
-        next((p.name for p in planted if p.shuffle), None),
-    )
+    flips = {p.name: p.flip for p in planted if not p.shuffle}
+    placebo = next((p.name for p in planted if p.shuffle), None)
     raw = {"settings": plan.model_dump(), "bank": result.bank, "seconds": result.seconds}
-    text = study_markdown(preds, result.bank, result.seconds, check)
+    pooled = None
+    if plan.method == "first-order":
+        pooled = pooled_effects(
+            result.terms, settings.train.learning_rate, rule.resampled(plan.bootstrap, plan.seed)
+        )
+        check = first_order_check(pooled, flips, placebo, rule.resampled(plan.bootstrap, plan.seed))
+        raw |= {"terms": result.terms,
+                "pooled": {a: {k: v for k, v in p.items() if k not in ("num", "den")}
+                           for a, p in pooled.items()}}  # fmt: skip
+    else:
+        check = effect_check(result.effects, flips, placebo)
+    text = study_markdown(preds, result.bank, result.seconds, check, pooled)
     write_study(out, rewards, raw | {"effects": result.effects}, preds, audits, text, check)
     return text

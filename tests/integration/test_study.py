@@ -62,7 +62,8 @@ def policy() -> Iterator[Policy]:
 
 def test_arms_share_groups_and_the_effect_is_antisymmetric(tmp_path: Path, policy: Policy) -> None:
     train = TrainSettings(k=4, max_tokens=16, learning_rate=1e-3)
-    plan = StudySettings(flips=[], placebo=False, seeds=[0], steps=1, groups=2, bank_samples=4)
+    plan = StudySettings(flips=[], placebo=False, seeds=[0], method="steps", steps=1, groups=2,
+                         bank_samples=4)  # fmt: skip
     arms = [Arm("truth", Parity("truth")), Arm("inverse", Parity("inverse", invert=True)),
             Arm("flat", Parity("flat", flat=True))]  # fmt: skip
     draws = PolicyDraws([_task(0), _task(1)], [_task(2), _task(3)], plan, train,
@@ -85,6 +86,22 @@ def test_arms_share_groups_and_the_effect_is_antisymmetric(tmp_path: Path, polic
     # truth's negated and the bank effect flips sign (to first order in the step).
     assert t["effect"] != 0.0
     assert t["effect"] == pytest.approx(-i["effect"], rel=0.25)
+
+
+def _groups() -> dict[str, list[str]]:
+    texts = [
+        "def f(x): return x",
+        "def f(x): return x + 1",
+        "def f(x):\n    return 2 * x",
+        "def f(x): pass",
+    ]  # distinct characters: 12, 14, 15, 11 -> pass, pass, fail, fail
+    groups = {f"toy/{i}": texts[i % 2 :] + texts[: i % 2] for i in range(5)}
+    groups["toy/2"] = [texts[0], texts[1], texts[0], texts[1]]  # all pass: no contrast
+    groups["toy/10"] = groups["toy/0"]  # sorts before toy/2 as text, comes last as a task
+    return groups
+
+
+TASKS = [_task(i) for i in (*range(5), 10)]
 
 
 def _table(groups: dict[str, list[str]], writer: str) -> pl.DataFrame:
@@ -123,21 +140,13 @@ def test_a_study_of_an_audits_own_groups_resumes_from_its_results(
     its contrast rows), the bank is the first untrained tasks whose samples pass and fail,
     the first step's importance ratio is 1, and a second run trains nothing: every (arm,
     seed) comes from the results cache, equal."""
-    texts = [
-        "def f(x): return x",
-        "def f(x): return x + 1",
-        "def f(x):\n    return 2 * x",
-        "def f(x): pass",
-    ]  # distinct characters: 12, 14, 15, 11 -> pass, pass, fail, fail
-    groups = {f"toy/{i}": texts[i % 2 :] + texts[: i % 2] for i in range(5)}
-    groups["toy/2"] = [texts[0], texts[1], texts[0], texts[1]]  # all pass: no contrast
-    frame = _table(groups, "smollm2")
+    frame = _table(_groups(), "smollm2")
     train = TrainSettings(k=4, max_tokens=16, learning_rate=1e-3)
-    plan = StudySettings(flips=[], placebo=False, seeds=[0, 1], steps=1, groups=1, bank_size=2,
-                         rollouts="rollouts.parquet")  # fmt: skip
+    plan = StudySettings(flips=[], placebo=False, seeds=[0, 1], method="steps", steps=1, groups=1,
+                         bank_size=2, rollouts="rollouts.parquet")  # fmt: skip
     with pytest.raises(ConfigError, match=r"train.policy \(qwen-0.5b\)"):
-        TableDraws(frame, [_task(i) for i in range(5)], plan, "qwen-0.5b")
-    draws = TableDraws(frame, [_task(i) for i in range(5)], plan, "smollm2")
+        TableDraws(frame, TASKS, plan, "qwen-0.5b")
+    draws = TableDraws(frame, TASKS, plan, "smollm2")
     arms = [Arm("truth", Parity("truth")), Arm("inverse", Parity("inverse", invert=True))]
 
     drawn = draws.training(policy, 0, 0)
@@ -154,7 +163,7 @@ def test_a_study_of_an_audits_own_groups_resumes_from_its_results(
     results = JsonCache(tmp_path, "study")
     first = Study(arms, Parity("tests"), draws, train, plan, results=results).run(policy)
     trained = {(r["seed"], r["task_id"]) for r in first.rewards}
-    assert trained == {(0, "toy/0"), (1, "toy/1")}
+    assert trained == {(0, "toy/0"), (1, "toy/1")}  # the tasks table's order, not the text's
     assert "toy/0-ref" not in {r["candidate_id"] for r in first.rewards}
     assert first.bank == {"bank_samples": 8, "bank_tasks": 2, "bank_contrast_tasks": 2,
                           "bank_passing": 4}  # toy/3 and toy/4; toy/2 all pass  # fmt: skip
@@ -166,3 +175,50 @@ def test_a_study_of_an_audits_own_groups_resumes_from_its_results(
     again = Study(arms, Parity("tests"), draws, train, plan, results=results).run(policy)
     assert again.seconds["cached_arms"] == 4
     assert {(e["arm"], e["seed"]): e["effect"] for e in again.effects} == effects
+
+
+def test_the_first_order_study_predicts_a_real_sgd_step_and_resumes(
+    tmp_path: Path, policy: Policy
+) -> None:
+    """`method: first-order` on an audit's own groups: the inverse arm's effect is exactly the
+    truth's negated, the flat arm moves nothing, each (arm, seed, task) has its terms; the
+    truth's effect is what one real GRPO step of plain SGD does to the bank on this model;
+    and a second run takes every seed's slopes from the results cache."""
+    from judgelab.training.effect import bank_logprobs, effect
+
+    train = TrainSettings(k=4, max_tokens=16, learning_rate=1e-3)
+    plan = StudySettings(flips=[], placebo=False, seeds=[0, 1], groups=1, bank_size=2,
+                         rollouts="rollouts.parquet")  # fmt: skip
+    assert plan.method == "first-order"
+    draws = TableDraws(_table(_groups(), "smollm2"), TASKS, plan, "smollm2")
+    arms = [Arm("truth", Parity("truth")), Arm("inverse", Parity("inverse", invert=True)),
+            Arm("flat", Parity("flat", flat=True))]  # fmt: skip
+    results = JsonCache(tmp_path, "study")
+    first = Study(arms, Parity("tests"), draws, train, plan, results=results).run(policy)
+    effects = {(e["arm"], e["seed"]): e for e in first.effects}
+    for seed in (0, 1):
+        truth = effects["truth", seed]["effect"]
+        assert truth != 0.0 and effects["inverse", seed]["effect"] == pytest.approx(-truth)
+        assert effects["flat", seed]["effect"] == 0.0
+        assert effects["flat", seed]["stepped_groups"] == 0
+    assert {(t["arm"], t["seed"], t["task_id"]) for t in first.terms} == {
+        (a, s, f"toy/{s}") for a in ("truth", "inverse", "flat") for s in (0, 1)}  # fmt: skip
+
+    # seed 0's truth arm, stepped for real: plain SGD at the learning rate, no clip
+    study = Study(arms, Parity("tests"), draws, train, plan)
+    bank = study.bank(policy)
+    policy.init_adapter(policy.active, 0)
+    drawn = fill_logprobs(policy, draws.training(policy, 0, 0), train.temperature)
+    prompts = [policy.prompt_ids(d.messages) for d in drawn]
+    batch = trajectories(prompts, [d.samples for d in drawn], study._tests(drawn))
+    with policy.model.disable_adapter():
+        before = bank_logprobs(policy.model, bank.items, policy.pad_id)
+    sgd = torch.optim.SGD(policy.trainable(), lr=train.learning_rate)
+    grpo_step(policy, sgd, batch, train.loss, 1e9, train.temperature, rows_per_forward=train.k)
+    measured, _ = effect(before, bank_logprobs(policy.model, bank.items, policy.pad_id), bank)
+    assert measured == pytest.approx(effects["truth", 0]["effect"], rel=0.1)
+
+    hits = results.hits
+    again = Study(arms, Parity("tests"), draws, train, plan, results=results).run(policy)
+    assert results.hits == hits + 2  # one slopes entry per seed
+    assert [e["effect"] for e in again.effects] == [e["effect"] for e in first.effects]

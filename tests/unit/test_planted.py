@@ -9,8 +9,9 @@ import polars as pl
 
 from judgelab.analysis.prediction import arm_audit
 from judgelab.analysis.stats import CIRule
-from judgelab.config.evaluators import SETTINGS, PlantedSettings
-from judgelab.evaluators.planted import PlantedJudge, flipped, planted_rewards
+from judgelab.config.evaluators import SETTINGS, ExecutionSettings, PlantedSettings
+from judgelab.evaluators.execution import ExecutionEvaluator
+from judgelab.evaluators.planted import PlantedJudge, SharedTests, flipped, planted_rewards
 from judgelab.evaluators.registry import evaluator_class
 
 
@@ -104,3 +105,20 @@ def test_planted_judge_runs_the_tests_in_the_sandbox() -> None:
     assert [v.score for v in same] == [1.0, 0.0, 0.0]
     assert [v.score for v in inverse] == [0.0, 1.0, 1.0]
     assert all(v.status == "scored" and v.outcome is None for v in same + inverse)
+
+    # a study's planted arms share one run of the tests per group (`SharedTests`)
+    runs = []
+
+    shared = SharedTests(ExecutionSettings(name="execution"))
+    original = ExecutionEvaluator.score_group
+    try:
+        ExecutionEvaluator.score_group = lambda self, *a, **k: (
+            runs.append(1) or original(self, *a, **k)
+        )  # type: ignore[method-assign]
+        arms = [PlantedJudge(PlantedSettings(name=f"p{f}", flip=f), shared) for f in (0, 1)]
+        shared_same, shared_inverse = (arm.score_group(task, cands) for arm in arms)
+    finally:
+        ExecutionEvaluator.score_group = original  # type: ignore[method-assign]
+    assert len(runs) == 1
+    assert [v.score for v in shared_same] == [1.0, 0.0, 0.0]
+    assert [v.score for v in shared_inverse] == [0.0, 1.0, 1.0]

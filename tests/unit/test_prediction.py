@@ -143,3 +143,69 @@ def test_the_effect_check_fails_on_a_moving_placebo_or_a_rising_dose() -> None:
     assert "does not fall" in check_sentence(up)
     two = effect_check(_rows({"flip-0": [1.0], "flip-1": [-1.0]}), FLIPS, None)
     assert two["holds"] is None and "could not be checked" in check_sentence(two)
+
+
+def _terms(values: dict[str, list[tuple[float, float]]]) -> list[dict]:
+    return [{"arm": a, "seed": 0, "task_id": f"t{i:02d}", "n": n, "d": d}
+            for a, rows in values.items() for i, (n, d) in enumerate(rows)]  # fmt: skip
+
+
+def test_pooled_first_order_effects_by_hand_and_paired() -> None:
+    from judgelab.analysis.prediction import pooled_effects
+    from judgelab.analysis.stats import CIRule
+
+    rng = np.random.default_rng(1)
+    base = [(float(rng.normal(1.0, 1.0)), float(rng.choice([2.0, 4.0]))) for _ in range(20)]
+    terms = _terms({
+        "a": base,
+        "double": [(2 * n, d) for n, d in base],  # twice a's numerator: twice its effect and CI
+        "none": [(0.0, 0.0)] * 20,  # no group with spread: no step
+    })  # fmt: skip
+    rule = CIRule(min_groups=15, n_boot=400, seed=3, level=0.95)
+    pooled = pooled_effects(terms, 0.1, rule)
+    a = pooled["a"]
+    assert a["effect"] == pytest.approx(0.1 * sum(n for n, _ in base) / sum(d for _, d in base))
+    assert a["stepped_groups"] == a["groups"] == 20 and a["ci_low"] < a["effect"] < a["ci_high"]
+    d = pooled["double"]
+    assert d["effect"] == pytest.approx(2 * a["effect"])
+    assert (d["ci_low"], d["ci_high"]) == pytest.approx((2 * a["ci_low"], 2 * a["ci_high"]))
+    assert pooled["none"]["effect"] == 0.0 and pooled["none"]["ci_low"] is None
+    few = pooled_effects(_terms({"a": base[:10]}), 0.1, rule)["a"]
+    assert few["ci_low"] is None and "10" in few["ci_reason"]  # below the minimum: no CI
+
+
+def test_the_first_order_check_by_hand() -> None:
+    from judgelab.analysis.prediction import first_order_check, pooled_effects
+    from judgelab.analysis.stats import CIRule
+    from judgelab.report.prediction import first_order_sentence
+
+    wobble = [1.0 + 0.5 * np.sin(i) for i in range(20)]
+    sign = [(-1.0) ** i for i in range(20)]
+    terms = _terms({
+        "flip-0": [(w, 1.0) for w in wobble],
+        "flip-0.5": [(0.2 * s * w, 1.0) for s, w in zip(sign, wobble, strict=True)],
+        "flip-1": [(-w, 1.0) for w in wobble],
+        "placebo": [(s * w, 1.0) for s, w in zip(sign, wobble, strict=True)],
+    })  # fmt: skip
+    rule = CIRule(min_groups=15, n_boot=400, seed=0, level=0.95)
+    pooled = pooled_effects(terms, 1.0, rule)
+    flips = {"flip-0": 0.0, "flip-0.5": 0.5, "flip-1": 1.0}
+    check = first_order_check(pooled, flips, "placebo", rule)
+    e = [pooled[a]["effect"] for a in ("flip-0", "flip-0.5", "flip-1")]
+    slope = e[2] - e[0]  # least squares at rates 0, 0.5, 1: (0.5 e2 - 0.5 e0) / 0.5
+    assert check["slope"] == pytest.approx(slope) and check["slope"] == pytest.approx(-2 * e[0])
+    low, high = check["slope_ci"]
+    assert low < check["slope"] < high < 0
+    assert check["placebo_covers_zero"] and check["tests_detected"] and check["holds"]
+    text = first_order_sentence(check)
+    assert text.startswith("The effect measure passes its check: the planted arms' effect falls")
+    assert f"{check['slope']:.3g}" in text and "covers 0" in text and "is seen" in text
+
+    # a rising dose (the flips' labels swapped) fails, and the sentence says so
+    rising = first_order_check(pooled, {"flip-0": 1.0, "flip-0.5": 0.5, "flip-1": 0.0},
+                               "placebo", rule)  # fmt: skip
+    assert rising["slope_ci"][0] > 0 and rising["holds"] is False
+    assert first_order_sentence(rising).startswith("The effect measure FAILS its check")
+    # too few rates: no slope CI, no verdict
+    two = first_order_check(pooled, {"flip-0": 0.0, "flip-1": 1.0}, None, rule)
+    assert two["holds"] is None and "could not be checked" in first_order_sentence(two)

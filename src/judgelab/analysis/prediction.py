@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from judgelab.analysis.stats import CI_LEVEL, CIRule
+from judgelab.analysis.stats import CI_LEVEL, CIRule, bootstrap_t_ci, percentile_ci
 from judgelab.analysis.truth import Truth, resample_weights, truth_metrics
 
 MIN_ARMS = 3  # a rank correlation or a line over fewer arms is not a figure
@@ -298,4 +298,91 @@ def effect_check(
         out["holds"] = None
     else:
         out["holds"] = out["spearman"] < 0 and out["placebo_covers_zero"] is not False
+    return out
+
+
+def pooled_effects(
+    terms: Sequence[Mapping[str, Any]], learning_rate: float, rule: CIRule
+) -> dict[str, dict[str, Any]]:
+    """Each arm's first-order effect over every (seed, task) of the study
+    (`training.first_order`: η ΣN / ΣD) with the studentized cluster-bootstrap CI of a ratio
+    of per-task sums (`stats.bootstrap_t_ci`): the (seed, task) groups are the units, resampled
+    with the same draws for every arm (paired), and only groups the arm steps on (D > 0)
+    count towards `rule.min_groups`. An arm that steps on no group has effect 0 (no step
+    moves nothing) and no CI."""
+    units = sorted({(int(r["seed"]), str(r["task_id"])) for r in terms})
+    index = {u: i for i, u in enumerate(units)}
+    weights = resample_weights(len(units), rule.n_boot, rule.seed)
+    out: dict[str, dict[str, Any]] = {}
+    for arm in sorted({str(r["arm"]) for r in terms}):
+        num, den = np.zeros(len(units)), np.zeros(len(units))
+        for r in terms:
+            if r["arm"] == arm:
+                i = index[(int(r["seed"]), str(r["task_id"]))]
+                num[i], den[i] = learning_rate * float(r["n"]), float(r["d"])
+        value = float(num.sum() / den.sum()) if den.sum() > 0 else 0.0
+        ci = bootstrap_t_ci(num, den, weights, rule.min_groups)
+        out[arm] = {"effect": value, "ci_low": ci.low, "ci_high": ci.high,
+                    "ci_reason": ci.reason, "groups": len(units),
+                    "stepped_groups": int((den > 0).sum()),
+                    "num": num.tolist(), "den": den.tolist()}  # fmt: skip
+    return out
+
+
+def first_order_check(
+    pooled: Mapping[str, Mapping[str, Any]],
+    flips: Mapping[str, float],
+    placebo: str | None,
+    rule: CIRule,
+) -> dict[str, Any]:
+    """The effect measure's own check for the first-order study (docs/TRAINING.md):
+    - `slope` of the planted arms' effect on their flip rate (least squares), with a 95 %
+      percentile CI over the same task resamples as `pooled_effects` (paired: every planted
+      arm's effect recomputed on each resample); it must lie wholly below 0;
+    - the placebo's CI must cover 0; and `tests_detected`: the unflipped tests' arm (flip 0)
+      has a CI wholly above 0, i.e. the study is large enough to see the tests' direction.
+    `holds` is None where there is no slope CI (too few rates or groups)."""
+    planted = sorted((f, a) for a, f in flips.items() if a in pooled)
+    rates = [f for f, _ in planted]
+    effects = [float(pooled[a]["effect"]) for _, a in planted]
+    out: dict[str, Any] = {
+        "method": "first-order", "flips": rates, "planted_means": effects, "slope": None,
+        "slope_ci": [None, None], "slope_ci_reason": None, "spearman": None,
+        "placebo": placebo, "placebo_mean": None, "placebo_ci": [None, None],
+        "placebo_covers_zero": None, "tests_effect": None, "tests_ci": [None, None],
+        "tests_detected": None,
+    }  # fmt: skip
+    if len(planted) >= MIN_ARMS:
+        rho = spearman(rates, effects)
+        out["spearman"] = None if np.isnan(rho) else rho
+        out["slope"] = ols(rates, effects)[0]
+        num = np.array([pooled[a]["num"] for _, a in planted])
+        den = np.array([pooled[a]["den"] for _, a in planted])
+        n_units = num.shape[1]
+        weights = resample_weights(n_units, rule.n_boot, rule.seed)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            wn, wd = weights @ num.T, weights @ den.T  # (B, arms)
+            boot = np.where(wd > 0, wn / np.where(wd > 0, wd, 1.0), 0.0)
+        x = np.asarray(rates) - np.mean(rates)
+        slopes = (boot - boot.mean(axis=1, keepdims=True)) @ x / float(x @ x)
+        ci = percentile_ci(slopes, n_units, rule)
+        out["slope_ci"], out["slope_ci_reason"] = [ci.low, ci.high], ci.reason
+    else:
+        out["slope_ci_reason"] = f"{len(planted)} planted flip rates (at least 3 are needed)"
+    if placebo is not None and placebo in pooled:
+        p = pooled[placebo]
+        out |= {"placebo_mean": p["effect"], "placebo_ci": [p["ci_low"], p["ci_high"]],
+                "placebo_covers_zero": None if p["ci_low"] is None
+                else bool(p["ci_low"] <= 0 <= p["ci_high"])}  # fmt: skip
+    tests = next((a for f, a in planted if f == 0.0), None)
+    if tests is not None:
+        t = pooled[tests]
+        out |= {
+            "tests_effect": t["effect"],
+            "tests_ci": [t["ci_low"], t["ci_high"]],
+            "tests_detected": None if t["ci_low"] is None else bool(t["ci_low"] > 0),
+        }
+    low, high = out["slope_ci"]
+    out["holds"] = (None if high is None
+                    else bool(high < 0) and out["placebo_covers_zero"] is not False)  # fmt: skip
     return out

@@ -180,6 +180,18 @@ class StudySettings(Section):
         True, description="A placebo arm: the tests' rewards shuffled within each group."
     )
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1)
+    method: Literal["first-order", "steps"] = Field(
+        "first-order",
+        description="How an arm's effect is measured: `first-order`, the bank's change under "
+        "one plain-SGD GRPO step to first order, for every arm from one pass over the samples "
+        "(`training.first_order`); `steps`, `steps` actual AdamW GRPO steps per arm.",
+    )
+    fd_step: float = Field(
+        0.01,
+        gt=0,
+        description="first-order: the central difference's distance along the bank's unit "
+        "gradient in the LoRA parameters (a step of the size one training step takes).",
+    )
     steps: int = Field(
         2,
         ge=1,

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import random
 
-from judgelab.config.evaluators import PlantedSettings
+from judgelab.config.evaluators import ExecutionSettings, PlantedSettings
 from judgelab.evaluators.base import Evaluator
 from judgelab.evaluators.execution import ExecutionEvaluator
 from judgelab.verdicts import Candidate, Task, Verdict
@@ -58,15 +58,33 @@ def planted_rewards(
     return out
 
 
+class SharedTests(ExecutionEvaluator):
+    """The tests, run once per group and repeat however many judges ask: a study's planted
+    arms all read the verdicts that its own tests gave (and the sandbox runs a group once)."""
+
+    def __init__(self, spec: ExecutionSettings) -> None:
+        super().__init__(spec)
+        self._seen: dict[tuple[str, tuple[str, ...], int], list[Verdict]] = {}
+
+    def score_group(
+        self, task: Task, candidates: list[Candidate], repeat: int = 0
+    ) -> list[Verdict]:
+        key = (task.task_id, tuple(c.candidate_id for c in candidates), repeat)
+        if key not in self._seen:
+            self._seen[key] = super().score_group(task, candidates, repeat)
+        return list(self._seen[key])
+
+
 class PlantedJudge(Evaluator):
-    """The tests' verdicts, flipped at rate `flip` and/or shuffled within the group."""
+    """The tests' verdicts, flipped at rate `flip` and/or shuffled within the group; `tests`:
+    where the verdicts come from (default: the spec's tests, run here)."""
 
     protocol = PlantedSettings.protocol
     spec: PlantedSettings
 
-    def __init__(self, spec: PlantedSettings) -> None:
+    def __init__(self, spec: PlantedSettings, tests: ExecutionEvaluator | None = None) -> None:
         super().__init__(spec)
-        self.tests = ExecutionEvaluator(spec.tests)
+        self.tests = tests if tests is not None else ExecutionEvaluator(spec.tests)
 
     def score_group(
         self, task: Task, candidates: list[Candidate], repeat: int = 0

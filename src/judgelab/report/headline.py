@@ -31,7 +31,12 @@ from judgelab.report.decision import GLOSSARY, decision_sentences
 from judgelab.report.format import NA, NO_CI_MARK, and_list, fmt_ci, fmt_num, fmt_pct, interval
 from judgelab.report.power import HEADER as POWER_HEADER
 from judgelab.report.power import rows as power_rows
-from judgelab.report.prediction import check_sentence, sentence, study_markdown
+from judgelab.report.prediction import (
+    check_sentence,
+    first_order_sentence,
+    sentence,
+    study_markdown,
+)
 from judgelab.report.ranking import (
     CAVEAT_COLUMNS,
     RANK_NOTE,
@@ -281,12 +286,14 @@ def study_bullet(data_dir: Path) -> str | None:
     preds, check = prediction["predictions"], prediction.get("effect_check")
     if not preds:
         return None
-    parts = [check_sentence(check)] if check else []
+    first = effects["settings"].get("method") == "first-order"
+    parts = [(first_order_sentence if first else check_sentence)(check)] if check else []
     parts.append(sentence(preds[0]))
-    steps = effects["settings"]["steps"]
+    what = ("one GRPO step (plain SGD, to first order)" if first
+            else f"{effects['settings']['steps']} GRPO step(s)")  # fmt: skip
     return (
-        f"**Does the audit predict training?** {' '.join(parts)} (The effect: how {steps} GRPO "
-        "step(s) from the base policy move held-out passing against failing code; "
+        f"**Does the audit predict training?** {' '.join(parts)} (The effect: how {what} from "
+        "the base policy move held-out passing against failing code; "
         f"[docs/TRAINING.md](docs/TRAINING.md#does-the-audit-predict-training).)"
     )
 
@@ -298,7 +305,7 @@ def study_section(data_dir: Path) -> list[str]:
         return []
     prediction, effects = found
     text = study_markdown(prediction["predictions"], effects["bank"], effects["seconds"],
-                          prediction.get("effect_check"))  # fmt: skip
+                          prediction.get("effect_check"), effects.get("pooled"))  # fmt: skip
     return ["", text.rstrip("\n")]
 
 

@@ -81,27 +81,90 @@ def check_sentence(check: Mapping[str, Any]) -> str:
             "is not to be read as evidence either way.")  # fmt: skip
 
 
+def _e(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3g}"
+
+
+def first_order_sentence(check: Mapping[str, Any]) -> str:
+    """The first-order study's check (`analysis.prediction.first_order_check`) in words, each
+    clause from the figure it states; where it fails, the prediction is not to be read."""
+    low, high = check["slope_ci"]
+    if low is None:
+        return (f"The effect measure could not be checked: {check['slope_ci_reason']}. The "
+                "prediction below is not to be read as evidence either way.")  # fmt: skip
+    falls = "falls" if high < 0 else ("rises" if low > 0 else "does not clearly fall")
+    parts = [
+        f"the planted arms' effect {falls} as the flip rate rises (slope {_e(check['slope'])} "
+        f"per unit of flip rate [{_e(low)}, {_e(high)}], {len(check['flips'])} rates)"
+    ]
+    if check["placebo_mean"] is not None:
+        pl, ph = check["placebo_ci"]
+        if pl is None:
+            parts.append(f"the placebo's effect is {_e(check['placebo_mean'])}, without a CI")
+        else:
+            covers = "covers 0" if check["placebo_covers_zero"] else "does not cover 0"
+            parts.append(f"the placebo's, {_e(check['placebo_mean'])} [{_e(pl)}, {_e(ph)}], "
+                         f"{covers}")  # fmt: skip
+    if check["tests_effect"] is not None and check["tests_ci"][0] is not None:
+        tl, th = check["tests_ci"]
+        seen = ("is seen: its CI lies above 0" if check["tests_detected"]
+                else "is not clearly seen at this size: its CI reaches 0")  # fmt: skip
+        parts.append(f"the tests' own direction {seen} ({_e(check['tests_effect'])} "
+                     f"[{_e(tl)}, {_e(th)}])")  # fmt: skip
+    text = "; ".join(parts)
+    if check["holds"]:
+        return f"The effect measure passes its check: {text}."
+    return (f"The effect measure FAILS its check: {text}. The prediction below is not to be "
+            "read as evidence either way.")  # fmt: skip
+
+
+def _pooled_table(pooled: Mapping[str, Mapping[str, Any]], primary: Mapping[str, Any]) -> list[str]:
+    audit = {r["arm"]: r["audit"] for r in primary["arms"]}
+    lines = [
+        f"| arm | {primary['figure']} | effect (first order, one SGD step) | 95 % CI over groups "
+        "| groups stepped on |",
+        "| --- | ---: | ---: | --- | ---: |",
+    ]
+    for arm, row in sorted(pooled.items(), key=lambda kv: -(audit.get(kv[0]) or -9)):
+        ci = (f"n/a ({row['ci_reason']})" if row["ci_low"] is None
+              else f"[{_e(row['ci_low'])}, {_e(row['ci_high'])}]")  # fmt: skip
+        lines.append(f"| {arm} | {_f(audit.get(arm))} | {_e(row['effect'])} | {ci} | "
+                     f"{row['stepped_groups']} of {row['groups']} |")  # fmt: skip
+    return lines
+
+
 def study_markdown(
     preds: Sequence[Mapping[str, Any]],
     bank: Mapping[str, int],
     seconds: Mapping[str, float],
     check: Mapping[str, Any] | None = None,
+    pooled: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> str:
     """The study's section: the effect measure's check, the primary's sentence, each arm's
-    figure and effect, then the other figures' sentences."""
+    figure and effect (`pooled`: the first-order study's, with CIs over groups), then the
+    other figures' sentences."""
     if not preds:
         return "## Does the audit predict training?\n\nNo figure was compared.\n"
     primary = preds[0]
+    checked = []
+    if check:
+        first = check.get("method") == "first-order"
+        checked = [first_order_sentence(check) if first else check_sentence(check), ""]
     lines = [
         "## Does the audit predict training?",
         "",
-        *([check_sentence(check), ""] if check else []),
+        *checked,
         sentence(primary),
         "",
         f"Bank: {bank.get('bank_samples', 0)} base-policy samples of {bank.get('bank_tasks', 0)}"
         f" held-out tasks, {bank.get('bank_contrast_tasks', 0)} with a passing and a failing "
         "sample (the effect's n).",
         "",
+    ]
+    if pooled is not None:
+        lines += _pooled_table(pooled, primary)
+        return _tail(lines, preds, seconds)
+    lines += [
         f"| arm | {primary['figure']} | effect (mean over seeds) | 95 % CI over seeds | seed SD "
         "| seeds |",
         "| --- | ---: | ---: | --- | ---: | ---: |",
@@ -114,6 +177,12 @@ def study_markdown(
             f"| {row['arm']} | {_f(row['audit'])} | {row['effect_mean']:.5f} | {ci} | {sd} | "
             f"{row['n_seeds']} |"
         )
+    return _tail(lines, preds, seconds)
+
+
+def _tail(
+    lines: list[str], preds: Sequence[Mapping[str, Any]], seconds: Mapping[str, float]
+) -> str:
     lines += ["", "Other figures:", ""]
     lines += [f"- {sentence(p)}" for p in preds[1:]]
     if seconds:

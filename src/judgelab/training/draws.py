@@ -9,7 +9,8 @@
   task, so seed i trains on the i-th block of `study.groups` tasks (the seed-to-seed spread
   is then the tasks' as well as the adapter's); the bank is `study.bank_ids`, or else the
   first `study.bank_size` tasks after the training blocks whose samples both pass and fail
-  the tests (a task whose samples all pass or all fail adds nothing to the effect).
+  the tests (a task whose samples all pass or all fail adds nothing to the effect); blocks
+  and bank follow the tasks table's order.
   A table sample's token ids are its text re-encoded (plus the stop token when it stopped),
   and the log-probabilities GRPO's importance ratio divides by are the base policy's at the
   training temperature, computed when an arm first needs them (`fill_logprobs`): the first
@@ -126,7 +127,12 @@ class TableDraws:
         missing = sorted(set(groups) - set(by_id))
         if missing:
             raise ConfigError(f"study.rollouts: tasks {missing[:5]} are not in the tasks table")
-        self.groups = {i: g for i, g in groups.items() if by_id[i].test and len(g) >= 2}
+        # in the tasks table's order (HumanEval/2 before HumanEval/10), not the table's sort
+        self.groups = {
+            t.task_id: groups[t.task_id]
+            for t in tasks
+            if t.task_id in groups and t.test and len(groups[t.task_id]) >= 2
+        }
         self.tasks = by_id
         self.finish = {r["candidate_id"]: r["finish_reason"] for r in frame.iter_rows(named=True)}
         self.study = study

@@ -89,10 +89,10 @@ def effect(before: Sequence[float], after: Sequence[float], bank: Bank) -> tuple
 
 
 def bank_logprobs(
-    model: Any, items: Sequence[BankItem], pad_id: int, batch: int = 8
+    model: Any, items: Sequence[BankItem], pad_id: int, batch: int = 8, temperature: float = 1.0
 ) -> list[float]:
     """Each item's mean log p(completion token | prefix) under `model` (a causal LM in
-    whatever adapter state the caller set), at temperature 1. No gradient; the model is put
+    whatever adapter state the caller set), at `temperature`. No gradient; the model is put
     in eval mode.
 
     Items with the same prompt (a bank task's samples) share one forward of the prompt: its
@@ -103,32 +103,42 @@ def bank_logprobs(
 
     model.eval()
     out = [0.0] * len(items)
+    with torch.no_grad():
+        for rows in prompt_batches(items, batch):
+            means = shared_prompt_means(
+                model, items[rows[0]].prompt_ids, [items[r].completion_ids for r in rows],
+                pad_id, temperature,
+            )  # fmt: skip
+            for r, value in zip(rows, means.tolist(), strict=True):
+                out[r] = float(value)
+    return out
+
+
+def prompt_batches(items: Sequence[BankItem], batch: int) -> list[list[int]]:
+    """Item indices grouped by prompt, at most `batch` a group, in first-seen order."""
     by_prompt: dict[tuple[int, ...], list[int]] = {}
     for i, item in enumerate(items):
         if not item.completion_ids:
             raise ValueError(f"bank item of {item.task_id} has an empty completion")
         by_prompt.setdefault(tuple(item.prompt_ids), []).append(i)
-    device = next(model.parameters()).device
-    with torch.no_grad():
-        for prompt, rows in by_prompt.items():
-            for start in range(0, len(rows), batch):
-                chunk = rows[start : start + batch]
-                means = _shared_prompt_means(
-                    model, list(prompt), [items[r].completion_ids for r in chunk], pad_id, device
-                )
-                for r, value in zip(chunk, means, strict=True):
-                    out[r] = value
-    return out
+    return [rows[s : s + batch] for rows in by_prompt.values() for s in range(0, len(rows), batch)]
 
 
-def _shared_prompt_means(
-    model: Any, prompt: list[int], completions: list[list[int]], pad_id: int, device: Any
-) -> list[float]:
-    """The mean completion log-probability of each of `completions` after one `prompt`."""
+def shared_prompt_means(
+    model: Any,
+    prompt: list[int],
+    completions: list[list[int]],
+    pad_id: int,
+    temperature: float = 1.0,
+) -> Any:
+    """The mean completion log-probability of each of `completions` after one `prompt`, at
+    `temperature`: a tensor of len(completions), differentiable where the caller's grad mode
+    allows (`first_order` differentiates the bank's)."""
     import torch
 
+    device = next(model.parameters()).device
     n, p = len(completions), len(prompt)
-    head = model(input_ids=torch.tensor([prompt], device=device), use_cache=True)
+    head = model(input_ids=torch.tensor([prompt], device=device), use_cache=True, logits_to_keep=1)
     cache = head.past_key_values
     cache.reorder_cache(torch.zeros(n, dtype=torch.long, device=device))  # one copy per row
     width = max(len(c) for c in completions)
@@ -147,7 +157,8 @@ def _shared_prompt_means(
         logits_to_keep=torch.arange(0, width - 1, device=device),
     ).logits  # row r, column j predicts completion token j + 1
     first = head.logits[:, -1:].expand(n, -1, -1)  # the prompt's last position: token 0
-    logits = torch.cat([first, tail], dim=1).float()  # [n, width, V]
+    logits = torch.cat([first, tail], dim=1).float() / temperature  # [n, width, V]
     picked = logits.gather(-1, ids[:, :, None].to(device))[..., 0] - logits.logsumexp(-1)
-    picked = picked.cpu()
-    return [float(picked[r, : len(c)].mean()) for r, c in enumerate(completions)]
+    lengths = torch.tensor([len(c) for c in completions], device=device)
+    valid = torch.arange(width, device=device)[None, :] < lengths[:, None]
+    return (picked * valid).sum(1).cpu() / lengths.cpu()

@@ -16,6 +16,12 @@ a study of on-policy steps would draw each arm's later groups from its own polic
 would no longer be paired. The bank is drawn once from the base policy (`study.bank_seed`)
 and its log-probabilities under the base model computed once (the adapter disabled).
 
+That is `study.method: steps`. With `first-order` (the default), step 2 is replaced by
+`training.first_order`: per seed, each sample's s_i = ⟨∇ℓ_i, ∇F⟩ at the seed's fresh adapter
+(one backward over the bank, two forwards over the samples, cached), and per arm the effect of
+one plain-SGD GRPO step to first order, η ΣN / ΣD over the seed's groups, with the per-task
+terms (N, D) in `StudyResult.terms` for the CIs.
+
 `run_study` returns the raw figures: per (arm, seed) the effect, and per (arm, seed, task,
 candidate) the reward and the test verdict, from which `analysis.prediction` computes each
 arm's audit figures and how well they predict the effect.
@@ -38,6 +44,7 @@ from judgelab.evaluators.base import Evaluator
 from judgelab.scoring import GroupCall, ScoredGroup, Scorer, score_serially
 from judgelab.training.draws import Drawn, PolicyDraws, TableDraws, drawn_digest, fill_logprobs
 from judgelab.training.effect import Bank, BankItem, bank_logprobs, effect
+from judgelab.training.first_order import bank_gradient, directional_slopes, group_terms
 from judgelab.training.grpo import Trajectory, group_advantages, grpo_step, has_spread
 from judgelab.training.policy import Policy, Sample
 from judgelab.verdicts import Task
@@ -59,6 +66,7 @@ class Arm:
 class StudyResult:
     effects: list[dict] = field(default_factory=list)  # one per (arm, seed)
     rewards: list[dict] = field(default_factory=list)  # one per (arm, seed, candidate)
+    terms: list[dict] = field(default_factory=list)  # first-order: one per (arm, seed, task)
     bank: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -174,7 +182,8 @@ class Study:
         t0 = time.monotonic()
         bank = self.bank(policy)
         result.bank = bank.summary()
-        before = self._before(policy, bank)
+        first_order = self.study.method == "first-order"
+        before = [] if first_order else self._before(policy, bank)
         result.seconds["bank"] = time.monotonic() - t0
         say(f"bank: {result.bank}")
         if not bank.contrast_tasks:
@@ -196,6 +205,13 @@ class Study:
             prompts = [policy.prompt_ids(d.messages) for d in drawn]
             say(f"seed {seed}: {len(drawn)} groups, scored by {len(self.arms)} arms")
             n = len(drawn)
+            slopes: list[list[float]] = []
+            if first_order:
+                t1 = time.monotonic()
+                slopes = self._slopes(policy, seed, drawn, prompts, bank)
+                result.seconds["slopes"] = result.seconds.get("slopes", 0.0) + (
+                    time.monotonic() - t1
+                )
             for a, arm in enumerate(self.arms):
                 mine = judged[a * n : (a + 1) * n]
                 for d, scored, truth in zip(drawn, mine, tests, strict=True):
@@ -206,6 +222,12 @@ class Study:
                             "reward": r["score"] if r["status"] == "scored" else None,
                             "passed": _passed(v),
                         })  # fmt: skip
+                if first_order:
+                    row, terms = self._first_order(drawn, mine, slopes)
+                    result.terms += [{"arm": arm.name, "seed": seed, **t} for t in terms]
+                    result.effects.append({"arm": arm.name, "seed": seed, **row})
+                    say(f"seed {seed}, {arm.name}: {row}")
+                    continue
                 t1 = time.monotonic()
                 row, cached, drawn = self._outcome(policy, seed, drawn, prompts, mine, bank, before)
                 result.seconds["cached_arms"] += cached
@@ -214,6 +236,65 @@ class Study:
                 say(f"seed {seed}, {arm.name}: {row}")
         result.seconds["total"] = time.monotonic() - t0
         return result
+
+    def _slopes(
+        self, policy: Policy, seed: int, drawn: list[Drawn], prompts: list[list[int]], bank: Bank
+    ) -> list[list[float]]:
+        """Each sample's s_i = ⟨∇ℓ_i, ∇F⟩ (`training.first_order`) at the seed's fresh adapter,
+        per group; cached with `results` under everything they depend on."""
+        key = self._key(
+            policy,
+            method="first-order",
+            lora=self.train.lora.model_dump(mode="json"),
+            temperature=self.train.temperature,
+            fd_step=self.study.fd_step,
+            seed=seed,
+            groups=drawn_digest(drawn),
+            bank=_bank_key(bank),
+        )
+        hit = self.results.get(key) if self.results is not None else None
+        if hit is not None:
+            return [list(g) for g in hit["slopes"]]
+        t0 = time.monotonic()
+        policy.init_adapter(policy.active, seed)
+        params = policy.trainable()
+        value, grad = bank_gradient(policy.model, bank, policy.pad_id, params)
+        items = [BankItem(d.task.task_id, prompt, list(s.token_ids), True)
+                 for d, prompt in zip(drawn, prompts, strict=True) for s in d.samples]  # fmt: skip
+        flat = directional_slopes(
+            policy.model, items, policy.pad_id, params, grad, self.study.fd_step,
+            self.train.temperature,
+        )  # fmt: skip
+        out, at = [], 0
+        for d in drawn:
+            out.append(flat[at : at + len(d.samples)])
+            at += len(d.samples)
+        if self.results is not None:
+            norm = sum(float((g.double() ** 2).sum()) for g in grad) ** 0.5
+            self.results.put(key, {"slopes": out, "bank_statistic": value, "grad_norm": norm,
+                                   "seconds": round(time.monotonic() - t0, 1)})  # fmt: skip
+        return out
+
+    def _first_order(
+        self, drawn: list[Drawn], judged: list[ScoredGroup], slopes: list[list[float]]
+    ) -> tuple[dict, list[dict]]:
+        """One arm's first-order effect at one seed (η ΣN / ΣD over the seed's groups) and its
+        per-task terms (N, D)."""
+        terms = []
+        for d, scored, s in zip(drawn, judged, slopes, strict=True):
+            rewards = [r["score"] if r["status"] == "scored" else None for r in scored.rows]
+            n, den = group_terms(s, rewards)
+            terms.append({"task_id": d.task.task_id, "n": n, "d": den})
+        total = sum(t["d"] for t in terms)
+        lr = self.train.learning_rate
+        value = lr * sum(t["n"] for t in terms) / total if total > 0 else 0.0
+        row = {
+            "effect": value,
+            "method": "first-order",
+            "stepped_groups": sum(t["d"] > 0 for t in terms),
+            "groups": len(terms),
+        }
+        return row, terms
 
     def _outcome(
         self,
@@ -315,7 +396,7 @@ def run_study(
     pool) or read from `study.rollouts` (`training.draws`). Each (arm, seed)'s outcome is
     kept in the cache's `study` namespace."""
     from judgelab.config import EmbeddedModel
-    from judgelab.evaluators.execution import ExecutionEvaluator
+    from judgelab.evaluators.planted import PlantedJudge, SharedTests
     from judgelab.evaluators.registry import build_evaluator
     from judgelab.models.server import serve
     from judgelab.paths import cache_dir, project_root
@@ -342,10 +423,14 @@ def run_study(
         samples = JsonCache(cache_dir(), "training-samples")
         draws = PolicyDraws(tasks, bank, study, train, settings.rollouts, samples)
     called = sorted({s.judge_model for s in specs if s.judge_model is not None})
+    tests = SharedTests(runner)  # the sandbox runs each group once for all planted arms
     with serve(settings, called) as endpoints:
         judge_cache = JsonCache(cache_dir(), "judge")
-        arms = [Arm(s.name, build_evaluator(s, endpoints, judge_cache)) for s in specs]
-        plan = Study(arms, ExecutionEvaluator(runner), draws, train, study, scorer,
-                     JsonCache(cache_dir(), "study"))  # fmt: skip
+        arms = [
+            Arm(s.name, PlantedJudge(s, tests) if isinstance(s, PlantedSettings)
+                else build_evaluator(s, endpoints, judge_cache))
+            for s in specs
+        ]  # fmt: skip
+        plan = Study(arms, tests, draws, train, study, scorer, JsonCache(cache_dir(), "study"))
         policy = Policy(policy_model.zoo, train.lora, train.device, dtype=train.dtype)
         return plan.run(policy, progress)
