@@ -115,7 +115,7 @@ def _write(settings: Settings, plan: StudySettings, result: StudyResult, out: Pa
             result.terms, settings.train.learning_rate, rule.resampled(plan.bootstrap, plan.seed)
         )
         check = first_order_check(pooled, flips, placebo, rule.resampled(plan.bootstrap, plan.seed))
-        raw |= {"terms": result.terms,
+        raw |= {"terms": result.terms, "slopes": result.slopes,
                 "pooled": {a: {k: v for k, v in p.items() if k not in ("num", "den")}
                            for a, p in pooled.items()}}  # fmt: skip
     else:

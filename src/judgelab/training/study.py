@@ -67,6 +67,7 @@ class StudyResult:
     effects: list[dict] = field(default_factory=list)  # one per (arm, seed)
     rewards: list[dict] = field(default_factory=list)  # one per (arm, seed, candidate)
     terms: list[dict] = field(default_factory=list)  # first-order: one per (arm, seed, task)
+    slopes: list[dict] = field(default_factory=list)  # first-order: one per (seed, candidate)
     bank: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -209,6 +210,12 @@ class Study:
             if first_order:
                 t1 = time.monotonic()
                 slopes = self._slopes(policy, seed, drawn, prompts, bank)
+                result.slopes += [
+                    {"seed": seed, "task_id": c.task_id, "candidate_id": c.candidate_id,
+                     "slope": value}
+                    for d, group in zip(drawn, slopes, strict=True)
+                    for c, value in zip(d.candidates, group, strict=True)
+                ]  # fmt: skip
                 result.seconds["slopes"] = result.seconds.get("slopes", 0.0) + (
                     time.monotonic() - t1
                 )
