@@ -108,7 +108,8 @@ def _write(settings: Settings, plan: StudySettings, result: StudyResult, out: Pa
     planted = planted_arms(plan, settings.test_runner())
     flips = {p.name: p.flip for p in planted if not p.shuffle}
     placebo = next((p.name for p in planted if p.shuffle), None)
-    raw = {"settings": plan.model_dump(), "bank": result.bank, "seconds": result.seconds}
+    raw = {"settings": plan.model_dump(), "bank": result.bank, "bank_tasks": result.bank_tasks,
+           "seconds": result.seconds}  # fmt: skip
     pooled = None
     if plan.method == "first-order":
         pooled = pooled_effects(

@@ -83,7 +83,8 @@ def test_sentences_state_the_figures() -> None:
     text = sentence(pred)
     assert text.startswith("The audit's signal_fidelity predicts the training effect: ")
     assert f"ρ = {pred['spearman']:.3f} [{pred['spearman_ci_low']:.2f}, " in text
-    assert f"slope {pred['slope']:.3f}" in text and "n = 8 arms × 3 seeds" in text
+    assert f"slope {pred['slope']:.3g} [{pred['slope_ci_low']:.3g}, " in text
+    assert "n = 8 arms × 3 seeds" in text
     page = study_markdown([pred, pred], {"bank_samples": 16, "bank_tasks": 4,
                                          "bank_contrast_tasks": 3}, {"total": 61.0})  # fmt: skip
     assert "| flip-0 | 1.000 |" in page and "3 with a passing and a failing" in page

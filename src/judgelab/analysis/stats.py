@@ -448,12 +448,13 @@ def latency_summary(scores: pl.DataFrame) -> dict[str, dict[str, float | int | N
 DIGITS = 6
 
 
-def clean_json(obj: Any, digits: int = DIGITS) -> Any:
-    """Round floats, turn NaN/inf into None and sort dict keys, recursively."""
+def clean_json(obj: Any, digits: int = DIGITS, significant: bool = False) -> Any:
+    """Round floats (to `digits` decimals, or `significant` digits for figures far below 1,
+    such as a training effect), turn NaN/inf into None and sort dict keys, recursively."""
     if isinstance(obj, dict):
-        return {str(k): clean_json(obj[k], digits) for k in sorted(obj, key=str)}
+        return {str(k): clean_json(obj[k], digits, significant) for k in sorted(obj, key=str)}
     if isinstance(obj, list | tuple):
-        return [clean_json(v, digits) for v in obj]
+        return [clean_json(v, digits, significant) for v in obj]
     if isinstance(obj, bool) or obj is None or isinstance(obj, str):
         return obj
     if isinstance(obj, int):
@@ -462,5 +463,7 @@ def clean_json(obj: Any, digits: int = DIGITS) -> Any:
         x = float(obj)
         if not math.isfinite(x):
             return None
+        if significant:
+            return float(f"{x:.{digits}g}") + 0.0
         return round(x, digits) + 0.0  # + 0.0 turns -0.0 into 0.0
     return obj

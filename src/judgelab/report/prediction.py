@@ -14,6 +14,10 @@ def _f(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.3f}"
 
 
+def _e(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3g}"
+
+
 def _ci(low: float | None, high: float | None) -> str:
     return "" if low is None or high is None else f" [{low:.2f}, {high:.2f}]"
 
@@ -34,9 +38,12 @@ def verdict(pred: Mapping[str, Any]) -> str:
 def sentence(pred: Mapping[str, Any]) -> str:
     """One sentence on one figure's prediction of the training effect, with its n."""
     seeds = pred["seeds_per_arm"]
-    n = f"n = {pred['n_arms']} arms × {'/'.join(map(str, seeds)) or 0} seeds"
+    plural = "" if seeds == [1] else "s"
+    n = f"n = {pred['n_arms']} arms × {'/'.join(map(str, seeds)) or 0} seed{plural}"
     rho = f"ρ = {_f(pred['spearman'])}{_ci(pred['spearman_ci_low'], pred['spearman_ci_high'])}"
-    slope = f"slope {_f(pred['slope'])}{_ci(pred['slope_ci_low'], pred['slope_ci_high'])}"
+    low, high = pred["slope_ci_low"], pred["slope_ci_high"]
+    band = "" if low is None or high is None else f" [{_e(low)}, {_e(high)}]"
+    slope = f"slope {_e(pred['slope'])}{band}"  # effects are small: 3 significant digits
     what = f"The audit's {pred['figure']}"
     word = verdict(pred)
     if word == "cannot tell":
@@ -79,10 +86,6 @@ def check_sentence(check: Mapping[str, Any]) -> str:
         return f"The effect measure passes its check: {planted}{placebo}."
     return (f"The effect measure FAILS its check: {planted}{placebo}. The prediction below "
             "is not to be read as evidence either way.")  # fmt: skip
-
-
-def _e(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.3g}"
 
 
 def first_order_sentence(check: Mapping[str, Any]) -> str:
@@ -197,6 +200,9 @@ def _tail(
     return "\n".join(lines) + "\n"
 
 
+STUDY_DIGITS = 9  # significant digits of the study's files
+
+
 def write_study(
     out: Path,
     rewards: Any,
@@ -214,9 +220,12 @@ def write_study(
 
     out.mkdir(parents=True, exist_ok=True)
     write_parquet(out / "rewards.parquet", rewards)
-    write_json(out / "effects.json", clean_json(dict(raw)))
+    # effects are far below 1 (a first-order one about 1e-7): 9 significant digits, not 6
+    # decimals
+    write_json(out / "effects.json", clean_json(dict(raw), STUDY_DIGITS, significant=True))
     write_json(
         out / "prediction.json",
-        clean_json({"predictions": preds, "effect_check": check, "audit": audits}),
-    )
+        clean_json({"predictions": preds, "effect_check": check, "audit": audits},
+                   STUDY_DIGITS, significant=True),
+    )  # fmt: skip
     write_text(out / "study.md", text)

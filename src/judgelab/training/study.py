@@ -69,6 +69,7 @@ class StudyResult:
     terms: list[dict] = field(default_factory=list)  # first-order: one per (arm, seed, task)
     slopes: list[dict] = field(default_factory=list)  # first-order: one per (seed, candidate)
     bank: dict[str, int] = field(default_factory=dict)
+    bank_tasks: list[str] = field(default_factory=list)  # in the bank's order
     seconds: dict[str, float] = field(default_factory=dict)
 
 
@@ -183,6 +184,7 @@ class Study:
         t0 = time.monotonic()
         bank = self.bank(policy)
         result.bank = bank.summary()
+        result.bank_tasks = list(dict.fromkeys(i.task_id for i in bank.items))
         first_order = self.study.method == "first-order"
         before = [] if first_order else self._before(policy, bank)
         result.seconds["bank"] = time.monotonic() - t0
@@ -192,8 +194,9 @@ class Study:
                 "study: no bank task has both a passing and a failing sample: every effect is "
                 "undefined (draw more bank samples or other tasks)"
             )
-        result.seconds["train_and_bank"] = 0.0
-        result.seconds["cached_arms"] = 0
+        if not first_order:
+            result.seconds["train_and_bank"] = 0.0
+            result.seconds["cached_arms"] = 0
         for index, seed in enumerate(self.study.seeds):
             drawn = self.draws.training(policy, index, seed)
             tests = self._tests(drawn)

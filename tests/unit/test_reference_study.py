@@ -1,0 +1,147 @@
+"""The committed reference study (`make reference-study`, reference/data/study) is what its
+design and its tables say: the design is the Makefile's, the planted arms' rewards are the
+tests' verdicts flipped as planted, each arm's first-order effect recomputes by hand from the
+committed slopes and rewards (its own GRPO advantages, written out here), and every figure in
+prediction.json recomputes from rewards.parquet and effects.json (no model runs here)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from scipy import stats as scipy_stats
+
+from judgelab.analysis.prediction import (
+    arm_audit,
+    first_order_check,
+    pooled_effects,
+    predictions,
+)
+from judgelab.analysis.stats import CIRule, clean_json
+from judgelab.config import load_settings
+from judgelab.report.prediction import STUDY_DIGITS
+
+ROOT = Path(__file__).resolve().parents[2]
+STUDY = ROOT / "reference" / "data" / "study"
+
+
+def _design() -> dict[str, list[str]]:
+    """The Makefile's REFERENCE_STUDY options, option -> values."""
+    text = (ROOT / "Makefile").read_text().replace("\\\n", " ")
+    found = re.search(r"^REFERENCE_STUDY = (.*)$", text, re.M)
+    assert found is not None
+    args = shlex.split(found.group(1))
+    out: dict[str, list[str]] = {}
+    for flag, value in zip(args[::2], args[1::2], strict=True):
+        out.setdefault(flag.lstrip("-"), []).append(value)
+    return out
+
+
+def _effects() -> dict:
+    return json.loads((STUDY / "effects.json").read_text())
+
+
+def test_the_committed_study_is_the_makefile_design() -> None:
+    design, settings = _design(), _effects()["settings"]
+    assert settings["method"] == design["method"][0] == "first-order"
+    assert settings["arms"] == design["arm"]
+    assert settings["flips"] == [float(f) for f in design["flips"][0].split(",")]
+    assert settings["seeds"] == [int(s) for s in design["seeds"][0].split(",")]
+    for key in ("groups", "bank-size"):
+        assert settings[key.replace("-", "_")] == int(design[key][0]), key
+    assert settings["rollouts"] == design["rollouts"][0] and settings["placebo"] is True
+
+
+def test_the_planted_arms_rewards_are_the_tests_flipped_as_planted() -> None:
+    rewards = pl.read_parquet(STUDY / "rewards.parquet").filter(pl.col("passed").is_not_null())
+    truth = rewards.filter(pl.col("arm") == "flip-0")
+    assert truth.height > 0 and (truth["reward"] == truth["passed"].cast(pl.Float64)).all()
+    inverse = rewards.filter(pl.col("arm") == "flip-1")
+    assert (inverse["reward"] == 1.0 - inverse["passed"].cast(pl.Float64)).all()
+    for f in _effects()["settings"]["flips"]:
+        if f in (0.0, 1.0):
+            continue
+        arm = rewards.filter(pl.col("arm") == f"flip-{f:g}")
+        flipped = float((arm["reward"] != arm["passed"].cast(pl.Float64)).mean())  # type: ignore[arg-type]
+        # a hash decides per candidate: the share is binomial(n, f)
+        assert abs(flipped - f) < 4 * np.sqrt(f * (1 - f) / arm.height), f
+    placebo = rewards.filter(pl.col("arm") == "placebo")
+    shares = placebo.group_by("seed", "task_id").agg(
+        pl.col("reward").sum().alias("r"), pl.col("passed").cast(pl.Float64).sum().alias("p")
+    )
+    assert (shares["r"] == shares["p"]).all()  # shuffled within the group: the same share
+
+
+def test_each_arms_effect_recomputes_by_hand_from_the_slopes() -> None:
+    """η Σ_i A_i s_i / Σ_i |A_i| over every group, with ART's advantage written out here."""
+    raw = _effects()
+    lr = load_settings(ROOT / "reference" / "params.yaml").train.learning_rate
+    slope = {(r["seed"], r["candidate_id"]): r["slope"] for r in raw["slopes"]}
+    rewards = pl.read_parquet(STUDY / "rewards.parquet")
+    for arm, pooled in raw["pooled"].items():
+        num = den = 0.0
+        rows = rewards.filter(pl.col("arm") == arm)
+        for (seed, _), group in rows.group_by("seed", "task_id"):
+            scored = group.filter(pl.col("reward").is_not_null())
+            r = scored["reward"].to_numpy()
+            if r.size < 2 or np.ptp(r) == 0:
+                continue
+            a = (r - r.mean()) / (r.std() + 1e-6)
+            s = np.array([slope[(seed, c)] for c in scored["candidate_id"]])
+            num, den = num + float(a @ s), den + float(np.abs(a).sum())
+        want = lr * num / den if den > 0 else 0.0
+        assert pooled["effect"] == pytest.approx(want, rel=1e-6, abs=1e-15), arm
+
+
+def _close(a: object, b: object, where: str = "") -> None:
+    """Equal, floats to 1e-9 (a JSON round trip), through nested dicts and lists."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        assert a.keys() == b.keys(), where
+        for k in a:
+            _close(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _close(x, y, f"{where}[{i}]")
+    elif isinstance(a, float) or isinstance(b, float):
+        assert a == pytest.approx(b, rel=1e-6, abs=1e-12), where
+    else:
+        assert a == b, where
+
+
+def test_every_figure_recomputes_from_the_tables() -> None:
+    settings = load_settings(ROOT / "reference" / "params.yaml")
+    raw = _effects()
+    plan, effects = raw["settings"], raw["effects"]
+    rewards = pl.read_parquet(STUDY / "rewards.parquet")
+    analysis = settings.analysis
+    rule = CIRule.of(analysis)
+    audits = arm_audit(rewards, rule, analysis.praise_threshold)
+    preds = predictions(audits, effects, plan["min_ci_arms"], plan["bootstrap"], plan["seed"])
+    pooled = pooled_effects(raw["terms"], settings.train.learning_rate,
+                            rule.resampled(plan["bootstrap"], plan["seed"]))  # fmt: skip
+    flips = {f"flip-{f:g}": f for f in plan["flips"]}
+    check = first_order_check(pooled, flips, "placebo",
+                              rule.resampled(plan["bootstrap"], plan["seed"]))  # fmt: skip
+    committed = json.loads((STUDY / "prediction.json").read_text())
+    _close(committed["predictions"], clean_json(preds, STUDY_DIGITS, significant=True))
+    _close(committed["effect_check"], clean_json(check, STUDY_DIGITS, significant=True))
+    trimmed = {
+        a: {k: v for k, v in p.items() if k not in ("num", "den")} for a, p in pooled.items()
+    }
+    _close(raw["pooled"], clean_json(trimmed, STUDY_DIGITS, significant=True))
+    # independently: Spearman of each arm's signal fidelity with its effect (scipy)
+    primary = committed["predictions"][0]
+    arms = [r["arm"] for r in primary["arms"]]
+    mean = {a: np.mean([e["effect"] for e in effects if e["arm"] == a]) for a in arms}
+    rho = scipy_stats.spearmanr([audits[a]["signal_fidelity"] for a in arms],
+                                [mean[a] for a in arms]).statistic  # fmt: skip
+    assert primary["spearman"] == pytest.approx(rho, abs=1e-9)
+    # and the study's own words state the committed check
+    text = (STUDY / "study.md").read_text()
+    assert ("passes its check" in text) == bool(check["holds"])
