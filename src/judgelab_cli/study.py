@@ -38,11 +38,7 @@ def study(
     placebo: Annotated[bool, typer.Option(help="Add the shuffled-reward placebo arm.")] = True,
     seeds: Annotated[str, typer.Option(help="Training seeds, comma-separated.")] = "0,1,2",
     method: Annotated[
-        str,
-        typer.Option(
-            help="first-order: every arm's effect of one SGD step to first order, from one pass "
-            "over the samples (the CPU default); steps: --steps AdamW GRPO steps per arm."
-        ),
+        str, typer.Option(help="first-order (one pass for every arm) or steps (docs/TRAINING.md).")
     ] = "first-order",
     steps: Annotated[
         int, typer.Option(min=1, help="With --method steps: GRPO steps per arm and seed.")
@@ -59,9 +55,7 @@ def study(
             "data/rollouts/rollouts.parquet) instead of samples drawn from train.policy."
         ),
     ] = None,
-    bank_size: Annotated[
-        int, typer.Option(min=1, help="With --rollouts and no --bank: bank tasks to take.")
-    ] = 8,
+    bank_size: Annotated[int, typer.Option(min=1, help="--rollouts, no --bank: bank tasks.")] = 8,
     min_ci_arms: Annotated[int, typer.Option(min=3, help="Fewest arms for a CI.")] = 6,
 ) -> None:
     """Train every arm for a few GRPO steps from the base policy on the same groups (same

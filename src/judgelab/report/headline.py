@@ -293,7 +293,7 @@ def study_bullet(data_dir: Path) -> str | None:
             else f"{effects['settings']['steps']} GRPO step(s)")  # fmt: skip
     return (
         f"**Does the audit predict training?** {' '.join(parts)} (The effect: how {what} from "
-        "the base policy move held-out passing against failing code; "
+        "the base policy moves held-out passing against failing code; "
         f"[docs/TRAINING.md](docs/TRAINING.md#does-the-audit-predict-training).)"
     )
 

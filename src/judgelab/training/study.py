@@ -84,6 +84,19 @@ def _passed(row: dict) -> bool | None:
     return None if row["score"] is None else row["score"] >= 1.0
 
 
+def _reward_rows(
+    arm: str, seed: int, drawn: Sequence[Drawn], judged: Sequence[ScoredGroup],
+    tests: Sequence[ScoredGroup],
+) -> list[dict]:  # fmt: skip
+    """One arm's reward and the tests' verdict per candidate of a seed's groups."""
+    return [
+        {"arm": arm, "seed": seed, "task_id": c.task_id, "candidate_id": c.candidate_id,
+         "reward": r["score"] if r["status"] == "scored" else None, "passed": _passed(v)}
+        for d, scored, truth in zip(drawn, judged, tests, strict=True)
+        for c, r, v in zip(d.candidates, scored.rows, truth.rows, strict=True)
+    ]  # fmt: skip
+
+
 def _bank_key(bank: Bank) -> list[object]:
     return [[i.task_id, i.prompt_ids, i.completion_ids, i.passed] for i in bank.items]
 
@@ -209,43 +222,46 @@ class Study:
             prompts = [policy.prompt_ids(d.messages) for d in drawn]
             say(f"seed {seed}: {len(drawn)} groups, scored by {len(self.arms)} arms")
             n = len(drawn)
-            slopes: list[list[float]] = []
-            if first_order:
-                t1 = time.monotonic()
-                slopes = self._slopes(policy, seed, drawn, prompts, bank)
-                result.slopes += [
-                    {"seed": seed, "task_id": c.task_id, "candidate_id": c.candidate_id,
-                     "slope": value}
-                    for d, group in zip(drawn, slopes, strict=True)
-                    for c, value in zip(d.candidates, group, strict=True)
-                ]  # fmt: skip
-                result.seconds["slopes"] = result.seconds.get("slopes", 0.0) + (
-                    time.monotonic() - t1
-                )
+            slopes = (
+                self._seed_slopes(policy, seed, drawn, prompts, bank, result) if first_order else []
+            )
             for a, arm in enumerate(self.arms):
                 mine = judged[a * n : (a + 1) * n]
-                for d, scored, truth in zip(drawn, mine, tests, strict=True):
-                    for c, r, v in zip(d.candidates, scored.rows, truth.rows, strict=True):
-                        result.rewards.append({
-                            "arm": arm.name, "seed": seed, "task_id": c.task_id,
-                            "candidate_id": c.candidate_id,
-                            "reward": r["score"] if r["status"] == "scored" else None,
-                            "passed": _passed(v),
-                        })  # fmt: skip
+                result.rewards += _reward_rows(arm.name, seed, drawn, mine, tests)
                 if first_order:
                     row, terms = self._first_order(drawn, mine, slopes)
                     result.terms += [{"arm": arm.name, "seed": seed, **t} for t in terms]
-                    result.effects.append({"arm": arm.name, "seed": seed, **row})
-                    say(f"seed {seed}, {arm.name}: {row}")
-                    continue
-                t1 = time.monotonic()
-                row, cached, drawn = self._outcome(policy, seed, drawn, prompts, mine, bank, before)
-                result.seconds["cached_arms"] += cached
-                result.seconds["train_and_bank"] += time.monotonic() - t1
+                else:
+                    t1 = time.monotonic()
+                    row, cached, drawn = self._outcome(
+                        policy, seed, drawn, prompts, mine, bank, before
+                    )
+                    result.seconds["cached_arms"] += cached
+                    result.seconds["train_and_bank"] += time.monotonic() - t1
                 result.effects.append({"arm": arm.name, "seed": seed, **row})
                 say(f"seed {seed}, {arm.name}: {row}")
         result.seconds["total"] = time.monotonic() - t0
         return result
+
+    def _seed_slopes(
+        self,
+        policy: Policy,
+        seed: int,
+        drawn: list[Drawn],
+        prompts: list[list[int]],
+        bank: Bank,
+        result: StudyResult,
+    ) -> list[list[float]]:
+        """`_slopes`, recorded in `result` (one row per candidate, and their seconds)."""
+        t0 = time.monotonic()
+        slopes = self._slopes(policy, seed, drawn, prompts, bank)
+        result.slopes += [
+            {"seed": seed, "task_id": c.task_id, "candidate_id": c.candidate_id, "slope": value}
+            for d, group in zip(drawn, slopes, strict=True)
+            for c, value in zip(d.candidates, group, strict=True)
+        ]
+        result.seconds["slopes"] = result.seconds.get("slopes", 0.0) + time.monotonic() - t0
+        return slopes
 
     def _slopes(
         self, policy: Policy, seed: int, drawn: list[Drawn], prompts: list[list[int]], bank: Bank
