@@ -75,7 +75,7 @@ reference: install
 # tests/unit/test_reference_study.py holds the committed results to this design.
 REFERENCE_STUDY = --method first-order --rollouts data/rollouts/rollouts.parquet \
 	--tasks data/tasks/tasks.parquet --arm ruler-qwen-1.5b --arm rubric-qwen-1.5b \
-	--flips 0,0.1,0.25,0.4,0.5,0.6,0.75,0.9,1 --seeds 0 --groups 56 --bank-size 8 --out data/study
+	--flips 0,0.1,0.25,0.4,0.5,0.6,0.75,0.9,1 --seeds 0,1,2 --groups 56 --bank-size 8 --out data/study
 reference-study: install
 	cd reference && ../$(VENV)/bin/judgelab study $(REFERENCE_STUDY)
 

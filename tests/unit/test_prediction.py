@@ -171,6 +171,14 @@ def test_pooled_first_order_effects_by_hand_and_paired() -> None:
     assert d["effect"] == pytest.approx(2 * a["effect"])
     assert (d["ci_low"], d["ci_high"]) == pytest.approx((2 * a["ci_low"], 2 * a["ci_high"]))
     assert pooled["none"]["effect"] == 0.0 and pooled["none"]["ci_low"] is None
+    assert a["seeds"] == [0] and a["seed_sd"] is None
+    # a second seed on the same tasks: the tasks stay the clusters, the seeds' sums add up
+    twice = _terms({"a": base}) + [{**t, "seed": 1, "n": 3 * t["n"]} for t in _terms({"a": base})]
+    both = pooled_effects(twice, 0.1, rule)["a"]
+    assert both["groups"] == 20 and both["seed_effects"] == pytest.approx(
+        [a["effect"], 3 * a["effect"]])  # fmt: skip
+    assert both["effect"] == pytest.approx(2 * a["effect"])  # (1 + 3) / 2 over equal D
+    assert both["seed_sd"] == pytest.approx(np.std([a["effect"], 3 * a["effect"]], ddof=1))
     few = pooled_effects(_terms({"a": base[:10]}), 0.1, rule)["a"]
     assert few["ci_low"] is None and "10" in few["ci_reason"]  # below the minimum: no CI
 

@@ -306,25 +306,35 @@ def pooled_effects(
 ) -> dict[str, dict[str, Any]]:
     """Each arm's first-order effect over every (seed, task) of the study
     (`training.first_order`: η ΣN / ΣD) with the studentized cluster-bootstrap CI of a ratio
-    of per-task sums (`stats.bootstrap_t_ci`): the (seed, task) groups are the units, resampled
-    with the same draws for every arm (paired), and only groups the arm steps on (D > 0)
-    count towards `rule.min_groups`. An arm that steps on no group has effect 0 (no step
-    moves nothing) and no CI."""
-    units = sorted({(int(r["seed"]), str(r["task_id"])) for r in terms})
+    of per-task sums (`stats.bootstrap_t_ci`). The tasks are the clusters (a task's terms
+    summed over the seeds that trained on it), resampled with the same draws for every arm
+    (paired); only tasks the arm steps on (D > 0) count towards `rule.min_groups`. An arm
+    that steps on no group has effect 0 (no step moves nothing) and no CI. Beside it, each
+    seed's own effect and their SD (the adapters' spread, `seed_sd`: None below 2 seeds)."""
+    units = sorted({str(r["task_id"]) for r in terms})
     index = {u: i for i, u in enumerate(units)}
     weights = resample_weights(len(units), rule.n_boot, rule.seed)
     out: dict[str, dict[str, Any]] = {}
     for arm in sorted({str(r["arm"]) for r in terms}):
         num, den = np.zeros(len(units)), np.zeros(len(units))
+        seeds: dict[int, list[float]] = {}
         for r in terms:
             if r["arm"] == arm:
-                i = index[(int(r["seed"]), str(r["task_id"]))]
-                num[i], den[i] = learning_rate * float(r["n"]), float(r["d"])
+                i = index[str(r["task_id"])]
+                num[i] += learning_rate * float(r["n"])
+                den[i] += float(r["d"])
+                part = seeds.setdefault(int(r["seed"]), [0.0, 0.0])
+                part[0] += learning_rate * float(r["n"])
+                part[1] += float(r["d"])
         value = float(num.sum() / den.sum()) if den.sum() > 0 else 0.0
+        per_seed = {s: (n / d if d > 0 else 0.0) for s, (n, d) in sorted(seeds.items())}
         ci = bootstrap_t_ci(num, den, weights, rule.min_groups)
         out[arm] = {"effect": value, "ci_low": ci.low, "ci_high": ci.high,
                     "ci_reason": ci.reason, "groups": len(units),
                     "stepped_groups": int((den > 0).sum()),
+                    "seed_effects": [per_seed[s] for s in per_seed], "seeds": list(per_seed),
+                    "seed_sd": float(np.std(list(per_seed.values()), ddof=1))
+                    if len(per_seed) > 1 else None,
                     "num": num.tolist(), "den": den.tolist()}  # fmt: skip
     return out
 

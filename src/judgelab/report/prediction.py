@@ -124,14 +124,15 @@ def first_order_sentence(check: Mapping[str, Any]) -> str:
 def _pooled_table(pooled: Mapping[str, Mapping[str, Any]], primary: Mapping[str, Any]) -> list[str]:
     audit = {r["arm"]: r["audit"] for r in primary["arms"]}
     lines = [
-        f"| arm | {primary['figure']} | effect (first order, one SGD step) | 95 % CI over groups "
-        "| groups stepped on |",
-        "| --- | ---: | ---: | --- | ---: |",
+        f"| arm | {primary['figure']} | effect (first order, one SGD step) | 95 % CI over tasks "
+        "| seed SD (seeds) | tasks stepped on |",
+        "| --- | ---: | ---: | --- | ---: | ---: |",
     ]
     for arm, row in sorted(pooled.items(), key=lambda kv: -(audit.get(kv[0]) or -9)):
         ci = (f"n/a ({row['ci_reason']})" if row["ci_low"] is None
               else f"[{_e(row['ci_low'])}, {_e(row['ci_high'])}]")  # fmt: skip
-        lines.append(f"| {arm} | {_f(audit.get(arm))} | {_e(row['effect'])} | {ci} | "
+        sd = f"{_e(row.get('seed_sd'))} ({len(row.get('seeds') or [])})"
+        lines.append(f"| {arm} | {_f(audit.get(arm))} | {_e(row['effect'])} | {ci} | {sd} | "
                      f"{row['stepped_groups']} of {row['groups']} |")  # fmt: skip
     return lines
 

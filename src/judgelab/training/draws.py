@@ -6,11 +6,12 @@
 - `TableDraws` (`study.rollouts`): an audit's rollouts table, the policy's own samples that
   its judges scored (the natural population; known-truth contrast rows are left out). The
   study then trains on the very groups the audit measured. The table holds one group per
-  task, so seed i trains on the i-th block of `study.groups` tasks (the seed-to-seed spread
-  is then the tasks' as well as the adapter's); the bank is `study.bank_ids`, or else the
-  first `study.bank_size` tasks after the training blocks whose samples both pass and fail
-  the tests (a task whose samples all pass or all fail adds nothing to the effect); blocks
-  and bank follow the tasks table's order.
+  task, so with `method: steps` seed i trains on the i-th block of `study.groups` tasks (the
+  seed-to-seed spread is then the tasks' as well as the adapter's); with `first-order`,
+  every seed takes the first block (its spread is the adapter's; the groups' is in the CI).
+  The bank is `study.bank_ids`, or else the first `study.bank_size` tasks after the training
+  blocks whose samples both pass and fail the tests (a task whose samples all pass or all
+  fail adds nothing to the effect); blocks and bank follow the tasks table's order.
   A table sample's token ids are its text re-encoded (plus the stop token when it stopped),
   and the log-probabilities GRPO's importance ratio divides by are the base policy's at the
   training temperature, computed when an arm first needs them (`fill_logprobs`): the first
@@ -137,14 +138,17 @@ class TableDraws:
         self.finish = {r["candidate_id"]: r["finish_reason"] for r in frame.iter_rows(named=True)}
         self.study = study
         order = [i for i in self.groups if i not in set(study.bank_ids)]
-        need = study.groups * len(study.seeds)
+        # first order: every seed on the same groups (the seeds differ in their adapter only);
+        # steps: a block of its own per seed
+        blocks = 1 if study.method == "first-order" else len(study.seeds)
+        need = study.groups * blocks
         if len(order) < need:
             raise ConfigError(
                 f"study.rollouts: {len(order)} tested groups outside the bank, and "
                 f"{len(study.seeds)} seeds x {study.groups} groups need {need}"
             )
         self.blocks = [order[i * study.groups : (i + 1) * study.groups]
-                       for i in range(len(study.seeds))]  # fmt: skip
+                       for i in range(blocks)]  # fmt: skip
         self.rest = order[need:]
         unknown = sorted(set(study.bank_ids) - set(self.groups))
         if unknown:
@@ -186,7 +190,7 @@ class TableDraws:
 
     def training(self, policy: Policy, index: int, seed: int) -> list[Drawn]:
         policy.init_adapter(policy.active, seed)
-        return [self._drawn(policy, i) for i in self.blocks[index]]
+        return [self._drawn(policy, i) for i in self.blocks[index % len(self.blocks)]]
 
 
 def fill_logprobs(policy: Policy, drawn: Sequence[Drawn], temperature: float) -> list[Drawn]:
