@@ -154,6 +154,18 @@ def test_every_figure_in_the_readme_block_is_in_the_metrics() -> None:
 
     walk(metrics)
     walk(json.loads((REFERENCE / "data/probes/metrics.json").read_text()))
+
+    def study_walk(x: Any) -> None:  # the study's figures as report/prediction writes them
+        if isinstance(x, dict | list):
+            for v in x.values() if isinstance(x, dict) else x:
+                study_walk(v)
+        elif isinstance(x, float):
+            values.update({f"{x:.3g}", f"{x:.2f}", f"{x:.3f}"})
+        elif isinstance(x, int) and not isinstance(x, bool):
+            values.add(str(x))
+
+    for name in ("prediction.json", "effects.json"):
+        study_walk(json.loads((REFERENCE / "data/study" / name).read_text()))
     block = (ROOT / "README.md").read_text().split(BEGIN, 1)[1].split(END, 1)[0]
     block = block.replace("docs/REFERENCE_AUDIT.md", "")
     # numbers, not the digits of a name (ruler-qwen-1.5b, smollm2-135m)

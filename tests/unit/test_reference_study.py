@@ -58,7 +58,8 @@ def test_the_committed_study_is_the_makefile_design() -> None:
 
 
 def test_the_planted_arms_rewards_are_the_tests_flipped_as_planted() -> None:
-    rewards = pl.read_parquet(STUDY / "rewards.parquet").filter(pl.col("passed").is_not_null())
+    rewards = (pl.read_parquet(STUDY / "rewards.parquet").filter(pl.col("passed").is_not_null())
+               .unique(["arm", "candidate_id"]))  # the seeds share the groups  # fmt: skip
     truth = rewards.filter(pl.col("arm") == "flip-0")
     assert truth.height > 0 and (truth["reward"] == truth["passed"].cast(pl.Float64)).all()
     inverse = rewards.filter(pl.col("arm") == "flip-1")
@@ -109,7 +110,8 @@ def _close(a: object, b: object, where: str = "") -> None:
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
             _close(x, y, f"{where}[{i}]")
     elif isinstance(a, float) or isinstance(b, float):
-        assert a == pytest.approx(b, rel=1e-6, abs=1e-12), where
+        # 9 significant digits in the files: a bootstrap's rank ties may break apart at 1e-5
+        assert a == pytest.approx(b, rel=1e-4, abs=1e-12), where
     else:
         assert a == b, where
 

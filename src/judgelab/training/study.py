@@ -254,7 +254,8 @@ class Study:
     ) -> list[list[float]]:
         """`_slopes`, recorded in `result` (one row per candidate, and their seconds)."""
         t0 = time.monotonic()
-        slopes = self._slopes(policy, seed, drawn, prompts, bank)
+        slopes, computed = self._slopes(policy, seed, drawn, prompts, bank)
+        result.seconds["slopes_computed"] = result.seconds.get("slopes_computed", 0.0) + computed
         result.slopes += [
             {"seed": seed, "task_id": c.task_id, "candidate_id": c.candidate_id, "slope": value}
             for d, group in zip(drawn, slopes, strict=True)
@@ -265,9 +266,10 @@ class Study:
 
     def _slopes(
         self, policy: Policy, seed: int, drawn: list[Drawn], prompts: list[list[int]], bank: Bank
-    ) -> list[list[float]]:
+    ) -> tuple[list[list[float]], float]:
         """Each sample's s_i = ⟨∇ℓ_i, ∇F⟩ (`training.first_order`) at the seed's fresh adapter,
-        per group; cached with `results` under everything they depend on."""
+        per group, and the seconds their computation took (when cached: the run that computed
+        them); cached with `results` under everything they depend on."""
         key = self._key(
             policy,
             method="first-order",
@@ -280,7 +282,7 @@ class Study:
         )
         hit = self.results.get(key) if self.results is not None else None
         if hit is not None:
-            return [list(g) for g in hit["slopes"]]
+            return [list(g) for g in hit["slopes"]], float(hit.get("seconds", 0.0))
         t0 = time.monotonic()
         policy.init_adapter(policy.active, seed)
         params = policy.trainable()
@@ -295,11 +297,12 @@ class Study:
         for d in drawn:
             out.append(flat[at : at + len(d.samples)])
             at += len(d.samples)
+        seconds = round(time.monotonic() - t0, 1)
         if self.results is not None:
             norm = sum(float((g.double() ** 2).sum()) for g in grad) ** 0.5
             self.results.put(key, {"slopes": out, "bank_statistic": value, "grad_norm": norm,
-                                   "seconds": round(time.monotonic() - t0, 1)})  # fmt: skip
-        return out
+                                   "seconds": seconds})  # fmt: skip
+        return out, seconds
 
     def _first_order(
         self, drawn: list[Drawn], judged: list[ScoredGroup], slopes: list[list[float]]
