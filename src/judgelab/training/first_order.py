@@ -48,6 +48,12 @@ from judgelab.training.effect import (
 from judgelab.training.grpo import group_advantages, has_spread
 
 
+def norm(tensors: Sequence[Any]) -> float:
+    """The Euclidean norm of a vector held as several tensors (a model's parameters), in
+    double precision."""
+    return math.sqrt(sum(float((t.double() ** 2).sum()) for t in tensors))
+
+
 def bank_weights(bank: Bank) -> list[float]:
     """Each bank item's coefficient c_j in F = Σ c_j ℓ_j (module docstring)."""
     tasks = bank.contrast_tasks
@@ -109,8 +115,8 @@ def directional_slopes(
     `params` are restored exactly afterwards. A zero direction gives zeros."""
     import torch
 
-    norm = math.sqrt(sum(float((d.double() ** 2).sum()) for d in direction))
-    if norm == 0.0:
+    length = norm(direction)
+    if length == 0.0:
         return [0.0] * len(items)
     saved = [p.detach().clone() for p in params]
     values: dict[int, list[float]] = {}
@@ -118,13 +124,13 @@ def directional_slopes(
         for sign in (1, -1):
             with torch.no_grad():
                 for p, p0, d in zip(params, saved, direction, strict=True):
-                    p.copy_(p0 + (sign * step / norm) * d.to(p.dtype))
+                    p.copy_(p0 + (sign * step / length) * d.to(p.dtype))
             values[sign] = bank_logprobs(model, items, pad_id, batch, temperature)
     finally:
         with torch.no_grad():
             for p, p0 in zip(params, saved, strict=True):
                 p.copy_(p0)
-    return [(a - b) / (2 * step) * norm for a, b in zip(values[1], values[-1], strict=True)]
+    return [(a - b) / (2 * step) * length for a, b in zip(values[1], values[-1], strict=True)]
 
 
 def group_terms(slopes: Sequence[float], rewards: Sequence[float | None]) -> tuple[float, float]:

@@ -44,7 +44,7 @@ from judgelab.evaluators.base import Evaluator
 from judgelab.scoring import GroupCall, ScoredGroup, Scorer, score_serially
 from judgelab.training.draws import Drawn, PolicyDraws, TableDraws, drawn_digest, fill_logprobs
 from judgelab.training.effect import Bank, BankItem, bank_logprobs, effect
-from judgelab.training.first_order import bank_gradient, directional_slopes, group_terms
+from judgelab.training.first_order import bank_gradient, directional_slopes, group_terms, norm
 from judgelab.training.grpo import Trajectory, group_advantages, grpo_step, has_spread
 from judgelab.training.policy import Policy, Sample
 from judgelab.verdicts import Task
@@ -299,8 +299,7 @@ class Study:
             at += len(d.samples)
         seconds = round(time.monotonic() - t0, 1)
         if self.results is not None:
-            norm = sum(float((g.double() ** 2).sum()) for g in grad) ** 0.5
-            self.results.put(key, {"slopes": out, "bank_statistic": value, "grad_norm": norm,
+            self.results.put(key, {"slopes": out, "bank_statistic": value, "grad_norm": norm(grad),
                                    "seconds": seconds})  # fmt: skip
         return out, seconds
 
