@@ -3,15 +3,16 @@
 The design is the number of steps, the groups the guard checks per step and the group size.
 A simulated judge mixes noise with a preference for failing code: a candidate's raw reward is
 (1 - w) * noise + w * (1 - passed), on RULER's 0.1 grid, with noise ~ U(0, 1) and the verdicts
-~ Bernoulli(the task's pass rate), the rate ~ Beta around `pass_rate`: the model of
-`judgelab.training.alignment.simulate_false_alarms`, whose 'blind' judge is w = 0 and whose
-'anti' judge is w = 0.4. For a w, `runs` runs of the design give the share in which the
-e-process reaches 1 / alpha after some group (the alarm's rate) and the pooled within-group
-alignment of their groups. The statement is the alignment of the weakest w whose alarm rate is
-at least `target` (bisection over w in [0, 1]): "it detects, with 80 % power, a judge whose
-alignment is -0.47 or lower"; or, when even w = 1 (a judge that always prefers failing code)
-stays below the target, that it cannot reach the target, and when it never fires at all, that
-the alarm cannot fire in a run this short.
+~ Bernoulli(the task's pass rate), the rate ~ Beta around `pass_rate`:
+`judgelab.training.alignment.simulated_judge`, the model `simulate_false_alarms` draws from
+too, whose 'blind' judge is w = 0 and whose 'anti' judge is w = 0.4. For a w, `runs` runs of
+the design give the share in which the e-process reaches 1 / alpha after some group (the
+alarm's rate) and the pooled within-group alignment of their groups. The statement is the
+alignment of the weakest w whose alarm rate is at least `target` (bisection over w in
+[0, 1]): "it detects, with 80 % power, a judge whose alignment is -0.47 or lower"; or, when
+even w = 1 (a judge that always prefers failing code) stays below the target, that it cannot
+reach the target, and when it never fires at all, that the alarm cannot fire in a run this
+short.
 
 The e-values come from `alignment.group_log_e_many` (the alarm's own per-group e-values,
 vectorised, their permutation expectation exact at any group size; the guard itself estimates
@@ -72,14 +73,9 @@ def simulated_groups(
     rng: np.random.Generator, n: int, k: int, weight: float, pass_rate: float = 0.5
 ) -> tuple[np.ndarray, np.ndarray]:
     """n groups of k: GRPO's advantages (ART's definition, as `grpo.group_advantages`) of the
-    simulated judge's rewards, and the verdicts (module doc)."""
-    rate = rng.beta(2 * pass_rate + 0.1, 2 * (1 - pass_rate) + 0.1, size=(n, 1))
-    passed = (rng.random((n, k)) < rate).astype(float)
-    noise = rng.random((n, k))
-    rewards = np.round((1 - weight) * noise + weight * (1 - passed), 1)
-    mean = rewards.mean(axis=1, keepdims=True)
-    std = np.sqrt(((rewards - mean) ** 2).mean(axis=1, keepdims=True))
-    return (rewards - mean) / (std + 1e-6), passed
+    simulated judge's rewards (`alignment.simulated_judge`), and the verdicts."""
+    rewards, passed = al.simulated_judge(rng, (n,), k, weight, pass_rate)
+    return al.batch_advantages(rewards), passed
 
 
 def alarm_rate(

@@ -268,18 +268,22 @@ def alarm_flags(evalues: Sequence[float], alpha: float) -> list[bool]:
 # ------------------------------------------------------------------ false-alarm simulation
 
 
-def _simulated_group(
-    rng: np.random.Generator, k: int, pass_rate: float, judge: str
-) -> tuple[list[float], list[float]]:
-    """One group from a fixed policy: test verdicts ~ Bernoulli(task's pass rate), the task's
-    rate ~ Beta around `pass_rate`; rewards on RULER's 0.1 grid, blind to the tests (`blind`)
-    or lower for passing code (`anti`)."""
-    rate = rng.beta(2 * pass_rate + 0.1, 2 * (1 - pass_rate) + 0.1)
-    passed = (rng.random(k) < rate).astype(float)
-    noise = rng.random(k)
-    raw = noise if judge == "blind" else 0.6 * noise + 0.4 * (1 - passed)
-    rewards = np.round(raw, 1)
-    return rewards.tolist(), passed.tolist()
+def simulated_judge(
+    rng: np.random.Generator, shape: tuple[int, ...], k: int, weight: float, pass_rate: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The one model of a judge and a fixed policy that every alarm simulation draws from:
+    groups of `k` of the given `shape`; each group's task has a pass rate ~ Beta around
+    `pass_rate`, its test verdicts ~ Bernoulli(that rate), and its rewards, on RULER's 0.1
+    grid, round((1 - weight) * noise + weight * (1 - passed), 1) with noise ~ U(0, 1):
+    `weight` 0 is a judge blind to the tests, 1 one that rewards only failing code. Returns
+    (rewards, passed), each [*shape, k]."""
+    rate = rng.beta(2 * pass_rate + 0.1, 2 * (1 - pass_rate) + 0.1, size=shape)
+    passed = (rng.random((*shape, k)) < np.asarray(rate)[..., None]).astype(float)
+    noise = rng.random((*shape, k))
+    return np.round((1 - weight) * noise + weight * (1 - passed), 1), passed
+
+
+JUDGE_WEIGHTS = {"blind": 0.0, "anti": 0.4}  # simulate_false_alarms' judges (simulated_judge)
 
 
 def simulate_false_alarms(
@@ -309,7 +313,8 @@ def simulate_false_alarms(
         for _epoch in range(epochs + 1):
             trained, rewards, passes = [], [], []
             for _g in range(groups):
-                r, p = _simulated_group(rng, k, pass_rate, judge)
+                drawn = simulated_judge(rng, (), k, JUDGE_WEIGHTS[judge], pass_rate)
+                r, p = (a.tolist() for a in drawn)
                 rewards += r
                 passes += p
                 if has_spread(r):
@@ -377,17 +382,11 @@ def max_evalue(groups: int, k: int) -> float:
     return _mixture(groups * best_group_log_e(k))
 
 
-def _simulated_runs(
-    rng: np.random.Generator, runs: int, groups: int, k: int, weight: float, pass_rate: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """`_simulated_group`'s distribution, `runs` x `groups` at once: rewards (on RULER's 0.1
-    grid) = round((1 - weight) * noise + weight * (1 - passed), 1); `weight` 0 is a judge
-    blind to the tests, 1 one that rewards only failing code."""
-    rate = rng.beta(2 * pass_rate + 0.1, 2 * (1 - pass_rate) + 0.1, size=(runs, groups))
-    passed = (rng.random((runs, groups, k)) < rate[..., None]).astype(float)
-    noise = rng.random((runs, groups, k))
-    rewards = np.round((1 - weight) * noise + weight * (1 - passed), 1)
-    return rewards, passed
+def batch_advantages(rewards: np.ndarray) -> np.ndarray:
+    """`grpo.group_advantages` (ART's definition) of many groups at once: rewards [..., k]."""
+    mean = rewards.mean(axis=-1, keepdims=True)
+    std = np.sqrt(((rewards - mean) ** 2).mean(axis=-1, keepdims=True))
+    return (rewards - mean) / (std + 1e-6)
 
 
 def batch_log_e(
@@ -398,9 +397,7 @@ def batch_log_e(
     the groups' push to passing code and their push [...], 0 where not stepped). The e-values
     are `group_log_e_many`'s (exact over the passing places at any k) on the groups GRPO
     steps on. A unit test holds it to `group_log_e` group by group."""
-    mean = rewards.mean(axis=-1, keepdims=True)
-    std = np.sqrt(((rewards - mean) ** 2).mean(axis=-1, keepdims=True))
-    adv = (rewards - mean) / (std + 1e-6)  # grpo.group_advantages
+    adv = batch_advantages(rewards)
     stepped = rewards.max(axis=-1) - rewards.min(axis=-1) > 1e-9  # grpo.has_spread
     push = np.abs(adv).sum(axis=-1)
     to_passing = (adv * passed).sum(axis=-1)
@@ -422,11 +419,11 @@ def alarm_power(
 ) -> dict[str, float]:
     """With the policy held fixed, the share of `runs` runs of `epochs` trained epochs of
     `groups_per_epoch` groups of `k` in which the alarm fires (checked after each epoch, as
-    in the loop) for a judge of `weight` (`_simulated_runs`), and that judge's alignment (its
+    in the loop) for a judge of `weight` (`simulated_judge`), and that judge's alignment (its
     population value: the ratio pooled over every simulated group GRPO steps on)."""
     rng = np.random.default_rng([seed, round(weight * 1000)])
     groups = epochs * groups_per_epoch
-    rewards, passed = _simulated_runs(rng, runs, groups, k, weight, pass_rate)
+    rewards, passed = simulated_judge(rng, (runs, groups), k, weight, pass_rate)
     log_e, to_passing, push = batch_log_e(rewards, passed)
     per_epoch = log_e.reshape(runs, epochs, groups_per_epoch, len(LAMBDAS)).sum(axis=2)
     evalues = np.exp(np.cumsum(per_epoch, axis=1)).mean(axis=-1)  # [run, epoch]
