@@ -65,7 +65,7 @@ from judgelab.rollouts.generate import (
 )
 from judgelab.rollouts.imported import import_candidates, records_candidates
 from judgelab.schemas import RolloutsSchema, TasksSchema, validate
-from judgelab.scoring import loud_failures, run_id_for, score_group, scores_frame
+from judgelab.scoring import loud_failures, run_id_for, scores_frame, stage_calls
 from judgelab.tasks import tasks_frame, tasks_from_frame
 from judgelab.tasks.files import load_task_file, tasks_from_records
 from judgelab.tasks.registry import load_sources
@@ -227,19 +227,13 @@ def score(
     task_list = tasks_from_frame(validate(tasks, TasksSchema, "tasks table"))
     rollouts = validate(rollouts, RolloutsSchema, "rollouts table")
     groups = candidates_by_group(rollouts, s.scores.populations == "apart")
-    by_task: dict[str, list[list[Any]]] = {}
-    for (task_id, _), group in groups.items():
-        by_task.setdefault(task_id, []).append(group)
     run_id = run_id_for(s, rollouts)
-    cache = JsonCache(cache_dir(), "judge")
+    cache = JsonCache(cache_dir(), "judge", s.cache.seed_dirs())
     rows: list[dict[str, Any]] = []
     with serve(s, s.models_called("scores")) as endpoints:
-        for spec in s.scores.evaluators:  # evaluator-major, as the flow: fewest model swaps
-            evaluator = build_evaluator(spec, endpoints, cache)
-            for repeat in range(spec.repeats(s.scores.repeats)):
-                for t in task_list:
-                    for group in by_task.get(t.task_id, []):
-                        rows += score_group(run_id, evaluator, t, group, repeat)
+        evaluators = [build_evaluator(spec, endpoints, cache) for spec in s.scores.evaluators]
+        for call in stage_calls(run_id, evaluators, task_list, groups, s.scores.repeats):
+            rows += call().rows
     frame = scores_frame(rows)
     for failure in loud_failures(frame, s.scores.max_failure_share):
         log.error("judge failed: %s", failure.line())

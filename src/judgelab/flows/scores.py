@@ -26,7 +26,7 @@ from judgelab.models.server import serve
 from judgelab.paths import cache_dir
 from judgelab.rollouts.generate import candidates_by_group
 from judgelab.schemas import validate_file
-from judgelab.scoring import run_id_for, score_group, scores_frame
+from judgelab.scoring import run_id_for, score_group, scores_frame, stage_calls
 from judgelab.scoring.failures import JudgeCallsFailed, failure_message, loud_failures
 from judgelab.tasks import tasks_from_frame
 from judgelab.verdicts import Candidate, Task
@@ -53,35 +53,26 @@ def scores_flow(
     groups = candidates_by_group(rollout_frame, settings.scores.populations == "apart")
     run_id = run_id_for(settings, rollout_frame)
     cache = JsonCache(cache_dir(), "judge", settings.cache.seed_dirs())
-    by_task: dict[str, list[str]] = {}
-    for task_id, population in groups:
-        by_task.setdefault(task_id, []).append(population)
-    todo = [t for t in task_list if t.task_id in by_task]
-    repeats = settings.scores.repeats
     models = settings.models_called("scores")
     lanes = Lanes(settings, models)
     with serve(settings, models) as endpoints:
         evaluators = [
             build_evaluator(spec, endpoints, cache) for spec in settings.scores.evaluators
         ]
-        # Evaluator-major order: the embedded server's lane takes its units in this order, so
-        # it swaps models as rarely as in a serial run.
+        calls = stage_calls(run_id, evaluators, task_list, groups, settings.scores.repeats)
         units = [
             Unit(
-                lanes.of(ev.spec.judge_model),
+                lanes.of(c.evaluator.spec.judge_model),
                 {
-                    "run_id": run_id,
-                    "evaluator": ev,
-                    "task_": t,
-                    "candidates": groups[(t.task_id, population)],
-                    "repeat": repeat,
+                    "run_id": c.run_id,
+                    "evaluator": c.evaluator,
+                    "task_": c.task,
+                    "candidates": c.candidates,
+                    "repeat": c.repeat,
                 },
-                f"{ev.name} {t.task_id} {population} r{repeat}",
+                c.label,
             )
-            for ev in evaluators
-            for repeat in range(ev.spec.repeats(repeats))
-            for t in todo
-            for population in by_task[t.task_id]
+            for c in calls
         ]
         results = fan_out(score_group_task, units, lanes.limits, stage="scores", unit="group")
     rows = [row for unit_rows in results for row in unit_rows]

@@ -11,9 +11,10 @@ from judgelab.scoring.score import (
     score_group,
     score_serially,
     scores_frame,
+    stage_calls,
 )  # fmt: skip
 
 __all__ = [
     "GroupCall", "JudgeCallsFailed", "ScoredGroup", "Scorer", "failure_message", "loud_failures",
-    "run_id_for", "score_group", "score_serially", "scores_frame",
+    "run_id_for", "score_group", "score_serially", "scores_frame", "stage_calls",
 ]  # fmt: skip

@@ -12,7 +12,7 @@ A `GroupCall` is one such call not yet made, for code that lists its calls first
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,11 +79,40 @@ class GroupCall:
     task: Task
     candidates: list[Candidate]
     repeat: int = 0
+    population: str = ""  # the group's population where the scores stage splits them
+
+    @property
+    def label(self) -> str:
+        return f"{self.evaluator.name} {self.task.task_id} {self.population} r{self.repeat}"
 
     def __call__(self) -> ScoredGroup:
         start = time.monotonic()
         rows = score_group(self.run_id, self.evaluator, self.task, self.candidates, self.repeat)
         return ScoredGroup(rows, time.monotonic() - start)
+
+
+def stage_calls(
+    run_id: str,
+    evaluators: Sequence[Evaluator],
+    tasks: Sequence[Task],
+    groups: Mapping[tuple[str, str], list[Candidate]],
+    repeats: int,
+) -> list[GroupCall]:
+    """Every call of the scores stage: each evaluator (its `spec.repeats(repeats)` times) over
+    every group of `groups` ((task id, population) -> candidates,
+    `rollouts.generate.candidates_by_group`). Evaluator-major, so that a serial run, or the
+    embedded server's lane taking them in this order, swaps models as rarely as it can; tasks
+    in `tasks`' order, a task's populations in `groups`' order."""
+    by_task: dict[str, list[str]] = {}
+    for task_id, population in groups:
+        by_task.setdefault(task_id, []).append(population)
+    return [
+        GroupCall(run_id, ev, t, groups[(t.task_id, population)], repeat, population)
+        for ev in evaluators
+        for repeat in range(ev.spec.repeats(repeats))
+        for t in tasks
+        for population in by_task.get(t.task_id, [])
+    ]
 
 
 # Makes every call and returns what each returned, in call order; a call that raised gives its
