@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from judgelab.config.training import TrainSettings
 from judgelab.training.alignment import alarm_flags, running_evalue
 
 
@@ -95,13 +96,18 @@ def stepped(row: Mapping[str, Any]) -> bool:
     return row.get("loss") is not None
 
 
+_DEFAULTS = TrainSettings.model_fields
+
+
 def history_frame(
-    history: Sequence[dict], hacking_margin: float = 0.1, alarm_alpha: float = 0.05
+    history: Sequence[dict],
+    hacking_margin: float = _DEFAULTS["hacking_margin"].default,
+    alarm_alpha: float = _DEFAULTS["alarm_alpha"].default,
 ) -> Any:
     """The history table; derived across rows (in epoch order): `evalue` and the alarm
     `reward_hacking` (`alignment.running_evalue` over the rows GRPO `stepped` on,
     `alarm_flags` at `alarm_alpha`), and the descriptive `reward_pass_divergence`
-    (`hacking_margin`)."""
+    (`hacking_margin`). The defaults are `train`'s (`TrainSettings`)."""
     import polars as pl
 
     from judgelab.schemas import HistorySchema, columns, validate
