@@ -57,6 +57,20 @@ def fmt_ci(t: dict[str, Any], key: str, pct: bool = False) -> str:
 NO_CI_MARK = "†"
 
 
+def with_n(t: dict[str, Any], key: str, pct: bool = False) -> str:
+    """`0.720 [0.610, 0.830], n = 12` or `0.750 (n = 2)†`: the figure with the task groups
+    behind it, and its CI only where it is valid."""
+    if t.get(key) is None:
+        return NA
+    ci = interval(t, key)
+    if ci.valid:
+        return f"{fmt_ci(t, key, pct)}, n = {ci.n_groups}"
+    value = fmt_pct(t[key]) if pct else fmt_num(t[key])
+    if ci.reason and "too few for a CI" in ci.reason:
+        return f"{value} (n = {ci.n_groups}){NO_CI_MARK}"
+    return f"{value} (n = {ci.n_groups}: {ci.reason})" if ci.reason else value
+
+
 def fmt_cell(t: dict[str, Any], key: str, pct: bool = False) -> str:
     """A table cell: `fmt_ci`, except that a figure from too few groups for a CI shows its
     value and n compactly, `0.750 (n = 2)†`; the table's footnote (`no_ci_footnote`) states

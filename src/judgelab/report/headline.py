@@ -13,7 +13,8 @@ not run says so in its cells; nothing is left blank. A figure from fewer groups 
 minimum for a CI shows `value (n = 3)†`, with one footnote for the rule.
 
 `python -m judgelab.report.headline reference/data` prints README's block;
-`--write` rewrites README.md's block (between its markers) and docs/REFERENCE_AUDIT.md.
+`--write` rewrites README.md's two blocks (the findings and, after them, the practitioner's
+reading, `judgelab.report.practice`; each between its markers) and docs/REFERENCE_AUDIT.md.
 tests/unit/test_reference_results.py holds both to the committed reference audit.
 """
 
@@ -26,9 +27,19 @@ from typing import Any
 
 from judgelab.analysis.power import LABELS, sorted_pairs
 from judgelab.analysis.ranking import CHANCE, endpoint, rank_judges
+from judgelab.report import practice
 from judgelab.report.attacks import attack_lines, fmt_p
 from judgelab.report.decision import GLOSSARY, decision_sentences
-from judgelab.report.format import NA, NO_CI_MARK, and_list, fmt_ci, fmt_num, fmt_pct, interval
+from judgelab.report.format import (
+    NA,
+    NO_CI_MARK,
+    and_list,
+    fmt_ci,
+    fmt_num,
+    fmt_pct,
+    interval,
+    with_n,
+)
 from judgelab.report.power import HEADER as POWER_HEADER
 from judgelab.report.power import rows as power_rows
 from judgelab.report.prediction import (
@@ -76,20 +87,6 @@ COLUMNS = (
     "robust to comments / claims",
     "held-out pass rate after training (Δ)",
 )
-
-
-def with_n(t: dict[str, Any], key: str, pct: bool = False) -> str:
-    """`0.720 [0.610, 0.830], n = 12` or `0.750 (n = 2)†`: the figure with the task groups
-    behind it, and its CI only where it is valid."""
-    if t.get(key) is None:
-        return NA
-    ci = interval(t, key)
-    if ci.valid:
-        return f"{fmt_ci(t, key, pct)}, n = {ci.n_groups}"
-    value = fmt_pct(t[key]) if pct else fmt_num(t[key])
-    if ci.reason and "too few for a CI" in ci.reason:
-        return f"{value} (n = {ci.n_groups}){NO_CI_MARK}"
-    return f"{value} (n = {ci.n_groups}: {ci.reason})" if ci.reason else value
 
 
 def _rate(ev: dict[str, Any], key: str, count: str) -> str:
@@ -560,11 +557,19 @@ def audit_document(data_dir: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def splice(readme: str, block: str) -> str:
-    """README with its findings block replaced (between the markers)."""
-    head, rest = readme.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{BEGIN}\n{block}{END}{tail}"
+def splice(readme: str, block: str, begin: str = BEGIN, end: str = END) -> str:
+    """README with one generated block replaced (between its markers)."""
+    head, rest = readme.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{begin}\n{block}{end}{tail}"
+
+
+def readme_blocks(readme: str, data_dir: Path) -> str:
+    """README with both generated blocks rewritten: the findings, and the practitioner's
+    reading of them (`judgelab.report.practice`)."""
+    analysis, probes = _load(data_dir)
+    readme = splice(readme, findings_block(data_dir))
+    return splice(readme, practice.practice_block(analysis, probes), practice.BEGIN, practice.END)
 
 
 def main(argv: list[str]) -> None:
@@ -572,7 +577,7 @@ def main(argv: list[str]) -> None:
     if "--write" in argv:
         root = Path.cwd()
         readme = root / "README.md"
-        readme.write_text(splice(readme.read_text(), findings_block(data)))
+        readme.write_text(readme_blocks(readme.read_text(), data))
         (root / AUDIT_DOC).write_text(audit_document(data))
         return
     sys.stdout.write(findings_block(data))

@@ -1,0 +1,173 @@
+"""README's practitioner bullets (`report.practice`): each sentence is said only where the
+figures it names bear it out. Hand-made metrics put each condition on both sides."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from judgelab.report import practice as pr
+
+
+def fig(value: float, low: float | None, high: float | None, n: int) -> dict[str, Any]:
+    reason = None if low is not None else f"n = {n} groups: too few for a CI"
+    return {"v": value, "v_ci_low": low, "v_ci_high": high, "v_n_groups": n, "v_ci_reason": reason}
+
+
+def truth(key: str, value: float, low: float | None, high: float | None, n: int) -> dict:
+    return {k.replace("v", key, 1): x for k, x in fig(value, low, high, n).items()}
+
+
+def judge(protocol: str, sf: tuple, strict: tuple, flat: float = 0.1, unscored: float = 0.0,
+          mixed: int = 40) -> dict[str, Any]:  # fmt: skip
+    t = {**truth("signal_fidelity", *sf), **truth("pairwise_accuracy_strict", *strict),
+         "pairwise_accuracy_strict_n_groups": mixed, "zero_advantage_mixed_rate": flat,
+         "n_zero_advantage_mixed": round(flat * mixed), "n_pair_groups": mixed}  # fmt: skip
+    return {"protocol": protocol, "truth": t, "unscored_rate": unscored,
+            "n_unscored": round(unscored * 100), "n_rows": 100}  # fmt: skip
+
+
+def metrics() -> dict[str, Any]:
+    """Tests beat every judge; the rubric is the only acceptable one; syntax scores higher
+    but is flat; ruler-b gives almost nothing; ruler-c is mostly unscored."""
+    evs = {
+        "execution": {"protocol": "execution", "truth": {}},
+        "syntax": judge("rule", (0.30, 0.20, 0.40, 50), (0.2, 0.1, 0.3, 40), flat=0.6),
+        "rubric-a": judge("rubric", (0.20, 0.10, 0.30, 50), (0.45, 0.35, 0.55, 40)),
+        "ruler-b": judge("ruler", (0.02, -0.01, 0.05, 50), (0.05, 0.0, 0.1, 40), flat=0.9),
+        "ruler-c": judge("ruler", (0.01, -0.1, 0.1, 50), (0.3, None, None, 8), unscored=0.7,
+                         mixed=8),
+    }  # fmt: skip
+    decision = {
+        "verdict": "judge", "judge": "rubric-a", "primary": "signal_fidelity", "tests": 1.0,
+        "acceptable": ["rubric-a"], "contenders": ["syntax", "rubric-a"],
+        "tests_beat": ["syntax", "rubric-a", "ruler-b", "ruler-c"],
+        "rejected": {"syntax": ["one score for a whole mixed group in more than 50% of them"],
+                     "ruler-b": ["CI reaches 0"], "ruler-c": ["CI reaches 0"]},
+    }  # fmt: skip
+    power = {"endpoint": "signal_fidelity", "margin": 0.05, "power": 0.8, "pairs": {
+        "syntax": {"ruler-b": {"p_value": 0.01, "separated": True, "difference": 0.28},
+                   "rubric-a": {"p_value": 0.3, "separated": False, "difference": 0.1,
+                                "groups_needed_margin": 400}},
+        "rubric-a": {"ruler-c": {"p_value": 0.5, "separated": False, "difference": 0.19,
+                                 "groups_needed_margin": 250}},
+    }}  # fmt: skip
+    return {"evaluators": evs, "decision": decision, "power": power,
+            "population": {"headline": "natural", "judged": "apart"}}  # fmt: skip
+
+
+def test_train_on_the_tests_only_where_they_beat_every_judge() -> None:
+    m = metrics()
+    said = pr.tests_sentence(m)
+    assert said is not None and "train on them" in said and "syntax's 0.400" in said
+    m["decision"]["tests_beat"].remove("ruler-c")
+    assert pr.tests_sentence(m) is None
+    m["decision"]["tests"] = None
+    assert pr.tests_sentence(metrics() | {"decision": m["decision"]}) is None
+
+
+def test_pairs_right_says_below_half_only_when_every_llm_judge_is_below() -> None:
+    m = metrics()
+    said = pr.pairs_sentence(m)
+    assert said is not None and said.startswith("No LLM judge gets most")
+    assert "rubric-a's 0.450 [0.350, 0.550], n = 40" in said  # the highest; syntax is no LLM
+    m["evaluators"]["rubric-a"]["truth"]["pairwise_accuracy_strict"] = 0.55
+    assert pr.pairs_sentence(m) is None  # above 0.5 but not by a valid CI: nothing claimed
+    m["evaluators"]["rubric-a"]["truth"]["pairwise_accuracy_strict_ci_low"] = 0.51
+    said = pr.pairs_sentence(m)
+    assert said is not None and said.startswith("rubric-a get most") and "by a valid CI" in said
+
+
+def test_without_tests_names_the_judge_and_the_higher_rejected_rewards() -> None:
+    m = metrics()
+    said = pr.without_tests_sentence(m)
+    assert said is not None
+    assert said.startswith("Without tests, rubric-a is the only reward that passes")
+    assert "syntax (0.300 [0.200, 0.400], n = 50: one score for a whole mixed group" in said
+    assert "ruler-b" not in said  # rejected, but below the rubric
+    m["decision"]["rejected"].pop("syntax")
+    assert pr.without_tests_sentence(m) == (
+        "Without tests, rubric-a is the only reward that passes the rejection rules."
+    )
+    m["decision"] |= {"verdict": "cannot_tell", "judge": None}
+    assert pr.without_tests_sentence(m) is None
+
+
+def test_reference_guided_only_when_judged_together() -> None:
+    m = metrics()
+    assert pr.guided_sentence(m) is None
+    m["population"]["judged"] = "together"
+    assert "reference-guided" in (pr.guided_sentence(m) or "")
+
+
+def test_almost_nothing_only_above_the_flat_share() -> None:
+    m = metrics()
+    assert pr.flat_sentence(m) == (
+        "ruler-b gives GRPO almost nothing: one score for a whole mixed group in 90.0% "
+        "(36 of 40) of them."
+    )  # syntax is flatter than most but no LLM judge; 0.6 is not above 0.8 anyway
+    m["evaluators"]["ruler-b"]["truth"]["zero_advantage_mixed_rate"] = pr.FLAT
+    assert pr.flat_sentence(m) is None
+
+
+def test_unseparated_pairs_quote_the_tasks_each_would_need() -> None:
+    m = metrics()
+    assert pr.unseparated_sentence(m) == (
+        "The 2 pairs the block calls not separated would each need 250 to 400 mixed tasks to "
+        "tell apart a difference of 0.05 (from each pair's own spread, power 0.8)."
+    )
+    for pairs in m["power"]["pairs"].values():
+        for p in pairs.values():
+            p["separated"] = True
+    assert pr.unseparated_sentence(m) is None
+
+
+def test_mostly_unscored_judges_and_their_rank() -> None:
+    m = metrics()
+    said = pr.unscored_sentence(m) or ""
+    assert said.startswith("ruler-c returns no usable score for most candidates (70.0%, 70 of")
+    assert "rest on 8 mixed tasks against 40 for the other LLM judges" in said
+    # nothing separates ruler-c from the others above it: it could still rank first
+    assert "cannot rank first" not in said
+    m["power"]["pairs"]["rubric-a"]["ruler-c"] |= {"p_value": 0.001, "separated": True}
+    assert "cannot rank first (rank 2–" in (pr.unscored_sentence(m) or "")
+    m["evaluators"]["ruler-c"]["unscored_rate"] = 0.5
+    assert pr.unscored_sentence(m) is None
+
+
+def probe_judge(acc: float, across: tuple, repeats: tuple, gap: tuple) -> dict[str, Any]:
+    return {
+        "calibration": truth("order_consistent_accuracy", acc, acc - 0.1, acc + 0.1, 30),
+        "position": truth("position_consistency", *across, 30),
+        "noise_floor": truth("position_consistency", *repeats, 30),
+        "self_preference": {**truth("family_gap", *gap, 19), "family_gap_confounded": False},
+    }
+
+
+def test_probes_say_order_sway_and_family_gap_only_by_valid_cis() -> None:
+    probes = {
+        "settings": {"tasks": [f"HumanEval/{i}" for i in range(3)]},
+        "judges": {
+            "ruler-b": probe_judge(0.2, (0.3, 0.2, 0.4), (0.8, 0.7, 0.9), (0.2, 0.1, 0.3)),
+            "rubric-a": probe_judge(0.5, (0.6, 0.5, 0.7), (0.65, 0.55, 0.75), (0.1, -0.1, 0.3)),
+        },
+    }
+    said = pr.probes_bullet(probes) or ""
+    assert said.startswith("The probes ran on HumanEval/0–2 for rubric-a and ruler-b")
+    assert "rubric-a 0.500 [0.400, 0.600], n = 30; ruler-b 0.200" in said  # best first
+    assert "The order sways ruler-b" in said and "sways rubric-a" not in said  # CIs overlap
+    assert "ruler-b scores code from its own model family above" in said
+    assert "rubric-a scores" not in said  # its gap's CI reaches 0
+    confounded = copy.deepcopy(probes)
+    confounded["judges"]["ruler-b"]["self_preference"]["family_gap_confounded"] = True
+    assert "model family" not in (pr.probes_bullet(confounded) or "")
+    assert pr.probes_bullet({"judges": {}}) is None
+    assert pr._task_span(["HumanEval/0", "HumanEval/2"]) == "2 tasks"
+
+
+def test_bullets_leave_out_what_has_nothing_to_say() -> None:
+    m = metrics()
+    heads = [b.split("**")[1] for b in pr.practice_bullets(m, None)]
+    assert heads == ["What a practitioner can take from it.", "Where the data stops."]
+    block = pr.practice_block(m, None)
+    assert block.count("\n- ") == 1 and block.startswith("- **What a practitioner")
