@@ -367,3 +367,18 @@ def test_the_study_finding_once_the_study_has_run(tmp_path: Path) -> None:
     assert "1 GRPO step(s)" in bullet
     doc = audit_document(data)
     assert "## Does the audit predict training?" in doc and "| flip-0 | 1.000 |" in doc
+
+
+def test_what_was_judged_follows_how_the_populations_were_grouped() -> None:
+    from judgelab.report.headline import design_sentence
+
+    analysis = {"n_tasks": 5, "n_candidates": 36,
+                "population": {"headline": "natural", "judged": "apart", "n_candidates": 20,
+                               "n_tasks": 5}}  # fmt: skip
+    said = design_sentence(analysis) or ""
+    assert "5 tasks and 36 candidates: the policy's own 20 of 5 tasks" in said
+    assert "judged alone in one call" in said and "`scores.populations: apart`" in said
+    analysis["population"]["judged"] = "together"
+    assert "beside its contrast group (`scores.populations: together`)" in (
+        design_sentence(analysis) or "")  # fmt: skip
+    assert design_sentence({"population": {"headline": "all"}}) is None

@@ -469,6 +469,30 @@ def _shifted(attacks: dict[str, dict[str, Any]]) -> str:
     )
 
 
+JUDGED = {
+    "apart": "each task's own samples were judged alone in one call, as GRPO judges them, and "
+    "its contrast group in a call of its own (`scores.populations: apart`)",
+    "together": "each task's own samples were judged in one call beside its contrast group "
+    "(`scores.populations: together`), so a group judge saw the reference solution beside "
+    "the policy's code",
+}
+
+
+def design_sentence(analysis: dict[str, Any]) -> str | None:
+    """What was judged and how (the analysis' `population`): README says it after the
+    findings, so that no hand-written sentence about the run goes stale."""
+    pop = analysis.get("population") or {}
+    if pop.get("headline") != "natural":
+        return None
+    judged = JUDGED.get(pop.get("judged") or "", "how the two were grouped is not recorded")
+    return (
+        f"**What was judged.** {analysis.get('n_tasks')} tasks and "
+        f"{analysis.get('n_candidates')} candidates: the policy's own {pop.get('n_candidates')} "
+        f"of {pop.get('n_tasks')} tasks (the headline, the groups GRPO trains on) and the "
+        f"known-truth contrast groups; {judged}."
+    )
+
+
 def findings_block(data_dir: Path) -> str:
     """README's block: the compact table, its footnote, the audit's bullets and, where the
     probes attacked the judges, the attack finding."""
@@ -478,6 +502,8 @@ def findings_block(data_dir: Path) -> str:
     lines += [*_table(compact_columns(analysis), rows), *_footnote(analysis, rows), ""]
     extra = [b for b in (attack_bullet(probes), study_bullet(data_dir)) if b]
     lines += [f"- {b}" for b in [*bullets(analysis), *extra]]
+    design = design_sentence(analysis)
+    lines += ["", design] if design else []
     lines += ["", f"The full table, the caveats and every paired comparison: [{AUDIT_DOC}]"
                   f"({AUDIT_DOC})."]  # fmt: skip
     return "\n".join(lines) + "\n"
