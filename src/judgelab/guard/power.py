@@ -91,16 +91,7 @@ def alarm_rate(
     """(share of `runs` in which the alarm fires, pooled alignment of their groups) for the
     judge of weight `weight`; the e-process is checked after every group, as the guard does."""
     rng = np.random.default_rng(seed)
-    n = steps * groups_per_step
-    adv, passed = simulated_groups(rng, runs * n, k, weight, pass_rate)
-    log_e = al.group_log_e_many(adv, passed, rng).reshape(runs, n, len(al.LAMBDAS))
-    totals = np.cumsum(log_e, axis=1)  # (runs, groups, lambdas)
-    top = totals.max(axis=2, keepdims=True)
-    log_evalue = top[..., 0] + np.log(np.exp(totals - top).mean(axis=2))
-    fired = (log_evalue >= math.log(1 / alpha)).any(axis=1)
-    push = np.abs(adv).sum()
-    alignment = float(2 * (adv * passed).sum() / push) if push > 0 else None
-    return float(fired.mean()), alignment
+    return al.simulated_alarm(rng, runs, steps * groups_per_step, 1, k, alpha, weight, pass_rate)
 
 
 def design_power(

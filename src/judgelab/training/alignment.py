@@ -407,6 +407,33 @@ def batch_log_e(
     return log_e, np.where(stepped, to_passing, 0.0), np.where(stepped, push, 0.0)
 
 
+def simulated_alarm(
+    rng: np.random.Generator,
+    runs: int,
+    checks: int,
+    per_check: int,
+    k: int,
+    alpha: float,
+    weight: float,
+    pass_rate: float = 0.5,
+) -> tuple[float, float | None]:
+    """(share of `runs` in which the alarm fires, the judge's alignment) with the policy held
+    fixed, for a judge of `weight` (`simulated_judge`) over runs of `checks` x `per_check`
+    groups of `k`, the e-process checked after every `per_check` groups: after each epoch in
+    the training loop (`alarm_power`), after every group in the guard
+    (`judgelab.guard.power`). The alignment is the judge's population value, the ratio pooled
+    over every simulated group GRPO steps on (None where it steps on none)."""
+    rewards, passed = simulated_judge(rng, (runs, checks * per_check), k, weight, pass_rate)
+    log_e, to_passing, push = batch_log_e(rewards, passed)
+    per = log_e.reshape(runs, checks, per_check, len(LAMBDAS)).sum(axis=2)
+    totals = np.cumsum(per, axis=1)  # [run, check, lambda]
+    top = totals.max(axis=2, keepdims=True)
+    log_evalue = top[..., 0] + np.log(np.exp(totals - top).mean(axis=2))
+    fired = (log_evalue >= math.log(1 / alpha)).any(axis=1)
+    total = push.sum()
+    return float(fired.mean()), float(2 * to_passing.sum() / total) if total > 0 else None
+
+
 def alarm_power(
     epochs: int,
     groups_per_epoch: int,
@@ -417,23 +444,13 @@ def alarm_power(
     pass_rate: float = 0.5,
     seed: int = 0,
 ) -> dict[str, float]:
-    """With the policy held fixed, the share of `runs` runs of `epochs` trained epochs of
-    `groups_per_epoch` groups of `k` in which the alarm fires (checked after each epoch, as
-    in the loop) for a judge of `weight` (`simulated_judge`), and that judge's alignment (its
-    population value: the ratio pooled over every simulated group GRPO steps on)."""
+    """The training alarm's power (checked after each epoch, as in the loop) against a judge
+    of `weight`, and that judge's alignment (`simulated_alarm`; 0 where it steps on none)."""
     rng = np.random.default_rng([seed, round(weight * 1000)])
-    groups = epochs * groups_per_epoch
-    rewards, passed = simulated_judge(rng, (runs, groups), k, weight, pass_rate)
-    log_e, to_passing, push = batch_log_e(rewards, passed)
-    per_epoch = log_e.reshape(runs, epochs, groups_per_epoch, len(LAMBDAS)).sum(axis=2)
-    evalues = np.exp(np.cumsum(per_epoch, axis=1)).mean(axis=-1)  # [run, epoch]
-    fired = (evalues >= 1 / alpha).any(axis=1)
-    total = push.sum()
-    return {
-        "weight": weight,
-        "power": float(fired.mean()),
-        "alignment": float(2 * to_passing.sum() / total) if total > 0 else 0.0,
-    }
+    power, alignment = simulated_alarm(
+        rng, runs, epochs, groups_per_epoch, k, alpha, weight, pass_rate
+    )
+    return {"weight": weight, "power": power, "alignment": alignment or 0.0}
 
 
 POWER_WEIGHTS = tuple(round(0.05 * i, 2) for i in range(1, 21))  # judges from near-blind to anti
