@@ -130,7 +130,10 @@ def test_mostly_unscored_judges_and_their_rank() -> None:
     # nothing separates ruler-c from the others above it: it could still rank first
     assert "cannot rank first" not in said
     m["power"]["pairs"]["rubric-a"]["ruler-c"] |= {"p_value": 0.001, "separated": True}
-    assert "cannot rank first (rank 2–" in (pr.unscored_sentence(m) or "")
+    said = pr.unscored_sentence(m) or ""
+    assert "counts each unscored candidate as no push" in said and "rank first (rank 2–" in said
+    m["decision"]["primary"] = "pairwise_accuracy_strict"  # no such claim for another primary
+    assert "no push" not in (pr.unscored_sentence(m) or "")
     m["evaluators"]["ruler-c"]["unscored_rate"] = 0.5
     assert pr.unscored_sentence(m) is None
 

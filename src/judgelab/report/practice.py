@@ -153,7 +153,6 @@ def unscored_sentence(analysis: dict[str, Any]) -> str | None:
     """The LLM judges that return no usable score for most candidates, and what that costs."""
     evs, truth = analysis.get("evaluators") or {}, _truth(analysis)
     d = decision(analysis)
-    label = LABELS.get(d["primary"], d["primary"])
     n_key = "pairwise_accuracy_strict_n_groups"
     llm = _llm(analysis)
     ranks = rank_judges(analysis).get("ranks") or {}
@@ -176,10 +175,9 @@ def unscored_sentence(analysis: dict[str, Any]) -> str | None:
             )
         best = (ranks.get(n) or (None, None))[0]
         if best is not None and best > 1:
-            text += (
-                f"; {label} counts each unscored candidate as no push, and it cannot rank "
-                f"first (rank {best}–{ranks[n][1]})"
-            )
+            why = ("; signal fidelity counts each unscored candidate as no push (advantage 0)"
+                   if d["primary"] == "signal_fidelity" else "")  # fmt: skip
+            text += f"{why}; it cannot rank first (rank {best}–{ranks[n][1]})"
         out.append(text + ".")
     return " ".join(out) or None
 
