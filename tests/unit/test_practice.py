@@ -75,7 +75,7 @@ def test_pairs_right_says_below_half_only_when_every_llm_judge_is_below() -> Non
     assert pr.pairs_sentence(m) is None  # above 0.5 but not by a valid CI: nothing claimed
     m["evaluators"]["rubric-a"]["truth"]["pairwise_accuracy_strict_ci_low"] = 0.51
     said = pr.pairs_sentence(m)
-    assert said is not None and said.startswith("rubric-a get most") and "by a valid CI" in said
+    assert said is not None and said.startswith("rubric-a gets most") and "by a valid CI" in said
 
 
 def test_without_tests_names_the_judge_and_the_higher_rejected_rewards() -> None:

@@ -60,7 +60,8 @@ def pairs_sentence(analysis: dict[str, Any]) -> str | None:
     above = [n for n in llm if (truth[n].get(f"{key}_ci_low") or 0) > 0.5]
     if above:
         named = "; ".join(f"{n} {with_n(truth[n], key)}" for n in above)
-        return f"{and_list(above)} get most passing–failing pairs right by a valid CI: {named}."
+        verb = "gets" if len(above) == 1 else "get"
+        return f"{and_list(above)} {verb} most passing–failing pairs right by a valid CI: {named}."
     if all(truth[n][key] < 0.5 for n in llm):
         return (
             "No LLM judge gets most passing–failing pairs right: each one's strict pairwise "
