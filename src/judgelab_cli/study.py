@@ -58,12 +58,11 @@ def study(
     bank_size: Annotated[int, typer.Option(min=1, help="--rollouts, no --bank: bank tasks.")] = 8,
     min_ci_arms: Annotated[int, typer.Option(min=3, help="Fewest arms for a CI.")] = 6,
 ) -> None:
-    """Measure what one GRPO step of each arm from the base policy does on the same groups
-    (same seeds, same samples: only the reward differs) to a bank of held-out samples: to
-    first order for every arm at once (the default), or by training each arm for a few steps
-    (--method steps). Then say how well each audit figure predicts the effect (rank
-    correlation and line, with CIs over tasks and seeds). Writes effects.json,
-    rewards.parquet, prediction.json and study.md."""
+    """What one GRPO step of each arm from the base policy on the same groups (only the
+    reward differs) does to a bank of held-out samples: to first order for every arm at once
+    (the default), or by a few steps per arm (--method steps); and how well each audit figure
+    predicts it (CIs over tasks and seeds). Writes effects.json, rewards.parquet,
+    prediction.json and study.md."""
     from judgelab.config import load_settings
     from judgelab.config.training import StudySettings
     from judgelab.training.study import run_study, study_tasks
