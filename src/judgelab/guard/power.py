@@ -69,15 +69,6 @@ class Power:
         )
 
 
-def simulated_groups(
-    rng: np.random.Generator, n: int, k: int, weight: float, pass_rate: float = 0.5
-) -> tuple[np.ndarray, np.ndarray]:
-    """n groups of k: GRPO's advantages (ART's definition, as `grpo.group_advantages`) of the
-    simulated judge's rewards (`alignment.simulated_judge`), and the verdicts."""
-    rewards, passed = al.simulated_judge(rng, (n,), k, weight, pass_rate)
-    return al.batch_advantages(rewards), passed
-
-
 def alarm_rate(
     steps: int,
     groups_per_step: int,
