@@ -11,6 +11,10 @@ On a terminal this is a rich bar redrawn in place. Elsewhere (CI logs, `dvc repr
 a file) it is one plain line per step or relabel — `[judgelab] scores: 3/8 group, 45 s/group,
 elapsed 2:15, ETA 3:45` — so a long stage is never silent. `JUDGELAB_PROGRESS=0` turns both
 off. Library code keeps using `logging`; only flows and the CLI open progress.
+
+The rate and the ETA leave out the opening run of steps that came at once (`Pace`): a resumed
+stage first replays its cached units in a few seconds, and counting them would put hours of
+judge calls at minutes. A stage of quick steps only keeps the plain average.
 """
 
 from __future__ import annotations
@@ -30,7 +34,6 @@ from rich.progress import (
     Task,
     TextColumn,
     TimeElapsedColumn,
-    TimeRemainingColumn,
 )
 from rich.text import Text
 
@@ -50,15 +53,71 @@ def format_rate(speed: float | None, unit: str) -> str:
     return f"{1 / speed:.0f} s/{unit}"
 
 
+# A step that comes within this many seconds of the one before, while every step so far
+# has, is part of the opening run of instant steps (cache hits) that the rate leaves out.
+INSTANT_S = 1.0
+
+
+class Pace:
+    """Steps per second and the time left, leaving out an opening run of instant steps.
+
+    Until a step takes longer than `INSTANT_S`, each step moves the rate's origin (its count
+    and its clock) to itself; from the first slow step on, the origin stays and the rate is
+    the average since it. While no step has been slow (a stage of quick local units, or a
+    resumed one still replaying its cache) the rate is the plain average since the start, and
+    so is a fresh run's, whose first step is slow."""
+
+    def __init__(self, now: float) -> None:
+        self.start = self.last = self.origin_time = now
+        self.done = self.origin_done = 0
+        self.opening = True  # every step so far came at once
+
+    def step(self, n: int, now: float) -> None:
+        if n <= 0:
+            return
+        self.done += n
+        if self.opening and now - self.last <= INSTANT_S:
+            self.origin_done, self.origin_time = self.done, now
+        else:
+            self.opening = False
+        self.last = now
+
+    @property
+    def instant(self) -> int:
+        """The steps the rate leaves out."""
+        return 0 if self.opening else self.origin_done
+
+    def speed(self, now: float) -> float | None:
+        done, since = (0, self.start) if self.opening else (self.origin_done, self.origin_time)
+        counted, spent = self.done - done, now - since
+        return counted / spent if counted > 0 and spent > 0 else None
+
+    def eta(self, total: int | None, now: float) -> float | None:
+        speed = self.speed(now)
+        return (total - self.done) / speed if speed and total is not None else None
+
+
 class RateColumn(ProgressColumn):
-    """Items per second (or seconds per item), from rich's own moving speed estimate."""
+    """Items per second (or seconds per item), from the task's `Pace`."""
 
     def __init__(self, unit: str) -> None:
         super().__init__()
         self.unit = unit
 
     def render(self, task: Task) -> Text:
-        return Text(format_rate(task.speed, self.unit), style="progress.data.speed")
+        pace: Pace = task.fields["pace"]
+        return Text(
+            format_rate(pace.speed(time.monotonic()), self.unit), style="progress.data.speed"
+        )
+
+
+class EtaColumn(ProgressColumn):
+    """The time left at the task's `Pace`."""
+
+    def render(self, task: Task) -> Text:
+        pace: Pace = task.fields["pace"]
+        eta = pace.eta(None if task.total is None else int(task.total), time.monotonic())
+        return Text(format_clock(eta), style="progress.remaining")
 
 
 def enabled() -> bool:
@@ -76,12 +135,11 @@ def format_clock(seconds: float | None) -> str:
 
 
 class _Lines:
-    """The non-terminal form: one line per step, with elapsed time and a linear ETA."""
+    """The non-terminal form: one line per step, with elapsed time and the ETA at its `Pace`."""
 
     def __init__(self, description: str, total: int | None, unit: str, console: Console) -> None:
         self.description, self.total, self.unit, self.console = description, total, unit, console
-        self.done = 0
-        self.start = time.monotonic()
+        self.pace = Pace(time.monotonic())
 
     def __call__(
         self, n: int = 1, *, description: str | None = None, total: int | None = None
@@ -91,22 +149,24 @@ class _Lines:
             self.description = description
         if total is not None:
             self.total = total
-        self.done += n
         if n or changed:
+            now = time.monotonic()
+            self.pace.step(n, now)
             self.console.print(
-                self.line(time.monotonic() - self.start),
+                self.line(now),
                 highlight=False,
                 markup=False,
                 soft_wrap=True,  # one line in a log, whatever the console's width
             )
 
-    def line(self, elapsed: float) -> str:
-        speed = self.done / elapsed if self.done and elapsed > 0 else None
-        count = f"{self.done}/{self.total}" if self.total is not None else f"{self.done}"
-        eta = (self.total - self.done) / speed if speed and self.total is not None else None
+    def line(self, now: float) -> str:
+        pace = self.pace
+        count = f"{pace.done}/{self.total}" if self.total is not None else f"{pace.done}"
+        instant = f" ({pace.instant} at once, not in the rate)" if pace.instant else ""
         return (
-            f"[judgelab] {self.description}: {count} {self.unit}, {format_rate(speed, self.unit)}, "
-            f"elapsed {format_clock(elapsed)}, ETA {format_clock(eta)}"
+            f"[judgelab] {self.description}: {count} {self.unit}, "
+            f"{format_rate(pace.speed(now), self.unit)}, elapsed {format_clock(now - pace.start)}, "
+            f"ETA {format_clock(pace.eta(self.total, now))}{instant}"
         )
 
 
@@ -138,17 +198,17 @@ def progress(
         TextColumn("elapsed"),
         TimeElapsedColumn(),
         TextColumn("ETA"),
-        TimeRemainingColumn(),
+        EtaColumn(),
         console=console,
-        # judge calls take tens of seconds: average the speed over the whole run
-        speed_estimate_period=3600,
     )
     with bar:
-        task_id = bar.add_task(description, total=total)
+        pace = Pace(time.monotonic())
+        task_id = bar.add_task(description, total=total, pace=pace)
 
         def advance(
             n: int = 1, *, description: str | None = None, total: int | None = None
         ) -> None:
+            pace.step(n, time.monotonic())
             bar.update(task_id, advance=n, description=description, total=total)
 
         yield advance

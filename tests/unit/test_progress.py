@@ -7,7 +7,7 @@ import io
 import pytest
 from rich.console import Console
 
-from judgelab.progress import format_rate, progress
+from judgelab.progress import Pace, format_rate, progress
 
 
 def test_format_rate_fast_and_slow() -> None:
@@ -55,6 +55,35 @@ def test_not_a_terminal_prints_a_line_per_step_with_elapsed_and_eta(
         "[judgelab] train: scoring: 1/4 step, 30 s/step, elapsed 0:30, ETA 1:30",
         "[judgelab] train: scoring: 2/4 step, 30 s/step, elapsed 1:00, ETA 1:00",
     ]
+
+
+def test_a_resumed_stage_leaves_its_cache_replay_out_of_the_rate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Three cached units at once, then judge calls of 50 s: the ETA is at 50 s a unit, not at
+    the 4 units in 50 s the plain average would give."""
+    clock = iter([0.0, 0.01, 0.02, 0.03, 50.03, 150.03])
+    monkeypatch.setattr("judgelab.progress.time.monotonic", lambda: next(clock))
+    buf = io.StringIO()
+    with progress("scores", 10, unit="group", console=Console(file=buf, width=40)) as advance:
+        for _ in range(5):
+            advance()
+    lines = buf.getvalue().splitlines()
+    # while every unit came at once, the plain average
+    assert lines[2] == "[judgelab] scores: 3/10 group, 100.0 group/s, elapsed 0:00, ETA 0:00"
+    assert lines[3:] == [
+        "[judgelab] scores: 4/10 group, 50 s/group, elapsed 0:50, ETA 5:00 "
+        "(3 at once, not in the rate)",
+        "[judgelab] scores: 5/10 group, 75 s/group, elapsed 2:30, ETA 6:15 "
+        "(3 at once, not in the rate)",
+    ]
+
+
+def test_a_stage_of_quick_units_keeps_the_plain_average() -> None:
+    pace = Pace(0.0)
+    for i in range(1, 5):
+        pace.step(1, i * 0.5)
+    assert pace.instant == 0 and pace.speed(2.0) == 2.0 and pace.eta(10, 2.0) == 3.0
 
 
 def test_library_chatter_is_quiet_unless_verbose() -> None:
