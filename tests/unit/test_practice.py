@@ -29,7 +29,7 @@ def judge(protocol: str, sf: tuple, strict: tuple, flat: float = 0.1, unscored: 
 
 def metrics() -> dict[str, Any]:
     """Tests beat every judge; the rubric is the only acceptable one; syntax scores higher
-    but is flat; ruler-b gives almost nothing; ruler-c is mostly unscored."""
+    but is flat; ruler-b is flat in most mixed groups; ruler-c is mostly unscored."""
     evs = {
         "execution": {"protocol": "execution", "truth": {}},
         "syntax": judge("rule", (0.30, 0.20, 0.40, 50), (0.2, 0.1, 0.3, 40), flat=0.6),
@@ -56,16 +56,6 @@ def metrics() -> dict[str, Any]:
             "population": {"headline": "natural", "judged": "apart"}}  # fmt: skip
 
 
-def test_train_on_the_tests_only_where_they_beat_every_judge() -> None:
-    m = metrics()
-    said = pr.tests_sentence(m)
-    assert said is not None and "train on them" in said and "syntax's 0.400" in said
-    m["decision"]["tests_beat"].remove("ruler-c")
-    assert pr.tests_sentence(m) is None
-    m["decision"]["tests"] = None
-    assert pr.tests_sentence(metrics() | {"decision": m["decision"]}) is None
-
-
 def test_pairs_right_says_below_half_only_when_every_llm_judge_is_below() -> None:
     m = metrics()
     said = pr.pairs_sentence(m)
@@ -78,36 +68,22 @@ def test_pairs_right_says_below_half_only_when_every_llm_judge_is_below() -> Non
     assert said is not None and said.startswith("rubric-a gets most") and "by a valid CI" in said
 
 
-def test_without_tests_names_the_judge_and_the_higher_rejected_rewards() -> None:
+def test_rejected_rewards_that_score_as_high_as_the_named_judge() -> None:
     m = metrics()
-    said = pr.without_tests_sentence(m)
-    assert said is not None
-    assert said.startswith("Without tests, rubric-a is the only reward that passes")
-    assert "syntax (0.300 [0.200, 0.400], n = 50: one score for a whole mixed group" in said
-    assert "ruler-b" not in said  # rejected, but below the rubric
-    m["decision"]["rejected"].pop("syntax")
-    assert pr.without_tests_sentence(m) == (
-        "Without tests, rubric-a is the only reward that passes the rejection rules."
-    )
+    assert pr.rejected_higher_sentence(m) == (
+        "syntax (0.300 [0.200, 0.400], n = 50) scores as high on signal fidelity as rubric-a, "
+        "the judge the decision names, but is rejected (syntax: one score for a whole mixed "
+        "group in more than 50% of them)."
+    )  # ruler-b is rejected too, but below the rubric
+    m["evaluators"]["ruler-b"]["truth"]["signal_fidelity"] = 0.2  # as high: named beside
+    said = pr.rejected_higher_sentence(m) or ""
+    assert said.startswith("syntax (0.300") and "; ruler-b (0.200" in said
+    assert "score as high" in said and "are rejected (syntax: one score" in said
+    m["decision"]["rejected"] = {}
+    assert pr.rejected_higher_sentence(m) is None
+    m = metrics()
     m["decision"] |= {"verdict": "cannot_tell", "judge": None}
-    assert pr.without_tests_sentence(m) is None
-
-
-def test_reference_guided_only_when_judged_together() -> None:
-    m = metrics()
-    assert pr.guided_sentence(m) is None
-    m["population"]["judged"] = "together"
-    assert "reference-guided" in (pr.guided_sentence(m) or "")
-
-
-def test_almost_nothing_only_above_the_flat_share() -> None:
-    m = metrics()
-    assert pr.flat_sentence(m) == (
-        "ruler-b gives GRPO almost nothing: one score for a whole mixed group in 90.0% "
-        "(36 of 40) of them."
-    )  # syntax is flatter than most but no LLM judge; 0.6 is not above 0.8 anyway
-    m["evaluators"]["ruler-b"]["truth"]["zero_advantage_mixed_rate"] = pr.FLAT
-    assert pr.flat_sentence(m) is None
+    assert pr.rejected_higher_sentence(m) is None
 
 
 def test_unseparated_pairs_quote_the_tasks_each_would_need() -> None:

@@ -1,5 +1,7 @@
 """README's reading of a finished audit for a practitioner: what to take from it, where the
-data stops, and what the probes add. Every sentence is generated from the figures it names
+data stops, and what the probes add. It follows the findings block and does not repeat it:
+the decision (the tests, the judge to use, the rejections, a reference-guided design) and the
+flat groups are said there. Every sentence is generated from the figures it names
 (`metrics.json` of the analysis and of the probes) and is said only where they bear it out:
 a claim that a rerun no longer supports is not written. tests/unit/test_practice.py holds
 each sentence to hand-made figures on both sides of its condition.
@@ -16,11 +18,10 @@ from typing import Any
 from judgelab.analysis.power import LABELS
 from judgelab.analysis.ranking import rank_judges
 from judgelab.report.decision import decision
-from judgelab.report.format import and_list, fmt_num, fmt_pct, with_n
+from judgelab.report.format import and_list, fmt_pct, with_n
 
 BEGIN, END = "<!-- reference-practice:begin -->", "<!-- reference-practice:end -->"
 NOT_JUDGES = ("rule", "execution")  # protocols that are no LLM judge
-FLAT = 0.8  # a judge whose mixed groups are flat this often gives GRPO almost nothing
 
 
 def _truth(analysis: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -31,22 +32,6 @@ def _truth(analysis: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def _llm(analysis: dict[str, Any]) -> list[str]:
     evs = analysis.get("evaluators") or {}
     return sorted(n for n, ev in evs.items() if ev.get("protocol") not in NOT_JUDGES)
-
-
-def tests_sentence(analysis: dict[str, Any]) -> str | None:
-    """Train on the tests where every reward's primary lies below theirs by a valid CI."""
-    d = decision(analysis)
-    truth = _truth(analysis)
-    key, label = d["primary"], LABELS.get(d["primary"], d["primary"])
-    scored = {n: t for n, t in truth.items() if t.get(f"{key}_ci_high") is not None}
-    if d.get("tests") is None or not scored or set(d["tests_beat"]) != set(scored):
-        return None
-    top = max(scored, key=lambda n: scored[n][f"{key}_ci_high"])
-    return (
-        f"Where a task has tests, train on them: every reward's {label} lies below the tests' "
-        f"{d['tests']:g} by a valid CI, and the highest upper end of a CI is {top}'s "
-        f"{fmt_num(scored[top][f'{key}_ci_high'])}."
-    )
 
 
 def pairs_sentence(analysis: dict[str, Any]) -> str | None:
@@ -71,19 +56,13 @@ def pairs_sentence(analysis: dict[str, Any]) -> str | None:
     return None
 
 
-def without_tests_sentence(analysis: dict[str, Any]) -> str | None:
-    """The reward to use without tests, and the rewards that score as high but are rejected."""
+def rejected_higher_sentence(analysis: dict[str, Any]) -> str | None:
+    """The rejected rewards that score at least as high as the judge the decision names (the
+    decision itself, the tests and the rejections, opens the findings block)."""
     d = decision(analysis)
     if d["verdict"] != "judge":
         return None
     truth, key, j = _truth(analysis), d["primary"], d["judge"]
-    label = LABELS.get(key, key)
-    only = len(d.get("acceptable") or [j]) == 1
-    lead = (
-        f"Without tests, {j} is the only reward that passes the rejection rules"
-        if only
-        else f"Without tests, {j} is the reward to use"
-    )
     level = truth[j].get(key)
     values = {n: truth.get(n, {}).get(key) for n in d.get("rejected") or {}}
     higher = [
@@ -92,44 +71,13 @@ def without_tests_sentence(analysis: dict[str, Any]) -> str | None:
         if level is not None and v is not None and v >= level and d["rejected"][n]
     ]
     if not higher:
-        return f"{lead}."
-    parts = [f"{n} ({with_n(truth[n], key)}: {', '.join(d['rejected'][n])})" for n in higher]
-    return f"{lead}; {'; '.join(parts)} {'scores' if len(higher) == 1 else 'score'} as " \
-        f"high on {label} but {'is' if len(higher) == 1 else 'are'} rejected."  # fmt: skip
-
-
-def guided_sentence(analysis: dict[str, Any]) -> str | None:
-    if (analysis.get("population") or {}).get("judged") != "together":
         return None
+    one = len(higher) == 1
+    parts = "; ".join(f"{n} ({with_n(truth[n], key)})" for n in higher)
+    why = "; ".join(f"{n}: {', '.join(d['rejected'][n])}" for n in higher)
     return (
-        "That rests on reference-guided figures: each task's samples were judged beside its "
-        "known-truth contrast group, which GRPO never shows a judge."
-    )
-
-
-def flat_sentence(analysis: dict[str, Any]) -> str | None:
-    """The LLM judges that give one score to a whole mixed group in more than `FLAT` of them."""
-    truth = _truth(analysis)
-    key = "zero_advantage_mixed_rate"
-    flat = [n for n in _llm(analysis) if (truth[n].get(key) or 0) > FLAT]
-    if not flat:
-        return None
-    flat.sort(key=lambda n: -truth[n][key])
-    rates = {
-        n: f"{fmt_pct(truth[n][key])} ({truth[n].get('n_zero_advantage_mixed')} of "
-        f"{truth[n].get('n_pair_groups')})"
-        for n in flat
-    }
-    if len(flat) == 1:
-        (n,) = flat
-        return (
-            f"{n} gives GRPO almost nothing: one score for a whole mixed group in {rates[n]} "
-            "of them."
-        )
-    parts = "; ".join(f"{n} {rates[n]}" for n in flat)
-    return (
-        f"{and_list(flat)} give GRPO almost nothing: one score for a whole mixed group in "
-        f"most of them ({parts})."
+        f"{parts} {'scores' if one else 'score'} as high on {LABELS.get(key, key)} as {j}, "
+        f"the judge the decision names, but {'is' if one else 'are'} rejected ({why})."
     )
 
 
@@ -256,10 +204,7 @@ def _family_sentences(judges: dict[str, Any]) -> list[str]:
 
 def practice_bullets(analysis: dict[str, Any], probes: dict[str, Any] | None) -> list[str]:
     """README's bullets after the findings block; a bullet with nothing to say is left out."""
-    take = [
-        tests_sentence(analysis), pairs_sentence(analysis), without_tests_sentence(analysis),
-        guided_sentence(analysis), flat_sentence(analysis),
-    ]  # fmt: skip
+    take = [pairs_sentence(analysis), rejected_higher_sentence(analysis)]
     stops = [unseparated_sentence(analysis), unscored_sentence(analysis)]
     bullets = [
         ("What a practitioner can take from it.", take),
