@@ -16,7 +16,6 @@ from prefect import flow, get_run_logger, task
 
 from judgelab.cache import JsonCache
 from judgelab.config import load_settings
-from judgelab.evaluators.base import Evaluator
 from judgelab.evaluators.registry import build_evaluator
 from judgelab.evaluators.transport.detect import detections
 from judgelab.flows.fanout import UNIT_TASK, Lanes, Unit, fan_out
@@ -26,17 +25,14 @@ from judgelab.models.server import serve
 from judgelab.paths import cache_dir
 from judgelab.rollouts.generate import candidates_by_group
 from judgelab.schemas import validate_file
-from judgelab.scoring import run_id_for, score_group, scores_frame, stage_calls
+from judgelab.scoring import GroupCall, run_id_for, scores_frame, stage_calls
 from judgelab.scoring.failures import JudgeCallsFailed, failure_message, loud_failures
 from judgelab.tasks import tasks_from_frame
-from judgelab.verdicts import Candidate, Task
 
 
 @task(name="score-group", **UNIT_TASK)
-def score_group_task(
-    run_id: str, evaluator: Evaluator, task_: Task, candidates: list[Candidate], repeat: int
-) -> list[dict]:
-    return score_group(run_id, evaluator, task_, candidates, repeat)
+def score_group_task(call: GroupCall) -> list[dict]:
+    return call().rows
 
 
 @flow(name="judgelab-scores")
@@ -60,20 +56,7 @@ def scores_flow(
             build_evaluator(spec, endpoints, cache) for spec in settings.scores.evaluators
         ]
         calls = stage_calls(run_id, evaluators, task_list, groups, settings.scores.repeats)
-        units = [
-            Unit(
-                lanes.of(c.evaluator.spec.judge_model),
-                {
-                    "run_id": c.run_id,
-                    "evaluator": c.evaluator,
-                    "task_": c.task,
-                    "candidates": c.candidates,
-                    "repeat": c.repeat,
-                },
-                c.label,
-            )
-            for c in calls
-        ]
+        units = [Unit(lanes.of(c.evaluator.spec.judge_model), {"call": c}, c.label) for c in calls]
         results = fan_out(score_group_task, units, lanes.limits, stage="scores", unit="group")
     rows = [row for unit_rows in results for row in unit_rows]
     frame = scores_frame(rows)
