@@ -139,3 +139,19 @@ def test_first_order_effect_predicts_an_sgd_grpo_step() -> None:
     measured, _ = effect(before, after, BANK)
     assert abs(predicted) > 1e-6
     assert measured == pytest.approx(predicted, rel=0.05)
+
+
+def test_the_study_runs_in_float32_whatever_train_dtype_says(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """bfloat16 loses the study's effects (bench/first_order_precision.py): `auto`, which picks
+    bfloat16 on CUDA and bf16-native CPUs, and an explicit bfloat16 both give float32, the
+    latter with a warning that names the setting."""
+    from judgelab.config import TrainSettings
+    from judgelab.training.study import study_dtype
+
+    for setting in ("auto", "float32"):
+        assert study_dtype(TrainSettings(dtype=setting)) == "float32"
+    assert not caplog.records
+    assert study_dtype(TrainSettings(dtype="bfloat16")) == "float32"
+    assert "train.dtype bfloat16" in caplog.text

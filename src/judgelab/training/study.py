@@ -53,6 +53,25 @@ log = logging.getLogger(__name__)
 
 STUDY_RUN = "study"  # the run id of the study's calls
 
+# The study computes in float32 whatever `train.dtype` says. Its effects are differences of
+# mean log-probabilities of order 1e-7, and its first-order slopes must resolve a fresh
+# adapter's LoRA output beside the base model's: bfloat16's 8-bit mantissa loses both. On
+# CUDA at Qwen2.5-Coder-0.5B's shape, bfloat16 slopes correlated 0.05 with the exact ones and
+# float32's 0.999997 (bench/first_order_precision.py, docs/BENCHMARKS.md).
+STUDY_DTYPE = "float32"
+
+
+def study_dtype(train: TrainSettings) -> str:
+    """The dtype the study runs in (`STUDY_DTYPE`); a `train.dtype` of bfloat16, which the
+    training stage keeps, is named in a warning rather than followed."""
+    if train.dtype == "bfloat16":
+        log.warning(
+            "study: runs in %s; train.dtype bfloat16 applies to the training stage only "
+            "(the study's effects are below bfloat16's resolution)",
+            STUDY_DTYPE,
+        )
+    return STUDY_DTYPE
+
 
 @dataclass(frozen=True)
 class Arm:
@@ -460,5 +479,5 @@ def run_study(
             for s in specs
         ]  # fmt: skip
         plan = Study(arms, tests, draws, train, study, scorer, JsonCache(cache_dir(), "study"))
-        policy = Policy(policy_model.zoo, train.lora, train.device, dtype=train.dtype)
+        policy = Policy(policy_model.zoo, train.lora, train.device, dtype=study_dtype(train))
         return plan.run(policy, progress)
