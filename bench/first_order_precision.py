@@ -10,6 +10,10 @@ Qwen2.5-Coder-0.5B's shape with seeded random weights (no download; nothing here
 the weights' values but the magnitudes) and random token sequences.
 
     python bench/first_order_precision.py [--device cuda] [--layers 24] [--out results.json]
+        [--lora-in-base-dtype]
+
+The LoRA weights are float32 beside either base dtype, as `training.policy.Policy` holds
+them; `--lora-in-base-dtype` casts them with the base (the H200 run in docs/BENCHMARKS.md).
 
 `--layers 2 --vocab 2000 --hidden 128` is a quick dry run on a CPU. Results: docs/BENCHMARKS.md
 (*The first-order study's precision*).
@@ -56,7 +60,12 @@ def model(args: argparse.Namespace, dtype: torch.dtype) -> Any:
     base = Qwen2ForCausalLM(config)  # initialised on the CPU: the same weights every call
     torch.manual_seed(1)  # the adapter's A; B starts at 0 (peft's default), as in the study
     lora = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])
-    return get_peft_model(base, lora).to(device=args.device, dtype=dtype)
+    model = get_peft_model(base, lora).to(device=args.device, dtype=dtype)
+    if not args.lora_in_base_dtype:  # as `Policy` holds them: float32 beside any base dtype
+        for name, p in model.named_parameters():
+            if "lora_" in name:
+                p.data = p.data.float()
+    return model
 
 
 def sync(device: str) -> None:
@@ -72,6 +81,11 @@ def main() -> None:
     ap.add_argument("--vocab", type=int, default=151_936)
     ap.add_argument("--samples", type=int, default=16)
     ap.add_argument("--fd-step", type=float, default=0.01)
+    ap.add_argument(
+        "--lora-in-base-dtype",
+        action="store_true",
+        help="LoRA weights in the base's dtype (the product keeps them float32)",
+    )
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     rng = random.Random(0)
