@@ -18,14 +18,22 @@ if TYPE_CHECKING:
     from judgelab.training.study import StudyResult
 
 
+PARAMS, OUT = Path("params.yaml"), Path("data/study")
+ROLLOUTS_HELP = (
+    "Train on an audit's own groups: its rollouts table (e.g. data/rollouts/rollouts.parquet) "
+    "instead of samples drawn from train.policy."
+)
+REANALYSE_HELP = (
+    "Train nothing: recompute the figures and study.md from the effects.json and "
+    "rewards.parquet already under --out (with this params file's analysis settings); the "
+    "study's own options are read from effects.json."
+)
+
+
 def study(
-    params: Annotated[Path, typer.Option("--params", "-p", help="Parameters file.")] = Path(
-        "params.yaml"
-    ),
+    params: Annotated[Path, typer.Option("--params", "-p", help="Parameters file.")] = PARAMS,
     tasks: Annotated[Path, typer.Option("--tasks", help="Tasks table (training tasks).")] = TASKS,
-    out: Annotated[Path, typer.Option("--out", help="Where the study's files go.")] = Path(
-        "data/study"
-    ),
+    out: Annotated[Path, typer.Option("--out", help="Where the study's files go.")] = OUT,
     arm: Annotated[
         list[str] | None,
         typer.Option(
@@ -48,15 +56,10 @@ def study(
         str, typer.Option(help="Bank task ids, comma-separated ('': train.heldout's pool).")
     ] = "",
     bank_samples: Annotated[int, typer.Option(min=2, help="Samples per bank task.")] = 8,
-    rollouts: Annotated[
-        str | None,
-        typer.Option(
-            help="Train on an audit's own groups: its rollouts table (e.g. "
-            "data/rollouts/rollouts.parquet) instead of samples drawn from train.policy."
-        ),
-    ] = None,
+    rollouts: Annotated[str | None, typer.Option(help=ROLLOUTS_HELP)] = None,
     bank_size: Annotated[int, typer.Option(min=1, help="--rollouts, no --bank: bank tasks.")] = 8,
     min_ci_arms: Annotated[int, typer.Option(min=3, help="Fewest arms for a CI.")] = 6,
+    reanalyse: Annotated[bool, typer.Option(help=REANALYSE_HELP)] = False,
 ) -> None:
     """What one GRPO step of each arm from the base policy on the same groups (only the
     reward differs) does to a bank of held-out samples: to first order for every arm at once
@@ -70,14 +73,40 @@ def study(
     split = lambda s, kind: [kind(x) for x in s.split(",") if x.strip()]  # noqa: E731
     with exit_on_error():
         settings = load_settings(params)
-        plan = StudySettings(
-            arms=arm or [], flips=split(flips, float), placebo=placebo, seeds=split(seeds, int),
-            method=method, steps=steps, groups=groups, bank_ids=split(bank, str),
-            bank_samples=bank_samples, min_ci_arms=min_ci_arms, rollouts=rollouts,
-            bank_size=bank_size,
-        )  # fmt: skip
-        result = run_study(settings, plan, study_tasks(tasks), progress=typer.echo)
+        if reanalyse:
+            plan, result = _from_files(out)
+        else:
+            plan = StudySettings(
+                arms=arm or [], flips=split(flips, float), placebo=placebo,
+                seeds=split(seeds, int), method=method, steps=steps, groups=groups,
+                bank_ids=split(bank, str), bank_samples=bank_samples, min_ci_arms=min_ci_arms,
+                rollouts=rollouts, bank_size=bank_size,
+            )  # fmt: skip
+            result = run_study(settings, plan, study_tasks(tasks), progress=typer.echo)
         typer.echo(_write(settings, plan, result, out))
+
+
+def _from_files(out: Path) -> tuple[StudySettings, StudyResult]:
+    """A written study's settings and raw results, from its effects.json and rewards.parquet."""
+    import json
+
+    import polars as pl
+
+    from judgelab.config.training import StudySettings
+    from judgelab.errors import ConfigError
+    from judgelab.training.study import StudyResult
+
+    effects, rewards = out / "effects.json", out / "rewards.parquet"
+    for path in (effects, rewards):
+        if not path.exists():
+            raise ConfigError(f"--reanalyse: {path} does not exist (run the study first)")
+    raw = json.loads(effects.read_text())
+    result = StudyResult(
+        effects=raw["effects"], rewards=pl.read_parquet(rewards).to_dicts(),
+        terms=raw.get("terms") or [], slopes=raw.get("slopes") or [], bank=raw["bank"],
+        bank_tasks=raw["bank_tasks"], seconds=raw["seconds"],
+    )  # fmt: skip
+    return StudySettings(**raw["settings"]), result
 
 
 def _write(settings: Settings, plan: StudySettings, result: StudyResult, out: Path) -> str:
@@ -87,6 +116,7 @@ def _write(settings: Settings, plan: StudySettings, result: StudyResult, out: Pa
         arm_audit,
         effect_check,
         first_order_check,
+        judges_vs_planted,
         pooled_effects,
         predictions,
         reward_frame,
@@ -105,17 +135,20 @@ def _write(settings: Settings, plan: StudySettings, result: StudyResult, out: Pa
     placebo = next((p.name for p in planted if p.shuffle), None)
     raw = {"settings": plan.model_dump(), "bank": result.bank, "bank_tasks": result.bank_tasks,
            "seconds": result.seconds}  # fmt: skip
-    pooled = None
+    pooled, vs = None, None
     if plan.method == "first-order":
         pooled = pooled_effects(
             result.terms, settings.train.learning_rate, rule.resampled(plan.bootstrap, plan.seed)
         )
-        check = first_order_check(pooled, flips, placebo, rule.resampled(plan.bootstrap, plan.seed))
+        resampled = rule.resampled(plan.bootstrap, plan.seed)
+        check = first_order_check(pooled, flips, placebo, resampled)
+        if preds:
+            vs = judges_vs_planted(pooled, audits, flips, placebo, resampled, preds[0]["figure"])
         raw |= {"terms": result.terms, "slopes": result.slopes,
                 "pooled": {a: {k: v for k, v in p.items() if k not in ("num", "den")}
                            for a, p in pooled.items()}}  # fmt: skip
     else:
         check = effect_check(result.effects, flips, placebo)
-    text = study_markdown(preds, result.bank, result.seconds, check, pooled)
-    write_study(out, rewards, raw | {"effects": result.effects}, preds, audits, text, check)
+    text = study_markdown(preds, result.bank, result.seconds, check, pooled, vs)
+    write_study(out, rewards, raw | {"effects": result.effects}, preds, audits, text, check, vs)
     return text

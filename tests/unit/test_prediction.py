@@ -218,3 +218,49 @@ def test_the_first_order_check_by_hand() -> None:
     # too few rates: no slope CI, no verdict
     two = first_order_check(pooled, {"flip-0": 0.0, "flip-1": 1.0}, None, rule)
     assert two["holds"] is None and "could not be checked" in first_order_sentence(two)
+
+
+def test_judges_against_the_planted_line_by_hand() -> None:
+    """Three planted arms on the line effect = 2 · figure, a judge 0.5 above it at figure 0.25,
+    another on it; the residuals by hand, Bonferroni over the two judges, and the words."""
+    from judgelab.analysis.prediction import judges_vs_planted, pooled_effects
+    from judgelab.analysis.stats import CIRule
+    from judgelab.report.prediction import judges_sentence
+
+    wobble = [1.0 + 0.3 * np.sin(i) for i in range(20)]
+    effects = {"flip-0": 2.0, "flip-0.5": 0.0, "flip-1": -2.0, "judge-up": 1.0,
+               "judge-on": 0.5, "placebo": 0.0}  # fmt: skip
+    figures = {"flip-0": 1.0, "flip-0.5": 0.0, "flip-1": -1.0, "judge-up": 0.25,
+               "judge-on": 0.25, "placebo": 0.9}  # fmt: skip
+    # each task's n = effect · d (d = its wobble), with task-to-task noise that sums to 0
+    noise = [0.4 * (-1.0) ** i for i in range(20)]
+    terms = _terms({a: [(e * w + z, w) for w, z in zip(wobble, noise, strict=True)]
+                    for a, e in effects.items()})  # fmt: skip
+    rule = CIRule(min_groups=15, n_boot=400, seed=0, level=0.95)
+    pooled = pooled_effects(terms, 1.0, rule)
+    audits = {a: {"signal_fidelity": f} for a, f in figures.items()}
+    flips = {"flip-0": 0.0, "flip-0.5": 0.5, "flip-1": 1.0}
+    vs = judges_vs_planted(pooled, audits, flips, "placebo", rule)
+    assert vs["planted"] == ["flip-0", "flip-0.5", "flip-1"]  # the placebo is no planted arm
+    # least squares through (1, e0), (0, e.5), (-1, e1) by hand
+    e = [pooled[a]["effect"] for a in ("flip-1", "flip-0.5", "flip-0")]
+    assert vs["slope"] == pytest.approx((e[2] - e[0]) / 2)
+    assert vs["intercept"] == pytest.approx(sum(e) / 3)
+    up, on = vs["judges"]["judge-up"], vs["judges"]["judge-on"]
+    assert set(vs["judges"]) == {"judge-up", "judge-on"}
+    for j, arm in ((up, "judge-up"), (on, "judge-on")):
+        predicted = vs["intercept"] + vs["slope"] * 0.25
+        assert j["predicted"] == pytest.approx(predicted)
+        assert j["residual"] == pytest.approx(pooled[arm]["effect"] - predicted)
+        assert j["ci_level"] == pytest.approx(0.975) and j["n_tasks"] == 20
+    assert up["residual"] == pytest.approx(0.5, abs=0.02)
+    assert up["ci_low"] > 0 and on["ci_low"] < 0 < on["ci_high"]
+    text = judges_sentence(vs)
+    assert "97.5% CIs, corrected over the 2 judges" in text
+    assert "judge-up moves held-out passing code against failing more than its" in text
+    assert "judge-on is not off the line by a valid CI" in text
+    assert "cannot tell" not in text  # one judge is off the line
+    # too few planted arms: no line, and the words say why
+    two = judges_vs_planted(pooled, audits, {"flip-0": 0.0, "flip-1": 1.0}, "placebo", rule)
+    assert two["slope"] is None and two["judges"] == {}
+    assert "could not be set against the planted arms: 2 planted arms" in judges_sentence(two)

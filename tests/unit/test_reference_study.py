@@ -19,6 +19,7 @@ from scipy import stats as scipy_stats
 from judgelab.analysis.prediction import (
     arm_audit,
     first_order_check,
+    judges_vs_planted,
     pooled_effects,
     predictions,
 )
@@ -130,9 +131,19 @@ def test_every_figure_recomputes_from_the_tables() -> None:
     flips = {f"flip-{f:g}": f for f in plan["flips"]}
     check = first_order_check(pooled, flips, "placebo",
                               rule.resampled(plan["bootstrap"], plan["seed"]))  # fmt: skip
+    vs = judges_vs_planted(pooled, audits, flips, "placebo",
+                           rule.resampled(plan["bootstrap"], plan["seed"]))  # fmt: skip
     committed = json.loads((STUDY / "prediction.json").read_text())
     _close(committed["predictions"], clean_json(preds, STUDY_DIGITS, significant=True))
     _close(committed["effect_check"], clean_json(check, STUDY_DIGITS, significant=True))
+    _close(committed["judges_vs_planted"], clean_json(vs, STUDY_DIGITS, significant=True))
+    # independently: the planted arms' line (numpy) and each judge's distance from it
+    planted = sorted(flips)
+    slope, intercept = np.polyfit([audits[a]["signal_fidelity"] for a in planted],
+                                  [pooled[a]["effect"] for a in planted], 1)  # fmt: skip
+    for arm, j in committed["judges_vs_planted"]["judges"].items():
+        off = pooled[arm]["effect"] - (intercept + slope * audits[arm]["signal_fidelity"])
+        assert j["residual"] == pytest.approx(off, rel=1e-6)
     trimmed = {
         a: {k: v for k, v in p.items() if k not in ("num", "den")} for a, p in pooled.items()
     }
@@ -147,3 +158,28 @@ def test_every_figure_recomputes_from_the_tables() -> None:
     # and the study's own words state the committed check
     text = (STUDY / "study.md").read_text()
     assert ("passes its check" in text) == bool(check["holds"])
+
+
+def test_the_committed_files_are_what_reanalyse_writes(tmp_path: Path) -> None:
+    """`judgelab study --reanalyse` (no model, no training) on a copy of the committed
+    effects.json and rewards.parquet writes the committed prediction.json and study.md; and it
+    names a missing input."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from judgelab_cli.main import app
+
+    out = tmp_path / "study"
+    out.mkdir()
+    for name in ("effects.json", "rewards.parquet"):
+        shutil.copy(STUDY / name, out / name)
+    params = ROOT / "reference" / "params.yaml"
+    result = CliRunner().invoke(app, ["study", "--reanalyse", "-p", str(params), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert (out / "study.md").read_text() == (STUDY / "study.md").read_text()
+    _close(json.loads((out / "prediction.json").read_text()),
+           json.loads((STUDY / "prediction.json").read_text()))  # fmt: skip
+    (out / "rewards.parquet").unlink()
+    result = CliRunner().invoke(app, ["study", "--reanalyse", "-p", str(params), "--out", str(out)])
+    assert result.exit_code != 0 and "rewards.parquet does not exist" in result.output

@@ -23,6 +23,7 @@ Contract:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -339,6 +340,20 @@ def pooled_effects(
     return out
 
 
+def _effect_draws(
+    pooled: Mapping[str, Mapping[str, Any]], arms: Sequence[str], rule: CIRule
+) -> tuple[np.ndarray, int]:
+    """(resamples, arms) of each arm's pooled effect over the task resamples of
+    `pooled_effects` (the same draws for every arm: paired), and the number of tasks."""
+    num = np.array([pooled[a]["num"] for a in arms])
+    den = np.array([pooled[a]["den"] for a in arms])
+    n_units = num.shape[1]
+    weights = resample_weights(n_units, rule.n_boot, rule.seed)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        wn, wd = weights @ num.T, weights @ den.T
+        return np.where(wd > 0, wn / np.where(wd > 0, wd, 1.0), 0.0), n_units
+
+
 def first_order_check(
     pooled: Mapping[str, Mapping[str, Any]],
     flips: Mapping[str, float],
@@ -366,13 +381,7 @@ def first_order_check(
         rho = spearman(rates, effects)
         out["spearman"] = None if np.isnan(rho) else rho
         out["slope"] = ols(rates, effects)[0]
-        num = np.array([pooled[a]["num"] for _, a in planted])
-        den = np.array([pooled[a]["den"] for _, a in planted])
-        n_units = num.shape[1]
-        weights = resample_weights(n_units, rule.n_boot, rule.seed)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            wn, wd = weights @ num.T, weights @ den.T  # (B, arms)
-            boot = np.where(wd > 0, wn / np.where(wd > 0, wd, 1.0), 0.0)
+        boot, n_units = _effect_draws(pooled, [a for _, a in planted], rule)
         x = np.asarray(rates) - np.mean(rates)
         slopes = (boot - boot.mean(axis=1, keepdims=True)) @ x / float(x @ x)
         ci = percentile_ci(slopes, n_units, rule)
@@ -395,4 +404,61 @@ def first_order_check(
     low, high = out["slope_ci"]
     out["holds"] = (None if high is None
                     else bool(high < 0) and out["placebo_covers_zero"] is not False)  # fmt: skip
+    return out
+
+
+def judges_vs_planted(
+    pooled: Mapping[str, Mapping[str, Any]],
+    audits: Mapping[str, Mapping[str, Any]],
+    flips: Mapping[str, float],
+    placebo: str | None,
+    rule: CIRule,
+    figure: str = "signal_fidelity",
+) -> dict[str, Any]:
+    """Each judge arm (neither planted nor the placebo) against the line the planted arms draw.
+
+    The planted arms lie near one line by construction: flipping a share p of the tests'
+    verdicts scales both their audit figure and their first-order effect by about 1 − 2p. A
+    rank correlation over every arm is therefore mostly theirs; a judge's own test is its
+    distance from their line. `line`: least squares of the planted arms' pooled effect on
+    their `figure`; per judge, `predicted` = intercept + slope · its figure and `residual` =
+    its effect − predicted, with a percentile CI over the same task resamples as
+    `pooled_effects` (every arm's effect and the line recomputed on each resample; the
+    figures held at their values, as in `predict`). The judges are one family of tests:
+    each CI is at 1 − (1 − level) / m for m judges (Bonferroni), so that no judge is called
+    off the line by chance among several. No line from fewer than `MIN_ARMS` planted arms
+    with the figure."""
+    planted = sorted(a for a in flips if a in pooled and audits.get(a, {}).get(figure) is not None)
+    judges = sorted(
+        a
+        for a in pooled
+        if a not in flips and a != placebo and audits.get(a, {}).get(figure) is not None
+    )
+    out: dict[str, Any] = {"figure": figure, "planted": planted, "slope": None,
+                           "intercept": None, "judges": {}, "reason": None}  # fmt: skip
+    if len(planted) < MIN_ARMS:
+        out["reason"] = f"{len(planted)} planted arms with {figure} (at least {MIN_ARMS})"
+        return out
+    x = np.array([float(audits[a][figure]) for a in planted])
+    slope, intercept = ols(x.tolist(), [float(pooled[a]["effect"]) for a in planted])
+    out |= {"slope": slope, "intercept": intercept}
+    if not judges:
+        return out
+    boot, n_units = _effect_draws(pooled, planted + judges, rule)
+    family = replace(rule, level=1 - (1 - rule.level) / len(judges))
+    xc = x - x.mean()
+    b = (boot[:, : len(planted)] - boot[:, : len(planted)].mean(axis=1, keepdims=True)) @ xc
+    b = b / float(xc @ xc)
+    a = boot[:, : len(planted)].mean(axis=1) - b * x.mean()
+    for j, arm in enumerate(judges):
+        value = float(audits[arm][figure])
+        predicted = intercept + slope * value
+        draws = boot[:, len(planted) + j] - (a + b * value)
+        ci = percentile_ci(draws, n_units, family)
+        out["judges"][arm] = {
+            "figure": value, "effect": float(pooled[arm]["effect"]), "predicted": predicted,
+            "residual": float(pooled[arm]["effect"]) - predicted, "ci_low": ci.low,
+            "ci_high": ci.high, "ci_reason": ci.reason, "ci_level": family.level,
+            "n_tasks": n_units,
+        }  # fmt: skip
     return out

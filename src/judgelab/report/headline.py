@@ -45,6 +45,7 @@ from judgelab.report.power import rows as power_rows
 from judgelab.report.prediction import (
     check_sentence,
     first_order_sentence,
+    judges_sentence,
     sentence,
     study_markdown,
 )
@@ -286,6 +287,8 @@ def study_bullet(data_dir: Path) -> str | None:
     first = effects["settings"].get("method") == "first-order"
     parts = [(first_order_sentence if first else check_sentence)(check)] if check else []
     parts.append(sentence(preds[0]))
+    if prediction.get("judges_vs_planted"):
+        parts.append(judges_sentence(prediction["judges_vs_planted"]))
     what = ("one GRPO step (plain SGD, to first order)" if first
             else f"{effects['settings']['steps']} GRPO step(s)")  # fmt: skip
     return (
@@ -302,7 +305,8 @@ def study_section(data_dir: Path) -> list[str]:
         return []
     prediction, effects = found
     text = study_markdown(prediction["predictions"], effects["bank"], effects["seconds"],
-                          prediction.get("effect_check"), effects.get("pooled"))  # fmt: skip
+                          prediction.get("effect_check"), effects.get("pooled"),
+                          prediction.get("judges_vs_planted"))  # fmt: skip
     return ["", text.rstrip("\n")]
 
 

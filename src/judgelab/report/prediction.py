@@ -121,6 +121,49 @@ def first_order_sentence(check: Mapping[str, Any]) -> str:
             "read as evidence either way.")  # fmt: skip
 
 
+def judges_sentence(vs: Mapping[str, Any]) -> str:
+    """Each judge against the planted arms' line (`analysis.prediction.judges_vs_planted`),
+    said off the line only where its corrected CI excludes 0."""
+    fig = vs["figure"]
+    if vs["slope"] is None:
+        return f"The judges could not be set against the planted arms: {vs['reason']}."
+    judges = vs["judges"]
+    if not judges:
+        return ""
+    level = next(iter(judges.values())).get("ci_level")
+    corrected = (f"{level:.1%} CIs, corrected over the {len(judges)} judges"
+                 if len(judges) > 1 else "95 % CI")  # fmt: skip
+    lead = (
+        "The planted arms lie near one line by construction (flipping a share p of the tests' "
+        f"verdicts scales both their {fig} and their effect by about 1 − 2p), so ρ over all "
+        "arms is mostly theirs; a judge's own test is its distance from that line, effect − "
+        f"({_e(vs['intercept'])} + {_e(vs['slope'])} · {fig}) ({corrected}): "
+    )
+    parts, off = [], False
+    for arm, j in judges.items():
+        r = f"{j['residual']:+.3g}"
+        n = f"n = {j['n_tasks']} tasks"
+        if j["ci_low"] is None:
+            parts.append(f"{arm} {r} (no CI: {j['ci_reason']})")
+            continue
+        band = f"[{j['ci_low']:+.3g}, {j['ci_high']:+.3g}]"
+        if j["ci_low"] > 0 or j["ci_high"] < 0:
+            off = True
+            way = "more" if j["ci_low"] > 0 else "less"
+            parts.append(
+                f"{arm} moves held-out passing code against failing {way} than its {fig} of "
+                f"{j['figure']:.3f} predicts ({_e(j['effect'])} against {_e(j['predicted'])}; "
+                f"{r} {band}, {n})"
+            )
+        else:
+            parts.append(f"{arm} is not off the line by a valid CI ({r} {band}, {n})")
+    text = lead + "; ".join(parts) + "."
+    if not off:
+        text += (f" At this size the study cannot tell a judge's training effect from what its "
+                 f"{fig} predicts.")  # fmt: skip
+    return text
+
+
 def _pooled_table(pooled: Mapping[str, Mapping[str, Any]], primary: Mapping[str, Any]) -> list[str]:
     audit = {r["arm"]: r["audit"] for r in primary["arms"]}
     lines = [
@@ -143,10 +186,11 @@ def study_markdown(
     seconds: Mapping[str, float],
     check: Mapping[str, Any] | None = None,
     pooled: Mapping[str, Mapping[str, Any]] | None = None,
+    vs: Mapping[str, Any] | None = None,
 ) -> str:
-    """The study's section: the effect measure's check, the primary's sentence, each arm's
-    figure and effect (`pooled`: the first-order study's, with CIs over groups), then the
-    other figures' sentences."""
+    """The study's section: the effect measure's check, the primary's sentence and the
+    judges against the planted arms' line (`vs`), each arm's figure and effect (`pooled`: the
+    first-order study's, with CIs over groups), then the other figures' sentences."""
     if not preds:
         return "## Does the audit predict training?\n\nNo figure was compared.\n"
     primary = preds[0]
@@ -159,6 +203,7 @@ def study_markdown(
         "",
         *checked,
         sentence(primary),
+        *(["", judges_sentence(vs)] if vs and judges_sentence(vs) else []),
         "",
         f"Bank: {bank.get('bank_samples', 0)} base-policy samples of {bank.get('bank_tasks', 0)}"
         f" held-out tasks, {bank.get('bank_contrast_tasks', 0)} with a passing and a failing "
@@ -212,11 +257,12 @@ def write_study(
     audits: Mapping[str, Any],
     text: str,
     check: Mapping[str, Any] | None = None,
+    vs: Mapping[str, Any] | None = None,
 ) -> None:
     """The study's files under `out`: rewards.parquet (per arm, seed and candidate),
     effects.json (the settings, the bank, the seconds and each (arm, seed)'s effect),
-    prediction.json (each figure's prediction, the effect measure's check, each arm's audit)
-    and study.md (`text`)."""
+    prediction.json (each figure's prediction, the effect measure's check, the judges against
+    the planted arms' line, each arm's audit) and study.md (`text`)."""
     from judgelab.analysis.stats import clean_json
 
     out.mkdir(parents=True, exist_ok=True)
@@ -226,7 +272,7 @@ def write_study(
     write_json(out / "effects.json", clean_json(dict(raw), STUDY_DIGITS, significant=True))
     write_json(
         out / "prediction.json",
-        clean_json({"predictions": preds, "effect_check": check, "audit": audits},
-                   STUDY_DIGITS, significant=True),
+        clean_json({"predictions": preds, "effect_check": check, "judges_vs_planted": vs,
+                    "audit": audits}, STUDY_DIGITS, significant=True),
     )  # fmt: skip
     write_text(out / "study.md", text)
