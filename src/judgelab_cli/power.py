@@ -23,7 +23,7 @@ def power(
     margin: Annotated[
         float | None,
         typer.Option(
-            min=0.0, max=1.0, help="Difference in pairwise accuracy to detect (analysis.power)."
+            min=0.0, max=1.0, help="Difference in the primary to detect (analysis.power)."
         ),
     ] = None,
     alpha: Annotated[

@@ -13,14 +13,15 @@ from judgelab.config.section import Section
 
 class PowerSettings(Section):
     """The power section of the report and `judgelab power`: how many task groups it takes to
-    separate two judges' pairwise accuracy; and the effect a training result must be able to
-    detect (docs/TRAINING.md, *Minimum detectable effect*)."""
+    separate two judges on the primary (`analysis.primary`); and the effect a training result
+    must be able to detect (docs/TRAINING.md, *Minimum detectable effect*)."""
 
     margin: float = Field(
         0.05,
         gt=0,
         le=1,
-        description="Difference in pairwise accuracy the audit should be able to detect.",
+        description="Difference in the primary (analysis.primary) the audit should be able "
+        "to detect.",
     )
     alpha: float = Field(0.05, gt=0, lt=1, description="Two-sided significance level.")
     power: float = Field(0.8, gt=0, lt=1, description="Chance of detecting a true margin.")
