@@ -23,7 +23,8 @@ def doctor(
         bool, typer.Option(help="Re-hash every model file instead of trusting its stamp.")
     ] = False,
 ) -> None:
-    """Check that this machine can run the audit; exit 1 if any check fails."""
+    """Check that this machine can run the audit; exit 2 if only params.yaml is invalid, 4 if
+    any other check fails."""
     from judgelab.doctor import run_checks
 
     checks = run_checks(params, rehash=rehash)
