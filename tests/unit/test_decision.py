@@ -127,4 +127,14 @@ def test_the_only_acceptable_judge_is_named_as_such_and_together_is_a_caveat() -
                         f"its signal fidelity is {a}.")  # fmt: skip
     assert "reference-guided" not in " ".join(words)
     m["population"] = {"headline": "natural", "judged": "together"}
-    assert decision_sentences(m)[-1].startswith("These figures are reference-guided")
+    m["evaluators"]["a"]["protocol"] = m["evaluators"]["b"]["protocol"] = "rubric"
+    assert "reference-guided" not in " ".join(decision_sentences(m))  # no judge scores groups
+    m["evaluators"]["b"]["protocol"] = "ruler"
+    assert decision_sentences(m)[-1] == (
+        "The figures of b are reference-guided: it scores a whole group, and each natural group "
+        "was judged beside its known-truth contrast group, which GRPO never shows a judge; judge "
+        "them apart (`scores.populations: apart`) before acting on them. The other evaluators "
+        "score one candidate at a time: the grouping changes nothing they saw."
+    )
+    m["population"]["judged"] = "apart"
+    assert "reference-guided" not in " ".join(decision_sentences(m))

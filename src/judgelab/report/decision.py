@@ -11,6 +11,7 @@ from typing import Any
 
 from judgelab.analysis.decision import decide
 from judgelab.analysis.power import LABELS
+from judgelab.config.evaluators import GROUP_PROTOCOLS
 from judgelab.report.format import and_list
 from judgelab.report.ranking import figure, why_unranked
 
@@ -108,13 +109,26 @@ def decision_sentences(metrics: dict[str, Any]) -> list[str]:
     if d["rejected"]:
         why = "; ".join(f"{n} ({', '.join(r)})" for n, r in d["rejected"].items())
         out.append(f"Rejected by the rules decided before the data (`analysis.reject`): {why}.")
-    if (metrics.get("population") or {}).get("judged") == "together":
+    guided = _reference_guided(metrics)
+    if guided:
+        one = len(guided) == 1
         out.append(
-            "These figures are reference-guided: each natural group was judged beside its "
-            "known-truth contrast group, which GRPO never shows a judge; judge them apart "
-            "(`scores.populations: apart`) before acting on this decision."
+            f"The figures of {and_list(guided)} are reference-guided: "
+            f"{'it scores' if one else 'they score'} a whole group, and each natural group "
+            "was judged beside its known-truth contrast group, which GRPO never shows a judge; "
+            "judge them apart (`scores.populations: apart`) before acting on them. The other "
+            "evaluators score one candidate at a time: the grouping changes nothing they saw."
         )
     return out
+
+
+def _reference_guided(metrics: dict[str, Any]) -> list[str]:
+    """The judges that scored whole groups in an audit whose natural groups were judged
+    beside their contrast groups (`population.judged: together`): they saw the reference."""
+    if (metrics.get("population") or {}).get("judged") != "together":
+        return []
+    evs = metrics.get("evaluators") or {}
+    return sorted(n for n, ev in evs.items() if ev.get("protocol") in GROUP_PROTOCOLS)
 
 
 def forest_label(metrics: dict[str, Any]) -> str:
