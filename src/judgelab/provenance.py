@@ -11,9 +11,15 @@ from typing import Any
 
 from judgelab.config import EmbeddedModel, Settings
 
-# What running the pipeline itself writes into tracked files: dvc's lock files and the
-# .gitignore entries it adds beside its outputs. A change there is not a change of the code.
-PIPELINE_BOOKKEEPING = (":(exclude,glob)**/dvc.lock", ":(exclude,glob)**/.gitignore")
+# What running the pipeline itself writes into tracked files: dvc's lock files, the
+# .gitignore entries it adds beside its outputs, and the outputs under data/ where a project
+# commits them (the reference audit does; dvc deletes a stage's outputs before it runs it). A
+# change there is not a change of the code.
+PIPELINE_BOOKKEEPING = (
+    ":(exclude,glob)**/dvc.lock",
+    ":(exclude,glob)**/.gitignore",
+    ":(exclude,glob)data/**",
+)
 
 
 def git_commit(root: Path) -> dict[str, Any] | None:

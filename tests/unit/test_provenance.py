@@ -38,7 +38,8 @@ def test_commit_and_uncommitted_changes(tmp_path: Path) -> None:
 
 def test_what_the_pipeline_writes_itself_is_not_an_uncommitted_change(tmp_path: Path) -> None:
     """dvc's lock file and the .gitignore entries it adds beside its outputs change on every
-    first `dvc repro` of a clone: the report of a fresh `make run` is not "uncommitted"."""
+    first `dvc repro` of a clone, and committed outputs under data/ on every run of their
+    stage: the report of a fresh `make run` is not "uncommitted"."""
     git(tmp_path, "init", "-q")
     (tmp_path / "data" / "scores").mkdir(parents=True)
     for name in ("dvc.lock", "data/scores/.gitignore", "code.py"):
@@ -48,6 +49,13 @@ def test_what_the_pipeline_writes_itself_is_not_an_uncommitted_change(tmp_path: 
     head = git(tmp_path, "rev-parse", "HEAD")
     (tmp_path / "dvc.lock").write_text("stages: {}\n")
     (tmp_path / "data" / "scores" / ".gitignore").write_text("/scores.parquet\n")
+    assert git_commit(tmp_path) == {"commit": head, "dirty": False}
+    # a project that commits its outputs (the reference audit): dvc deletes them before a stage
+    (tmp_path / "data" / "scores" / "report.md").write_text("old")
+    git(tmp_path, "add", ".")
+    git(tmp_path, "commit", "-q", "-m", "outputs")
+    head = git(tmp_path, "rev-parse", "HEAD")
+    (tmp_path / "data" / "scores" / "report.md").unlink()
     assert git_commit(tmp_path) == {"commit": head, "dirty": False}
     (tmp_path / "code.py").write_text("x = 1\n")
     assert git_commit(tmp_path) == {"commit": head, "dirty": True}
