@@ -137,10 +137,8 @@ def _write(settings: Settings, plan: StudySettings, result: StudyResult, out: Pa
            "seconds": result.seconds}  # fmt: skip
     pooled, vs = None, None
     if plan.method == "first-order":
-        pooled = pooled_effects(
-            result.terms, settings.train.learning_rate, rule.resampled(plan.bootstrap, plan.seed)
-        )
         resampled = rule.resampled(plan.bootstrap, plan.seed)
+        pooled = pooled_effects(result.terms, settings.train.learning_rate, resampled)
         check = first_order_check(pooled, flips, placebo, resampled)
         if preds:
             vs = judges_vs_planted(pooled, audits, flips, placebo, resampled, preds[0]["figure"])

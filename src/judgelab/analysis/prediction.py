@@ -354,6 +354,14 @@ def _effect_draws(
         return np.where(wd > 0, wn / np.where(wd > 0, wd, 1.0), 0.0), n_units
 
 
+def _lines(y: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The least-squares line y = intercept + slope · x of each row of `y` (resamples, len(x)):
+    (slopes, intercepts), as `ols` computes one."""
+    xc = x - x.mean()
+    slopes = (y - y.mean(axis=1, keepdims=True)) @ xc / float(xc @ xc)
+    return slopes, y.mean(axis=1) - slopes * x.mean()
+
+
 def first_order_check(
     pooled: Mapping[str, Mapping[str, Any]],
     flips: Mapping[str, float],
@@ -382,8 +390,7 @@ def first_order_check(
         out["spearman"] = None if np.isnan(rho) else rho
         out["slope"] = ols(rates, effects)[0]
         boot, n_units = _effect_draws(pooled, [a for _, a in planted], rule)
-        x = np.asarray(rates) - np.mean(rates)
-        slopes = (boot - boot.mean(axis=1, keepdims=True)) @ x / float(x @ x)
+        slopes, _ = _lines(boot, np.asarray(rates, dtype=float))
         ci = percentile_ci(slopes, n_units, rule)
         out["slope_ci"], out["slope_ci_reason"] = [ci.low, ci.high], ci.reason
     else:
@@ -446,18 +453,15 @@ def judges_vs_planted(
         return out
     boot, n_units = _effect_draws(pooled, planted + judges, rule)
     family = replace(rule, level=1 - (1 - rule.level) / len(judges))
-    xc = x - x.mean()
-    b = (boot[:, : len(planted)] - boot[:, : len(planted)].mean(axis=1, keepdims=True)) @ xc
-    b = b / float(xc @ xc)
-    a = boot[:, : len(planted)].mean(axis=1) - b * x.mean()
+    b, a = _lines(boot[:, : len(planted)], x)
     for j, arm in enumerate(judges):
-        value = float(audits[arm][figure])
+        value, effect = float(audits[arm][figure]), float(pooled[arm]["effect"])
         predicted = intercept + slope * value
         draws = boot[:, len(planted) + j] - (a + b * value)
         ci = percentile_ci(draws, n_units, family)
         out["judges"][arm] = {
-            "figure": value, "effect": float(pooled[arm]["effect"]), "predicted": predicted,
-            "residual": float(pooled[arm]["effect"]) - predicted, "ci_low": ci.low,
+            "figure": value, "effect": effect, "predicted": predicted,
+            "residual": effect - predicted, "ci_low": ci.low,
             "ci_high": ci.high, "ci_reason": ci.reason, "ci_level": family.level,
             "n_tasks": n_units,
         }  # fmt: skip

@@ -289,6 +289,7 @@ def study_bullet(data_dir: Path) -> str | None:
     parts.append(sentence(preds[0]))
     if prediction.get("judges_vs_planted"):
         parts.append(judges_sentence(prediction["judges_vs_planted"]))
+    parts = [p for p in parts if p]  # a study with no judge arm has no judges' sentence
     what = ("one GRPO step (plain SGD, to first order)" if first
             else f"{effects['settings']['steps']} GRPO step(s)")  # fmt: skip
     return (

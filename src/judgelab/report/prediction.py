@@ -194,6 +194,7 @@ def study_markdown(
     if not preds:
         return "## Does the audit predict training?\n\nNo figure was compared.\n"
     primary = preds[0]
+    judged = judges_sentence(vs) if vs else ""
     checked = []
     if check:
         first = check.get("method") == "first-order"
@@ -203,7 +204,7 @@ def study_markdown(
         "",
         *checked,
         sentence(primary),
-        *(["", judges_sentence(vs)] if vs and judges_sentence(vs) else []),
+        *(["", judged] if judged else []),
         "",
         f"Bank: {bank.get('bank_samples', 0)} base-policy samples of {bank.get('bank_tasks', 0)}"
         f" held-out tasks, {bank.get('bank_contrast_tasks', 0)} with a passing and a failing "
