@@ -51,13 +51,17 @@ class JsonCache:
 
     def get(self, key: Any) -> Any | None:
         """The cached value, or None on a miss or a corrupted entry (which is removed)."""
+        return self.lookup(key)[0]
+
+    def lookup(self, key: Any) -> tuple[Any | None, bool]:
+        """`get`'s value, and whether it was first found in a seed (and copied here)."""
         h = self.key_hash(key)
         path = self._path(h)
         if path.exists():
             entry = _verified(path, h)
             if entry is not None:
                 self.hits += 1
-                return entry["value"]
+                return entry["value"], False
             log.warning("cache entry %s is corrupted; recomputing", path)
             path.unlink(missing_ok=True)
         for seed in self.seeds:
@@ -67,9 +71,9 @@ class JsonCache:
                 self.put(key, entry["value"])
                 self.hits += 1
                 self.seeded += 1
-                return entry["value"]
+                return entry["value"], True
         self.misses += 1
-        return None
+        return None, False
 
     def counts(self) -> dict[str, int]:
         """What this cache answered: lookups found here, first found in a seed, and missed."""

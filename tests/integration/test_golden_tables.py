@@ -289,3 +289,9 @@ def test_scores_do_not_depend_on_concurrency_or_runner(
         assert server.max_in_flight == 1
     frame = comparable(pl.read_parquet(tmp_path / TABLES["scores"]))
     assert frame.equals(pl.read_parquet(GOLDEN / "scores.parquet"))
+    # what the judge cache answered, counted whichever process made the calls: each request
+    # a miss, and every attempt (RULER's groups, the rubric's candidates) counted once
+    calls = json.loads((tmp_path / TABLES["scores"]).with_name("calls.json").read_text())
+    assert calls["judge"]["misses"] == len(server.requests)
+    assert calls["judge"]["hits"] + calls["judge"]["misses"] == 6 * 2 + 6 * 4 * 2
+    assert calls["judge"]["seeded"] == 0

@@ -14,6 +14,7 @@ from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
 
+from judgelab.cache import JsonCache  # noqa: E402
 from judgelab.config.evaluators import (  # noqa: E402
     FormatSettings,
     JudgeCallSettings,
@@ -24,6 +25,7 @@ from judgelab.evaluators.registry import build_evaluator  # noqa: E402
 from judgelab.models.endpoint import Endpoint  # noqa: E402
 from judgelab.probes.calls import calls_frame, record_calls  # noqa: E402
 from judgelab.probes.run import probe_spec  # noqa: E402
+from judgelab.scoring import GroupCall  # noqa: E402
 from judgelab.verdicts import Candidate, Task  # noqa: E402
 from support.openai_server import OpenAIServer, Reply  # noqa: E402
 
@@ -64,16 +66,19 @@ def test_probe_settings_fix_the_order_of_a_shuffling_judge_only() -> None:
     }
 
 
+def graded_after_one_bad_reply(body: dict[str, Any]) -> Reply:
+    """A rubric reply: candidate i's score is i / 4, but candidate 0's first attempt is not
+    JSON (so it is retried)."""
+    i = int(re.search(r"ANSWER-(\d)", body["messages"][-1]["content"]).group(1))
+    if i == 0 and body["seed"] == 0:
+        return {"content": "great code"}
+    return {"content": json.dumps({"explanation": "ok", "score": i / 4})}
+
+
 def test_pointwise_calls_are_recorded_per_candidate_with_their_retries(
     server: OpenAIServer,
 ) -> None:
-    def reply(body: dict[str, Any]) -> Reply:
-        i = int(re.search(r"ANSWER-(\d)", body["messages"][-1]["content"]).group(1))
-        if i == 0 and body["seed"] == 0:  # candidate 0's first attempt: not JSON
-            return {"content": "great code"}
-        return {"content": json.dumps({"explanation": "ok", "score": i / 4})}
-
-    server.reply = reply
+    server.reply = graded_after_one_bad_reply
     spec = RubricSettings(name="q", judge="j", call=CALL)
     recording = record_calls(build_evaluator(spec, endpoint(server)), "g", "perm:identity", 0)
     verdicts = recording.score_group(TASK, candidates(3))
@@ -99,3 +104,27 @@ def test_a_group_call_is_recorded_once_and_a_rule_records_none(server: OpenAISer
     rule = record_calls(build_evaluator(FormatSettings(name="format"), {}), "g", "perm:identity", 0)
     verdicts = rule.score_group(TASK, candidates(2))
     assert [v.status for v in verdicts] == ["scored", "scored"] and rule.calls == []
+
+
+def test_a_group_call_counts_what_the_judge_cache_answered(server: OpenAIServer, tmp_path) -> None:
+    """The scores stage's calls.json adds up each call's own counts (the calls may run in other
+    processes): every attempt once, a retry included; a seed's answers apart."""
+    server.reply = graded_after_one_bad_reply
+    spec = RubricSettings(name="q", judge="j", call=CALL)
+
+    def counts(cache: JsonCache) -> dict[str, int]:
+        ev = build_evaluator(spec, endpoint(server), cache)
+        result = GroupCall("run", ev, TASK, candidates(3))()
+        assert [r["score"] for r in result.rows] == [0.0, 0.25, 0.5]
+        return result.calls
+
+    assert counts(JsonCache(tmp_path / "seed", "judge")) == {"hits": 0, "seeded": 0, "misses": 4}
+    assert len(server.requests) == 4
+    here = JsonCache(tmp_path / "here", "judge", seeds=[tmp_path / "seed"])
+    assert counts(here) == {"hits": 4, "seeded": 4, "misses": 0}
+    assert counts(here) == {"hits": 4, "seeded": 0, "misses": 0}
+    assert len(server.requests) == 4
+    rule = build_evaluator(FormatSettings(name="format"), {})
+    assert GroupCall("run", rule, TASK, candidates(2))().calls == {
+        "hits": 0, "seeded": 0, "misses": 0
+    }  # fmt: skip

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
-from judgelab.cache import JsonCache
+from judgelab.cache import JsonCache, summed
 from judgelab.config import load_settings
 from judgelab.evaluators.registry import build_evaluator
 from judgelab.evaluators.transport.detect import detections
@@ -25,14 +25,14 @@ from judgelab.models.server import serve
 from judgelab.paths import cache_dir
 from judgelab.rollouts.generate import candidates_by_group
 from judgelab.schemas import validate_file
-from judgelab.scoring import GroupCall, run_id_for, scores_frame, stage_calls
+from judgelab.scoring import GroupCall, ScoredGroup, run_id_for, scores_frame, stage_calls
 from judgelab.scoring.failures import JudgeCallsFailed, failure_message, loud_failures
 from judgelab.tasks import tasks_from_frame
 
 
 @task(name="score-group", **UNIT_TASK)
-def score_group_task(call: GroupCall) -> list[dict]:
-    return call().rows
+def score_group_task(call: GroupCall) -> ScoredGroup:
+    return call()
 
 
 @flow(name="judgelab-scores")
@@ -58,11 +58,11 @@ def scores_flow(
         calls = stage_calls(run_id, evaluators, task_list, groups, settings.scores.repeats)
         units = [Unit(lanes.of(c.evaluator.spec.judge_model), {"call": c}, c.label) for c in calls]
         results = fan_out(score_group_task, units, lanes.limits, stage="scores", unit="group")
-    rows = [row for unit_rows in results for row in unit_rows]
+    rows = [row for result in results for row in result.rows]
     frame = scores_frame(rows)
     write_parquet(out, frame)
     logger.info("wrote %d score rows (run %s) to %s", frame.height, run_id, out)
-    write_calls(out, cache, settings.runner.kind)
+    write_json(calls_file(out), {"judge": summed(result.calls for result in results)})
     modes = detections()
     if modes:
         write_json(structured_output_path(out), modes)
@@ -72,15 +72,6 @@ def scores_flow(
     if loud:
         raise JudgeCallsFailed(failure_message(loud, str(out)))
     return out
-
-
-def write_calls(out: Path, cache: JsonCache, runner: str) -> None:
-    """What the judge cache answered, beside the table; under Dask the lookups happen in other
-    processes, so nothing is counted here and no stale count is left."""
-    if runner == "threads":
-        write_json(calls_file(out), {"judge": cache.counts()})
-    else:
-        calls_file(out).unlink(missing_ok=True)
 
 
 def structured_output_path(scores: Path) -> Path:

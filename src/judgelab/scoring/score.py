@@ -12,9 +12,9 @@ A `GroupCall` is one such call not yet made, for code that lists its calls first
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -23,6 +23,9 @@ from judgelab.config import PRICE_KEYS, RATE_LIMIT_KEYS, Settings
 from judgelab.evaluators.base import Evaluator
 from judgelab.schemas import ScoresSchema, columns, validate
 from judgelab.verdicts import Candidate, Task, Verdict
+
+if TYPE_CHECKING:
+    from judgelab.evaluators.transport.provider import CallRecord
 
 EXPLANATION_LIMIT = 2000
 
@@ -54,7 +57,13 @@ def score_group(
     run_id: str, ev: Evaluator, task: Task, candidates: list[Candidate], repeat: int
 ) -> list[dict[str, Any]]:
     """Rows for one (evaluator, task group, repeat)."""
-    verdicts = ev.score_group(task, candidates, repeat=repeat)
+    return group_rows(run_id, ev, candidates, repeat, ev.score_group(task, candidates, repeat))
+
+
+def group_rows(
+    run_id: str, ev: Evaluator, candidates: list[Candidate], repeat: int, verdicts: list[Verdict]
+) -> list[dict[str, Any]]:
+    """The rows of `ev`'s `verdicts` for one group's `candidates`, one per candidate."""
     if len(verdicts) != len(candidates):
         raise RuntimeError(
             f"{ev.name} returned {len(verdicts)} verdicts for {len(candidates)} candidates"
@@ -64,10 +73,21 @@ def score_group(
 
 @dataclass(frozen=True)
 class ScoredGroup:
-    """What a `GroupCall` returned: its rows, and the seconds the call took where it ran."""
+    """What a `GroupCall` returned: its rows, the seconds the call took where it ran, and
+    what the judge cache answered its model calls (`judge_counts`)."""
 
     rows: list[dict[str, Any]]
     seconds: float
+    calls: dict[str, int] = field(default_factory=lambda: judge_counts([]))
+
+
+def judge_counts(records: Iterable[CallRecord]) -> dict[str, int]:
+    """`JsonCache.counts()`'s form for some judge attempts: each attempt answered without a
+    request of its own is a hit (``seeded`` where a seed cache held it), any other a miss. The
+    counts travel with the calls' results, so they add up whichever process made a call."""
+    records = list(records)
+    hits = sum(r.cached for r in records)
+    return {"hits": hits, "seeded": sum(r.seeded for r in records), "misses": len(records) - hits}
 
 
 @dataclass(frozen=True)
@@ -87,8 +107,10 @@ class GroupCall:
 
     def __call__(self) -> ScoredGroup:
         start = time.monotonic()
-        rows = score_group(self.run_id, self.evaluator, self.task, self.candidates, self.repeat)
-        return ScoredGroup(rows, time.monotonic() - start)
+        ev, candidates = self.evaluator, self.candidates
+        result = ev.judge_group(self.task, candidates, self.repeat)
+        rows = group_rows(self.run_id, ev, candidates, self.repeat, result.verdicts)
+        return ScoredGroup(rows, time.monotonic() - start, judge_counts(result.records))
 
 
 def stage_calls(

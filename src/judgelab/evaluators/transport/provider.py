@@ -92,7 +92,8 @@ class CallRecord:
     # Seconds the model took to write the reply: this call's HTTP request on a miss, the one
     # the judge cache recorded on a hit (None: cached before judgelab recorded it).
     reply_latency_s: float | None = None
-    cached: bool = False
+    cached: bool = False  # answered without a request of its own (module docstring)
+    seeded: bool = False  # of those, first found in a seed cache (`cache.seeds`)
     http_requests: int = 0
     cache_key: str | None = None
     error: JudgelabError | None = field(default=None, repr=False)
@@ -357,7 +358,9 @@ class JudgelabProvider(litellm.CustomLLM):
         }
         key = _cache_key(endpoint, sent, response_format, sampling)
         start = time.perf_counter()
-        entry, record.cached = await self._reply(ctx, key, sent, response_format, sampling)
+        entry, record.cached, record.seeded = await self._reply(
+            ctx, key, sent, response_format, sampling
+        )
         record.cache_key = ctx.cache.key_hash(key) if ctx.cache is not None else None
         raw, finish = entry.get("raw") or "", entry.get("finish_reason")
         usage = (entry.get("prompt_tokens"), entry.get("completion_tokens"))
@@ -385,22 +388,22 @@ class JudgelabProvider(litellm.CustomLLM):
         sent: list[dict[str, Any]],
         response_format: dict[str, Any] | None,
         sampling: dict[str, Any],
-    ) -> tuple[dict[str, Any], bool]:
-        """The reply's cache entry, and whether this call made no request of its own: it came
+    ) -> tuple[dict[str, Any], bool, bool]:
+        """The reply's cache entry; whether this call made no request of its own: it came
         from the cache, or from an identical request already in flight on this loop (awaited,
-        not sent twice: concurrent groups often hold identical candidates). A reply is cached
-        before any caller sees it."""
+        not sent twice: concurrent groups often hold identical candidates); and whether it
+        came from a seed cache. A reply is cached before any caller sees it."""
         cache = ctx.cache
         if cache is None:
-            return await self._fetch(ctx, sent, response_format, sampling), False
-        hit = cache.get(key)
+            return await self._fetch(ctx, sent, response_format, sampling), False, False
+        hit, seeded = cache.lookup(key)
         if hit is not None:
-            return hit, True
+            return hit, True, seeded
         loop = asyncio.get_running_loop()
         flight = (id(loop), str(cache.root), cache.key_hash(key))
         pending = _in_flight.get(flight)
         if pending is not None:
-            return await asyncio.shield(pending), True
+            return await asyncio.shield(pending), True, False
         future: asyncio.Future[dict[str, Any]] = loop.create_future()
         _in_flight[flight] = future
         try:
@@ -417,7 +420,7 @@ class JudgelabProvider(litellm.CustomLLM):
         finally:
             _in_flight.pop(flight, None)
         future.set_result(entry)
-        return entry, False
+        return entry, False, False
 
     async def _fetch(
         self,
