@@ -61,6 +61,10 @@ def test_pairs_right_says_below_half_only_when_every_llm_judge_is_below() -> Non
     said = pr.pairs_sentence(m)
     assert said is not None and said.startswith("No LLM judge gets most")
     assert "rubric-a's 0.450 [0.350, 0.550], n = 40" in said  # the highest; syntax is no LLM
+    # a reward function (or a planted judge) is no LLM judge either, however it scores
+    m["evaluators"]["fn"] = judge("reward", (0.3, 0.2, 0.4, 50), (0.9, 0.8, 0.95, 40))
+    m["evaluators"]["sim"] = judge("planted", (0.3, 0.2, 0.4, 50), (0.7, 0.6, 0.8, 40))
+    assert pr.pairs_sentence(m) == said
     m["evaluators"]["rubric-a"]["truth"]["pairwise_accuracy_strict"] = 0.55
     assert pr.pairs_sentence(m) is None  # above 0.5 but not by a valid CI: nothing claimed
     m["evaluators"]["rubric-a"]["truth"]["pairwise_accuracy_strict_ci_low"] = 0.51

@@ -17,11 +17,11 @@ from typing import Any
 
 from judgelab.analysis.power import LABELS
 from judgelab.analysis.ranking import rank_judges
+from judgelab.config.evaluators import JUDGE_PROTOCOLS
 from judgelab.report.decision import decision
 from judgelab.report.format import and_list, fmt_pct, with_n
 
 BEGIN, END = "<!-- reference-practice:begin -->", "<!-- reference-practice:end -->"
-NOT_JUDGES = ("rule", "execution")  # protocols that are no LLM judge
 
 
 def _truth(analysis: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -31,7 +31,7 @@ def _truth(analysis: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def _llm(analysis: dict[str, Any]) -> list[str]:
     evs = analysis.get("evaluators") or {}
-    return sorted(n for n, ev in evs.items() if ev.get("protocol") not in NOT_JUDGES)
+    return sorted(n for n, ev in evs.items() if ev.get("protocol") in JUDGE_PROTOCOLS)
 
 
 def pairs_sentence(analysis: dict[str, Any]) -> str | None:
