@@ -114,7 +114,9 @@ def _write(settings: Settings, plan: StudySettings, result: StudyResult, out: Pa
     written under `out`; study.md's text."""
     from judgelab.analysis.prediction import (
         arm_audit,
+        arm_figure_draws,
         effect_check,
+        effect_units,
         first_order_check,
         judges_vs_planted,
         pooled_effects,
@@ -141,7 +143,10 @@ def _write(settings: Settings, plan: StudySettings, result: StudyResult, out: Pa
         pooled = pooled_effects(result.terms, settings.train.learning_rate, resampled)
         check = first_order_check(pooled, flips, placebo, resampled)
         if preds:
-            vs = judges_vs_planted(pooled, audits, flips, placebo, resampled, preds[0]["figure"])
+            figure = preds[0]["figure"]
+            draws = arm_figure_draws(rewards, effect_units(result.terms), resampled, figure,
+                                     analysis.praise_threshold)  # fmt: skip
+            vs = judges_vs_planted(pooled, audits, flips, placebo, resampled, figure, draws)
         raw |= {"terms": result.terms, "slopes": result.slopes,
                 "pooled": {a: {k: v for k, v in p.items() if k not in ("num", "den")}
                            for a, p in pooled.items()}}  # fmt: skip

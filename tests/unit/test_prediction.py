@@ -260,6 +260,20 @@ def test_judges_against_the_planted_line_by_hand() -> None:
     assert "judge-up moves held-out passing code against failing more than its" in text
     assert "judge-on is not off the line by a valid CI" in text
     assert "cannot tell" not in text  # one judge is off the line
+    # each arm's figure redrawn on the resamples: constant draws change nothing, a judge whose
+    # figure spreads over the resamples gets a wider CI, and the words say what was redrawn
+    const = {a: np.full(rule.n_boot, f) for a, f in figures.items()}
+    same = judges_vs_planted(pooled, audits, flips, "placebo", rule, figure_draws=const)
+    assert same["figure_resampled"] and not vs["figure_resampled"]
+    for arm in ("judge-up", "judge-on"):
+        for key in ("residual", "ci_low", "ci_high"):
+            assert same["judges"][arm][key] == pytest.approx(vs["judges"][arm][key], abs=1e-12)
+    spread = {**const, "judge-up": 0.25 + np.random.default_rng(0).normal(0, 0.5, rule.n_boot)}
+    wide = judges_vs_planted(pooled, audits, flips, "placebo", rule, figure_draws=spread)
+    w_up = wide["judges"]["judge-up"]
+    assert w_up["residual"] == pytest.approx(up["residual"])  # the point is the same
+    assert w_up["ci_high"] - w_up["ci_low"] > 2 * (up["ci_high"] - up["ci_low"])
+    assert "signal_fidelity and effect redrawn on the same task resamples" in judges_sentence(wide)
     # too few planted arms: no line, and the words say why
     two = judges_vs_planted(pooled, audits, {"flip-0": 0.0, "flip-1": 1.0}, "placebo", rule)
     assert two["slope"] is None and two["judges"] == {}

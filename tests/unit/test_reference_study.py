@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,8 @@ from scipy import stats as scipy_stats
 
 from judgelab.analysis.prediction import (
     arm_audit,
+    arm_figure_draws,
+    effect_units,
     first_order_check,
     judges_vs_planted,
     pooled_effects,
@@ -131,8 +134,11 @@ def test_every_figure_recomputes_from_the_tables() -> None:
     flips = {f"flip-{f:g}": f for f in plan["flips"]}
     check = first_order_check(pooled, flips, "placebo",
                               rule.resampled(plan["bootstrap"], plan["seed"]))  # fmt: skip
-    vs = judges_vs_planted(pooled, audits, flips, "placebo",
-                           rule.resampled(plan["bootstrap"], plan["seed"]))  # fmt: skip
+    resampled = rule.resampled(plan["bootstrap"], plan["seed"])
+    draws = arm_figure_draws(rewards, effect_units(raw["terms"]), resampled, "signal_fidelity",
+                             analysis.praise_threshold)  # fmt: skip
+    vs = judges_vs_planted(pooled, audits, flips, "placebo", resampled,
+                           figure_draws=draws)  # fmt: skip
     committed = json.loads((STUDY / "prediction.json").read_text())
     _close(committed["predictions"], clean_json(preds, STUDY_DIGITS, significant=True))
     _close(committed["effect_check"], clean_json(check, STUDY_DIGITS, significant=True))
@@ -158,6 +164,31 @@ def test_every_figure_recomputes_from_the_tables() -> None:
     # and the study's own words state the committed check
     text = (STUDY / "study.md").read_text()
     assert ("passes its check" in text) == bool(check["holds"])
+
+
+def test_each_figure_draw_is_the_figure_of_its_resampled_table() -> None:
+    """`arm_figure_draws` against the analysis run on each resample written out as a table:
+    every task's rows repeated as often as the resample draws it (each copy a task of its
+    own), the arm's signal fidelity from `arm_audit` with no bootstrap."""
+    from judgelab.analysis.truth import resample_weights
+
+    arms = ["flip-0.25", "ruler-qwen-1.5b"]
+    rewards = pl.read_parquet(STUDY / "rewards.parquet").filter(pl.col("arm").is_in(arms))
+    units = effect_units(_effects()["terms"])
+    rule = CIRule(min_groups=5, n_boot=3, seed=7, level=0.95)
+    draws = arm_figure_draws(rewards, units, rule, "signal_fidelity", 0.8)
+    weights = resample_weights(len(units), rule.n_boot, rule.seed)
+    for r in range(rule.n_boot):
+        copies = [
+            rewards.filter(pl.col("task_id") == u).with_columns(
+                pl.lit(f"{u}#{c}").alias("task_id"), pl.col("candidate_id") + f"#{c}"
+            )
+            for u, w in zip(units, weights[r], strict=True)
+            for c in range(int(w))
+        ]
+        audits = arm_audit(pl.concat(copies), replace(rule, n_boot=0), 0.8)
+        for arm in arms:
+            assert draws[arm][r] == pytest.approx(audits[arm]["signal_fidelity"], rel=1e-9)
 
 
 def test_the_committed_files_are_what_reanalyse_writes(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ import numpy as np
 import polars as pl
 
 from judgelab.analysis.stats import CI_LEVEL, CIRule, bootstrap_t_ci, percentile_ci
-from judgelab.analysis.truth import Truth, resample_weights, truth_metrics
+from judgelab.analysis.truth import Truth, figure_draws, resample_weights, truth_metrics
 
 MIN_ARMS = 3  # a rank correlation or a line over fewer arms is not a figure
 MIN_SEEDS_CI = 3  # an arm's effect gets a t interval over its seeds from this many up
@@ -204,14 +204,13 @@ def reward_frame(rows: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
     return pl.DataFrame(list(rows), schema=REWARD_COLUMNS)
 
 
-def arm_audit(
-    rewards: pl.DataFrame, rule: CIRule, praise_threshold: float = 0.8
-) -> dict[str, dict[str, Any]]:
-    """Each arm's truth metrics on the study's groups (module docstring)."""
+def _arm_tables(rewards: pl.DataFrame) -> dict[str, tuple[pl.DataFrame, Truth]]:
+    """Each arm's scores and truth as the analysis takes them, a (seed, task) pair one group
+    (named ``seed|task``)."""
     frame = rewards.with_columns(
         (pl.col("seed").cast(pl.String) + "|" + pl.col("task_id")).alias("group")
     )
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, tuple[pl.DataFrame, Truth]] = {}
     for arm in sorted(frame.get_column("arm").unique().to_list()):
         rows = frame.filter(pl.col("arm") == arm)
         table = rows.select(
@@ -225,8 +224,41 @@ def arm_audit(
             pl.col("group").alias("task_id"), "candidate_id",
             pl.col("reward").cast(pl.Float64).alias("score"),
         ).sort("task_id", "candidate_id")  # fmt: skip
-        weights = resample_weights(len(tasks), rule.n_boot, rule.seed)
+        out[arm] = (cand, truth)
+    return out
+
+
+def arm_audit(
+    rewards: pl.DataFrame, rule: CIRule, praise_threshold: float = 0.8
+) -> dict[str, dict[str, Any]]:
+    """Each arm's truth metrics on the study's groups (module docstring)."""
+    out: dict[str, dict[str, Any]] = {}
+    for arm, (cand, truth) in _arm_tables(rewards).items():
+        weights = resample_weights(len(truth.tasks), rule.n_boot, rule.seed)
         out[arm] = truth_metrics(cand, truth, praise_threshold, weights, rule)
+    return out
+
+
+def arm_figure_draws(
+    rewards: pl.DataFrame,
+    units: Sequence[str],
+    rule: CIRule,
+    figure: str,
+    praise_threshold: float = 0.8,
+) -> dict[str, np.ndarray]:
+    """Each arm's audit `figure` on every task resample of `pooled_effects` (`units`: its
+    tasks, `effect_units`; the same draws), a task's groups (one per seed) weighted as the
+    task: the figure's own spread over tasks, paired with the effects'."""
+    weights = resample_weights(len(units), rule.n_boot, rule.seed)
+    index = {u: i for i, u in enumerate(units)}
+    out: dict[str, np.ndarray] = {}
+    for arm, (cand, truth) in _arm_tables(rewards).items():
+        tasks = [group.split("|", 1)[1] for group in truth.tasks]
+        missing = sorted(set(tasks) - set(index))
+        if missing:
+            raise ValueError(f"arm {arm!r}: rewards for tasks with no effect terms: {missing}")
+        columns = [index[t] for t in tasks]
+        out[arm] = figure_draws(cand, truth, praise_threshold, figure, weights[:, columns])
     return out
 
 
@@ -312,7 +344,7 @@ def pooled_effects(
     (paired); only tasks the arm steps on (D > 0) count towards `rule.min_groups`. An arm
     that steps on no group has effect 0 (no step moves nothing) and no CI. Beside it, each
     seed's own effect and their SD (the adapters' spread, `seed_sd`: None below 2 seeds)."""
-    units = sorted({str(r["task_id"]) for r in terms})
+    units = effect_units(terms)
     index = {u: i for i, u in enumerate(units)}
     weights = resample_weights(len(units), rule.n_boot, rule.seed)
     out: dict[str, dict[str, Any]] = {}
@@ -340,6 +372,11 @@ def pooled_effects(
     return out
 
 
+def effect_units(terms: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The clusters `pooled_effects` resamples: the study's task ids, sorted."""
+    return sorted({str(r["task_id"]) for r in terms})
+
+
 def _effect_draws(
     pooled: Mapping[str, Mapping[str, Any]], arms: Sequence[str], rule: CIRule
 ) -> tuple[np.ndarray, int]:
@@ -355,11 +392,18 @@ def _effect_draws(
 
 
 def _lines(y: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The least-squares line y = intercept + slope · x of each row of `y` (resamples, len(x)):
-    (slopes, intercepts), as `ols` computes one."""
-    xc = x - x.mean()
-    slopes = (y - y.mean(axis=1, keepdims=True)) @ xc / float(xc @ xc)
-    return slopes, y.mean(axis=1) - slopes * x.mean()
+    """The least-squares line y = intercept + slope · x of each row of `y` (resamples, points):
+    (slopes, intercepts), as `ols` computes one. `x`: the points' x, one row for every
+    resample or a row per resample; NaN where a row's x are all equal or undefined."""
+    if x.ndim == 1:
+        xc = x - x.mean()
+        slopes = (y - y.mean(axis=1, keepdims=True)) @ xc / float(xc @ xc)
+        return slopes, y.mean(axis=1) - slopes * x.mean()
+    xc = x - x.mean(axis=1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slopes = ((y - y.mean(axis=1, keepdims=True)) * xc).sum(axis=1) / (xc * xc).sum(axis=1)
+    slopes = np.where(np.isfinite(slopes), slopes, np.nan)
+    return slopes, y.mean(axis=1) - slopes * x.mean(axis=1)
 
 
 def first_order_check(
@@ -421,6 +465,7 @@ def judges_vs_planted(
     placebo: str | None,
     rule: CIRule,
     figure: str = "signal_fidelity",
+    figure_draws: Mapping[str, np.ndarray] | None = None,
 ) -> dict[str, Any]:
     """Each judge arm (neither planted nor the placebo) against the line the planted arms draw.
 
@@ -430,8 +475,12 @@ def judges_vs_planted(
     distance from their line. `line`: least squares of the planted arms' pooled effect on
     their `figure`; per judge, `predicted` = intercept + slope · its figure and `residual` =
     its effect − predicted, with a percentile CI over the same task resamples as
-    `pooled_effects` (every arm's effect and the line recomputed on each resample; the
-    figures held at their values, as in `predict`). The judges are one family of tests:
+    `pooled_effects`: every arm's effect and the line recomputed on each resample, and with
+    `figure_draws` (arm -> its figure on each of those resamples, `arm_figure_draws`) every
+    arm's figure too, so that the CI carries the figures' spread over tasks as well as the
+    effects' (`figure_resampled`); without them the figures are held at their values, as in
+    `predict`. A resample where the line is undefined is counted in the CI (`undefined`).
+    The judges are one family of tests:
     each CI is at 1 − (1 − level) / m for m judges (Bonferroni), so that no judge is called
     off the line by chance among several. No line from fewer than `MIN_ARMS` planted arms
     with the figure."""
@@ -441,8 +490,10 @@ def judges_vs_planted(
         for a in pooled
         if a not in flips and a != placebo and audits.get(a, {}).get(figure) is not None
     )
+    resampled = figure_draws is not None
     out: dict[str, Any] = {"figure": figure, "planted": planted, "slope": None,
-                           "intercept": None, "judges": {}, "reason": None}  # fmt: skip
+                           "intercept": None, "figure_resampled": resampled, "judges": {},
+                           "reason": None}  # fmt: skip
     if len(planted) < MIN_ARMS:
         out["reason"] = f"{len(planted)} planted arms with {figure} (at least {MIN_ARMS})"
         return out
@@ -453,16 +504,20 @@ def judges_vs_planted(
         return out
     boot, n_units = _effect_draws(pooled, planted + judges, rule)
     family = replace(rule, level=1 - (1 - rule.level) / len(judges))
-    b, a = _lines(boot[:, : len(planted)], x)
+    if figure_draws is not None:
+        b, a = _lines(boot[:, : len(planted)], np.column_stack([figure_draws[p] for p in planted]))
+    else:
+        b, a = _lines(boot[:, : len(planted)], x)
     for j, arm in enumerate(judges):
         value, effect = float(audits[arm][figure]), float(pooled[arm]["effect"])
         predicted = intercept + slope * value
-        draws = boot[:, len(planted) + j] - (a + b * value)
+        at = figure_draws[arm] if figure_draws is not None else value
+        draws = boot[:, len(planted) + j] - (a + b * at)
         ci = percentile_ci(draws, n_units, family)
         out["judges"][arm] = {
             "figure": value, "effect": effect, "predicted": predicted,
             "residual": effect - predicted, "ci_low": ci.low,
             "ci_high": ci.high, "ci_reason": ci.reason, "ci_level": family.level,
-            "n_tasks": n_units,
+            "undefined": ci.undefined_resamples, "n_tasks": n_units,
         }  # fmt: skip
     return out

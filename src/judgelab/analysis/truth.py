@@ -623,6 +623,55 @@ def _finite(x: float) -> float | None:
     return float(x) if np.isfinite(x) else None
 
 
+@dataclass(frozen=True)
+class _Joined:
+    """`truth_metrics`' inputs joined and split into per-task parts: the truth's known rows,
+    those joined to the scores (`joined`), the scored ones (`usable`); the scored ones' task
+    index, score, verdict and within-task z; and the raw and the standardised parts."""
+
+    known: pl.DataFrame
+    joined: pl.DataFrame
+    usable: pl.DataFrame
+    task_idx: np.ndarray
+    score: np.ndarray
+    passed: np.ndarray
+    z: np.ndarray
+    parts: _TaskParts
+    std_parts: _TaskParts
+
+    @classmethod
+    def of(cls, cand: pl.DataFrame, truth: Truth, praise_threshold: float) -> _Joined:
+        known = truth.table.filter(pl.col("passed").is_not_null())
+        zs = standardise_within_task(cand).select("candidate_id", "score", "z")
+        joined = known.join(zs, on="candidate_id", how="left")
+        usable = joined.filter(pl.col("score").is_not_null() & pl.col("score").is_not_nan())
+        task_idx, score, passed, unscored = _arrays(joined, truth)
+        z = usable.get_column("z").to_numpy().astype(float)
+        n_t = len(truth.tasks)
+        parts = _task_parts(task_idx, score, passed, n_t, praise_threshold, unscored=unscored)
+        std_parts = _task_parts(task_idx, z, passed, n_t, praise_threshold, praised=z > 0)
+        return cls(known, joined, usable, task_idx, score, passed, z, parts, std_parts)
+
+    def figures(self, w: np.ndarray) -> dict[str, np.ndarray]:
+        """Every figure on each row of task weights `w` (resamples × `truth.tasks`)."""
+        std = self.std_parts.figures(w)
+        return self.parts.figures(w) | {
+            "roc_auc_standardised": std["roc_auc"],
+            "false_praise_rate_standardised": std["false_praise_mixed"],
+        }
+
+
+def figure_draws(
+    cand: pl.DataFrame, truth: Truth, praise_threshold: float, figure: str, weights: np.ndarray
+) -> np.ndarray:
+    """One figure of `truth_metrics` on each row of `weights` (resamples × `truth.tasks`): the
+    same per-task parts under other task weights, e.g. a resample of clusters of tasks that
+    another figure is resampled by too (`analysis.prediction.arm_figure_draws`). NaN where
+    the figure is undefined in a resample. Figures pooled over candidates rather than summed
+    over tasks (`roc_auc`'s point value) have no such draws."""
+    return np.asarray(_Joined.of(cand, truth, praise_threshold).figures(weights)[figure], float)
+
+
 def truth_metrics(
     cand: pl.DataFrame,
     truth: Truth,
@@ -634,38 +683,24 @@ def truth_metrics(
     `resample_weights(len(truth.tasks), ...)` (None or zero rows: no CIs); `rule` draws the
     CIs from those resamples (no CI for a figure from fewer than `rule.min_groups`
     contributing tasks)."""
-    known = truth.table.filter(pl.col("passed").is_not_null())
-    zs = standardise_within_task(cand).select("candidate_id", "score", "z")
-    joined = known.join(zs, on="candidate_id", how="left")
-    usable = joined.filter(pl.col("score").is_not_null() & pl.col("score").is_not_nan())
-    task_idx, score, passed, unscored = _arrays(joined, truth)
-    z = usable.get_column("z").to_numpy().astype(float)
+    j = _Joined.of(cand, truth, praise_threshold)
+    passed = j.passed
     n_t = len(truth.tasks)
-    parts = _task_parts(task_idx, score, passed, n_t, praise_threshold, unscored=unscored)
-    std_parts = _task_parts(task_idx, z, passed, n_t, praise_threshold, praised=z > 0)
-
-    def figures(w: np.ndarray) -> dict[str, np.ndarray]:
-        std = std_parts.figures(w)
-        return parts.figures(w) | {
-            "roc_auc_standardised": std["roc_auc"],
-            "false_praise_rate_standardised": std["false_praise_mixed"],
-        }
-
-    point = {k: float(v[0]) for k, v in figures(np.ones((1, n_t))).items()}
+    point = {k: float(v[0]) for k, v in j.figures(np.ones((1, n_t))).items()}
     reasons = _undefined(truth, passed, point)
     if "roc_auc" not in reasons:  # both classes present: the pooled AUCs are defined
-        point["roc_auc"] = float(roc_auc_score(passed, score))
-        point["roc_auc_standardised"] = float(roc_auc_score(passed, z))
+        point["roc_auc"] = float(roc_auc_score(passed, j.score))
+        point["roc_auc_standardised"] = float(roc_auc_score(passed, j.z))
     scored_ids = cand.filter(pl.col("score").is_not_null()).get_column("candidate_id").to_list()
-    known_ids = set(known.get_column("candidate_id").to_list())
+    known_ids = set(j.known.get_column("candidate_id").to_list())
     result: dict[str, Any] = {
         "truth_evaluator": truth.evaluator,
         "praise_threshold": praise_threshold,
-        "n_candidates": usable.height,
+        "n_candidates": j.usable.height,
         "n_candidates_no_truth": sum(1 for c in scored_ids if c not in known_ids),
-        "n_candidates_unscored": joined.height - usable.height,
-        "n_tasks": int(np.unique(task_idx).size),
-        **_counts(parts, std_parts, passed),
+        "n_candidates_unscored": j.joined.height - j.usable.height,
+        "n_tasks": int(np.unique(j.task_idx).size),
+        **_counts(j.parts, j.std_parts, passed),
         "ci_level": rule.level,
         "min_ci_groups": rule.min_groups,
         "n_bootstrap": 0 if weights is None else int(weights.shape[0]),
@@ -673,9 +708,9 @@ def truth_metrics(
     if weights is None or not weights.shape[0]:
         reasons.setdefault("ci", "bootstrap disabled (analysis.bootstrap = 0) or no tasks")
         weights = None
-    jackknife = figures(np.ones((n_t, n_t)) - np.eye(n_t)) if n_t else {}
+    jackknife = j.figures(np.ones((n_t, n_t)) - np.eye(n_t)) if n_t else {}
     counts = {**result, "n_pass_fail_pairs": int(passed.sum()) * int((~passed).sum())}
-    result |= _headline_figures(point, parts, jackknife, counts, weights, reasons, rule)
+    result |= _headline_figures(point, j.parts, jackknife, counts, weights, reasons, rule)
     result["reasons"] = dict(sorted(reasons.items()))
     return result
 

@@ -133,6 +133,8 @@ def judges_sentence(vs: Mapping[str, Any]) -> str:
     level = next(iter(judges.values())).get("ci_level")
     corrected = (f"{level:.1%} CIs, corrected over the {len(judges)} judges"
                  if len(judges) > 1 else "95 % CI")  # fmt: skip
+    if vs.get("figure_resampled"):
+        corrected += f"; each arm's {fig} and effect redrawn on the same task resamples"
     lead = (
         "The planted arms lie near one line by construction (flipping a share p of the tests' "
         f"verdicts scales both their {fig} and their effect by about 1 − 2p), so ρ over all "
