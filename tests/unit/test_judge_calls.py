@@ -128,3 +128,39 @@ def test_a_group_call_counts_what_the_judge_cache_answered(server: OpenAIServer,
     assert GroupCall("run", rule, TASK, candidates(2))().calls == {
         "hits": 0, "seeded": 0, "misses": 0
     }  # fmt: skip
+
+
+def test_a_pointwise_judge_asks_the_same_whatever_the_grouping(
+    server: OpenAIServer, tmp_path
+) -> None:
+    """The rubric asks about one candidate a call: its calls on a task's candidates judged as
+    one group (`scores.populations: together`) answer every call of the same candidates split
+    into two groups (`apart`), which is why the reference re-run needs no rubric call. A group
+    judge (RULER) asks anew: its prompt is the group."""
+
+    def reply(body: dict[str, Any]) -> Reply:
+        text = body["messages"][-1]["content"]
+        ids = re.findall(r'<trajectory id="(\d+)">', text)
+        if ids:
+            return {"content": json.dumps(
+                {"scores": [{"trajectory_id": t, "explanation": "ok", "score": 0.5} for t in ids]}
+            )}  # fmt: skip
+        i = int(re.search(r"ANSWER-(\d)", text).group(1))
+        return {"content": json.dumps({"explanation": "ok", "score": i / 4})}
+
+    server.reply = reply
+    cache = JsonCache(tmp_path, "judge")
+    cands = candidates(4)
+    splits = ((cands[:2], "natural"), (cands[2:], "contrast"))
+    for spec, new_calls_apart in (
+        (RubricSettings(name="q", judge="j", call=CALL), 0),
+        (RulerSettings(name="r", judge="j", call=CALL), 2),
+    ):
+        ev = build_evaluator(spec, endpoint(server), cache)
+        together = GroupCall("run", ev, TASK, cands, population="all")()
+        apart = [GroupCall("run", ev, TASK, part, population=p)() for part, p in splits]
+        assert sum(a.calls["misses"] for a in apart) == new_calls_apart, spec.name
+        if spec.name == "q":
+            assert together.calls["misses"] == 4
+            scores = [r["score"] for a in apart for r in a.rows]
+            assert scores == [r["score"] for r in together.rows] == [0.0, 0.25, 0.5, 0.75]
