@@ -480,9 +480,8 @@ def judges_vs_planted(
     arm's figure too, so that the CI carries the figures' spread over tasks as well as the
     effects' (`figure_resampled`); without them the figures are held at their values, as in
     `predict`. A resample where the line is undefined is counted in the CI (`undefined`).
-    The judges are one family of tests:
-    each CI is at 1 − (1 − level) / m for m judges (Bonferroni), so that no judge is called
-    off the line by chance among several. No line from fewer than `MIN_ARMS` planted arms
+    The judges are one family of tests: each CI is at 1 − (1 − level) / m for m judges
+    (Bonferroni), so that no judge is called off the line by chance among several. No line from fewer than `MIN_ARMS` planted arms
     with the figure."""
     planted = sorted(a for a in flips if a in pooled and audits.get(a, {}).get(figure) is not None)
     judges = sorted(
