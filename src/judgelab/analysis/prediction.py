@@ -479,9 +479,9 @@ def judges_vs_planted(
     `figure_draws` (arm -> its figure on each of those resamples, `arm_figure_draws`) every
     arm's figure too, so that the CI carries the figures' spread over tasks as well as the
     effects' (`figure_resampled`); without them the figures are held at their values, as in
-    `predict`. A resample where the line is undefined is counted in the CI (`undefined`).
-    The judges are one family of tests: each CI is at 1 − (1 − level) / m for m judges
-    (Bonferroni), so that no judge is called off the line by chance among several. No line from fewer than `MIN_ARMS` planted arms
+    `predict`; a resample with no line is counted (`undefined`). The judges are one family
+    of tests: each CI is at 1 − (1 − level) / m for m judges (Bonferroni), so that no judge is
+    called off the line by chance among several. No line from fewer than `MIN_ARMS` planted arms
     with the figure."""
     planted = sorted(a for a in flips if a in pooled and audits.get(a, {}).get(figure) is not None)
     judges = sorted(
@@ -503,10 +503,8 @@ def judges_vs_planted(
         return out
     boot, n_units = _effect_draws(pooled, planted + judges, rule)
     family = replace(rule, level=1 - (1 - rule.level) / len(judges))
-    if figure_draws is not None:
-        b, a = _lines(boot[:, : len(planted)], np.column_stack([figure_draws[p] for p in planted]))
-    else:
-        b, a = _lines(boot[:, : len(planted)], x)
+    xs = x if figure_draws is None else np.column_stack([figure_draws[p] for p in planted])
+    b, a = _lines(boot[:, : len(planted)], xs)
     for j, arm in enumerate(judges):
         value, effect = float(audits[arm][figure]), float(pooled[arm]["effect"])
         predicted = intercept + slope * value
