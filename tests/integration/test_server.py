@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -32,6 +33,10 @@ def test_serves_seeded_completions_and_checks_names() -> None:
         with pytest.raises(ModelError, match="not served here"):
             server.endpoint("qwen-0.5b")
         url = server.base_url
+        # no row of logits per prompt token (bench/prompt_logits.py): the server was told
+        assert server._tmp is not None
+        config = json.loads((Path(server._tmp.name) / "models.json").read_text())
+        assert [m["logits_all"] for m in config["models"]] == [False]
     with pytest.raises(httpx.HTTPError):
         httpx.get(f"{url}/models", timeout=2)  # stopped with the context
 

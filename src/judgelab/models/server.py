@@ -47,6 +47,11 @@ log = logging.getLogger(__name__)
 LOCK_PATH = Path(os.environ.get("JUDGELAB_LLAMA_LOCK", "/tmp/judgelab-llama.lock"))
 # How judgelab.models.llama_server applies a JSON grammar (Endpoint.grammar_sampler).
 GRAMMAR_SAMPLER = "checked-after-sampling"
+# How every zoo model is created (bench/prompt_logits.py; docs/BENCHMARKS.md). llama_cpp.server
+# computes a row of logits for every prompt token by default and copies it into an
+# n_ctx x n_vocab array, in case a request asks for the prompt's log-probabilities; judgelab
+# never does, and sampling reads the last row only. The replies are the same text.
+LLAMA_OPTIONS = {"logits_all": False}
 
 
 def _free_port(host: str) -> int:
@@ -79,6 +84,7 @@ class EmbeddedServer:
                 "n_threads": self.settings.n_threads,
                 "n_threads_batch": self.settings.n_threads,
                 "verbose": False,
+                **LLAMA_OPTIONS,
             }
             if zoo.chat_format:
                 entry["chat_format"] = zoo.chat_format
