@@ -7,10 +7,10 @@ vocabulary projection over the whole prompt, 151,936 columns for Qwen) and copie
 judgelab never asks for them, and sampling reads only the last row. judgelab's server passes
 `judgelab.models.server.LLAMA_OPTIONS`. A third model adds llama.cpp's fused attention (not a
 default: measured on one CPU kind only). Side by side, in one run, in one process: the same
-judge calls (a task and 4 candidates, 1,300-1,550 prompt tokens, RULER's reply schema as a
-grammar checked after sampling, greedy) on the model created each way, in turn, the order
-reversed each round. Prints each call's time, each ratio to the defaults and how many replies
-are the defaults' text.
+judge calls (a task and 4 candidates, 1,300-1,550 prompt tokens with Qwen's tokenizer,
+RULER's reply schema as a grammar checked after sampling, greedy) on the model created each
+way, in turn, the order reversed each round. Prints each call's time, each ratio to the
+defaults and how many replies are the defaults' text.
 
     .venv/bin/python bench/prompt_logits.py [--model qwen2.5-coder-0.5b-instruct] [--rounds 2]
 
@@ -34,7 +34,7 @@ from llama_cpp import Llama  # noqa: E402
 from judgelab.evaluators.transport.schema import inline_refs  # noqa: E402
 from judgelab.models import llama_server  # noqa: E402
 from judgelab.models.server import LLAMA_OPTIONS  # noqa: E402
-from judgelab.models.zoo import ensure_model  # noqa: E402
+from judgelab.models.zoo import ZOO, ensure_model  # noqa: E402
 
 CONFIGS = {
     "defaults": {"logits_all": True, "flash_attn": False},
@@ -57,14 +57,12 @@ def messages(nonce: int) -> list[dict[str, str]]:
         + "\n</trajectory>"
         for i, p in enumerate(shown, 1)
     )
-    return [
-        {
-            "role": "system",
-            "content": f"Call {nonce}. Score each trajectory from 0 to 1: "
-            "does it do what the user asked? Explain each score in a sentence.",
-        },  # fmt: skip
-        {"role": "user", "content": f"{task['prompt']}\n\nTrajectories:\n\n{trajectories}"},
-    ]
+    instructions = (
+        f"Call {nonce}. Score each trajectory from 0 to 1: does it do what the user asked? "
+        "Explain each score in a sentence."
+    )  # one user message: Gemma's chat template has no system role
+    user = f"{instructions}\n\n{task['prompt']}\n\nTrajectories:\n\n{trajectories}"
+    return [{"role": "user", "content": user}]
 
 
 def call(llm: Llama, nonce: int, max_tokens: int) -> tuple[float, int, str]:
@@ -80,7 +78,7 @@ def call(llm: Llama, nonce: int, max_tokens: int) -> tuple[float, int, str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
+    ap.add_argument("--model", default="qwen2.5-coder-0.5b-instruct", choices=sorted(ZOO))
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--calls", type=int, default=1, help="judge calls per model per round")
     ap.add_argument("--threads", type=int, default=2)
@@ -88,9 +86,11 @@ def main() -> None:
     args = ap.parse_args()
     llama_server.install()  # the product server's grammar-checked sampling
     path = str(ensure_model(args.model))
+    chat_format = ZOO[args.model].chat_format
     models = {
         name: Llama(
             model_path=path,
+            chat_format=chat_format,
             n_ctx=8192,
             n_threads=args.threads,
             n_threads_batch=args.threads,

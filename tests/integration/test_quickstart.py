@@ -157,7 +157,8 @@ def llama_cpp_python_server() -> Iterator[str]:
         proc = subprocess.Popen(
             [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf),
              "--model_alias", "my-judge-model", "--host", "127.0.0.1", "--port", str(port),
-             "--n_threads", "2", "--n_ctx", "4096", "--verbose", "False"],
+             "--n_threads", "2", "--n_ctx", "4096", "--logits_all", "false",
+             "--verbose", "False"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         base_url = f"http://127.0.0.1:{port}/v1"
