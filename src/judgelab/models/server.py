@@ -50,7 +50,8 @@ GRAMMAR_SAMPLER = "checked-after-sampling"
 # How every zoo model is created (bench/prompt_logits.py; docs/BENCHMARKS.md). llama_cpp.server
 # computes a row of logits for every prompt token by default and copies it into an
 # n_ctx x n_vocab array, in case a request asks for the prompt's log-probabilities; judgelab
-# never does, and sampling reads the last row only. The replies are the same text.
+# never does, and sampling reads the last row only. The replies are the same text; a judge
+# call is 1.13-2.28x faster (the larger the vocabulary, the more).
 LLAMA_OPTIONS = {"logits_all": False}
 
 
