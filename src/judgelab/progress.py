@@ -13,8 +13,9 @@ elapsed 2:15, ETA 3:45` — so a long stage is never silent. `JUDGELAB_PROGRESS=
 off. Library code keeps using `logging`; only flows and the CLI open progress.
 
 The rate and the ETA leave out the opening run of steps that came at once (`Pace`): a resumed
-stage first replays its cached units in a few seconds, and counting them would put hours of
-judge calls at minutes. A stage of quick steps only keeps the plain average.
+stage first replays its cached units in a few seconds, after its start-up (a Prefect server, a
+model load), and counting them would put hours of judge calls at minutes. A stage of quick
+steps only keeps the plain average.
 """
 
 from __future__ import annotations
@@ -61,11 +62,13 @@ INSTANT_S = 1.0
 class Pace:
     """Steps per second and the time left, leaving out an opening run of instant steps.
 
-    Until a step takes longer than `INSTANT_S`, each step moves the rate's origin (its count
-    and its clock) to itself; from the first slow step on, the origin stays and the rate is
-    the average since it. While no step has been slow (a stage of quick local units, or a
-    resumed one still replaying its cache) the rate is the plain average since the start, and
-    so is a fresh run's, whose first step is slow."""
+    Until a step takes longer than `INSTANT_S` after the one before, each step moves the
+    rate's origin (its count and its clock) to itself; from the first slow step on, the origin
+    stays and the rate is the average since it. The first step has no step before it: the
+    time it took includes the stage's start-up, so it never ends the opening run (a resumed
+    stage's first cache hit comes seconds after the start). While no step has been slow (a
+    stage of quick local units, a resumed one still replaying its cache, a fresh one after
+    its first step) the rate is the plain average since the start."""
 
     def __init__(self, now: float) -> None:
         self.start = self.last = self.origin_time = now
@@ -75,8 +78,9 @@ class Pace:
     def step(self, n: int, now: float) -> None:
         if n <= 0:
             return
+        first = self.done == 0
         self.done += n
-        if self.opening and now - self.last <= INSTANT_S:
+        if self.opening and (first or now - self.last <= INSTANT_S):
             self.origin_done, self.origin_time = self.done, now
         else:
             self.opening = False
@@ -84,8 +88,9 @@ class Pace:
 
     @property
     def instant(self) -> int:
-        """The steps the rate leaves out."""
-        return 0 if self.opening else self.origin_done
+        """The opening run the rate leaves out; 0 where it is the first step alone (a fresh
+        run, whose rate starts at its first step, after the start-up)."""
+        return 0 if self.opening or self.origin_done < 2 else self.origin_done
 
     def speed(self, now: float) -> float | None:
         done, since = (0, self.start) if self.opening else (self.origin_done, self.origin_time)

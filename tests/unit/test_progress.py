@@ -48,12 +48,12 @@ def test_not_a_terminal_prints_a_line_per_step_with_elapsed_and_eta(
         advance(0, total=4)  # nothing done, no new label: no line
         advance(description="train: epoch 0 sampled")  # 1 of 4 after 10 s
         advance(0, description="train: scoring")  # relabel only
-        advance()  # 2 of 4 after 60 s
+        advance()  # 2 of 4 after 60 s, 50 s after the first: the pace from the first step on
     lines = buf.getvalue().splitlines()
     assert lines == [
         "[judgelab] train: epoch 0 sampled: 1/4 step, 10 s/step, elapsed 0:10, ETA 0:30",
         "[judgelab] train: scoring: 1/4 step, 30 s/step, elapsed 0:30, ETA 1:30",
-        "[judgelab] train: scoring: 2/4 step, 30 s/step, elapsed 1:00, ETA 1:00",
+        "[judgelab] train: scoring: 2/4 step, 50 s/step, elapsed 1:00, ETA 1:40",
     ]
 
 
@@ -77,6 +77,29 @@ def test_a_resumed_stage_leaves_its_cache_replay_out_of_the_rate(
         "[judgelab] scores: 5/10 group, 75 s/group, elapsed 2:30, ETA 6:15 "
         "(3 at once, not in the rate)",
     ]
+
+
+def test_the_start_up_before_the_first_cache_hit_does_not_end_the_opening_run() -> None:
+    """A resumed stage starts a server and loads a model (12 s here) before its first cache
+    hit; its three cached units still stay out of the rate of the 50 s calls after them."""
+    pace = Pace(0.0)
+    for now in (12.0, 12.01, 12.02, 62.02, 112.02):
+        pace.step(1, now)
+    assert pace.instant == 3
+    assert pace.speed(112.02) == pytest.approx(2 / 100.0)
+    assert pace.eta(10, 112.02) == pytest.approx(5 * 50.0)
+
+
+def test_a_fresh_run_of_slow_steps_is_timed_from_its_first_step() -> None:
+    """Judge calls of 20 s after a 10 s start-up: the plain average after the first call, then
+    the calls' own pace; nothing is called "at once"."""
+    pace = Pace(0.0)
+    pace.step(1, 30.0)
+    assert pace.speed(30.0) == pytest.approx(1 / 30.0) and pace.instant == 0
+    pace.step(1, 50.0)
+    pace.step(1, 70.0)
+    assert pace.speed(70.0) == pytest.approx(1 / 20.0) and pace.instant == 0
+    assert pace.eta(5, 70.0) == pytest.approx(40.0)
 
 
 def test_a_stage_of_quick_units_keeps_the_plain_average() -> None:
