@@ -89,6 +89,38 @@ def test_scores_are_the_audit_the_params_ask_for() -> None:
     assert per_evaluator == [rollouts.height * settings.scores.repeats]
 
 
+def test_each_group_judge_call_saw_one_population() -> None:
+    """Issue 46: the reference is judged as GRPO judges, each task's policy samples in a call
+    of their own and its known-truth contrast group in another. Every row of a group judge
+    records its call's candidate order (`permutation`), so a call's size is on every row: it
+    must be the size of the row's own population in its task, never both together."""
+    import polars as pl
+
+    settings = load_settings(REFERENCE / "params.yaml")
+    assert settings.scores.populations == "apart"
+    rollouts = validate_file(REFERENCE / "data/rollouts/rollouts.parquet", "rollouts")
+    natural = rollouts.select(
+        "candidate_id", pl.col("policy").is_in(settings.rollouts.writers).alias("natural")
+    )
+    group = ["evaluator", "task_id", "repeat", "natural"]
+    ruler = (
+        validate_file(REFERENCE / "data/scores/scores.parquet", "scores")
+        .filter(pl.col("protocol") == "ruler")
+        .join(natural, on="candidate_id", how="left", validate="m:1")
+        .with_columns(
+            pl.len().over(group).alias("size"),
+            (pl.col("permutation").str.count_matches(",") + 1).alias("call_size"),
+        )
+    )
+    assert ruler.height > 0 and ruler["natural"].null_count() == 0
+    assert ruler["permutation"].null_count() == 0
+    mixed = ruler.filter(pl.col("call_size") != pl.col("size"))
+    assert mixed.is_empty(), mixed.select(*group, "size", "call_size").unique().head(5)
+    assert ruler.group_by(group).agg(pl.col("permutation").n_unique())["permutation"].max() == 1
+    # both populations were judged, by every group judge
+    assert ruler.group_by("evaluator").agg(pl.col("natural").n_unique())["natural"].min() == 2
+
+
 def test_the_analysis_of_the_committed_tables_is_the_committed_metrics(tmp_path: Path) -> None:
     committed = REFERENCE / "data/analysis/metrics.json"
     if not committed.exists():
@@ -150,7 +182,8 @@ def test_every_figure_in_the_readme_block_is_in_the_metrics() -> None:
         elif isinstance(x, int):
             values.add(str(x))
         elif isinstance(x, float):
-            values.update({f"{x:.3f}", f"{abs(x):.3f}", f"{100 * x:.1f}", f"{x:g}"})
+            # a rate as the report writes it: 0.123, 12.3 (%), and a rule's threshold (50 %)
+            values.update({f"{x:.3f}", f"{abs(x):.3f}", f"{100 * x:.1f}", f"{x:g}", f"{100 * x:g}"})
 
     walk(metrics)
     walk(json.loads((REFERENCE / "data/probes/metrics.json").read_text()))
