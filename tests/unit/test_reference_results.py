@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 import yaml
 
@@ -94,8 +95,6 @@ def test_each_group_judge_call_saw_one_population() -> None:
     of their own and its known-truth contrast group in another. Every row of a group judge
     records its call's candidate order (`permutation`), so a call's size is on every row: it
     must be the size of the row's own population in its task, never both together."""
-    import polars as pl
-
     settings = load_settings(REFERENCE / "params.yaml")
     assert settings.scores.populations == "apart"
     rollouts = validate_file(REFERENCE / "data/rollouts/rollouts.parquet", "rollouts")
