@@ -51,21 +51,18 @@ from judgelab.cache import JsonCache
 from judgelab.config import Settings, load_settings, parse_settings
 from judgelab.config.evaluators import EvaluatorSettings
 from judgelab.errors import ConfigError
-from judgelab.evaluators.registry import build_evaluator
 from judgelab.evaluators.reward import register_reward
 from judgelab.models.server import serve
 from judgelab.paths import cache_dir, project_root
 from judgelab.provenance import git_commit, model_fingerprints
 from judgelab.report.outputs import analyse_stage
 from judgelab.rollouts.generate import (
-    candidates_by_group,
     distinct_writers,
     generate_group,
     rollouts_frame,
 )
 from judgelab.rollouts.imported import import_candidates, records_candidates
-from judgelab.schemas import RolloutsSchema, TasksSchema, validate
-from judgelab.scoring import loud_failures, run_id_for, scores_frame, stage_calls
+from judgelab.schemas import TasksSchema, validate
 from judgelab.tasks import tasks_frame, tasks_from_frame
 from judgelab.tasks.files import load_task_file, tasks_from_records
 from judgelab.tasks.registry import load_sources
@@ -222,22 +219,12 @@ def score(
     tasks: pl.DataFrame, rollouts: pl.DataFrame, settings: SettingsLike = None
 ) -> pl.DataFrame:
     """The scores table (`judgelab scores`): every evaluator of `scores.evaluators` over every
-    group, one row per (task, candidate, evaluator, repeat), as the scores flow writes it."""
-    s = _resolve(settings, tests=False)
-    task_list = tasks_from_frame(validate(tasks, TasksSchema, "tasks table"))
-    rollouts = validate(rollouts, RolloutsSchema, "rollouts table")
-    groups = candidates_by_group(rollouts, s.scores.populations == "apart")
-    run_id = run_id_for(s, rollouts)
-    cache = JsonCache(cache_dir(), "judge", s.cache.seed_dirs())
-    rows: list[dict[str, Any]] = []
-    with serve(s, s.models_called("scores")) as endpoints:
-        evaluators = [build_evaluator(spec, endpoints, cache) for spec in s.scores.evaluators]
-        for call in stage_calls(run_id, evaluators, task_list, groups, s.scores.repeats):
-            rows += call().rows
-    frame = scores_frame(rows)
-    for failure in loud_failures(frame, s.scores.max_failure_share):
-        log.error("judge failed: %s", failure.line())
-    return frame
+    group, one row per (task, candidate, evaluator, repeat): the scores flow's body
+    (`judgelab.scores_stage.score_stage`), its calls made one at a time in this process and
+    the table returned, not written."""
+    from judgelab.scores_stage import score_stage  # the flow's body, made in this process
+
+    return score_stage(_resolve(settings, tests=False), tasks, rollouts).frame
 
 
 @dataclass(frozen=True)

@@ -12,17 +12,8 @@ from prefect import flow, get_run_logger
 
 from judgelab.analysis.stats import latency_summary
 from judgelab.config import Settings, load_settings
-from judgelab.flows.paths import (
-    ANALYSIS,
-    PROBES_METRICS,
-    ROLLOUTS,
-    SCORES,
-    TASKS,
-    TRAINING,
-    calls_file,
-)
-from judgelab.flows.scores import structured_output_path
-from judgelab.paths import project_root
+from judgelab.flows.paths import ANALYSIS, PROBES_METRICS, ROLLOUTS, SCORES, TASKS, TRAINING
+from judgelab.paths import calls_file, project_root, structured_output_path
 from judgelab.provenance import provenance
 from judgelab.report.outputs import analyse_stage
 from judgelab.schemas import validate_file

@@ -21,11 +21,5 @@ PROBES_METRICS = PROBES / "metrics.json"
 PROBES_RECORD = Path("probes")
 
 
-def calls_file(table: Path) -> Path:
-    """Beside a stage's table: what its caches answered (`JsonCache.counts`), for the report.
-    Not a DVC output: a second run of the same stage finds everything cached."""
-    return Path(table).with_name("calls.json")
-
-
 # The schema (judgelab.schemas kind) of each table a stage's preflight validates before it reads.
 SCHEMAS = {TASKS: "tasks", ROLLOUTS: "rollouts", SCORES: "scores"}

@@ -12,11 +12,11 @@ from prefect import flow, get_run_logger, task
 from judgelab.cache import JsonCache, summed
 from judgelab.config import RolloutSettings, Settings, load_settings
 from judgelab.flows.fanout import UNIT_TASK, Lanes, Unit, fan_out
-from judgelab.flows.paths import ROLLOUTS, TASKS, calls_file
+from judgelab.flows.paths import ROLLOUTS, TASKS
 from judgelab.io import write_json, write_parquet
 from judgelab.models.endpoint import Endpoint
 from judgelab.models.server import serve
-from judgelab.paths import cache_dir, project_root
+from judgelab.paths import cache_dir, calls_file, project_root
 from judgelab.rollouts.generate import distinct_writers, generate_group, rollouts_frame
 from judgelab.rollouts.imported import import_candidates, join_candidates
 from judgelab.schemas import validate_file
