@@ -74,7 +74,7 @@ def test_the_flow_and_the_api_score_the_golden_tables_as_committed(project: Path
 def _settings(base_url: str) -> Any:
     loop = {"kind": "endpoint", "base_url": base_url, "model": "loop",
             "structured_output": "json_schema"}  # fmt: skip
-    judge = {"name": "rubric-loop", "kind": "rubric", "judge": "loop", "retries": 0}
+    judge = {"name": "rubric-loop", "kind": "rubric", "judge": "loop", "call": {"retries": 0}}
     return judgelab.make_settings({"models": {"loop": loop}}, [judge], tests=False)
 
 

@@ -4,15 +4,12 @@ are narrow: a knob reruns the stages that read it, and no other (DVC's own statu
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
-import typing
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +160,8 @@ def test_a_changed_key_reruns_only_the_stages_that_read_it(tmp_path: Path) -> No
     assert stale_after("rollouts", "system_prompt", prompt) == {"rollouts", "training", "probes"}
     assert stale_after("rollouts", "temperature", 0.7) == {"rollouts", "probes"}
     assert stale_after("scores", "repeats", 2) == {"scores"}
+    # the report names the judges whose calls failed beyond it
+    assert stale_after("scores", "max_failure_share", 0.2) == {"scores", "analysis"}
     assert stale_after("train", "k", 8) == {"training"}
     # probes.tasks and train.heldout may name CodeI/O items, built with tasks.codeio's cases
     # and seed, or tasks of your files
@@ -330,83 +329,108 @@ def test_the_models_a_stage_calls_follow_its_settings() -> None:
 
 # ------------------------------------------- the params a stage's code reads, derived
 
-
-def _section_paths() -> dict[str, str]:
-    """Settings section class name -> its dotted params.yaml path (`CodeIOSettings` ->
-    `tasks.codeio`)."""
-    from pydantic import BaseModel
-
-    paths: dict[str, str] = {}
-
-    def walk(model: type[BaseModel], prefix: str) -> None:
-        for name, field in model.model_fields.items():
-            for t in (field.annotation, *typing.get_args(field.annotation)):
-                if isinstance(t, type) and issubclass(t, BaseModel):
-                    paths.setdefault(t.__name__, prefix + name)
-                    walk(t, f"{prefix}{name}.")
-
-    walk(Settings, "")
-    return paths
-
-
-# Sections a stage's code names without reading a value that changes its output.
-SPEED_ONLY = {"server", "runner", "cache"}  # how fast, never what (Stage.params)
-NAMED_NOT_READ = {
-    ("scores", "rollouts"): "rollouts.generate's candidates_by_task reads the rollouts table",
-    ("analysis", "rollouts"): "the same table reader; the analysis reads tables, not settings",
-    ("analysis", "scores"): "scoring.failures reads the scores table (the budget is the "
-    "scores stage's; the report is given it by the analysis settings)",
-    ("analysis", "train.loss"): "training.grpo's group_advantages takes rewards, no settings",
-    ("probes", "train.loss"): "the same advantages",
-    ("probes", "analysis.power"): "analysis.power names the section; the probes read none of it",
-    ("training", "tasks.humaneval"): "humaneval_by_ids builds the ids asked for, whatever "
-    "tasks.humaneval selects",
-    ("probes", "tasks.humaneval"): "the same",
+# Sections that change how fast a stage runs, never what it writes (Stage.params).
+SPEED_ONLY = {"server", "runner", "cache"}
+# Reads that change none of a stage's DVC outputs: (stage, key or a section above it, the
+# module that reads it) -> why. A read is excused when every module making it is excused.
+TRACKED_ONLY = "logged to the MLflow run, which is no DVC output"
+EXCUSED = {
+    ("scores", "rollouts", "rollouts.generate"): "generate_group samples; the stage uses "
+    "the module's candidates_by_group, which reads the rollouts table",
+    ("training", "rollouts", "rollouts.generate"): "training samples with train's settings; "
+    "the module gives it policy_messages (rollouts.system_prompt: declared)",
+    ("probes", "rollouts.k", "rollouts.generate"): "each self-preference writer samples "
+    "probes.samples_per_policy candidates",
+    ("training", "tasks.humaneval", "tasks.humaneval"): "humaneval_by_ids builds the ids asked "
+    "for, whatever tasks.humaneval selects",
+    ("probes", "tasks.humaneval", "tasks.humaneval"): "the same",
+    ("probes", "analysis.bootstrap", "analysis.stats"): "probe_ci_rule replaces it with "
+    "probes.bootstrap",
+    ("probes", "analysis.seed", "analysis.stats"): "probe_ci_rule replaces it with probes.seed",
+    ("probes", "analysis.power", "analysis.power"): "the attacks use the module's holm and "
+    "paired_t, not its power analysis",
+    ("analysis", "scores", "scoring.score"): "run_id_for is the scores stage's; the analysis "
+    "imports the package for loud_failures",
+    ("analysis", "train.loss", "training.grpo"): "the loss; the analysis uses the module's "
+    "group advantages, which take rewards",
+    ("analysis", "rollouts", "tracking"): TRACKED_ONLY,
+    ("analysis", "scores", "tracking"): TRACKED_ONLY,
+    ("analysis", "tasks", "tracking"): TRACKED_ONLY,
+    ("analysis", "train.backend", "tracking"): TRACKED_ONLY,
+    # models_called("pipeline"): the models behind the tables, whose fingerprints (`models`)
+    # the report's provenance shows; these keys choose them, and a change of one changes the
+    # tables the analysis depends on
+    ("analysis", "tasks.autorl", "flows.analysis"): "chooses the models behind the tables",
+    ("analysis", "rollouts", "flows.analysis"): "chooses the models behind the tables",
+    ("analysis", "scores.evaluators", "flows.analysis"): "chooses the models behind the tables",
 }
+DVC_FILES = (Path("dvc.yaml"), Path("probes/dvc.yaml"), REFERENCE)
 
 
-def _read_sections(stage: str) -> set[str]:
-    """The sections whose settings class a module of the stage's flow names (outside the
-    config itself, where every class is named)."""
+def _code_reads(stage: str) -> dict[str, set[str]]:
+    """Key -> the modules of the stage's flow (its imports, transitively) that read it."""
+    from tests.settings_reads import read_by
     from tests.unit.test_architecture import FLOWS, closure, graph, module_files
 
     modules = module_files()
-    paths = _section_paths()
-    texts = [
-        modules[m].read_text()
-        for m in closure(FLOWS[stage], graph(), modules)
-        if not m.startswith("judgelab.config")
-    ]
-    return {path for cls, path in paths.items() if any(re.search(rf"\b{cls}\b", t) for t in texts)}
+    return read_by({m: modules[m] for m in closure(FLOWS[stage], graph(), modules)})
 
 
-def _undeclared(stage: Stage, read: set[str]) -> list[str]:
-    def covered(p: str) -> bool:
-        return any(q == p or q.startswith(p + ".") or p.startswith(q + ".") for q in stage.params)
+def _under(key: str, section: str) -> bool:
+    return key == section or key.startswith(section + ".")
+
+
+def _undeclared(stage: str, params: list[str], reads: dict[str, set[str]]) -> list[str]:
+    """Keys read that no listed param covers (itself, a section above it, or a key under a
+    section handed on whole) and that are not excused."""
+
+    def excused(key: str, module: str) -> bool:
+        return any(s == stage and m == module and _under(key, k) for s, k, m in EXCUSED)
 
     return sorted(
-        p for p in read - SPEED_ONLY if not covered(p) and (stage.name, p) not in NAMED_NOT_READ
+        f"{key} (read by {', '.join(sorted(by))})"
+        for key, by in reads.items()
+        if key.split(".")[0] not in SPEED_ONLY
+        and not any(_under(key, p) or _under(p, key) for p in params)
+        and not all(excused(key, m) for m in by)
     )
 
 
-@pytest.mark.parametrize("stage", DVC_STAGES, ids=lambda s: s.name)
-def test_a_stage_declares_every_section_its_code_reads(stage: Stage) -> None:
-    """Derived from the code: each settings section a module of the stage's flow names must
-    be among the stage's params (itself, a key under it or the section above it), so that
-    `dvc repro` reruns the stage when it changes."""
-    assert _undeclared(stage, _read_sections(stage.name)) == []
+def _unread(params: list[str], reads: dict[str, set[str]]) -> list[str]:
+    return [p for p in params if not any(_under(k, p) or _under(p, k) for k in reads)]
 
 
-def test_the_derivation_finds_the_held_out_tasks_of_training() -> None:
-    """The control: training builds held-out tasks through their sources; without the task
-    sources' params it would not rerun when they change."""
-    training = next(s for s in DVC_STAGES if s.name == "training")
-    read = _read_sections("training")
-    assert {"tasks.codeio", "train"} <= read
-    blind = dataclasses.replace(
-        training, params=tuple(p for p in training.params if not p.startswith("tasks."))
-    )
-    assert "tasks.codeio" in _undeclared(blind, read)
+@pytest.mark.parametrize(
+    ("dvc_path", "name"),
+    [(path, name) for path in DVC_FILES for name in dvc_file(path)],
+    ids=lambda v: str(v),
+)
+def test_a_stage_lists_exactly_the_params_its_code_reads(dvc_path: Path, name: str) -> None:
+    """Derived from the code (tests/settings_reads.py): every params key a module of the
+    stage's flow reads is among the stage's params in dvc.yaml, probes/dvc.yaml and
+    reference/dvc.yaml, so that `dvc repro` reruns the stage when it changes; and every
+    listed param is read, so that no other key reruns it."""
+    params = dvc_file(dvc_path)[name]["params"]
+    reads = _code_reads(name)
+    assert _undeclared(name, params, reads) == []
+    assert _unread(params, reads) == []
+
+
+def test_the_derivation_reads_attribute_chains_methods_and_sections() -> None:
+    """The controls: the reads the analysis makes through its settings (not its tables), and
+    training's held-out tasks, built through their sources."""
+    analysis = _code_reads("analysis")
+    assert {"scores.max_failure_share", "scores.populations", "analysis.min_ci_groups",
+            "models", "train.policy", "train.rewards"} <= set(analysis)  # fmt: skip
+    assert analysis["scores.max_failure_share"] == {"report.outputs"}
+    blind = [p for p in dvc_file(Path("dvc.yaml"))["analysis"]["params"] if p != "models"]
+    assert _undeclared("analysis", blind, analysis) == [
+        "models (read by flows.analysis, provenance, scoring.score, tracking)"
+    ]
+    training = _code_reads("training")
+    assert {"tasks.codeio.cases", "analysis.min_ci_groups", "analysis.truth"} <= set(training)
+    assert _undeclared("training", ["train"], training)  # the held-out tasks' sources among them
+    assert _unread(["train", "probes.judges"], training) == ["probes.judges"]
 
 
 @pytest.mark.parametrize("stage", DVC_STAGES, ids=lambda s: s.name)

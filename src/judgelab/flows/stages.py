@@ -165,10 +165,22 @@ PIPELINE_STAGES = (
             ANALYSIS / "plots/score_distribution.csv",
             ANALYSIS / "plots/training_curves.csv",
         ),
-        # train.rewards: the report says which configured judges lack training output. The
-        # MLflow run also logs settings of the stages before (rollouts, scores, train), whose
-        # tables this stage reads.
-        params=("analysis", "tracking", "train.rewards"),
+        # train.rewards: the report says which configured judges lack training output.
+        # scores.max_failure_share: the report's first section names the judges whose calls
+        # failed beyond it; scores.populations: how the headline's candidates were judged.
+        # models and train.policy: the report's provenance shows the fingerprint of every
+        # model behind the tables (the policy trained among them). The MLflow run also logs
+        # settings of the stages before (rollouts, scores, train), whose tables this stage
+        # reads; that run is no DVC output.
+        params=(
+            "analysis",
+            "tracking",
+            "train.rewards",
+            "train.policy",
+            "scores.max_failure_share",
+            "scores.populations",
+            "models",
+        ),
     ),
 )
 
