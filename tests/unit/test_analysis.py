@@ -518,7 +518,7 @@ def test_run_analysis_with_empty_scores(tmp_path: Path) -> None:
 TOO_FEW = "n = 2 groups: too few for a CI (minimum 5)"
 
 
-def test_no_ci_from_fewer_than_min_groups_in_metrics_and_report(tmp_path: Path) -> None:
+def test_no_ci_from_fewer_than_min_ci_groups_in_metrics_and_report(tmp_path: Path) -> None:
     """17.1: two tasks give three distinct resamples: the value and its n, never an interval."""
     metrics = run_analysis(
         fixture_tasks(), fixture_rollouts(), fixture_scores(), SETTINGS, tmp_path
@@ -554,16 +554,16 @@ def test_one_ci_rule_is_built_from_the_settings() -> None:
     """The bootstrap, seed and minimum of groups travel as one object; the probes keep the
     minimum and level with their own resamples; a rule below two groups cannot exist."""
     rule = CIRule.of(AnalysisSettings(bootstrap=300, seed=4, min_ci_groups=7))
-    assert (rule.min_groups, rule.n_boot, rule.seed, rule.level) == (7, 300, 4, CI_LEVEL)
+    assert (rule.min_ci_groups, rule.n_boot, rule.seed, rule.level) == (7, 300, 4, CI_LEVEL)
     probes = rule.resampled(50, 9)
-    assert (probes.min_groups, probes.n_boot, probes.seed, probes.level) == (7, 50, 9, CI_LEVEL)
+    assert (probes.min_ci_groups, probes.n_boot, probes.seed, probes.level) == (7, 50, 9, CI_LEVEL)
     with pytest.raises(ValueError, match="at least 2 groups"):
         CIRule(1, 100, 0, CI_LEVEL)
     with pytest.raises(ValueError, match="n_boot"):
         CIRule(5, -1, 0, CI_LEVEL)
 
 
-def test_min_groups_counts_the_tasks_that_contribute_to_each_figure() -> None:
+def test_min_ci_groups_counts_the_tasks_that_contribute_to_each_figure() -> None:
     """Thirty tasks, but only three with both a passing and a failing candidate: the within-task
     figures come from three groups and get no CI; false praise (every task fails) gets one."""
     rows = []

@@ -16,8 +16,8 @@ ATTACK = "grader_comment"  # an attack on failing code: it replaces the mutants
 THRESHOLD = 0.8
 
 
-def rule(min_groups: int, n_boot: int = 200) -> CIRule:
-    return CIRule(min_groups, n_boot, 0, CI_LEVEL)
+def rule(min_ci_groups: int, n_boot: int = 200) -> CIRule:
+    return CIRule(min_ci_groups, n_boot, 0, CI_LEVEL)
 
 
 def group(task: str, original: dict[str, float | None], attacked: dict[str, float | None]):

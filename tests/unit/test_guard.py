@@ -85,6 +85,14 @@ def test_flat_groups_unscored_rewards_and_grouping() -> None:
         GuardSettings(alphaa=0.1)  # type: ignore[call-arg]
 
 
+def test_the_ci_minimum_is_the_analysis_settings_one_default() -> None:
+    """One minimum for every CI: the guard's default is `analysis.min_ci_groups`' (the guard
+    reads it from the analysis settings rather than copying its number)."""
+    from judgelab.config import AnalysisSettings
+
+    assert GuardSettings().min_ci_groups == AnalysisSettings().min_ci_groups == 15
+
+
 def test_groups_are_chosen_before_their_verdicts_within_the_budget() -> None:
     settings = GuardSettings(sample_rate=0.5, max_groups_per_step=3, seed=7)
     rng = np.random.default_rng(0)

@@ -162,7 +162,7 @@ def test_pooled_first_order_effects_by_hand_and_paired() -> None:
         "double": [(2 * n, d) for n, d in base],  # twice a's numerator: twice its effect and CI
         "none": [(0.0, 0.0)] * 20,  # no group with spread: no step
     })  # fmt: skip
-    rule = CIRule(min_groups=15, n_boot=400, seed=3, level=0.95)
+    rule = CIRule(min_ci_groups=15, n_boot=400, seed=3, level=0.95)
     pooled = pooled_effects(terms, 0.1, rule)
     a = pooled["a"]
     assert a["effect"] == pytest.approx(0.1 * sum(n for n, _ in base) / sum(d for _, d in base))
@@ -196,7 +196,7 @@ def test_the_first_order_check_by_hand() -> None:
         "flip-1": [(-w, 1.0) for w in wobble],
         "placebo": [(s * w, 1.0) for s, w in zip(sign, wobble, strict=True)],
     })  # fmt: skip
-    rule = CIRule(min_groups=15, n_boot=400, seed=0, level=0.95)
+    rule = CIRule(min_ci_groups=15, n_boot=400, seed=0, level=0.95)
     pooled = pooled_effects(terms, 1.0, rule)
     flips = {"flip-0": 0.0, "flip-0.5": 0.5, "flip-1": 1.0}
     check = first_order_check(pooled, flips, "placebo", rule)
@@ -236,7 +236,7 @@ def test_judges_against_the_planted_line_by_hand() -> None:
     noise = [0.4 * (-1.0) ** i for i in range(20)]
     terms = _terms({a: [(e * w + z, w) for w, z in zip(wobble, noise, strict=True)]
                     for a, e in effects.items()})  # fmt: skip
-    rule = CIRule(min_groups=15, n_boot=400, seed=0, level=0.95)
+    rule = CIRule(min_ci_groups=15, n_boot=400, seed=0, level=0.95)
     pooled = pooled_effects(terms, 1.0, rule)
     audits = {a: {"signal_fidelity": f} for a, f in figures.items()}
     flips = {"flip-0": 0.0, "flip-0.5": 0.5, "flip-1": 1.0}

@@ -36,13 +36,13 @@ from judgelab.schemas import ProbeCandidatesSchema, ProbeScoresSchema, columns
 SEEDS = range(8)
 
 
-def ci(n_boot: int, seed: int, min_groups: int) -> CIRule:
-    return CIRule(min_groups, n_boot, seed, CI_LEVEL)
+def ci(n_boot: int, seed: int, min_ci_groups: int) -> CIRule:
+    return CIRule(min_ci_groups, n_boot, seed, CI_LEVEL)
 
 
-def probe_rule(probes: ProbesSettings, min_groups: int) -> CIRule:
+def probe_rule(probes: ProbesSettings, min_ci_groups: int) -> CIRule:
     """The probes stage's rule: its own resamples, the analysis minimum."""
-    return probe_ci_rule(AnalysisSettings(min_ci_groups=min_groups), probes)
+    return probe_ci_rule(AnalysisSettings(min_ci_groups=min_ci_groups), probes)
 
 
 def reliability_fixture(seed: int) -> np.ndarray:
@@ -111,7 +111,7 @@ def test_a_tied_top_is_no_preference() -> None:
     assert top_of({}) is None
 
 
-def test_with_ci_needs_min_groups_and_counts_undefined_resamples() -> None:
+def test_with_ci_needs_min_ci_groups_and_counts_undefined_resamples() -> None:
     """17.1 and 17.2 for every probe figure: two groups give no CI, and resamples where the
     statistic is undefined are counted (here: those that never draw group 0)."""
     values = np.array([0.1, 0.4, 0.35, 0.8, 0.6, 0.2])

@@ -175,7 +175,7 @@ def test_each_figure_draw_is_the_figure_of_its_resampled_table() -> None:
     arms = ["flip-0.25", "ruler-qwen-1.5b"]
     rewards = pl.read_parquet(STUDY / "rewards.parquet").filter(pl.col("arm").is_in(arms))
     units = effect_units(_effects()["terms"])
-    rule = CIRule(min_groups=5, n_boot=3, seed=7, level=0.95)
+    rule = CIRule(min_ci_groups=5, n_boot=3, seed=7, level=0.95)
     draws = arm_figure_draws(rewards, units, rule, "signal_fidelity", 0.8)
     weights = resample_weights(len(units), rule.n_boot, rule.seed)
     for r in range(rule.n_boot):

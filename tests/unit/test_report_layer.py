@@ -39,7 +39,7 @@ def test_the_checker_sees_a_report_import(tmp_path: Path) -> None:
     ]
 
 
-CI_PARAMETERS = {"min_groups", "min_ci_groups", "n_boot", "rule"}
+CI_PARAMETERS = {"min_ci_groups", "n_boot", "rule"}
 
 
 def _defaulted_ci_parameters(folder: Path) -> list[str]:
@@ -65,5 +65,5 @@ def _defaulted_ci_parameters(folder: Path) -> list[str]:
 def test_no_ci_minimum_is_a_default_argument(tmp_path: Path) -> None:
     assert _defaulted_ci_parameters(ANALYSIS) == []
     assert _defaulted_ci_parameters(REPORT) == []
-    (tmp_path / "m.py").write_text("def f(x, *, min_groups=5):\n    return x\n")
-    assert _defaulted_ci_parameters(tmp_path) == ["m.py:1 f(min_groups=...)"]
+    (tmp_path / "m.py").write_text("def f(x, *, min_ci_groups=5):\n    return x\n")
+    assert _defaulted_ci_parameters(tmp_path) == ["m.py:1 f(min_ci_groups=...)"]

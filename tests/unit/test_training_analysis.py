@@ -126,7 +126,7 @@ def test_heldout_choice_is_reported(tmp_path: Path) -> None:
     assert "HumanEval/2 filled in (too few tasks of the pool were mixed)" in md
 
 
-def test_heldout_ci_needs_min_groups_and_prose_claims_no_change(tmp_path: Path) -> None:
+def test_heldout_ci_needs_min_ci_groups_and_prose_claims_no_change(tmp_path: Path) -> None:
     """17.1 and 17.3: two held-out tasks give no CI, and the finding claims no change."""
     write_training_histories(tmp_path, JUDGES)
     metrics = training.training_metrics(tmp_path, AnalysisSettings(bootstrap=500, min_ci_groups=5))
@@ -191,8 +191,8 @@ def test_one_seed_is_todays_heldout_change_exactly() -> None:
     the bit: the same task draws from the same generator."""
     rates = {(f"HumanEval/{t}", 7): ([1.0, 0.0, t % 2], [t % 3 / 2, 1.0, None]) for t in range(6)}
     (samples,) = heldout_samples(rates).values()
-    for n_boot, min_groups in ((400, 5), (400, 7), (0, 5)):
-        rule = CIRule(min_groups, n_boot, 3, CI_LEVEL)
+    for n_boot, min_ci_groups in ((400, 5), (400, 7), (0, 5)):
+        rule = CIRule(min_ci_groups, n_boot, 3, CI_LEVEL)
         single = training.heldout_change(samples, 0, 2, rule)
         multi = training.heldout_change_across_seeds({7: samples}, 0, 2, rule)
         assert {k: multi[k] for k in single} == single

@@ -123,7 +123,7 @@ def test_alignment_by_hand_and_spearman_against_scipy() -> None:
         assert got == pytest.approx(spearmanr(r, p).statistic)
 
 
-def test_cis_need_min_groups_and_cover_the_pooled_value() -> None:
+def test_cis_need_min_ci_groups_and_cover_the_pooled_value() -> None:
     rng = np.random.default_rng(0)
     groups = []
     for _ in range(12):

@@ -16,7 +16,7 @@ Contract (pure numpy; nothing here reads files):
   `statistic(idx)` (idx: cluster indices drawn with replacement) using the resample counts of
   `judgelab.analysis.truth.resample_weights`, so every probe and the truth metrics share one
   bootstrap scheme, under the one rule for CIs (`stats.CIRule`: `rule.n_boot` resamples seeded
-  by `rule.seed`, no CI from fewer than `rule.min_groups` clusters). Draws where the statistic
+  by `rule.seed`, no CI from fewer than `rule.min_ci_groups` clusters). Draws where the statistic
   is undefined (None/NaN) are left out of the quantiles and counted (`undefined_resamples`).
   `with_ci` gives the point value with `Interval.fields`.
 """
@@ -90,7 +90,7 @@ def cluster_interval(
     rule: CIRule,
 ) -> Interval:
     """95 % percentile CI of `statistic` under a cluster bootstrap (see module docstring)."""
-    if n_clusters < rule.min_groups or rule.n_boot == 0:  # no resampling needed to say why
+    if n_clusters < rule.min_ci_groups or rule.n_boot == 0:  # no resampling needed to say why
         return percentile_ci(None, n_clusters, rule)
     weights = resample_weights(n_clusters, rule.n_boot, rule.seed).astype(int)
     base = np.arange(n_clusters)

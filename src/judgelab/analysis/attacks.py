@@ -16,7 +16,7 @@ Clusters are tasks (`bias.by_task`): every figure's ``<figure>_n_groups`` counts
 that contribute to it, and its interval is the truth figures' (`bias.ratio_with_ci`,
 `stats.cluster_ci`): a share gets Wilson's interval at the cluster effective size (never
 [0, 0] at 0 of n), a mean or a mean change the studentized cluster bootstrap, the shift and
-the uplift the jackknife t interval; none from fewer than `rule.min_groups` tasks.
+the uplift the jackknife t interval; none from fewer than `rule.min_ci_groups` tasks.
 
 Per attack on failing code:
 - ``success_rate``: share of the attacked (known-failing) candidates, in fully scored calls,
@@ -26,7 +26,7 @@ Per attack on failing code:
   that already ranks a mutant above its group's mean has a high baseline.
 - ``uplift``: success minus baseline on the paired candidates (attacked copy and original
   both in a fully scored call), per task; ``p_value``: its two-sided paired cluster t-test
-  over tasks (`power.paired_t`, from `rule.min_groups` tasks); `holm_attacks` adds
+  over tasks (`power.paired_t`, from `rule.min_ci_groups` tasks); `holm_attacks` adds
   ``p_holm``, Holm-adjusted over every judge x attack test of the audit, and ``effective``:
   true only when ``p_holm`` < alpha and the uplift is positive.
 - Secondary, on the absolute scale (a labelled secondary: a RULER judge's scores are only
@@ -230,7 +230,7 @@ def _uplift(success: np.ndarray, base: np.ndarray, pairs: np.ndarray,
 
 def holm_attacks(judges: dict[str, dict[str, Any]], alpha: float) -> dict[str, Any]:
     """Holm's correction (`power.holm`) over every judge x attack test with a p-value (the
-    attacks on failing code with at least `rule.min_groups` paired tasks), in place: each
+    attacks on failing code with at least `rule.min_ci_groups` paired tasks), in place: each
     block's ``p_holm`` and ``effective`` (p_holm < alpha and a positive uplift). Returns the
     family: its size, alpha and correction."""
     tested = [

@@ -1,6 +1,6 @@
 """Bias probes, figures per judge: position, perturbation (verbosity and superficial cues),
 self-preference and the noise floor, each with a 95 % cluster-bootstrap CI when there are at
-least `rule.min_groups` clusters (`stats.CIRule`; below that: the value, null CI bounds and
+least `rule.min_ci_groups` clusters (`stats.CIRule`; below that: the value, null CI bounds and
 the reason in ``<figure>_ci_reason``, as every figure of judgelab: `analysis.stats.Interval`).
 For position and the noise floor the clusters are tasks (`by_task`: a task's calibration and
 self-preference groups are one cluster; `n_tasks`, and `<figure>_n_groups` counts tasks).
@@ -91,7 +91,7 @@ Self-preference (groups whose candidates come from several policies; score = mea
   cell), so a gap resting on 9 tasks says n = 9, not the number of groups scored. Intervals
   are the truth figures' (`ratio_with_ci`, `stats.cluster_ci`): the matrix means and the
   matched gaps are ratios of per-task sums (studentized cluster bootstrap), the unmatched gap
-  gets the jackknife t interval; none from fewer than `rule.min_groups` tasks.
+  gets the jackknife t interval; none from fewer than `rule.min_ci_groups` tasks.
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ def figure_with_ci(
     rule: CIRule,
 ) -> dict[str, Any]:
     """`agreement.with_ci`'s fields: {name, name_ci_low, name_ci_high, name_ci_reason, ...},
-    the CI only from `rule.min_groups` groups or more."""
+    the CI only from `rule.min_ci_groups` groups or more."""
     return with_ci(name, n, stat, rule)
 
 
@@ -171,7 +171,7 @@ def ratio_with_ci(
     fields}, the interval the truth figures use (`stats.cluster_ci`): a `share` of units
     (den counts them) gets Wilson's interval at the effective size, which never collapses to
     [0, 0] at 0 of n; any other ratio the studentized cluster bootstrap, clipped to `bounds`.
-    `<name>_n_groups` counts the contributing clusters; fewer than `rule.min_groups`: no CI."""
+    `<name>_n_groups` counts the contributing clusters; fewer than `rule.min_ci_groups`: no CI."""
     num, den = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
     used = den > 0
     num, den = num[used], den[used]
@@ -191,7 +191,7 @@ def _ratio_interval(value: float | None, num: np.ndarray, den: np.ndarray, rule:
     with np.errstate(divide="ignore", invalid="ignore"):
         jackknife = np.where(rest_den > 0, rest_num / rest_den, np.nan)
     weights = resample_weights(n, rule.n_boot, rule.seed)
-    return cluster_ci(value, jackknife, n, rule.min_groups,
+    return cluster_ci(value, jackknife, n, rule.min_ci_groups,
                       units=int(den.sum()) if share else None,
                       ratio=None if share else (num, den), weights=weights,
                       bounds=bounds)  # fmt: skip
@@ -218,7 +218,7 @@ def difference_with_ci(
     else:
         with np.errstate(divide="ignore", invalid="ignore"):
             jackknife = (na.sum() - na) / (da.sum() - da) - (nb.sum() - nb) / (db.sum() - db)
-        interval = t_ci(value, jackknife, n, rule.min_groups, rule.level)
+        interval = t_ci(value, jackknife, n, rule.min_ci_groups, rule.level)
     return {name: value, **interval.fields(name)}
 
 
@@ -477,7 +477,7 @@ def _slot_trend(out: dict[str, Any], parts: list[dict[str, Any]], n: int,
     _explain(out, {"slot_trend": "no candidate was scored at two different slots"})
     out["slot_trend_p"] = None
     value = out.get("slot_trend")
-    if value is None or too_few_groups(n, rule.min_groups):
+    if value is None or too_few_groups(n, rule.min_ci_groups):
         return
     every = np.arange(n)
     left_out = np.array([slope(np.delete(every, i)) for i in every], dtype=float)
@@ -774,7 +774,7 @@ def self_preference(
     """Policy-by-judge row of the matrix and the self/family gaps (+ CIs), clustered by task:
     `n_tasks` counts the tasks with a scored self-preference candidate, each figure's
     `<figure>_n_groups` the tasks that contribute to it (a gap: the tasks with a matched cell),
-    and a figure has a CI only from `rule.min_groups` of them (`ratio_with_ci`)."""
+    and a figure has a CI only from `rule.min_ci_groups` of them (`ratio_with_ci`)."""
     sel = _scored(rows).filter(
         pl.col("view").str.starts_with(PERM) & pl.col("policy").is_not_null()
     )
@@ -855,5 +855,5 @@ def _pooled_gap(
     else:
         loo = [gap(tasks[:i] + tasks[i + 1 :]) for i in range(n)]
         jackknife = np.array([np.nan if v is None else v for v in loo], dtype=float)
-        interval = t_ci(value, jackknife, n, rule.min_groups, rule.level)
+        interval = t_ci(value, jackknife, n, rule.min_ci_groups, rule.level)
     return {name: value, **interval.fields(name)}

@@ -18,12 +18,12 @@ Contract (pure numpy over the truth module's per-task sums; nothing here reads f
 - Each pair's difference D = R_A - R_B (`paired_t`, which the attack tests of
   `analysis.attacks` use too) gets a t-based cluster interval D ± t_{n-1} SE and a
   two-sided p-value from t = D / SE with n - 1 degrees of freedom (the interval excludes 0
-  exactly when p < 0.05), both only from at least `rule.min_groups` shared tasks. With SE = 0 the
+  exactly when p < 0.05), both only from at least `rule.min_ci_groups` shared tasks. With SE = 0 the
   tasks all show the same difference: p = 0 when it is not 0, 1 when it is.
 - Multiplicity: Holm's step-down correction over every pair with a p-value (m of them):
   the i-th smallest p becomes max_{j<=i} min(1, (m - j + 1) p_(j)). `separated` is true only
   when the Holm-adjusted p is below `alpha`: the only verdict the ranking reads.
-- Power, per pair from that pair's own s_u, only from at least `rule.min_groups` shared tasks
+- Power, per pair from that pair's own s_u, only from at least `rule.min_ci_groups` shared tasks
   (below that: "cannot estimate yet", with the number of mixed groups it needs): tasks
   needed to detect a difference d at two-sided level alpha with power 1 - beta,
     n = ceil(((t_{1-alpha/2, n-1} + t_{1-beta, n-1}) s_u / d)^2),
@@ -32,7 +32,7 @@ Contract (pure numpy over the truth module's per-task sums; nothing here reads f
   for d = the configured margin (`groups_needed_margin`) and d = the observed |D|
   (`groups_needed_observed`); `groups_needed_independent` the same for the margin with each
   judge on its own tasks, (s_A^2 + s_B^2) in place of s_u^2, tasks
-  per judge. Never below `rule.min_groups` (fewer shared tasks give no comparison). Null,
+  per judge. Never below `rule.min_ci_groups` (fewer shared tasks give no comparison). Null,
   with `power_reason`, when the SD is 0. No figure here is a maximum over
   pairs: the ranking quotes it for its top contenders only.
 - `pairs[a][b]` (a < b by name) holds each pair's figures; `too_small` says plainly that the
@@ -114,12 +114,12 @@ def units(primary: str) -> str:
     return "mixed tasks (passing and failing candidates) judged by both"
 
 
-def cannot_estimate(n: int, min_groups: int) -> str:
+def cannot_estimate(n: int, min_ci_groups: int) -> str:
     """The power figure's reason below the minimum clusters: what it has and what it needs,
     so that a missing figure tells the reader how many more tasks to judge."""
     return (
         f"cannot estimate yet: n = {n} shared {'task' if n == 1 else 'tasks'}; the "
-        f"variance needs at least {min_groups}"
+        f"variance needs at least {min_ci_groups}"
     )
 
 
@@ -140,7 +140,7 @@ def paired_t(
     `shared_clusters`: (n of them, D = R_a - R_b, the SD of the per-cluster
     linearised difference, D's t-based interval at `rule.level` and the two-sided p of
     t = D / SE with n - 1 df; module docstring). The interval and p only from
-    `rule.min_groups` clusters; SE = 0 gives p = 0 when D is not 0, 1 when it is."""
+    `rule.min_ci_groups` clusters; SE = 0 gives p = 0 when D is not 0, 1 when it is."""
     (ca, ma), (cb, mb) = a, b
     shared = shared_clusters(ma, mb, either)
     n = int(shared.sum())
@@ -151,7 +151,7 @@ def paired_t(
         return n, None, None, no_interval("one figure is undefined on these clusters", n), None
     diff = float(ca.sum() / ma.sum() - cb.sum() / mb.sum())
     sd = float(np.std(linearised(ca, ma) - linearised(cb, mb), ddof=1)) if n >= 2 else None
-    why = too_few_groups(n, rule.min_groups)
+    why = too_few_groups(n, rule.min_ci_groups)
     if why or sd is None:
         return n, diff, sd, no_interval(why or "", n), None
     se = sd / math.sqrt(n)
@@ -171,9 +171,9 @@ def compare(
 ) -> dict[str, Any]:
     """Two judges' (numerator, denominator) per task (same task order): the difference, its
     t-based interval at `rule.level` and p-value (unadjusted, `paired_t`), and the power
-    figures (module docstring), from `rule.min_groups` shared tasks or more, on their
+    figures (module docstring), from `rule.min_ci_groups` shared tasks or more, on their
     `shared_clusters` (`either`: see there)."""
-    min_groups = rule.min_groups
+    min_ci_groups = rule.min_ci_groups
     n, diff, sd, ci, p = paired_t(a, b, rule, either)
     out: dict[str, Any] = {"n_groups": n, "difference": diff, "sd_difference": sd,
                            "p_value": p, "p_holm": None, "separated": False,
@@ -185,16 +185,16 @@ def compare(
             "the two judges share no task with a figure" if n == 0
             else "one judge has no figure on these tasks: the tests split none of them"
         )  # fmt: skip
-        out["power_reason"] = cannot_estimate(0, min_groups)
+        out["power_reason"] = cannot_estimate(0, min_ci_groups)
         out.update(no_interval(out["reason"], n).fields("difference"))
         out["too_small"] = True
         return out
     out.update(ci.fields("difference"))
-    if too_few_groups(n, min_groups):
-        out["power_reason"] = cannot_estimate(n, min_groups)
+    if too_few_groups(n, min_ci_groups):
+        out["power_reason"] = cannot_estimate(n, min_ci_groups)
         out["too_small"] = True
         return out
-    assert sd is not None  # n >= min_groups >= 2
+    assert sd is not None  # n >= min_ci_groups >= 2
     (ca, ma), (cb, mb) = a, b
     shared = shared_clusters(ma, mb, either)
     sd_a, sd_b = (float(np.std(linearised(c[shared], m[shared]), ddof=1))
@@ -204,12 +204,12 @@ def compare(
         out["power_reason"] = f"no variation between the {n} shared tasks: no variance estimate"
     else:
         # never below the minimum: fewer shared tasks give no comparison at all
-        out["groups_needed_margin"] = max(groups_needed(sd, m, al, pw), min_groups)
+        out["groups_needed_margin"] = max(groups_needed(sd, m, al, pw), min_ci_groups)
         out["groups_needed_independent"] = max(
-            groups_needed(sd_a, m, al, pw, sd_other=sd_b), min_groups
+            groups_needed(sd_a, m, al, pw, sd_other=sd_b), min_ci_groups
         )
         if abs(diff) > 1e-12:  # type: ignore[arg-type]
-            out["groups_needed_observed"] = max(groups_needed(sd, abs(diff), al, pw), min_groups)  # type: ignore[arg-type]
+            out["groups_needed_observed"] = max(groups_needed(sd, abs(diff), al, pw), min_ci_groups)  # type: ignore[arg-type]
     return out
 
 
@@ -247,7 +247,7 @@ def power_analysis(
         "margin": settings.margin,
         "alpha": settings.alpha,
         "power": settings.power,
-        "min_ci_groups": rule.min_groups,
+        "min_ci_groups": rule.min_ci_groups,
         "n_judges": len(judges),
         "n_tasks": len(truth.tasks),
         "units": units(primary),

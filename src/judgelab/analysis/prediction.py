@@ -341,7 +341,7 @@ def pooled_effects(
     (`training.first_order`: η ΣN / ΣD) with the studentized cluster-bootstrap CI of a ratio
     of per-task sums (`stats.bootstrap_t_ci`). The tasks are the clusters (a task's terms
     summed over the seeds that trained on it), resampled with the same draws for every arm
-    (paired); only tasks the arm steps on (D > 0) count towards `rule.min_groups`. An arm
+    (paired); only tasks the arm steps on (D > 0) count towards `rule.min_ci_groups`. An arm
     that steps on no group has effect 0 (no step moves nothing) and no CI. Beside it, each
     seed's own effect and their SD (the adapters' spread, `seed_sd`: None below 2 seeds)."""
     units = effect_units(terms)
@@ -361,7 +361,7 @@ def pooled_effects(
                 part[1] += float(r["d"])
         value = float(num.sum() / den.sum()) if den.sum() > 0 else 0.0
         per_seed = {s: (n / d if d > 0 else 0.0) for s, (n, d) in sorted(seeds.items())}
-        ci = bootstrap_t_ci(num, den, weights, rule.min_groups)
+        ci = bootstrap_t_ci(num, den, weights, rule.min_ci_groups)
         out[arm] = {"effect": value, "ci_low": ci.low, "ci_high": ci.high,
                     "ci_reason": ci.reason, "groups": len(units),
                     "stepped_groups": int((den > 0).sum()),

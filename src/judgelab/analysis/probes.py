@@ -44,7 +44,7 @@ Every figure carries ``_ci_low``/``_ci_high``: 95 % percentile CIs of a cluster 
 groups (`agreement.with_ci`, same resampling as the truth metrics; the attack and
 self-preference figures: the truth figures' own intervals over tasks, `bias.ratio_with_ci`),
 only when the figure
-rests on at least ``rule.min_groups`` groups (``min_ci_groups`` in the output); below that
+rests on at least ``rule.min_ci_groups`` groups (``min_ci_groups`` in the output); below that
 both are null and ``<figure>_ci_reason`` says why ("n = 2 groups: too few for a CI (minimum
 5)").
 """
@@ -306,7 +306,7 @@ def compute_probe_metrics(
             "n_groups": candidates["group_id"].n_unique() if candidates.height else 0,
             "n_candidates": candidates.height,
             "n_score_rows": scores.height,
-            "min_ci_groups": rule.min_groups,
+            "min_ci_groups": rule.min_ci_groups,
             "temperature": settings.temperature,
             "settings": settings.model_dump(mode="json"),
         }

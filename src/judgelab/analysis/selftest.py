@@ -132,9 +132,9 @@ class SelftestSettings:
     order_clusters: int = 300  # mixed tasks in the order check's audit
     min_ci_groups: int = AnalysisSettings.model_fields["min_ci_groups"].default
 
-    def ci_rule(self, min_groups: int) -> CIRule:
-        """The audits' CI rule from `min_groups` clusters (each audit reseeds its resamples)."""
-        return CIRule(min_groups, self.bootstrap, self.seed, CI_LEVEL)
+    def ci_rule(self, min_ci_groups: int) -> CIRule:
+        """The audits' CI rule from `min_ci_groups` clusters (each audit reseeds its resamples)."""
+        return CIRule(min_ci_groups, self.bootstrap, self.seed, CI_LEVEL)
 
 
 def simulate_groups(n_tasks: int, k: int, rng: np.random.Generator) -> np.ndarray:
@@ -256,7 +256,7 @@ def audit_intervals(
             "used": _interval(key, value, parts, jack, counts, weights, reasons, rule),
             "percentile": percentile_ci(draws[key], n, rule),
             "bca": bca_interval(point[key], draws[key], jk),
-            "jackknife_t": t_ci(value, jk, n, rule.min_groups),
+            "jackknife_t": t_ci(value, jk, n, rule.min_ci_groups),
         }
     return out
 

@@ -24,7 +24,7 @@ Contract:
 Bootstrap CIs (one rule for every figure: truth metrics, agreement, probes, held-out pass rate):
 - `CIRule` is that rule, built once from the settings (`CIRule.of`) and passed to every
   function that draws a CI: resamples, seed, level and the fewest groups.
-- `too_few_groups(n_groups, min_groups)` is the minimum-clusters rule: a figure computed over
+- `too_few_groups(n_groups, min_ci_groups)` is the minimum-clusters rule: a figure computed over
   fewer than `analysis.min_ci_groups` independent groups gets no CI, only its value and
   "n = 2 groups: too few for a CI (minimum 5)". With n groups a cluster bootstrap has only
   C(2n-1, n) distinct resamples (3 for n = 2), so its "interval" is the range of the groups.
@@ -76,17 +76,17 @@ _FLAT = 1e-12  # an SE this small (relative to the figure) is floating-point noi
 @dataclass(frozen=True)
 class CIRule:
     """How every bootstrap CI is drawn: `n_boot` cluster resamples seeded by `seed`, at
-    `level`, and only from `min_groups` independent groups or more (one group never gives a
+    `level`, and only from `min_ci_groups` independent groups or more (one group never gives a
     CI, so at least 2)."""
 
-    min_groups: int
+    min_ci_groups: int
     n_boot: int
     seed: int
     level: float
 
     def __post_init__(self) -> None:
-        if self.min_groups < 2:
-            raise ValueError(f"min_groups: {self.min_groups}; a CI needs at least 2 groups")
+        if self.min_ci_groups < 2:
+            raise ValueError(f"min_ci_groups: {self.min_ci_groups}; a CI needs at least 2 groups")
         if self.n_boot < 0:
             raise ValueError(f"n_boot: {self.n_boot}; must be 0 (no CI) or more")
 
@@ -100,13 +100,13 @@ class CIRule:
         return replace(self, n_boot=n_boot, seed=seed)
 
 
-def too_few_groups(n_groups: int, min_groups: int) -> str | None:
+def too_few_groups(n_groups: int, min_ci_groups: int) -> str | None:
     """Why a figure over `n_groups` independent groups may not have a bootstrap CI, or None
     when it may. The one minimum-clusters rule of judgelab (module docstring)."""
-    if n_groups >= min_groups:
+    if n_groups >= min_ci_groups:
         return None
     noun = "group" if n_groups == 1 else "groups"
-    return f"n = {n_groups} {noun}: too few for a CI (minimum {min_groups})"
+    return f"n = {n_groups} {noun}: too few for a CI (minimum {min_ci_groups})"
 
 
 @dataclass(frozen=True)
@@ -148,9 +148,9 @@ def percentile_ci(
 ) -> Interval:
     """Percentile CI of bootstrap `draws` (one per resample; NaN/inf/None = the figure was
     undefined in that resample) of a figure over `n_groups` groups, at `rule.level`, from
-    `rule.min_groups` groups or more. None or no draws: no bootstrap ran."""
-    min_groups, level = rule.min_groups, rule.level
-    why = too_few_groups(n_groups, min_groups)
+    `rule.min_ci_groups` groups or more. None or no draws: no bootstrap ran."""
+    min_ci_groups, level = rule.min_ci_groups, rule.level
+    why = too_few_groups(n_groups, min_ci_groups)
     if why:
         return no_interval(why, n_groups)
     arr = np.array([np.nan if d is None else d for d in (draws if draws is not None else [])])
@@ -167,8 +167,8 @@ def percentile_ci(
     return Interval(low, high, None, n_groups, undefined)
 
 
-def _usable(n_groups: int, min_groups: int, point: float | None) -> str | None:
-    why = too_few_groups(n_groups, min_groups)
+def _usable(n_groups: int, min_ci_groups: int, point: float | None) -> str | None:
+    why = too_few_groups(n_groups, min_ci_groups)
     if why is None and (point is None or not np.isfinite(point)):
         why = "the figure is undefined"
     return why
@@ -185,12 +185,12 @@ def jackknife_variance(values: np.ndarray) -> tuple[float, int]:
 
 
 def t_ci(
-    point: float | None, jackknife: np.ndarray, n_groups: int, min_groups: int,
+    point: float | None, jackknife: np.ndarray, n_groups: int, min_ci_groups: int,
     level: float = CI_LEVEL,
 ) -> Interval:  # fmt: skip
     """point +- t_(n-1) * jackknife SE over the n contributing clusters (`jackknife`: the
     figure with each of them left out)."""
-    why = _usable(n_groups, min_groups, point)
+    why = _usable(n_groups, min_ci_groups, point)
     if why:
         return no_interval(why, n_groups)
     var, undefined = jackknife_variance(jackknife)
@@ -201,13 +201,13 @@ def t_ci(
 
 
 def wilson_ci(
-    point: float | None, jackknife: np.ndarray, n_units: int, n_groups: int, min_groups: int,
+    point: float | None, jackknife: np.ndarray, n_units: int, n_groups: int, min_ci_groups: int,
     level: float = CI_LEVEL,
 ) -> Interval:  # fmt: skip
     """Wilson's score interval for a share p of `n_units` units drawn in `n_groups` clusters,
     at the effective size p(1 - p) / v (v: jackknife variance over clusters), at most
     `n_units` and all of them when v = 0 (module docstring)."""
-    why = _usable(n_groups, min_groups, point)
+    why = _usable(n_groups, min_ci_groups, point)
     if why:
         return no_interval(why, n_groups)
     var, undefined = jackknife_variance(jackknife)
@@ -226,7 +226,7 @@ def wilson_ci(
 
 
 def bootstrap_t_ci(
-    num: np.ndarray, den: np.ndarray, weights: np.ndarray | None, min_groups: int,
+    num: np.ndarray, den: np.ndarray, weights: np.ndarray | None, min_ci_groups: int,
     level: float = CI_LEVEL,
 ) -> Interval:  # fmt: skip
     """Studentized cluster bootstrap of the ratio R = sum num / sum den over the clusters
@@ -240,7 +240,7 @@ def bootstrap_t_ci(
     num, den = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
     used = den > 0
     n = int(used.sum())
-    why = too_few_groups(n, min_groups)
+    why = too_few_groups(n, min_ci_groups)
     if why:
         return no_interval(why, n)
     if weights is None or not weights.shape[0]:
@@ -284,7 +284,7 @@ def cluster_ci(
     point: float | None,
     jackknife: np.ndarray,
     n_groups: int,
-    min_groups: int,
+    min_ci_groups: int,
     *,
     units: int | None = None,
     ratio: tuple[np.ndarray, np.ndarray] | None = None,
@@ -296,16 +296,16 @@ def cluster_ci(
     with `weights`) -> the studentized bootstrap, its ends clipped to the figure's `bounds`;
     else the jackknife t interval."""
     if units is not None:
-        return wilson_ci(point, jackknife, units, n_groups, min_groups)
+        return wilson_ci(point, jackknife, units, n_groups, min_ci_groups)
     if ratio is not None:
-        if _usable(n_groups, min_groups, point):
-            return no_interval(_usable(n_groups, min_groups, point) or "", n_groups)
-        ci = bootstrap_t_ci(*ratio, weights, min_groups)
+        if _usable(n_groups, min_ci_groups, point):
+            return no_interval(_usable(n_groups, min_ci_groups, point) or "", n_groups)
+        ci = bootstrap_t_ci(*ratio, weights, min_ci_groups)
         if not ci.valid:
             return ci
         low, high = max(ci.low, bounds[0]), min(ci.high, bounds[1])  # type: ignore[type-var]
         return Interval(float(low), float(high), None, ci.n_groups, ci.undefined_resamples)
-    return t_ci(point, jackknife, n_groups, min_groups)
+    return t_ci(point, jackknife, n_groups, min_ci_groups)
 
 
 def reason_key(reason: str | None) -> str:

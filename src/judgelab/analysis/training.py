@@ -103,7 +103,7 @@ def heldout_change(
         return out | {"base": None, "final": None, "delta": None}
     out |= {"base": float(x.mean()), "final": float(y.mean()), "delta": float(y.mean() - x.mean())}
     draws: dict[str, np.ndarray | None] = dict.fromkeys(("base", "final", "delta"))
-    if rule.n_boot > 0 and len(tasks) >= rule.min_groups:
+    if rule.n_boot > 0 and len(tasks) >= rule.min_ci_groups:
         rng = np.random.default_rng(rule.seed)
         idx = rng.integers(0, len(tasks), size=(rule.n_boot, len(tasks)))
         draws = {
@@ -134,7 +134,7 @@ def heldout_change_across_seeds(
     (paired). The task level carries the variation between problems, the seed level that
     between training runs; resampling both levels tends to widen the CI a little
     (conservative). Tasks are the clusters of the minimum-clusters rule: no CI from fewer
-    than `rule.min_groups` tasks, whatever the number of seeds. With one seed this is
+    than `rule.min_ci_groups` tasks, whatever the number of seeds. With one seed this is
     `heldout_change` exactly: the same task draws from the same generator, the same figures.
     """
     seeds = sorted(samples)
@@ -164,7 +164,7 @@ def heldout_change_across_seeds(
         "delta": float(yt.mean() - xt.mean()),
     }
     draws: dict[str, np.ndarray | None] = dict.fromkeys(("base", "final", "delta"))
-    if rule.n_boot > 0 and len(tasks) >= rule.min_groups:
+    if rule.n_boot > 0 and len(tasks) >= rule.min_ci_groups:
         rng = np.random.default_rng(rule.seed)
         draws = dict(two_level_bootstrap(x, y, m, rule.n_boot, rng))
     return out | _cis(draws, len(tasks), rule)

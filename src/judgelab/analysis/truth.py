@@ -681,7 +681,7 @@ def truth_metrics(
 ) -> dict[str, Any]:
     """Truth metrics of one evaluator. `cand` comes from `candidate_scores`; `weights` from
     `resample_weights(len(truth.tasks), ...)` (None or zero rows: no CIs); `rule` draws the
-    CIs from those resamples (no CI for a figure from fewer than `rule.min_groups`
+    CIs from those resamples (no CI for a figure from fewer than `rule.min_ci_groups`
     contributing tasks)."""
     j = _Joined.of(cand, truth, praise_threshold)
     passed = j.passed
@@ -702,7 +702,7 @@ def truth_metrics(
         "n_tasks": int(np.unique(j.task_idx).size),
         **_counts(j.parts, j.std_parts, passed),
         "ci_level": rule.level,
-        "min_ci_groups": rule.min_groups,
+        "min_ci_groups": rule.min_ci_groups,
         "n_bootstrap": 0 if weights is None else int(weights.shape[0]),
     }
     if weights is None or not weights.shape[0]:
@@ -754,7 +754,7 @@ def _interval(
     units = counts[SHARE_UNITS[name]] if name in SHARE_UNITS else None
     ratio = parts.ratio_terms.get(name)
     bounds = RATIO_BOUNDS.get(name, (-np.inf, np.inf))
-    return cluster_ci(value, jackknife[name][mask], n_groups, rule.min_groups, units=units,
+    return cluster_ci(value, jackknife[name][mask], n_groups, rule.min_ci_groups, units=units,
                       ratio=ratio, weights=weights, bounds=bounds)  # fmt: skip
 
 

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from judgelab.config.analysis import AnalysisSettings
 from judgelab.guard.power import Power, design_power
 from judgelab.training import alignment as al
 from judgelab.training.grpo import group_advantages, has_spread
@@ -73,8 +74,9 @@ class GuardSettings(BaseModel):
         "bound: this many x the group size sandbox runs per step); None: no cap."
     )  # fmt: skip
     min_ci_groups: int = Field(
-        15, ge=2, le=1000, description="Fewest checked groups the alignment's CI is drawn "
-        "from (analysis.min_ci_groups' default)."
+        AnalysisSettings.model_fields["min_ci_groups"].default, ge=2, le=1000,
+        description="Fewest checked groups the alignment's CI is drawn from "
+        "(analysis.min_ci_groups' default: one minimum for every CI)."
     )  # fmt: skip
     planned_steps: int | None = Field(
         None, ge=1, description="The run's planned length in steps, for the power statement; "

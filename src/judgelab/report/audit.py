@@ -553,14 +553,14 @@ def _tables_markdown(metrics: dict[str, Any]) -> list[str]:
     score distributions and each evaluator's findings."""
     evs = metrics.get("evaluators", {})
     out = ["## Headline", ""]
-    min_groups = (metrics.get("settings") or {}).get("min_ci_groups")
-    out += md_table(HEADLINE_COLUMNS, headline_rows(evs), min_groups)
+    min_ci_groups = (metrics.get("settings") or {}).get("min_ci_groups")
+    out += md_table(HEADLINE_COLUMNS, headline_rows(evs), min_ci_groups)
     left_out = n_unparseable(metrics)
     if left_out:
         out += ["", "## Headline, parseable code only", "", parseable_note(left_out), ""]
-        out += md_table(HEADLINE_COLUMNS, headline_rows(evs, "truth_parseable"), min_groups)
+        out += md_table(HEADLINE_COLUMNS, headline_rows(evs, "truth_parseable"), min_ci_groups)
     out += ["", "## Score distributions", ""]
-    out += md_table(DISTRIBUTION_COLUMNS, distribution_rows(evs), min_groups)
+    out += md_table(DISTRIBUTION_COLUMNS, distribution_rows(evs), min_ci_groups)
     out += ["", "## Findings", ""]
     for name in sorted(evs):
         out.append(f"### {md_cell(name)}")
@@ -668,16 +668,16 @@ def _tables_html(metrics: dict[str, Any]) -> list[str]:
     """`_tables_markdown` in HTML; a finding that is bad news is marked."""
     evs = metrics.get("evaluators", {})
     h = ["<h2>Headline</h2>"]
-    min_groups = (metrics.get("settings") or {}).get("min_ci_groups")
-    h += html_table("headline", HEADLINE_COLUMNS, headline_rows(evs), min_groups)
+    min_ci_groups = (metrics.get("settings") or {}).get("min_ci_groups")
+    h += html_table("headline", HEADLINE_COLUMNS, headline_rows(evs), min_ci_groups)
     left_out = n_unparseable(metrics)
     if left_out:
         h.append("<h2>Headline, parseable code only</h2>")
         h.append(f'<p class="note">{escape(parseable_note(left_out))}</p>')
         rows = headline_rows(evs, "truth_parseable")
-        h += html_table("headline-parseable", HEADLINE_COLUMNS, rows, min_groups)
+        h += html_table("headline-parseable", HEADLINE_COLUMNS, rows, min_ci_groups)
     h.append("<h2>Score distributions</h2>")
-    h += html_table("distributions", DISTRIBUTION_COLUMNS, distribution_rows(evs), min_groups)
+    h += html_table("distributions", DISTRIBUTION_COLUMNS, distribution_rows(evs), min_ci_groups)
     h.append("<h2>Findings</h2>")
     for name in sorted(evs):
         h.append(f"<h3>{escape(name)}</h3><ul>")

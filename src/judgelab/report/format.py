@@ -82,9 +82,9 @@ def fmt_cell(t: dict[str, Any], key: str, pct: bool = False) -> str:
     return fmt_ci(t, key, pct)
 
 
-def no_ci_footnote(min_groups: Any) -> str:
+def no_ci_footnote(min_ci_groups: Any) -> str:
     return (
-        f"{NO_CI_MARK} Fewer task groups than the minimum ({min_groups}) behind the figure: "
+        f"{NO_CI_MARK} Fewer task groups than the minimum ({min_ci_groups}) behind the figure: "
         "its value and n, no CI, and no claim rests on it."
     )
 
@@ -99,11 +99,11 @@ def md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def md_table(columns: Sequence[str], rows: list[list[str]], min_groups: Any) -> list[str]:
+def md_table(columns: Sequence[str], rows: list[list[str]], min_ci_groups: Any) -> list[str]:
     out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     out += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
     if any(NO_CI_MARK in c for row in rows for c in row):
-        out += ["", no_ci_footnote(min_groups)]
+        out += ["", no_ci_footnote(min_ci_groups)]
     return out
 
 
@@ -112,7 +112,7 @@ def escape(text: Any) -> str:
 
 
 def html_table(
-    table_id: str, columns: Sequence[str], rows: list[list[str]], min_groups: Any
+    table_id: str, columns: Sequence[str], rows: list[list[str]], min_ci_groups: Any
 ) -> list[str]:
     h = [f'<table id="{table_id}"><thead><tr>']
     h += [f"<th>{escape(c)}</th>" for c in columns]
@@ -120,7 +120,7 @@ def html_table(
     h += ["<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in rows]
     h.append("</tbody></table>")
     if any(NO_CI_MARK in c for row in rows for c in row):
-        h.append(f'<p class="note">{escape(no_ci_footnote(min_groups))}</p>')
+        h.append(f'<p class="note">{escape(no_ci_footnote(min_ci_groups))}</p>')
     return h
 
 

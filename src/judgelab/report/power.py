@@ -19,14 +19,14 @@ def summary(power: dict[str, Any]) -> str:
     if not pairs:
         return "Fewer than two judges: there is nothing to rank."
     n_max = max(p["n_groups"] for p in pairs)
-    min_groups = power["min_ci_groups"]
+    min_ci_groups = power["min_ci_groups"]
     compared = power.get("units") or units(power.get("endpoint") or "")
     if not power.get("n_comparisons"):
         return (
             f"The power analysis cannot estimate yet: the judges share at most {n_max} "
             f"{'task' if n_max == 1 else 'tasks'} to compare ({compared}); it needs at least "
-            f"{min_groups} for a pair before it can say how many tasks would separate them. "
-            f"Try an audit with {min_groups} or more such tasks."
+            f"{min_ci_groups} for a pair before it can say how many tasks would separate them. "
+            f"Try an audit with {min_ci_groups} or more such tasks."
         )
     n_sep = sum(1 for p in pairs if p["separated"])
     head = (

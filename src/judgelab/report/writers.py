@@ -58,12 +58,12 @@ def writers_section(metrics: dict[str, Any]) -> list[Section]:
     if not block:
         return []
     rows = _rows(block.get("by_origin", {}), "origin") + _rows(block.get("by_writer", {}), "writer")
-    min_groups = (metrics.get("settings") or {}).get("min_ci_groups")
+    min_ci_groups = (metrics.get("settings") or {}).get("min_ci_groups")
     lost = block.get("n_candidates_no_writer", 0)
     note = f" {lost} scored candidates are not in the rollouts table (no writer)." if lost else ""
-    md = [f"## {TITLE}", "", INTRO + note, "", *md_table(COLUMNS, rows, min_groups)]
+    md = [f"## {TITLE}", "", INTRO + note, "", *md_table(COLUMNS, rows, min_ci_groups)]
     h = [f"<h2>{escape(TITLE)}</h2>", f"<p>{escape(INTRO + note)}</p>"]
-    h += html_table("writers", COLUMNS, rows, min_groups)
+    h += html_table("writers", COLUMNS, rows, min_ci_groups)
     return [Section(TITLE, "".join(h), "\n".join(md) + "\n", ran=True)]
 
 
@@ -83,9 +83,15 @@ def known_truth_section(metrics: dict[str, Any]) -> list[Section]:
     if not block:
         return []
     rows = _rows({"contrast": block}, "known-truth")
-    min_groups = (metrics.get("settings") or {}).get("min_ci_groups")
+    min_ci_groups = (metrics.get("settings") or {}).get("min_ci_groups")
     counts = f" {block.get('n_candidates')} candidates of {block.get('n_tasks')} tasks."
-    md = [f"## {KNOWN_TRUTH}", "", KNOWN_INTRO + counts, "", *md_table(COLUMNS, rows, min_groups)]
+    md = [
+        f"## {KNOWN_TRUTH}",
+        "",
+        KNOWN_INTRO + counts,
+        "",
+        *md_table(COLUMNS, rows, min_ci_groups),
+    ]
     h = [f"<h2>{escape(KNOWN_TRUTH)}</h2>", f"<p>{escape(KNOWN_INTRO + counts)}</p>"]
-    h += html_table("known-truth", COLUMNS, rows, min_groups)
+    h += html_table("known-truth", COLUMNS, rows, min_ci_groups)
     return [Section(KNOWN_TRUTH, "".join(h), "\n".join(md) + "\n", ran=True)]

@@ -12,7 +12,7 @@ spread, the ones GRPO steps on) and the candidates the tests gave a verdict:
   of the downward push to failing code, -1 when the reverse, 0 when the push is blind to the
   tests (or every candidate of the group passed, or every one failed). Twice the share in the
   issue's definition, so that it spans [-1, 1]. Its CI: a percentile cluster bootstrap over
-  groups (the ratio re-formed in each resample), only from `min_groups` groups or more.
+  groups (the ratio re-formed in each resample), only from `min_ci_groups` groups or more.
 - rank correlation: Spearman's rho of reward and test verdict inside each group with spread in
   both, averaged over those groups (its own n).
 - p (one-sided): a within-group permutation test of "the judge's advantages are blind to the
@@ -205,20 +205,20 @@ def group_log_e_many(
     return out
 
 
-def epoch_alignment(groups: Sequence[GroupAlignment], min_groups: int) -> dict:
+def epoch_alignment(groups: Sequence[GroupAlignment], min_ci_groups: int) -> dict:
     """An epoch's alignment figures (the history's `alignment*`, `rank_corr*` columns) and the
     per-lambda log e-value of its groups (`alignment_log_e`, kept beside the row for the
     alarm)."""
     rng = np.random.default_rng(SEED)
     value = _ratio(groups)
     ci = None
-    if value is not None and len(groups) >= min_groups:
+    if value is not None and len(groups) >= min_ci_groups:
         num = np.array([2 * g.push_to_passing for g in groups])
         den = np.array([g.push for g in groups])
         ci = _bootstrap_ci(num, den, rng)
     rhos = [r for g in groups if (r := spearman(g.advantages, g.passed)) is not None]
     rho_ci = None
-    if len(rhos) >= min_groups:
+    if len(rhos) >= min_ci_groups:
         x = np.array(rhos)
         means = x[rng.integers(0, len(x), size=(BOOTSTRAP, len(x)))].mean(axis=1)
         low, high = np.percentile(means, [2.5, 97.5])
