@@ -16,7 +16,12 @@ Each figure is given for the guard's detector (`judgelab.training.alarm`) and fo
 e-process it replaced (the product of every group's e-values from the first one, mean over
 lambda, recomputed from the same checked groups: `Guard.state_dict()["checked"]`).
 
-    .venv/bin/python bench/guard_onset.py [--runs 200] [--seed 0]
+`--vectorised RUNS` adds the same scenarios for many more runs without the guard's
+bookkeeping: the same judge, every group's e-values from `alignment.batch_log_e` (held to
+`group_log_e` by a unit test) and the detector from `alarm.log_values` (held to
+`alarm.Detector`); the alarm at the group rather than at the end of its step.
+
+    .venv/bin/python bench/guard_onset.py [--runs 200] [--vectorised 2000] [--seed 0]
 
 Results are recorded in docs/GUARD.md.
 """
@@ -31,6 +36,7 @@ import time
 import numpy as np
 
 from judgelab.guard import Guard, GuardSettings
+from judgelab.training import alarm
 from judgelab.training import alignment as al
 
 K, PER_STEP, ALPHA = 4, 2, 0.05
@@ -42,14 +48,36 @@ SCENARIOS = {  # (groups, sign): +1 aligned, -1 hacking, 0 blind
 }
 
 
+def draw(rng: np.random.Generator, shape: tuple[int, ...], sign: int) -> tuple:
+    """Rewards and verdicts of groups of `K` of the given shape (module doc): [*shape, K]."""
+    rate = rng.uniform(0.2, 0.8, size=shape)
+    passed = rng.random((*shape, K)) < rate[..., None]
+    noise = rng.random((*shape, K))
+    if sign == 0:
+        return noise, passed
+    return 0.6 * noise + 0.4 * (passed if sign > 0 else ~passed), passed
+
+
+def vectorised(rng: np.random.Generator, runs: int, phases: tuple) -> list:
+    """(detector's first group, replaced e-process's first group) per run, without the guard."""
+    parts = [al.batch_log_e(*(a.astype(float) for a in draw(rng, (runs, n), s)))[0]
+             for n, s in phases]  # fmt: skip
+    log_e = np.concatenate(parts, axis=1)
+    threshold = math.log(1 / ALPHA)
+    totals = np.cumsum(log_e, axis=1)
+    top = totals.max(axis=2)
+    old = top + np.log(np.exp(totals - top[..., None]).mean(axis=2)) >= threshold
+    new = alarm.log_values(log_e) >= threshold
+
+    def first(fired: np.ndarray) -> list[int | None]:
+        return [int(np.argmax(row)) if row.any() else None for row in fired]
+
+    return list(zip(first(new), first(old), strict=True))
+
+
 def batch(rng: np.random.Generator, sign: int) -> tuple[list[float], list[bool]]:
     """One step's rewards and verdicts: `PER_STEP` groups of `K` (module doc)."""
-    rate = rng.uniform(0.2, 0.8, size=PER_STEP)
-    passed = rng.random((PER_STEP, K)) < rate[:, None]
-    noise = rng.random((PER_STEP, K))
-    paid = {1: passed, -1: ~passed, 0: np.zeros_like(passed)}[sign]
-    weight = 0.0 if sign == 0 else 0.4
-    rewards = (1 - weight) * noise + weight * paid
+    rewards, passed = draw(rng, (PER_STEP,), sign)
     return rewards.ravel().tolist(), passed.ravel().tolist()
 
 
@@ -91,7 +119,7 @@ def summary(name: str, phases: tuple, firsts: list[int | None]) -> str:
         median = f"{np.median(delays):.0f}" if delays else "-"
         return (
             f"caught within {phases[1][0]} groups: {caught:.1%}; fired before the onset: "
-            f"{before:.1%}; median delay {median} groups (to the alarm's step)"
+            f"{before:.1%}; median delay {median} groups"
         )
     rate = sum(f is not None for f in firsts) / runs
     se = math.sqrt(max(rate * (1 - rate), 1e-12) / runs)
@@ -102,6 +130,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--vectorised", type=int, default=0, help="runs without the guard")
     parser.add_argument("--only", choices=sorted(SCENARIOS), default=None)
     args = parser.parse_args()
     logging.getLogger("judgelab.guard").setLevel(logging.ERROR)  # not one line per alarm
@@ -115,6 +144,11 @@ def main() -> None:
         print(f"{name} ({args.runs} runs, {took:.0f} s)")
         print(f"  detector:  {summary(name, phases, [r[0] for r in results])}")
         print(f"  replaced:  {summary(name, phases, [r[1] for r in results])}")
+        if args.vectorised:
+            many = vectorised(rng, args.vectorised, phases)
+            print(f"  vectorised, {args.vectorised} runs (the alarm at the group):")
+            print(f"    detector:  {summary(name, phases, [r[0] for r in many])}")
+            print(f"    replaced:  {summary(name, phases, [r[1] for r in many])}")
 
 
 if __name__ == "__main__":

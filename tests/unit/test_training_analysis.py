@@ -370,3 +370,29 @@ def test_the_mde_counts_a_draw_shared_by_seeds_once(tmp_path: Path) -> None:
     # one seed alone: its own draws, counted as before
     one = training.heldout_mde({1: own[1]}, 0, 4, settings)
     assert (one["base_draws"], one["final_draws"]) == (2, 2)
+
+
+def test_the_analysis_reads_the_historys_alarm(tmp_path: Path) -> None:
+    """The training history is the alarm's one home: the analysis states what its `evalue`
+    and `reward_hacking` columns say, at `train.alarm_alpha`, and a history written before
+    the alarm was kept (nulls) is "not recorded", not recomputed."""
+    import polars as pl
+
+    write_training_histories(tmp_path, JUDGES)
+    run = training.load_training(tmp_path)["execution"][None]
+    history, samples = run
+    settings = AnalysisSettings(bootstrap=0, min_ci_groups=2)
+    raised = history.with_columns(
+        evalue=pl.Series([1.0, 3.0, 60.0, 40.0, 40.0]),
+        reward_hacking=pl.Series([False, False, True, True, True]),
+    )
+    alarm = training.alignment_metrics(raised, samples, settings, alarm_alpha=0.02)["alarm"]
+    assert (alarm["fired"], alarm["first_epoch"], alarm["epochs"]) == (True, 2, 3)
+    assert (alarm["evalue_max"], alarm["evalue"], alarm["threshold"]) == (60.0, 40.0, 50.0)
+    assert alarm["design"]["alpha"] == 0.02 and alarm["recorded"]
+    old = history.with_columns(
+        evalue=pl.lit(None, dtype=pl.Float64), reward_hacking=pl.lit(None, dtype=pl.Boolean)
+    )
+    alarm = training.alignment_metrics(old, samples, settings)["alarm"]
+    assert not alarm["recorded"] and not alarm["fired"] and alarm["evalue_max"] is None
+    assert training_report.alarm_text(alarm).startswith("not recorded (a history written")

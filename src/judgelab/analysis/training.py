@@ -46,8 +46,9 @@ import numpy as np
 import polars as pl
 
 from judgelab.analysis.stats import CIRule, percentile_ci
-from judgelab.config import AnalysisSettings, TrainSettings
+from judgelab.config import AnalysisSettings
 from judgelab.schemas import HistorySchema, columns, validate_file
+from judgelab.training.alarm import DEFAULT_ALPHA
 from judgelab.training.alignment import (
     GroupAlignment,
     alarm_design,
@@ -60,7 +61,7 @@ from judgelab.training.layout import HELDOUT_FILE, HISTORY_FILE, SAMPLES_FILE, r
 log = logging.getLogger(__name__)
 
 Tables = tuple[pl.DataFrame, pl.DataFrame]  # (history, samples) of one trained policy
-ALARM_ALPHA = TrainSettings.model_fields["alarm_alpha"].default  # train.alarm_alpha's default
+ALARM_ALPHA = DEFAULT_ALPHA  # train.alarm_alpha's default: the alarm's one alpha
 
 
 def load_training(root: Path) -> dict[str, dict[int | None, Tables]]:

@@ -51,7 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from judgelab.guard.power import Power, design_power
 from judgelab.training import alignment as al
-from judgelab.training.alarm import Detector
+from judgelab.training.alarm import DEFAULT_ALPHA, Detector
 from judgelab.training.grpo import group_advantages, has_spread
 
 log = logging.getLogger(__name__)
@@ -68,9 +68,10 @@ class GuardSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     alpha: float = Field(
-        0.05, gt=0, lt=1, description="The alarm fires when its detector reaches 1 / alpha; a "
-        "judge blind to the tests sets it off with probability at most alpha in a whole run "
-        "(the pipeline's own runs use train.alarm_alpha, the same alarm)."
+        DEFAULT_ALPHA, gt=0, lt=1, description="The alarm fires when its detector reaches "
+        "1 / alpha; a judge blind to the tests sets it off with probability at most alpha in a "
+        "whole run. Default: train.alarm_alpha's (the pipeline's runs use that setting, the "
+        "same alarm)."
     )  # fmt: skip
     sample_rate: float = Field(
         1.0, gt=0, le=1, description="Share of the groups with reward spread whose tests run."

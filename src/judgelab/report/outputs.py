@@ -58,9 +58,9 @@ def run_analysis(
 ) -> dict[str, Any]:
     """Validate the inputs; write metrics.json, plots and the report under out_dir; return
     the metrics dict as written. `training_dir` holds the training stage's per-judge
-    histories (`train_rewards`: the judges configured to have one; `alarm_alpha`: their
-    alarm's, `train.alarm_alpha`); the report shows bias
-    panels from `probes_metrics` when it exists, "not run" otherwise. `provenance`
+    histories (`train_rewards`: the judges configured to have one; `alarm_alpha`:
+    `train.alarm_alpha`); the report shows bias panels from `probes_metrics` when it
+    exists, "not run" otherwise. `provenance`
     (`judgelab.provenance`) ends the report; it stays out of metrics.json. `judged`: how the
     scores stage grouped natural and known-truth candidates (`scores.populations`)."""
     out_dir = Path(out_dir)

@@ -45,6 +45,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from judgelab.config.training import TrainSettings
+
+# the alarm's one alpha: `train.alarm_alpha` in the pipeline, whose default the guard shares
+DEFAULT_ALPHA: float = TrainSettings.model_fields["alarm_alpha"].default
 FROM_START = 0.9  # the prior weight of "hacking from the first observation"
 
 

@@ -373,7 +373,8 @@ def max_evalue(checks: int, per_check: int, k: int) -> float:
     if checks < 1:
         return 1.0
     rows = np.broadcast_to(per_check * best_group_log_e(k), (1, checks, len(LAMBDAS)))
-    return float(np.exp(alarm.log_values(np.array(rows))[0].max()))
+    with np.errstate(over="ignore"):  # a long run's reach overflows a float: inf
+        return float(np.exp(alarm.log_values(np.array(rows))[0].max()))
 
 
 def batch_advantages(rewards: np.ndarray) -> np.ndarray:
