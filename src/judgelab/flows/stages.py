@@ -165,10 +165,11 @@ PIPELINE_STAGES = (
             ANALYSIS / "plots/score_distribution.csv",
             ANALYSIS / "plots/training_curves.csv",
         ),
-        # train.rewards: the report says which configured judges lack training output. The
-        # MLflow run also logs settings of the stages before (rollouts, scores, train), whose
-        # tables this stage reads.
-        params=("analysis", "tracking", "train.rewards"),
+        # train.rewards: the report says which configured judges lack training output;
+        # train.alarm_alpha: the alarm's one alpha, whose threshold and reach the report states.
+        # The MLflow run also logs settings of the stages before (rollouts, scores, train),
+        # whose tables this stage reads.
+        params=("analysis", "tracking", "train.rewards", "train.alarm_alpha"),
     ),
 )
 

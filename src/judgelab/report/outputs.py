@@ -57,12 +57,10 @@ def run_analysis(
     alarm_alpha: float = training.ALARM_ALPHA,
 ) -> dict[str, Any]:
     """Validate the inputs; write metrics.json, plots and the report under out_dir; return
-    the metrics dict as written. `training_dir` holds the training stage's per-judge
-    histories (`train_rewards`: the judges configured to have one; `alarm_alpha`:
-    `train.alarm_alpha`); the report shows bias panels from `probes_metrics` when it
-    exists, "not run" otherwise. `provenance`
-    (`judgelab.provenance`) ends the report; it stays out of metrics.json. `judged`: how the
-    scores stage grouped natural and known-truth candidates (`scores.populations`)."""
+    the metrics. `training_dir`: the training histories (`train_rewards`: the judges meant to
+    have one; `alarm_alpha`: theirs); bias panels from `probes_metrics` if it exists, else
+    "not run"; `provenance` ends the report, out of metrics.json; `judged`: how the scores
+    stage grouped natural and known-truth candidates (`scores.populations`)."""
     out_dir = Path(out_dir)
     tasks = validate(tasks, TasksSchema, "tasks table")
     rollouts = validate(rollouts, RolloutsSchema, "rollouts table")
