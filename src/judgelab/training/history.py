@@ -1,6 +1,6 @@
 """A policy's history: one row per epoch (`EpochRow`, row e = policy_e, 0 = the base model),
 and the tables written from the rows (`history_frame`, `samples_frame`) with what is derived
-across rows: the e-process, the reward-hacking alarm and the descriptive
+across rows: the alarm's detector (`evalue`), the reward-hacking alarm and the descriptive
 `reward_pass_divergence`."""
 
 from __future__ import annotations
