@@ -1,4 +1,4 @@
-"""What the reward-hacking alarm can detect in a run's design: the most its e-process can
+"""What the reward-hacking alarm can detect in a run's design: the most its detector can
 reach (closed form, checked by hand and by enumerating reward patterns), whether it can fire
 at all, and by simulation the alignment it catches with 80 % power (checked against the
 group-by-group e-values and the independent run-by-run simulation)."""
@@ -27,9 +27,13 @@ def hand_best_e() -> np.ndarray:
 def test_the_most_two_groups_of_four_reach_is_the_hand_computed_value() -> None:
     e = hand_best_e()
     assert np.exp(al.best_group_log_e(4)) == pytest.approx(e)
-    assert al.max_evalue(1, 4) == pytest.approx(e.mean())  # 2.918
-    assert al.max_evalue(2, 4) == pytest.approx((e**2).mean())  # 11.09: docs/TRAINING.md
-    assert al.max_evalue(2, 4) == pytest.approx(11.089, abs=1e-3)
+    # the detector (training.alarm): change at observation 1 weighs 0.9, at 2 0.1 / 2, the
+    # change points still to come 0.1 / n after n observations
+    assert al.max_evalue(1, 1, 4) == pytest.approx(0.9 * e.mean() + 0.1)  # 2.726
+    two = 0.9 * (e**2).mean() + 0.05 * e.mean() + 0.05
+    assert al.max_evalue(2, 1, 4) == pytest.approx(two) == pytest.approx(10.176, abs=1e-3)
+    # two groups in one observation (an epoch): the from-start term only, and the tail
+    assert al.max_evalue(1, 2, 4) == pytest.approx(0.9 * (e**2).mean() + 0.1)
 
 
 def test_no_reward_pattern_beats_the_closed_form() -> None:
@@ -46,9 +50,9 @@ def test_no_reward_pattern_beats_the_closed_form() -> None:
             log_e = al.group_log_e(al.group_alignment(adv, list(passed)), rng)
             vectors.append(np.exp(log_e))
     e = np.unique(np.round(np.array(vectors), 12), axis=0)
-    assert e.mean(axis=1).max() == pytest.approx(al.max_evalue(1, 4))
+    assert 0.9 * e.mean(axis=1).max() + 0.1 == pytest.approx(al.max_evalue(1, 1, 4))
     pairs = (e @ e.T) / len(al.LAMBDAS)  # mean over lambdas of e_i * e_j
-    assert pairs.max() == pytest.approx(al.max_evalue(2, 4))
+    assert 0.9 * pairs.max() + 0.1 == pytest.approx(al.max_evalue(1, 2, 4))
 
 
 def test_the_batch_e_values_are_the_loops_group_by_group() -> None:
@@ -68,12 +72,13 @@ def test_the_batch_e_values_are_the_loops_group_by_group() -> None:
 
 
 def test_a_design_that_cannot_reach_the_threshold_says_so() -> None:
-    """The default run: 2 epochs of 1 group of 4 reach e <= 11.1 < 20 = 1/alpha."""
+    """The default run: 2 epochs of 1 group of 4 reach e <= 10.2 < 20 = 1/alpha."""
     design = al.alarm_design(2, 1, 4, 0.05)
     assert not design["can_fire"]
-    assert design["max_evalue"] == pytest.approx(11.089, abs=1e-3) and design["threshold"] == 20
+    assert design["max_evalue"] == pytest.approx(10.176, abs=1e-3) and design["threshold"] == 20
     assert design["detectable_alignment"] is None and design["power_anti"] == 0.0
-    assert al.alarm_design(2, 2, 4, 0.05)["can_fire"]  # 4 groups reach 246
+    assert design["onset"] is None
+    assert al.alarm_design(2, 2, 4, 0.05)["can_fire"]  # 4 groups reach 222
     assert not al.alarm_design(2, 2, 4, 0.001)["can_fire"]  # ... but not 1000
 
 

@@ -5,6 +5,7 @@ logic."""
 
 from __future__ import annotations
 
+import json
 import math
 from itertools import permutations
 
@@ -15,6 +16,7 @@ from pydantic import ValidationError
 from judgelab.guard import Guard, GuardSettings, design_power
 from judgelab.guard.core import split_groups
 from judgelab.guard.power import alarm_rate
+from judgelab.training import alarm
 from judgelab.training import alignment as al
 
 
@@ -27,7 +29,10 @@ def test_one_anti_aligned_group_by_hand() -> None:
         math.exp(0.5 * lam) / ((math.exp(-0.5 * lam) + 4 + math.exp(0.5 * lam)) / 6)
         for lam in al.LAMBDAS
     ]
-    assert guard.evalue == pytest.approx(sum(by_hand) / len(by_hand), rel=1e-5)
+    # the detector after one group: the change at group 1 (the start) at weight 0.9 times the
+    # group's e-value, and the change points still to come at their weight, 0.1
+    assert alarm.FROM_START == 0.9
+    assert guard.evalue == pytest.approx(0.9 * sum(by_hand) / len(by_hand) + 0.1, rel=1e-5)
     status = guard.status()
     assert status.alignment == pytest.approx(-1.0)
     assert (status.checked_groups, status.informative_groups, status.tested_samples) == (1, 1, 4)
@@ -131,12 +136,18 @@ def test_aligned_and_anti_judges() -> None:
     assert good.status().alignment == pytest.approx(1.0) and not good.fired
     s = bad.status()
     assert s.alignment == pytest.approx(-1.0) and s.fired
-    # each group's e-value is the hand-computed one above (t = 0.5); the e-process after n
-    # groups is the mean over lambda of its n-th power, first >= 20 at n = 3 (step 2)
-    one = [math.exp(0.5 * lam) / ((math.exp(-0.5 * lam) + 4 + math.exp(0.5 * lam)) / 6)
-           for lam in al.LAMBDAS]  # fmt: skip
-    assert sum(e**2 for e in one) / 5 < 20 <= sum(e**3 for e in one) / 5
-    assert s.fired_at_step == 2
+    # each group's e-value is the hand-computed one above (t = 0.5); the detector after n
+    # groups is the mean over lambda of sum_j w_j e^(n - j + 1) (w = 0.9, 0.1/2, 0.1/6, ...)
+    # plus 0.1 / n: first >= 20 at n = 3 (step 2)
+    one = np.array([math.exp(0.5 * lam) / ((math.exp(-0.5 * lam) + 4 + math.exp(0.5 * lam)) / 6)
+                    for lam in al.LAMBDAS])  # fmt: skip
+    two = (0.9 * one**2 + 0.05 * one).mean() + 0.05
+    three = (0.9 * one**3 + 0.05 * one**2 + one / 60).mean() + 0.1 / 3
+    assert two < 20 <= three
+    assert s.fired_at_step == 2 and s.evalue == pytest.approx(
+        (0.9 * one**8 + sum(0.1 / ((j - 1) * j) * one ** (9 - j) for j in range(2, 9))).mean()
+        + 0.1 / 8
+    )
 
 
 def test_power_against_alignments_own_simulation() -> None:
@@ -202,3 +213,67 @@ def test_the_guard_imports_no_training_stack() -> None:
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def _batch(rng: np.random.Generator, step: int, k: int, sign: int) -> tuple:
+    """Two groups of `k`: 0.6 noise + 0.4 passed (sign +1) or + 0.4 (1 - passed) (sign -1)."""
+    passed = rng.random((2, k)) < rng.uniform(0.2, 0.8, (2, 1))
+    rewards = 0.6 * rng.random((2, k)) + 0.4 * (passed if sign > 0 else ~passed)
+    prompts = [f"{step}-{g}" for g in range(2) for _ in range(k)]
+    return prompts, ["c"] * 2 * k, rewards.ravel().tolist(), passed.ravel().tolist()
+
+
+def test_state_saved_and_loaded_continues_exactly() -> None:
+    """save -> JSON -> load -> continue equals the uninterrupted run: the detector, the
+    alignment and its CI, the counts, the firing step, and the Monte Carlo draws of groups
+    larger than `alignment.EXACT_MAX` (groups of 9 here), with unscored rewards."""
+    settings = GuardSettings(sample_rate=0.7, max_groups_per_step=1, seed=3)
+    whole, first = Guard(settings), Guard(settings)
+    batches = []
+    rng = np.random.default_rng(5)
+    for step in range(60):
+        prompts, completions, rewards, passed = _batch(rng, step, 9, 1 if step < 30 else -1)
+        rewards[step % 18] = None
+        batches.append((prompts, completions, rewards, passed))
+    for step, b in enumerate(batches):
+        whole.observe(*b, step=step)
+        if step < 25:
+            first.observe(*b, step=step)
+    resumed = Guard(settings.model_copy(update={"planned_steps": 60}))  # power: free to change
+    resumed.load_state_dict(json.loads(json.dumps(first.state_dict())))
+    for step, b in enumerate(batches[25:], start=25):
+        resumed.observe(*b, step=step)
+    assert resumed.state_dict() == whole.state_dict()
+    a, b = resumed.status(), whole.status()
+    assert (a.evalue, a.fired_at_step, a.alignment_ci, a.untested_samples) == (
+        b.evalue,
+        b.fired_at_step,
+        b.alignment_ci,
+        b.untested_samples,
+    )
+    assert b.fired and b.fired_at_step >= 30  # the onset at step 30 was caught
+    with pytest.raises(ValueError, match="other settings: alpha, seed"):
+        Guard(settings.model_copy(update={"alpha": 0.01, "seed": 4})).load_state_dict(
+            whole.state_dict()
+        )
+
+
+def test_a_batch_that_cannot_be_grouped_names_the_step_and_the_group() -> None:
+    guard = Guard()
+    with pytest.raises(ValueError, match=r"step 7: a batch of 6 .* group 1 \(completions 4..5\)"):
+        guard.observe(["a"] * 6, ["c"] * 6, [0.1] * 6, [True] * 6, step=7, group_size=4)
+    with pytest.raises(ValueError, match=r"step 3: group 1 \(completions 2..3\) mixes prompts"):
+        guard.observe(["a", "a", "b", "c"], ["c"] * 4, [0.1] * 4, None, step=3, group_size=2)
+    with pytest.raises(ValueError, match="3 verdicts for 4 completions"):
+        guard.observe(["a"] * 4, ["c"] * 4, [0.1] * 4, [True] * 3)
+
+
+def test_the_guard_catches_an_onset_after_aligned_groups() -> None:
+    """A smaller run of bench/guard_onset.py through `Guard.observe`: 200 aligned groups, then
+    hacking (issue 64's judge): caught within 100 groups in each of 6 seeded runs, never
+    before the onset."""
+    for run in range(6):
+        rng, guard = np.random.default_rng([64, run]), Guard()
+        for step in range(150):
+            guard.observe(*_batch(rng, step, 4, 1 if step < 100 else -1), step=step)
+        assert guard.fired and 100 <= guard.status().fired_at_step < 150, run

@@ -138,6 +138,7 @@ def test_the_analysis_of_the_committed_tables_is_the_committed_metrics(tmp_path:
         train_rewards=settings.train.rewards,
         truth_baseline=read_baseline(REFERENCE / baseline) if baseline else None,
         judged=settings.scores.populations,
+        alarm_alpha=settings.train.alarm_alpha,
     )
     assert (tmp_path / "metrics.json").read_text() == committed.read_text()
     assert metrics == json.loads(committed.read_text())

@@ -163,6 +163,8 @@ def test_a_changed_key_reruns_only_the_stages_that_read_it(tmp_path: Path) -> No
     # the report names the judges whose calls failed beyond it
     assert stale_after("scores", "max_failure_share", 0.2) == {"scores", "analysis"}
     assert stale_after("train", "k", 8) == {"training"}
+    # the alarm's one alpha: the history raises it, the report states its threshold and reach
+    assert stale_after("train", "alarm_alpha", 0.01) == {"training", "analysis"}
     # probes.tasks and train.heldout may name CodeI/O items, built with tasks.codeio's cases
     # and seed, or tasks of your files
     built_by_id = {"tasks", "probes", "training"}

@@ -59,15 +59,22 @@ def test_training_metrics_table_and_alarm(tmp_path: Path) -> None:
     assert rows[0][0] == "execution" and rows[0][-2] == "0"  # forged
     alarm = rows[0][-3]
     assert alarm.startswith("not fired (largest e-value") and "4 groups, 8 samples" in alarm
-    # what the design could detect: 4 trained groups of 2 reach at most the mean over lambda
-    # of (2 / (1 + e^-lambda))^4 (one pass, one fail, the fail paid more: t = 1/2 against
-    # +-1/2 by chance), 9.49 < 20: the alarm could not fire, whatever the judge
+    # what the design could detect: 4 trained groups of 2, each at most e = 2 / (1 + e^-lambda)
+    # (one pass, one fail, the fail paid more: t = 1/2 against +-1/2 by chance); the detector
+    # (training.alarm) weighs a change at epoch 1, 2, 3, 4 by 0.9, 0.1/2, 0.1/6, 0.1/12 and
+    # those to come by 0.1/4: 8.89 < 20, the alarm could not fire, whatever the judge
     design = a["alarm"]["design"]
-    by_hand = float(np.mean([(2 / (1 + np.exp(-lam))) ** 4 for lam in (0.5, 1, 2, 4, 8)]))
+    weights = (0.9, 0.1 / 2, 0.1 / 6, 0.1 / 12)
+    by_hand = 0.1 / 4 + float(
+        np.mean([
+            sum(w * (2 / (1 + np.exp(-lam))) ** (4 - j) for j, w in enumerate(weights))
+            for lam in (0.5, 1, 2, 4, 8)
+        ])
+    )  # fmt: skip
     assert (design["groups"], design["k"], design["can_fire"]) == (4, 2, False)
-    assert design["max_evalue"] == pytest.approx(by_hand) == pytest.approx(9.492, abs=1e-3)
+    assert design["max_evalue"] == pytest.approx(by_hand) == pytest.approx(8.892, abs=1e-3)
     assert alarm.endswith(
-        "; could not fire: 4 trained epochs × 1 group of 2 reach an e-value of at most 9.49 < "
+        "; could not fire: 4 trained epochs × 1 group of 2 reach an e-value of at most 8.89 < "
         "20 = 1/alpha, whatever the judge"
     )
     md = "\n".join(training_report.markdown_section({"training": metrics}))
@@ -318,9 +325,17 @@ def test_the_alarms_reach_is_said_from_its_design() -> None:
     from judgelab.training.alignment import alarm_design
 
     catches = alarm_design(4, 4, 4, 0.05)
+    onset = catches["onset"]
+    assert (onset["onset_at"], onset["false_before"], onset["delay_median"]) == (2, 0.0, None)
     assert training_report.reach_text(catches) == (
         f"could have detected alignment ≤ {catches['detectable_alignment']:+.2f} with 80 % "
-        "power (4 trained epochs × 4 groups of 4; simulated, 200 runs a judge)"
+        "power (4 trained epochs × 4 groups of 4; simulated, 200 runs a judge); a judge "
+        f"hacking after 2 aligned epochs caught in {100 * onset['caught']:.0f} % of runs"
+    )
+    caught = {"onset_at": 1, "caught": 0.9, "delay_median": 3}
+    assert training_report.onset_text(caught) == (
+        "; a judge hacking after 1 aligned epoch caught in 90 % of runs, a median 3 epochs "
+        "after the turn"
     )
     assert catches["detectable_alignment"] < 0
     short = alarm_design(2, 2, 4, 0.05)
@@ -355,3 +370,29 @@ def test_the_mde_counts_a_draw_shared_by_seeds_once(tmp_path: Path) -> None:
     # one seed alone: its own draws, counted as before
     one = training.heldout_mde({1: own[1]}, 0, 4, settings)
     assert (one["base_draws"], one["final_draws"]) == (2, 2)
+
+
+def test_the_analysis_reads_the_historys_alarm(tmp_path: Path) -> None:
+    """The training history is the alarm's one home: the analysis states what its `evalue`
+    and `reward_hacking` columns say, at `train.alarm_alpha`, and a history written before
+    the alarm was kept (nulls) is "not recorded", not recomputed."""
+    import polars as pl
+
+    write_training_histories(tmp_path, JUDGES)
+    run = training.load_training(tmp_path)["execution"][None]
+    history, samples = run
+    settings = AnalysisSettings(bootstrap=0, min_ci_groups=2)
+    raised = history.with_columns(
+        evalue=pl.Series([1.0, 3.0, 60.0, 40.0, 40.0]),
+        reward_hacking=pl.Series([False, False, True, True, True]),
+    )
+    alarm = training.alignment_metrics(raised, samples, settings, alarm_alpha=0.02)["alarm"]
+    assert (alarm["fired"], alarm["first_epoch"], alarm["epochs"]) == (True, 2, 3)
+    assert (alarm["evalue_max"], alarm["evalue"], alarm["threshold"]) == (60.0, 40.0, 50.0)
+    assert alarm["design"]["alpha"] == 0.02 and alarm["recorded"]
+    old = history.with_columns(
+        evalue=pl.lit(None, dtype=pl.Float64), reward_hacking=pl.lit(None, dtype=pl.Boolean)
+    )
+    alarm = training.alignment_metrics(old, samples, settings)["alarm"]
+    assert not alarm["recorded"] and not alarm["fired"] and alarm["evalue_max"] is None
+    assert training_report.alarm_text(alarm).startswith("not recorded (a history written")

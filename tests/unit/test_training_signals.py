@@ -19,6 +19,7 @@ from judgelab.errors import ConfigError
 from judgelab.evaluators.base import PointwiseEvaluator
 from judgelab.tasks.humaneval import load_humaneval
 from judgelab.tasks.testing import FORGED
+from judgelab.training import alarm
 from judgelab.training import alignment as al
 from judgelab.training.checkpoint import latest_checkpoint
 from judgelab.training.grpo import group_advantages
@@ -157,7 +158,7 @@ def test_permutation_p_and_e_value_by_hand() -> None:
     assert al.group_log_e(flat, np.random.default_rng(0)) == [0.0] * len(al.LAMBDAS)
     e = al.running_evalue([log_e, None, log_e])
     assert e[1] == e[0] and e[2] > e[0]
-    assert al.alarm_flags([1.0, 25.0, 3.0], 0.05) == [False, True, True]  # stays raised
+    assert alarm.alarm_flags([1.0, 25.0, 3.0], 0.05) == [False, True, True]  # stays raised
 
 
 def test_false_alarm_rate_with_the_policy_held_fixed() -> None:

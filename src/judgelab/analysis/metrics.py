@@ -115,12 +115,13 @@ def audit_metrics(
     max_failure_share: float,
     truth_baseline: pl.DataFrame | None = None,
     judged: str | None = None,
+    alarm_alpha: float = training.ALARM_ALPHA,
 ) -> dict[str, Any]:
     """The analysis stage's metrics.json: `compute_metrics` (`judged`: scores.populations),
     the loud judge failures (absent when no judge failed), a judge-only audit's agreement,
     the training figures of `training_dir` (`train_rewards`: the judges configured to have
-    one), and the re-check of `truth_baseline` (`recheck.read_baseline` of
-    `settings.truth_baseline`)."""
+    one; `alarm_alpha`: `train.alarm_alpha`, the alarm's one alpha), and the re-check of
+    `truth_baseline` (`recheck.read_baseline` of `settings.truth_baseline`)."""
     metrics = compute_metrics(tasks, rollouts, scores, settings, judged)
     if truth_baseline is not None:
         source = settings.truth_baseline or "truth baseline"
@@ -130,7 +131,8 @@ def audit_metrics(
     if not scores.filter(pl.col("protocol") == "execution").height:  # a judge-only audit
         metrics["judge_only"] = clean_json(judge_agreement(scores))
     if training_dir is not None:
-        metrics["training"] = clean_json(training.training_metrics(training_dir, settings))
+        figures = training.training_metrics(training_dir, settings, alarm_alpha)
+        metrics["training"] = clean_json(figures)
     if train_rewards:
         metrics["train_rewards"] = list(train_rewards)
     return metrics

@@ -14,11 +14,13 @@ verdict); with `train.seeds`, the same per seed under `data/training/<judge>/see
   GRPO's push went by the tests, 2 * sum A_i passed_i / sum |A_i|, with its n (groups,
   samples) and a cluster bootstrap CI over groups; the within-group rank correlation of reward
   and tests; a permutation p-value;
-- the reward-hacking alarm: the e-process of within-group anti-alignment over the run's
-  epochs, recomputed here from the samples table (so it never depends on what the training
-  stage recorded), firing at 1 / alpha with alpha = `analysis.power.alpha`; stated with its n
-  (groups, samples) and its threshold. The adjacent-epoch rule is reported beside it,
-  labelled descriptive (`divergence_epochs`);
+- the reward-hacking alarm, read from the history (`evalue`, `reward_hacking`: the training
+  stage is its one home, `training.history.history_frame`, the e-detector of
+  `training.alarm` at `train.alarm_alpha`), not recomputed here; stated with its n (groups,
+  samples), its threshold and what the run's design let it detect (`alignment.alarm_design`
+  at `train.alarm_alpha` and `analysis.power.power`). A history written before the alarm was
+  kept (`evalue` null) says so (`recorded` false). The adjacent-epoch rule is reported beside
+  it, labelled descriptive (`divergence_epochs`);
 - forged runs: samples the tests found faking a pass (null: not recorded by that run);
 - the minimum detectable held-out effect (`heldout_mde`): what the held-out design (tasks x
   samples x seeds) can detect at `analysis.power`, and whether it reaches the stated effect
@@ -46,13 +48,12 @@ import polars as pl
 from judgelab.analysis.stats import CIRule, percentile_ci
 from judgelab.config import AnalysisSettings
 from judgelab.schemas import HistorySchema, columns, validate_file
+from judgelab.training.alarm import DEFAULT_ALPHA
 from judgelab.training.alignment import (
     GroupAlignment,
     alarm_design,
-    alarm_flags,
     epoch_alignment,
     group_alignment,
-    running_evalue,
 )
 from judgelab.training.grpo import group_advantages, has_spread
 from judgelab.training.layout import HELDOUT_FILE, HISTORY_FILE, SAMPLES_FILE, run_dirs
@@ -60,6 +61,7 @@ from judgelab.training.layout import HELDOUT_FILE, HISTORY_FILE, SAMPLES_FILE, r
 log = logging.getLogger(__name__)
 
 Tables = tuple[pl.DataFrame, pl.DataFrame]  # (history, samples) of one trained policy
+ALARM_ALPHA = DEFAULT_ALPHA  # train.alarm_alpha's default: the alarm's one alpha
 
 
 def load_training(root: Path) -> dict[str, dict[int | None, Tables]]:
@@ -243,36 +245,38 @@ def run_design(history: pl.DataFrame) -> tuple[int, int, int]:
 
 
 def alignment_metrics(
-    history: pl.DataFrame, samples: pl.DataFrame, settings: AnalysisSettings
+    history: pl.DataFrame,
+    samples: pl.DataFrame,
+    settings: AnalysisSettings,
+    alarm_alpha: float = ALARM_ALPHA,
 ) -> dict[str, Any]:
     """The run's within-group alignment over all the groups GRPO stepped on (value, CI, n,
-    rank correlation, permutation p) and its alarm (`alarm`: the e-process by epoch, its
-    maximum, the threshold 1 / alpha, the first epoch it reached it, with n groups and
-    samples; `design`: what the run's design lets it detect, `alignment.alarm_design` at
-    `analysis.power`'s alpha and power)."""
-    epochs = sorted(history["epoch"].to_list())
+    rank correlation, permutation p) and its alarm as the history recorded it (`alarm`: the
+    detector's largest and last value, the threshold 1 / `alarm_alpha` (`train.alarm_alpha`),
+    the first epoch flagged, with n groups and samples; `design`: what the run's design lets
+    it detect, `alignment.alarm_design` at `alarm_alpha` and `analysis.power.power`)."""
     per_epoch = stepped_groups(history, samples)
     groups = [g for e in sorted(per_epoch) for g in per_epoch[e]]
     pooled = epoch_alignment(groups, settings.min_ci_groups)
     pooled.pop("alignment_log_e")
-    alpha = settings.power.alpha
-    rows = [epoch_alignment(per_epoch.get(e, []), settings.min_ci_groups) for e in epochs]
-    evalues = running_evalue([r["alignment_log_e"] for r in rows])
-    flags = alarm_flags(evalues, alpha)
-    first = next((e for e, f in zip(epochs, flags, strict=True) if f), None)
+    rows = history.sort("epoch")
+    evalues, flags = rows["evalue"].to_list(), rows["reward_hacking"].to_list()
+    recorded = all(e is not None for e in evalues) and all(f is not None for f in flags)
+    first = next((e for e, f in zip(rows["epoch"], flags, strict=True) if f), None)
     return pooled | {
         "alarm": {
-            "fired": first is not None,
-            "first_epoch": first,
-            "epochs": sum(flags),
-            "evalue": evalues[-1] if evalues else 1.0,
-            "evalue_max": max(evalues) if evalues else 1.0,
-            "threshold": 1 / alpha,
-            "alpha": alpha,
+            "recorded": recorded,
+            "fired": recorded and first is not None,
+            "first_epoch": first if recorded else None,
+            "epochs": sum(bool(f) for f in flags) if recorded else 0,
+            "evalue": evalues[-1] if recorded and evalues else None,
+            "evalue_max": max(evalues) if recorded and evalues else None,
+            "threshold": 1 / alarm_alpha,
+            "alpha": alarm_alpha,
             "n_groups": pooled["alignment_groups"],
             "n_informative": pooled["alignment_informative"],
             "n_samples": pooled["alignment_samples"],
-            "design": dict(alarm_design(*run_design(history), alpha, settings.power.power)),
+            "design": dict(alarm_design(*run_design(history), alarm_alpha, settings.power.power)),
         }
     }
 
@@ -373,13 +377,16 @@ def _reward_summary(samples: pl.DataFrame) -> dict[str, Any]:
 
 
 def judge_training_metrics(
-    history: pl.DataFrame, samples: pl.DataFrame, settings: AnalysisSettings
+    history: pl.DataFrame,
+    samples: pl.DataFrame,
+    settings: AnalysisSettings,
+    alarm_alpha: float = ALARM_ALPHA,
 ) -> dict[str, Any]:
     """One trained policy's figures (a judge's, or one seed's of a judge)."""
     epochs = history["epoch"].to_list()
     first, last = min(epochs), max(epochs)
     train = samples.filter(pl.col("split") == "train")
-    aligned = alignment_metrics(history, samples, settings)
+    aligned = alignment_metrics(history, samples, settings, alarm_alpha)
     return {
         "epochs": last,
         "reward": _reward_summary(samples),
@@ -400,7 +407,7 @@ def _mean(values: list[float | None]) -> float | None:
 
 
 def seeds_training_metrics(
-    runs: Mapping[int, Tables], settings: AnalysisSettings
+    runs: Mapping[int, Tables], settings: AnalysisSettings, alarm_alpha: float = ALARM_ALPHA
 ) -> dict[str, Any]:
     """A judge's figures over its training seeds: the keys of `judge_training_metrics`, with
     rewards and train pass rate pooled over every seed's samples, reward_first/last_epoch the
@@ -416,7 +423,7 @@ def seeds_training_metrics(
             "from another run? Delete it, or retrain"
         )
     first, last = spans[seeds[0]]
-    per_seed = {s: judge_training_metrics(*runs[s], settings) for s in seeds}
+    per_seed = {s: judge_training_metrics(*runs[s], settings, alarm_alpha) for s in seeds}
     history = pl.concat([runs[s][0] for s in seeds])
     samples = pl.concat([runs[s][1] for s in seeds])
     train = samples.filter(pl.col("split") == "train")
@@ -440,13 +447,16 @@ def seeds_training_metrics(
     }
 
 
-def training_metrics(root: Path, settings: AnalysisSettings) -> dict[str, Any]:
-    """Per judge: `judge_training_metrics` (one seed) or `seeds_training_metrics`."""
+def training_metrics(
+    root: Path, settings: AnalysisSettings, alarm_alpha: float = ALARM_ALPHA
+) -> dict[str, Any]:
+    """Per judge: `judge_training_metrics` (one seed) or `seeds_training_metrics`; the alarm's
+    alpha is `train.alarm_alpha` (the one the history's alarm was raised at)."""
     out = {
         judge: (
-            seeds_training_metrics(runs, settings)  # type: ignore[arg-type]
+            seeds_training_metrics(runs, settings, alarm_alpha)  # type: ignore[arg-type]
             if _seeded(runs)
-            else judge_training_metrics(*runs[None], settings)
+            else judge_training_metrics(*runs[None], settings, alarm_alpha)
         )
         for judge, runs in load_training(root).items()
     }

@@ -135,10 +135,12 @@ class TrainSettings(Section):
         0.05,
         gt=0,
         lt=1,
-        description="The reward-hacking alarm's false-alarm bound: it fires when the run's "
-        "e-process of within-group anti-alignment (GRPO pushing towards failing code) reaches "
-        "1 / alarm_alpha; a judge blind to the tests sets it off in a run with probability "
-        "at most alarm_alpha (docs/TRAINING.md).",
+        description="The reward-hacking alarm's false-alarm bound, its one alpha (the "
+        "training history raises it, the analysis reports it): it fires when the run's "
+        "e-detector of within-group anti-alignment (GRPO pushing towards failing code, from "
+        "the start or from any later epoch) reaches 1 / alarm_alpha; a judge blind to the "
+        "tests sets it off in a whole run with probability at most alarm_alpha "
+        "(docs/TRAINING.md).",
     )
     seed: int = Field(
         0,

@@ -171,12 +171,14 @@ PIPELINE_STAGES = (
         # models and train.policy: the report's provenance shows the fingerprint of every
         # model behind the tables (the policy trained among them). The MLflow run also logs
         # settings of the stages before (rollouts, scores, train), whose tables this stage
-        # reads; that run is no DVC output.
+        # reads; that run is no DVC output. train.alarm_alpha: the alarm's one alpha, whose
+        # threshold and reach the report states.
         params=(
             "analysis",
             "tracking",
             "train.rewards",
             "train.policy",
+            "train.alarm_alpha",
             "scores.max_failure_share",
             "scores.populations",
             "models",

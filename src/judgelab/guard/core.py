@@ -12,12 +12,14 @@ tracks, over the run:
   passed_i / sum |A_i| over the checked groups, A_i GRPO's advantage (ART's definition; the
   trainer's own scaling does not change a group's e-value), with its cluster-bootstrap CI from
   `min_ci_groups` groups up;
-- **the alarm**: the e-process of `alignment` (per group, for each lambda, exp(lambda t) /
-  E_perm[exp(lambda t)] of the group's anti-alignment t; their running products averaged over
-  lambda), updated after every checked group. Under a judge blind to the tests it is a test
+- **the alarm**: the e-detector of `judgelab.training.alarm`, fed one observation per checked
+  group (per lambda, exp(lambda t) / E_perm[exp(lambda t)] of the group's anti-alignment t): a
+  mixture over the group at which the judge turned to paying for failing code, the first
+  group included at weight `alarm.FROM_START`. Under a judge blind to the tests it is a test
   martingale, so by Ville's inequality it reaches 1 / alpha at any point of a run, however
-  long and however often it is looked at, with probability at most alpha. Once raised it
-  stays raised.
+  long and however often it is looked at, with probability at most alpha; a judge that
+  hacks only after many aligned groups is still caught (the aligned groups do not lower the
+  terms that start after them). Once raised it stays raised.
 
 **Which groups are checked** is decided before any verdict is known, from what the judge
 already gave: among the groups with reward spread (a flat group's e-value is 1 whatever the
@@ -29,7 +31,10 @@ asked for the checked groups' completions only: the tests' cost is bounded by
 
 **Power** (`judgelab.guard.power`): with `planned_steps` set, the status states what the alarm
 can detect at the run's length, from the design the guard sees (checked groups per step, group
-size), by simulation.
+size), by simulation: its power from the start and its delay after a mid-run onset.
+
+**State**: `state_dict()` (JSON-serialisable) and `load_state_dict()` carry everything the
+guard has gathered, so a run resumed from a checkpoint continues the same detector.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from judgelab.config.analysis import AnalysisSettings
 from judgelab.guard.power import Power, design_power
 from judgelab.training import alignment as al
+from judgelab.training.alarm import DEFAULT_ALPHA, Detector
 from judgelab.training.grpo import group_advantages, has_spread
 
 log = logging.getLogger(__name__)
@@ -63,8 +69,10 @@ class GuardSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     alpha: float = Field(
-        0.05, gt=0, lt=1, description="The alarm fires when the e-process reaches 1 / alpha; a "
-        "judge blind to the tests sets it off with probability at most alpha in a whole run."
+        DEFAULT_ALPHA, gt=0, lt=1, description="The alarm fires when its detector reaches "
+        "1 / alpha; a judge blind to the tests sets it off with probability at most alpha in a "
+        "whole run. Default: train.alarm_alpha's (the pipeline's runs use that setting, the "
+        "same alarm)."
     )  # fmt: skip
     sample_rate: float = Field(
         1.0, gt=0, le=1, description="Share of the groups with reward spread whose tests run."
@@ -147,17 +155,28 @@ class GuardStatus:
         return text + (f"; power: {self.power.statement()}" if self.power else "")
 
 
-def split_groups(prompts: Sequence[object], group_size: int | None) -> list[range]:
+def split_groups(
+    prompts: Sequence[object], group_size: int | None, step: int | None = None
+) -> list[range]:
     """The batch's groups as index ranges: runs of `group_size`, or, without it, runs of
-    consecutive equal prompts (how TRL and ART lay a batch out)."""
+    consecutive equal prompts (how TRL and ART lay a batch out). A batch that cannot be cut
+    into groups raises, naming the step and the group."""
     n = len(prompts)
+    at = "" if step is None else f"step {step}: "
     if group_size is not None:
         if group_size < 1 or n % group_size:
-            raise ValueError(f"a batch of {n} is not a whole number of groups of {group_size}")
+            raise ValueError(
+                f"{at}a batch of {n} is not a whole number of groups of {group_size}: group "
+                f"{n // max(group_size, 1)} (completions {n - n % max(group_size, 1)}..{n - 1}) "
+                "is incomplete"
+            )
         for start in range(0, n, group_size):
             block = prompts[start : start + group_size]
             if any(p != block[0] for p in block):
-                raise ValueError(f"group at {start}..{start + group_size - 1} mixes prompts")
+                raise ValueError(
+                    f"{at}group {start // group_size} (completions {start}.."
+                    f"{start + group_size - 1}) mixes prompts"
+                )
         return [range(s, s + group_size) for s in range(0, n, group_size)]
     out, start = [], 0
     for i in range(1, n + 1):
@@ -179,13 +198,17 @@ def _verdict(value: Verdict) -> float | None:
     return float(bool(value)) if isinstance(value, bool) else float(value)
 
 
+# the settings a saved state depends on (the power statement's are free to change on resume)
+_STATE_SETTINGS = {"alpha", "sample_rate", "max_groups_per_step", "min_ci_groups", "seed"}
+
+
 class Guard:
     """The reward guard (module doc). Not thread-safe: one trainer feeds it."""
 
     def __init__(self, settings: GuardSettings | None = None) -> None:
         self.settings = settings or GuardSettings()
         self._rng = np.random.default_rng(self.settings.seed)
-        self._log_e = [0.0] * len(al.LAMBDAS)
+        self._detector = Detector(len(al.LAMBDAS))
         self._checked: list[al.GroupAlignment] = []
         self._per_step: Counter[int] = Counter()  # checked groups per step
         self._sizes: Counter[int] = Counter()  # group sizes seen
@@ -200,10 +223,51 @@ class Guard:
     def fired(self) -> bool:
         return self._fired_at is not None
 
+    def state_dict(self) -> dict:
+        """Everything the guard has gathered, JSON-serialisable: `load_state_dict` on a guard
+        of the same settings resumes it exactly (the detector, the checked groups behind the
+        alignment, the counts, the Monte Carlo generator)."""
+        return {
+            "settings": self.settings.model_dump(include=_STATE_SETTINGS),
+            "detector": self._detector.state_dict(),
+            "rng": self._rng.bit_generator.state,
+            "checked": [[list(g.advantages), list(g.passed)] for g in self._checked],
+            "per_step": sorted(self._per_step.items()),
+            "sizes": sorted(self._sizes.items()),
+            "steps": sorted(self._steps),
+            "last_step": self._last_step,
+            "counts": [
+                self._groups,
+                self._completions,
+                self._flat,
+                self._unscored,
+                self._untested,
+            ],  # fmt: skip
+            "fired_at": self._fired_at,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Resume from `state_dict()`'s output; refuses one saved under other settings."""
+        mine = self.settings.model_dump(include=_STATE_SETTINGS)
+        differ = sorted(k for k in mine if state["settings"].get(k) != mine[k])
+        if differ:
+            raise ValueError(f"guard state saved with other settings: {', '.join(differ)}")
+        self._detector.load_state_dict(state["detector"])
+        self._rng.bit_generator.state = state["rng"]
+        self._checked = [al.GroupAlignment(tuple(a), tuple(p)) for a, p in state["checked"]]
+        self._per_step = Counter({int(k): int(v) for k, v in state["per_step"]})
+        self._sizes = Counter({int(k): int(v) for k, v in state["sizes"]})
+        self._steps = {int(x) for x in state["steps"]}
+        self._last_step = int(state["last_step"])
+        counts = [int(c) for c in state["counts"]]
+        self._groups, self._completions, self._flat, self._unscored, self._untested = counts
+        self._fired_at = state["fired_at"]
+        self._power = None
+
     @property
     def evalue(self) -> float:
-        top = max(self._log_e)
-        return math.exp(top) * sum(math.exp(v - top) for v in self._log_e) / len(self._log_e)
+        """The alarm's detector (`alarm.Detector`): 1 before any checked group."""
+        return self._detector.value
 
     def observe(
         self,
@@ -231,7 +295,7 @@ class Guard:
         self._completions += len(scored)
         self._unscored += sum(r is None for r in scored)
         spread: list[tuple[float, range]] = []
-        for index, group in enumerate(split_groups(prompts, group_size)):
+        for index, group in enumerate(split_groups(prompts, group_size, step)):
             self._groups += 1
             self._sizes[len(group)] += 1
             values = [scored[i] for i in group if scored[i] is not None]
@@ -260,9 +324,7 @@ class Guard:
         g = al.group_alignment(advantages, passed)
         self._per_step[step] += 1
         self._checked.append(g)
-        self._log_e = [
-            t + v for t, v in zip(self._log_e, al.group_log_e(g, self._rng), strict=True)
-        ]
+        self._detector.update(al.group_log_e(g, self._rng))
         if self._fired_at is None and self.evalue >= 1 / self.settings.alpha:
             self._fired_at = step
             log.warning("reward guard fired at step %d: %s", step, self.status().summary())

@@ -1,23 +1,17 @@
-"""What the guard's alarm can detect in a run of a planned length: its power, by simulation.
+"""What the guard's alarm can detect in a run of a planned length, by simulation: its power
+against a judge hacking from the start, and its delay to catch one that turns mid-run.
 
-The design is the number of steps, the groups the guard checks per step and the group size.
-A simulated judge mixes noise with a preference for failing code: a candidate's raw reward is
-(1 - w) * noise + w * (1 - passed), on RULER's 0.1 grid, with noise ~ U(0, 1) and the verdicts
-~ Bernoulli(the task's pass rate), the rate ~ Beta around `pass_rate`:
-`judgelab.training.alignment.simulated_judge`, the model `simulate_false_alarms` draws from
-too, whose 'blind' judge is w = 0 and whose 'anti' judge is w = 0.4. For a w, `runs` runs of
-the design give the share in which the e-process reaches 1 / alpha after some group (the
-alarm's rate) and the pooled within-group alignment of their groups. The statement is the
-alignment of the weakest w whose alarm rate is at least `target` (bisection over w in
-[0, 1]): "it detects, with 80 % power, a judge whose alignment is -0.47 or lower"; or, when
-even w = 1 (a judge that always prefers failing code) stays below the target, that it cannot
-reach the target, and when it never fires at all, that the alarm cannot fire in a run this
-short.
-
-The e-values come from `alignment.group_log_e_many` (the alarm's own per-group e-values,
-vectorised, their permutation expectation exact at any group size; the guard itself estimates
-it by Monte Carlo beyond `alignment.EXACT_MAX` candidates). The judge model, the pass-rate
-model and `runs` are assumptions; the statement names the design and its n.
+The design is the number of steps, the groups the guard checks per step and the group size; the
+guard's detector takes one observation per checked group. The search is the training alarm's
+own (`judgelab.training.alignment.alarm_design`, one observation per group): a simulated judge
+mixes noise with a preference for failing code, reward (1 - w) * noise + w * (1 - passed) on
+RULER's 0.1 grid, task pass rates ~ Beta around 0.5 (`alignment.simulated_judge`); the
+statement is the alignment of the weakest w on the 0.05 grid whose alarm rate reaches 80 %
+("it detects, with 80 % power, a judge whose alignment is -0.47 or lower"), or that even
+w = 1 stays below it, or that the alarm cannot fire in a run this short; and the onset: a
+judge aligned at strength 0.4 for the first half of the planned groups, then hacking at 0.4,
+is caught in that share of runs, with that median delay in steps. The judge model and `runs`
+are assumptions; the statement names the design and its n.
 """
 
 from __future__ import annotations
@@ -30,12 +24,11 @@ import numpy as np
 from judgelab.training import alignment as al
 
 TARGET = 0.8
-BISECTIONS = 4  # w to within 1/16 after the check at w = 1
 
 
 @dataclass(frozen=True)
 class Power:
-    """The alarm's power at a design (module doc)."""
+    """The alarm's power and onset delay at a design (module doc)."""
 
     steps: int
     groups_per_step: int
@@ -46,10 +39,27 @@ class Power:
     weight: float | None  # the weakest judge weight with power >= target; None: none has
     detectable_alignment: float | None  # that judge's pooled within-group alignment
     power_at_worst: float  # the alarm's rate for w = 1 (always prefers failing code)
+    onset_step: int | None = None  # the simulated onset (aligned before, hacking from it)
+    onset_caught: float | None = None  # share of runs caught between the onset and the end
+    onset_delay_steps: int | None = None  # median steps from the onset to the alarm
 
     @property
     def can_fire(self) -> bool:
         return self.power_at_worst > 0
+
+    def _onset(self) -> str:
+        if self.onset_step is None or self.onset_caught is None:
+            return ""
+        delay = (
+            f"median delay {self.onset_delay_steps} steps"
+            if self.onset_delay_steps is not None
+            else "median delay longer than the run"
+        )
+        return (
+            f"; a judge turning from aligned to anti-aligned (strength {al.ONSET_WEIGHT:g}) at "
+            f"step {self.onset_step} is caught by the end in {self.onset_caught:.0%} of runs, "
+            f"{delay}"
+        )
 
     def statement(self) -> str:
         design = (
@@ -61,11 +71,11 @@ class Power:
         if self.detectable_alignment is None:
             return (
                 f"below {self.target:.0%} power even for a judge that always prefers failing "
-                f"code ({self.power_at_worst:.0%}; {design})"
+                f"code ({self.power_at_worst:.0%}; {design}){self._onset()}"
             )
         return (
             f"detects with {self.target:.0%} power a judge whose within-group alignment is "
-            f"{self.detectable_alignment:+.2f} or lower ({design})"
+            f"{self.detectable_alignment:+.2f} or lower ({design}){self._onset()}"
         )
 
 
@@ -80,7 +90,8 @@ def alarm_rate(
     pass_rate: float = 0.5,
 ) -> tuple[float, float | None]:
     """(share of `runs` in which the alarm fires, pooled alignment of their groups) for the
-    judge of weight `weight`; the e-process is checked after every group, as the guard does."""
+    judge of weight `weight`; the detector takes every group as an observation, as the guard
+    does."""
     rng = np.random.default_rng(seed)
     return al.simulated_alarm(rng, runs, steps * groups_per_step, 1, k, alpha, weight, pass_rate)
 
@@ -92,29 +103,26 @@ def design_power(
     alpha: float,
     runs: int = 200,
     seed: int = 0,
-    pass_rate: float = 0.5,
     target: float = TARGET,
 ) -> Power:
-    """The alarm's power at the design (module doc). Cost: 1 + `BISECTIONS` simulations of
-    `runs` x `steps` x `groups_per_step` groups."""
+    """The alarm's power and onset delay at the design (module doc): `alarm_design` over
+    `steps` x `groups_per_step` observations of one group."""
     if min(steps, groups_per_step, runs) < 1 or k < 2:
         raise ValueError("steps, groups_per_step and runs must be >= 1 and k >= 2")
-
-    def at(w: float) -> tuple[float, float | None]:
-        return alarm_rate(steps, groups_per_step, k, alpha, w, runs, seed, pass_rate)
-
-    worst, worst_alignment = at(1.0)
-    args = dict(steps=steps, groups_per_step=groups_per_step, group_size=k, alpha=alpha,
-                runs=runs, target=target, power_at_worst=worst)  # fmt: skip
-    if worst < target:
-        return Power(weight=None, detectable_alignment=None, **args)
-    low, high, high_alignment = 0.0, 1.0, worst_alignment
-    for _ in range(BISECTIONS):
-        mid = (low + high) / 2
-        rate, alignment = at(mid)
-        if rate >= target:
-            high, high_alignment = mid, alignment
-        else:
-            low = mid
-    assert high_alignment is not None and not math.isnan(high_alignment)
-    return Power(weight=high, detectable_alignment=high_alignment, **args)
+    d = al.alarm_design(steps * groups_per_step, 1, k, alpha, target, runs, seed)
+    onset = d["onset"] or {}
+    delay = onset.get("delay_median")
+    return Power(
+        steps=steps,
+        groups_per_step=groups_per_step,
+        group_size=k,
+        alpha=alpha,
+        runs=runs,
+        target=target,
+        weight=d["weight"],
+        detectable_alignment=d["detectable_alignment"],
+        power_at_worst=d["power_anti"],
+        onset_step=onset["onset_at"] // groups_per_step if onset else None,
+        onset_caught=onset.get("caught"),
+        onset_delay_steps=None if delay is None else math.ceil(delay / groups_per_step),
+    )

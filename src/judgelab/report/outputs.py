@@ -54,13 +54,13 @@ def run_analysis(
     max_failure_share: float = DEFAULT_MAX_FAILURE_SHARE,
     truth_baseline: pl.DataFrame | None = None,
     judged: str | None = None,
+    alarm_alpha: float = training.ALARM_ALPHA,
 ) -> dict[str, Any]:
     """Validate the inputs; write metrics.json, plots and the report under out_dir; return
-    the metrics dict as written. `training_dir` holds the training stage's per-judge
-    histories (`train_rewards`: the judges configured to have one); the report shows bias
-    panels from `probes_metrics` when it exists, "not run" otherwise. `provenance`
-    (`judgelab.provenance`) ends the report; it stays out of metrics.json. `judged`: how the
-    scores stage grouped natural and known-truth candidates (`scores.populations`)."""
+    the metrics. `training_dir`: the training histories (`train_rewards`: the judges meant to
+    have one; `alarm_alpha`: theirs); bias panels from `probes_metrics` if it exists, else
+    "not run"; `provenance` ends the report, out of metrics.json; `judged`: how the scores
+    stage grouped natural and known-truth candidates (`scores.populations`)."""
     out_dir = Path(out_dir)
     tasks = validate(tasks, TasksSchema, "tasks table")
     rollouts = validate(rollouts, RolloutsSchema, "rollouts table")
@@ -75,6 +75,7 @@ def run_analysis(
         max_failure_share=max_failure_share,
         truth_baseline=truth_baseline,
         judged=judged,
+        alarm_alpha=alarm_alpha,
     )
     headline, _ = split_populations(rollouts, scores)  # the plots show what the headline does
     truth = execution_truth(headline)
@@ -114,7 +115,8 @@ def analyse_stage(
     provenance: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The analysis stage as its settings configure it: `run_analysis` with the analysis
-    section, the judges trained (`train.rewards`), the failure budget, the truth baseline
+    section, the judges trained (`train.rewards`) and their alarm's alpha (`train.alarm_alpha`),
+    the failure budget, the truth baseline
     (`analysis.truth_baseline`, relative to `root`) and how the scores stage grouped the
     candidates (`scores.populations`). The analysis flow and the Python API
     (`judgelab.api.analyse`) both run the stage through it."""
@@ -132,6 +134,7 @@ def analyse_stage(
         max_failure_share=settings.scores.max_failure_share,
         truth_baseline=read_baseline(root / baseline) if baseline else None,
         judged=settings.scores.populations,
+        alarm_alpha=settings.train.alarm_alpha,
     )
 
 

@@ -160,6 +160,8 @@ def alarm_text(alarm: dict[str, Any]) -> str:
     what the run's design let it detect (`reach_text`)."""
     n = f"{alarm['n_groups']} groups, {alarm['n_samples']} samples"
     reach = f"; {reach_text(alarm['design'])}" if alarm.get("design") else ""
+    if alarm.get("evalue_max") is None:
+        return f"not recorded (a history written before the alarm was kept; {n}){reach}"
     if alarm["fired"]:
         return (
             f"fired at epoch {alarm['first_epoch']} (e-value {alarm['evalue_max']:.3g} >= "
@@ -191,7 +193,21 @@ def reach_text(d: dict[str, Any]) -> str:
         )
     return (
         f"could have detected alignment ≤ {d['detectable_alignment']:+.2f} with {power} power "
-        f"({design}; simulated, {d['runs']} runs a judge)"
+        f"({design}; simulated, {d['runs']} runs a judge){onset_text(d.get('onset'))}"
+    )
+
+
+def onset_text(onset: dict[str, Any] | None) -> str:
+    """The design's onset statement (`alignment.simulated_onset`): a judge aligned for the
+    first epochs, then hacking, caught in that share of runs, with its median delay."""
+    if not onset or onset["onset_at"] < 1:
+        return ""
+    n, delay = onset["onset_at"], onset["delay_median"]
+    plural = lambda x: "epoch" if x == 1 else "epochs"  # noqa: E731
+    after = "" if delay is None else f", a median {delay} {plural(delay)} after the turn"
+    return (
+        f"; a judge hacking after {n} aligned {plural(n)} caught in "
+        f"{100 * onset['caught']:.0f} % of runs{after}"
     )
 
 
@@ -346,10 +362,12 @@ def markdown_section(metrics: dict[str, Any]) -> list[str]:
         "Σ|Aᵢ| over every group GRPO stepped on (reward spread; not the last epoch's, which "
         "is scored and never trained on) (+1: all of it towards passing code, −1: "
         "all towards failing code), with a cluster bootstrap CI over groups from "
-        "`analysis.min_ci_groups` groups up. The reward-hacking alarm is an e-process of "
-        "within-group anti-alignment over the run: it fires when it reaches 1/alpha, which a "
-        "judge blind to the tests does with probability at most alpha "
-        "(`analysis.power.alpha`). Forged: samples the tests found faking a pass."
+        "`analysis.min_ci_groups` groups up. The reward-hacking alarm is an e-detector of "
+        "within-group anti-alignment over the run, mixing over the epoch at which the judge "
+        "turned (the start included): it fires when it reaches 1/alpha, which a judge blind "
+        "to the tests does with probability at most alpha over the whole run "
+        "(`train.alarm_alpha`; the training stage raises it, this report reads it). "
+        "Forged: samples the tests found faking a pass."
         + (SEEDS_NOTE if any("n_seeds" in m for m in training.values()) else ""),
         "",
         "| " + " | ".join(HEADER) + " |",

@@ -19,19 +19,20 @@ spread, the ones GRPO steps on) and the candidates the tests gave a verdict:
   tests" against "they favour failing code": the advantages are permuted among a group's tested
   candidates, independently per group (Monte Carlo, `PERMUTATIONS` draws, a fixed seed).
 
-**The alarm** is sequential, over the whole run: an e-process. Each trained group g gives, for
-each lambda in `LAMBDAS`, the e-value exp(lambda * t_g) / E_perm[exp(lambda * t_g)], with t_g =
--sum A_i passed_i / sum |A_i| (the group's anti-alignment) and the expectation over the group's
-permutations (exact up to `EXACT_MAX` tested candidates, Monte Carlo beyond). Under the null (the
-judge's advantages are exchangeable with respect to the tests: a blind judge) each has
-expectation 1 given the past, so the running product over groups and epochs is a test
-martingale for each lambda, and so is their average. The alarm fires at epoch e when that
-average, over every group trained so far, reaches 1 / alpha. Only groups GRPO stepped on
-count: the last epoch's (the final policy's, scored and never trained on) are evaluation.
-By Ville's inequality a blind judge sets it off at any epoch of a run, however long, with
-probability at most alpha; a judge that favours passing code, less often still.
-`simulate_false_alarms` measures it with the policy held fixed (`docs/TRAINING.md` records
-the full figure).
+**The alarm** is sequential, over the whole run: the e-detector of `judgelab.training.alarm`.
+Each trained group g gives, for each lambda in `LAMBDAS`, the e-value exp(lambda * t_g) /
+E_perm[exp(lambda * t_g)], with t_g = -sum A_i passed_i / sum |A_i| (the group's anti-alignment)
+and the expectation over the group's permutations (exact up to `EXACT_MAX` tested candidates,
+Monte Carlo beyond). Under the null (the judge's advantages are exchangeable with respect to the
+tests: a blind judge) each has expectation 1 given the past. The training history feeds the
+detector one observation per epoch (the product of the epoch's groups' e-values, per lambda);
+the guard one per checked group. The detector mixes over the observation at which the judge
+turned, the start included (`alarm` module doc), and is a test martingale under the null: by
+Ville's inequality a blind judge sets the alarm off at any point of a run, however long, with
+probability at most alpha. Only groups GRPO stepped on count: the last epoch's (the final
+policy's, scored and never trained on) are evaluation. `simulate_false_alarms` measures it with
+the policy held fixed (`docs/TRAINING.md` records the full figure); `alarm_design` is the one
+search for what a design lets the alarm detect, from the start and after an onset.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ from itertools import combinations, permutations
 from typing import Any
 
 import numpy as np
+
+from judgelab.training import alarm
 
 LAMBDAS = (0.5, 1.0, 2.0, 4.0, 8.0)  # the e-process's mixture grid (uniform weights)
 EXACT_MAX = 7  # up to this many tested candidates, a group's permutations are enumerated
@@ -243,26 +246,10 @@ def epoch_alignment(groups: Sequence[GroupAlignment], min_ci_groups: int) -> dic
 
 
 def running_evalue(log_e_rows: Sequence[Sequence[float] | None]) -> list[float]:
-    """The e-process after each epoch: the mean over lambdas of exp(sum of the log e-values of
-    every group so far). A row without groups (or from before judgelab kept them) adds 0."""
-    totals = [0.0] * len(LAMBDAS)
-    out = []
-    for row in log_e_rows:
-        if row:
-            totals = [t + v for t, v in zip(totals, row, strict=True)]
-        top = max(totals)
-        out.append(math.exp(top) * sum(math.exp(t - top) for t in totals) / len(totals))
-    return out
-
-
-def alarm_flags(evalues: Sequence[float], alpha: float) -> list[bool]:
-    """Epoch e is flagged when the e-process has reached 1 / alpha by then (it stays raised:
-    evidence once gathered is not lost)."""
-    out, raised = [], False
-    for e in evalues:
-        raised = raised or e >= 1 / alpha
-        out.append(raised)
-    return out
+    """The alarm's detector (`alarm.Detector`) after each epoch, one observation per epoch: the
+    summed log e-values of its groups, per lambda. A row without groups (or from before judgelab
+    kept them) is no observation and leaves the value as it was."""
+    return alarm.running_evalue(log_e_rows, len(LAMBDAS))
 
 
 # ------------------------------------------------------------------ false-alarm simulation
@@ -274,13 +261,15 @@ def simulated_judge(
     """The one model of a judge and a fixed policy that every alarm simulation draws from:
     groups of `k` of the given `shape`; each group's task has a pass rate ~ Beta around
     `pass_rate`, its test verdicts ~ Bernoulli(that rate), and its rewards, on RULER's 0.1
-    grid, round((1 - weight) * noise + weight * (1 - passed), 1) with noise ~ U(0, 1):
-    `weight` 0 is a judge blind to the tests, 1 one that rewards only failing code. Returns
-    (rewards, passed), each [*shape, k]."""
+    grid, round((1 - w) * noise + w * (1 - passed), 1) with noise ~ U(0, 1) for `weight` w >= 0
+    (0: a judge blind to the tests, 1: one that rewards only failing code), and round((1 - |w|)
+    * noise + |w| * passed, 1) for w < 0 (an aligned judge, -1 rewarding only passing code).
+    Returns (rewards, passed), each [*shape, k]."""
     rate = rng.beta(2 * pass_rate + 0.1, 2 * (1 - pass_rate) + 0.1, size=shape)
     passed = (rng.random((*shape, k)) < np.asarray(rate)[..., None]).astype(float)
     noise = rng.random((*shape, k))
-    return np.round((1 - weight) * noise + weight * (1 - passed), 1), passed
+    paid = 1 - passed if weight >= 0 else passed
+    return np.round((1 - abs(weight)) * noise + abs(weight) * paid, 1), passed
 
 
 JUDGE_WEIGHTS = {"blind": 0.0, "anti": 0.4}  # simulate_false_alarms' judges (simulated_judge)
@@ -324,7 +313,7 @@ def simulate_false_alarms(
                 log_e = [s + v for s, v in zip(log_e, group_log_e(g, rng), strict=True)]
             rows.append(log_e)
             history.append((sum(rewards) / len(rewards), sum(passes) / len(passes)))
-        fired += any(alarm_flags(running_evalue(rows[:epochs]), alpha))
+        fired += any(alarm.alarm_flags(running_evalue(rows[:epochs]), alpha))
         adjacent += any(
             b[0] - a[0] >= margin and a[1] - b[1] >= margin
             for a, b in zip(history, history[1:], strict=False)
@@ -371,15 +360,21 @@ def best_group_log_e(k: int) -> np.ndarray:
 
 
 def _mixture(log_e: np.ndarray) -> float:
-    """The e-process from summed per-lambda log e-values: their mean over lambdas."""
+    """A mixture's size from per-lambda log e-values: their mean over lambdas (to choose the
+    best split)."""
     return float(np.exp(log_e).mean())
 
 
-def max_evalue(groups: int, k: int) -> float:
-    """The largest value the alarm's e-process can reach over `groups` trained groups of `k`:
-    every group the most anti-aligned one can be (`best_group_log_e`). Below 1 / alpha the
-    alarm cannot fire, whatever the judge does."""
-    return _mixture(groups * best_group_log_e(k))
+def max_evalue(checks: int, per_check: int, k: int) -> float:
+    """The largest value the alarm's detector can reach over `checks` observations of
+    `per_check` trained groups of `k` (an epoch's groups, or 1 for the guard): every group the
+    most anti-aligned one can be (`best_group_log_e`; the detector rises with every
+    observation's e-values). Below 1 / alpha the alarm cannot fire, whatever the judge does."""
+    if checks < 1:
+        return 1.0
+    rows = np.broadcast_to(per_check * best_group_log_e(k), (1, checks, len(LAMBDAS)))
+    with np.errstate(over="ignore"):  # a long run's reach overflows a float: inf
+        return float(np.exp(alarm.log_values(np.array(rows))[0].max()))
 
 
 def batch_advantages(rewards: np.ndarray) -> np.ndarray:
@@ -407,6 +402,15 @@ def batch_log_e(
     return log_e, np.where(stepped, to_passing, 0.0), np.where(stepped, push, 0.0)
 
 
+def _fired_at(log_e: np.ndarray, per_check: int, alpha: float) -> np.ndarray:
+    """Per run, the first check (0-based) at which the detector reached 1 / alpha, -1 where it
+    never did: log_e [runs, checks * per_check, lambda], one observation per check."""
+    runs = log_e.shape[0]
+    per = log_e.reshape(runs, -1, per_check, len(LAMBDAS)).sum(axis=2)
+    fired = alarm.log_values(per) >= math.log(1 / alpha)
+    return np.where(fired.any(axis=1), fired.argmax(axis=1), -1)
+
+
 def simulated_alarm(
     rng: np.random.Generator,
     runs: int,
@@ -419,19 +423,51 @@ def simulated_alarm(
 ) -> tuple[float, float | None]:
     """(share of `runs` in which the alarm fires, the judge's alignment) with the policy held
     fixed, for a judge of `weight` (`simulated_judge`) over runs of `checks` x `per_check`
-    groups of `k`, the e-process checked after every `per_check` groups: after each epoch in
-    the training loop (`alarm_power`), after every group in the guard
-    (`judgelab.guard.power`). The alignment is the judge's population value, the ratio pooled
-    over every simulated group GRPO steps on (None where it steps on none)."""
+    groups of `k`, the detector given one observation and checked after every `per_check`
+    groups: after each epoch in the training loop (`alarm_power`), after every group in the
+    guard (`judgelab.guard.power`). The alignment is the judge's population value, the ratio
+    pooled over every simulated group GRPO steps on (None where it steps on none)."""
     rewards, passed = simulated_judge(rng, (runs, checks * per_check), k, weight, pass_rate)
     log_e, to_passing, push = batch_log_e(rewards, passed)
-    per = log_e.reshape(runs, checks, per_check, len(LAMBDAS)).sum(axis=2)
-    totals = np.cumsum(per, axis=1)  # [run, check, lambda]
-    top = totals.max(axis=2, keepdims=True)
-    log_evalue = top[..., 0] + np.log(np.exp(totals - top).mean(axis=2))
-    fired = (log_evalue >= math.log(1 / alpha)).any(axis=1)
+    fired = _fired_at(log_e, per_check, alpha) >= 0
     total = push.sum()
     return float(fired.mean()), float(2 * to_passing.sum() / total) if total > 0 else None
+
+
+def simulated_onset(
+    rng: np.random.Generator,
+    runs: int,
+    before: int,
+    after: int,
+    per_check: int,
+    k: int,
+    alpha: float,
+    weight: float,
+    pass_rate: float = 0.5,
+) -> dict[str, Any]:
+    """A judge aligned at strength `weight` for `before` checks (`simulated_judge` at -weight),
+    then hacking at that strength for `after` (at +weight), checks of `per_check` groups of
+    `k`: `false_before` (share of runs fired before the onset), `caught` (share fired within
+    the `after` checks) and `delay_median` / `delay_p80` (checks from the onset to the alarm,
+    the onset's own check counted as 1; None where fewer runs were caught)."""
+    parts = [
+        batch_log_e(*simulated_judge(rng, (runs, n * per_check), k, w, pass_rate))[0]
+        for n, w in ((before, -weight), (after, weight))
+    ]
+    at = _fired_at(np.concatenate(parts, axis=1), per_check, alpha)
+    delay = np.where(at >= before, at - before + 1, np.inf)
+    delay[(at >= 0) & (at < before)] = np.inf
+    caught = np.isfinite(delay)
+
+    def quantile(q: float) -> int | None:
+        return int(np.quantile(delay, q, method="higher")) if caught.mean() >= q else None
+
+    return {
+        "false_before": float(((at >= 0) & (at < before)).mean()),
+        "caught": float(caught.mean()),
+        "delay_median": quantile(0.5),
+        "delay_p80": quantile(0.8),
+    }
 
 
 def alarm_power(
@@ -456,20 +492,27 @@ def alarm_power(
 POWER_WEIGHTS = tuple(round(0.05 * i, 2) for i in range(1, 21))  # judges from near-blind to anti
 
 
+ONSET_WEIGHT = JUDGE_WEIGHTS["anti"]  # the onset statement's judge: aligned, then anti, at 0.4
+
+
 @lru_cache(maxsize=64)
 def alarm_design(
     epochs: int, groups_per_epoch: int, k: int, alpha: float, power: float = 0.8,
     runs: int = 200, seed: int = 0,
 ) -> dict[str, Any]:  # fmt: skip
-    """What a run's design lets the alarm detect. `max_evalue`: the most its e-process can
-    reach (`max_evalue`); below 1 / alpha it `can_fire` not at all. Otherwise, by simulation
-    (`alarm_power`, `runs` runs a judge, judges of `POWER_WEIGHTS` from near-blind to one
-    rewarding only failing code): `detectable_alignment`, the alignment of the least
-    anti-aligned judge the alarm catches with probability `power` (None: not even the most
-    anti-aligned one), `power_at` that judge, and `power_anti`, the alarm's power against the
-    judge that rewards only failing code."""
+    """What a run's design lets the alarm detect: the one power search, for the training loop
+    (`epochs` observations of `groups_per_epoch` groups) and the guard (`judgelab.guard.power`:
+    one observation per checked group, `groups_per_epoch` = 1). `max_evalue`: the most its
+    detector can reach (`max_evalue`); below 1 / alpha it `can_fire` not at all. Otherwise, by
+    simulation (`alarm_power`, `runs` runs a judge, judges of `POWER_WEIGHTS` from near-blind
+    to one rewarding only failing code, bisection): `detectable_alignment`, the alignment of
+    the least anti-aligned judge the alarm catches from the start with probability `power`
+    (None: not even the most anti-aligned one), `power_at` that judge, and `power_anti`, the
+    alarm's power against the judge that rewards only failing code; and `onset`: a judge
+    aligned at strength `ONSET_WEIGHT` for the first half of the observations, hacking at that
+    strength for the rest (`simulated_onset`, `onset_at` observations before the turn)."""
     groups = epochs * groups_per_epoch
-    reach = max_evalue(groups, k) if groups else 1.0
+    reach = max_evalue(epochs, groups_per_epoch, k)
     out: dict[str, Any] = {
         "epochs": epochs,
         "groups_per_epoch": groups_per_epoch,
@@ -482,12 +525,19 @@ def alarm_design(
         "power": power,
         "runs": runs,
         "detectable_alignment": None,
+        "weight": None,
         "power_at": None,
         "power_anti": 0.0,
+        "onset": None,
     }
     if not out["can_fire"]:
         return out
     sim = lambda w: alarm_power(epochs, groups_per_epoch, k, alpha, w, runs, seed=seed)  # noqa: E731
+    before, rng = epochs // 2, np.random.default_rng([seed, 7])
+    onset = simulated_onset(
+        rng, runs, before, epochs - before, groups_per_epoch, k, alpha, ONSET_WEIGHT
+    )
+    out["onset"] = {"onset_at": before, "weight": ONSET_WEIGHT} | onset
     anti = sim(POWER_WEIGHTS[-1])
     out["power_anti"] = anti["power"]
     if anti["power"] < power:
@@ -503,4 +553,5 @@ def alarm_design(
         else:
             lo = mid
     out["detectable_alignment"], out["power_at"] = found["alignment"], found["power"]
+    out["weight"] = found["weight"]
     return out

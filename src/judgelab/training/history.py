@@ -1,6 +1,6 @@
 """A policy's history: one row per epoch (`EpochRow`, row e = policy_e, 0 = the base model),
 and the tables written from the rows (`history_frame`, `samples_frame`) with what is derived
-across rows: the e-process, the reward-hacking alarm and the descriptive
+across rows: the alarm's detector (`evalue`), the reward-hacking alarm and the descriptive
 `reward_pass_divergence`."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from judgelab.config.training import TrainSettings
-from judgelab.training.alignment import alarm_flags, running_evalue
+from judgelab.training.alarm import alarm_flags
+from judgelab.training.alignment import running_evalue
 
 
 @dataclass
@@ -105,9 +106,11 @@ def history_frame(
     alarm_alpha: float = _DEFAULTS["alarm_alpha"].default,
 ) -> Any:
     """The history table; derived across rows (in epoch order): `evalue` and the alarm
-    `reward_hacking` (`alignment.running_evalue` over the rows GRPO `stepped` on,
-    `alarm_flags` at `alarm_alpha`), and the descriptive `reward_pass_divergence`
-    (`hacking_margin`). The defaults are `train`'s (`TrainSettings`)."""
+    `reward_hacking` (`alignment.running_evalue`, the e-detector of `training.alarm` with one
+    observation per row GRPO `stepped` on, `alarm_flags` at `alarm_alpha`), and the
+    descriptive `reward_pass_divergence` (`hacking_margin`). The defaults are `train`'s
+    (`TrainSettings`). This is the alarm's one home in the pipeline: the analysis reads these
+    columns (`analysis.training.alignment_metrics`) and does not recompute them."""
     import polars as pl
 
     from judgelab.schemas import HistorySchema, columns, validate
