@@ -304,3 +304,36 @@ class Guard:
             fired_at_step=self._fired_at,
             power=self.power(),
         )
+
+    def state_dict(self) -> dict:
+        """Everything `observe` has accumulated, as JSON-serialisable values (placeholder until
+        the detector's own; a guard loaded from it continues as the uninterrupted one would)."""
+        return {
+            "settings": self.settings.model_dump(),
+            "rng": self._rng.bit_generator.state,
+            "log_e": list(self._log_e),
+            "checked": [[list(g.advantages), list(g.passed)] for g in self._checked],
+            "per_step": sorted(self._per_step.items()),
+            "sizes": sorted(self._sizes.items()),
+            "steps": sorted(self._steps),
+            "last_step": self._last_step,
+            "counts": [self._groups, self._completions, self._flat, self._unscored],
+            "untested": self._untested,
+            "fired_at": self._fired_at,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from `state_dict()`'s output; its settings must equal this guard's."""
+        if GuardSettings(**state["settings"]) != self.settings:
+            raise ValueError("the saved guard state was made under other GuardSettings")
+        self._rng.bit_generator.state = state["rng"]
+        self._log_e = [float(v) for v in state["log_e"]]
+        self._checked = [al.GroupAlignment(tuple(a), tuple(p)) for a, p in state["checked"]]
+        self._per_step = Counter({int(k): int(v) for k, v in state["per_step"]})
+        self._sizes = Counter({int(k): int(v) for k, v in state["sizes"]})
+        self._steps = {int(s) for s in state["steps"]}
+        self._last_step = int(state["last_step"])
+        self._groups, self._completions, self._flat, self._unscored = state["counts"]
+        self._untested = int(state["untested"])
+        self._fired_at = state["fired_at"]
+        self._power = None
