@@ -56,6 +56,7 @@ import numpy as np
 from judgelab.guard import record as rec
 from judgelab.guard.core import Guard
 from judgelab.guard.ranks import Batch, Ranks, Slice, join, ranks
+from judgelab.guard.trl_callback import guard_callback
 
 log = logging.getLogger(__name__)
 
@@ -311,7 +312,5 @@ def trl_guard(
         raise ValueError(f"watch={watch!r}: one of the reward functions {names}, or None")
     run = _Run(guard, names, verdict, key, watch)
     wrapped = [_wrap(run, i, f) for i, f in enumerate(judges)]
-    from judgelab.guard.trl_callback import guard_callback
-
     callback = guard_callback(run, action, mlflow, restore)
     return (wrapped[0] if callable(judge) else wrapped), callback

@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from judgelab.guard import record as rec
-
-if TYPE_CHECKING:
-    from judgelab.guard.trl import _Run
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +29,9 @@ def resume_folder(args: Any, state: Any, restore: bool | str | Path) -> Path | N
     return Path(args.output_dir) / f"checkpoint-{state.global_step}"
 
 
-def guard_callback(run: _Run, action: str, mlflow: bool, restore: bool | str | Path) -> Any:
+def guard_callback(run: Any, action: str, mlflow: bool, restore: bool | str | Path) -> Any:
+    """The callback over `run` (`judgelab.guard.trl`'s state shared with the wrappers: its
+    guard, record, `configure(args)` and `restore(folder)`)."""
     from transformers import TrainerCallback
 
     class GuardCallback(TrainerCallback):
