@@ -234,6 +234,13 @@ def test_the_state_rides_with_the_checkpoints_and_a_resume_continues_it(tmp_path
     _, callback, args = start(fresh, tmp_path / "elsewhere")
     with pytest.raises(FileNotFoundError, match="checkpoint-3/judgelab_guard.json: no guard state"):
         callback.on_train_begin(args, tc.TrainerState(global_step=3), tc.TrainerControl())
+    (folder / STATE_FILE).write_text(json.dumps({"guard": {}}))
+    _, callback, args = start(fresh, tmp_path / "run")
+    with pytest.raises(ValueError, match="judgelab_guard.json: not a judgelab guard state"):
+        callback.on_train_begin(args, tc.TrainerState(global_step=3), tc.TrainerControl())
+    _, callback = trl_guard(fresh, turning, passed, restore=False)  # a fresh e-process, knowingly
+    callback.on_train_begin(args, tc.TrainerState(global_step=3), tc.TrainerControl())
+    assert fresh.status().groups == 0
 
 
 def test_the_alarm_reaches_mlflow_with_its_checkpoint(

@@ -256,8 +256,9 @@ class _Run:
         body = self.ranks.broadcast(body)
         if "error" in body:
             raise failure if failure is not None else RuntimeError(body["error"])
-        self.record = rec.load(body, self.guard)
-        log.info("reward guard restored from %s: %s", folder, self.guard.status().summary())
+        self.record = rec.load(body, self.guard if self.ranks.rank == 0 else None)
+        if self.ranks.rank == 0:
+            log.info("reward guard restored from %s: %s", folder, self.guard.status().summary())
 
 
 def _wrap(run: _Run, index: int, judge: Judge) -> Judge:

@@ -30,8 +30,7 @@ def resume_folder(args: Any, state: Any, restore: bool | str | Path) -> Path | N
 
 
 def guard_callback(run: Any, action: str, mlflow: bool, restore: bool | str | Path) -> Any:
-    """The callback over `run` (`judgelab.guard.trl`'s state shared with the wrappers: its
-    guard, record, `configure(args)` and `restore(folder)`)."""
+    """The callback over `run`, the state `judgelab.guard.trl` shares with its wrappers."""
     from transformers import TrainerCallback
 
     class GuardCallback(TrainerCallback):
