@@ -54,9 +54,10 @@ def test_observe_groups_reads_art_and_fires_on_an_anti_judge() -> None:
 
 def test_art_guard_records_logs_and_resumes(tmp_path, caplog: pytest.LogCaptureFixture) -> None:
     """ArtGuard over a loop whose judge pays for passing code for two steps, then for failing
-    code: the alarm is logged with the last safe step, 2 (after step 2 the pooled alignment of 4
-    aligned and 2 anti 2/2 groups is +1/3; after step 3, of 4 and 4, it is 0), and a loop
-    resumed from the state saved after step 2 ends where the uninterrupted one does."""
+    code: the alarm is logged with the last safe step, 2 unless it fires at step 2 (after step 2
+    the pooled alignment of 4 aligned and 2 anti 2/2 groups is +1/3; after step 3, of 4 and 4,
+    it is 0), and a loop resumed from the state saved after step 2 ends where the
+    uninterrupted one does."""
     from judgelab.guard.art import ArtGuard
 
     answers = ["good-1", "bad-1", "good-2", "bad-2"]
@@ -76,8 +77,11 @@ def test_art_guard_records_logs_and_resumes(tmp_path, caplog: pytest.LogCaptureF
     whole = ArtGuard(Guard(GuardSettings(seed=5)), verdict)
     with caplog.at_level("WARNING", logger="judgelab.guard.record"):
         loop(whole, range(20))
-    assert whole.record.last_safe_step == 2 and whole.record.fired_step is not None
-    assert f"reward guard fired at step {whole.record.fired_step}; last safe step 2" in caplog.text
+    fired_at = whole.record.fired_step
+    assert fired_at is not None and fired_at >= 2  # not on the aligned steps
+    safe = min(2, fired_at - 1)  # the steps of positive alignment: 0, 1, 2
+    assert whole.record.last_safe_step == safe
+    assert f"reward guard fired at step {fired_at}; last safe step {safe}" in caplog.text
 
     first = ArtGuard(Guard(GuardSettings(seed=5)), verdict)
     loop(first, range(3))

@@ -78,14 +78,15 @@ def test_the_alarm_saves_stops_and_is_logged_unblurred(action: str, tmp_path: Pa
     assert seen[0]["task"] == ["t"] * 8 and "trainer_state" in seen[0]
     status = guard.status()
     assert status.groups == 2 * (step + 1) and status.unscored == step + 1
-    assert status.fired and status.fired_at_step == 1  # 3 groups of a 2/2 split (test_guard)
+    fired_at = status.fired_at_step  # 1 today: 3 groups of a 2/2 split (test_guard)
+    assert status.fired and fired_at is not None and fired_at <= 1
     names = {n for n, _ in logged}
     assert "guard/fired" not in names and "guard/evalue" in names  # no 0/1 flag to average
-    assert ("guard/fired_step", 1.0) in logged and ("guard/last_safe_step", -1.0) in logged
-    assert callback.record.fired_step == 1 and callback.record.last_safe_step is None
+    assert ("guard/fired_step", fired_at) in logged and ("guard/last_safe_step", -1.0) in logged
+    assert callback.record.fired_step == fired_at and callback.record.last_safe_step is None
     assert control.should_training_stop is (action == "stop")
     assert control.should_save is (action == "stop")  # a checkpoint before the stop
-    assert callback.stopped_at == (2 if action == "stop" else None)
+    assert callback.stopped_at == (fired_at + 1 if action == "stop" else None)
     with pytest.raises(ValueError, match="action"):
         trl_guard(guard, judge, action="halt")
 
@@ -190,10 +191,11 @@ def run_steps(rewards: list, callback: object, args: object, steps: range,
 
 def test_the_state_rides_with_the_checkpoints_and_a_resume_continues_it(tmp_path: Path) -> None:
     """The tests as the reward for two steps, then an anti-judge: the run resumed from step 3's
-    checkpoint ends where the uninterrupted run ends. The last safe step is 3, by hand: 2ΣA·passed
-    gains 2·(2 + √3) from each aligned step (a 2/2 group: A = ±1; rewards 1, 0, 0, 0: A = √3,
-    −1/√3 ×3) and loses 2·(2 + √2) from each anti step (the unscored '?' leaves 0, 1, 1:
-    A = −√2, 1/√2 ×2): positive after two anti steps (steps 2, 3), negative after three."""
+    checkpoint ends where the uninterrupted run ends. The last safe step is 3 (or the step
+    before an alarm that comes sooner), by hand: 2ΣA·passed gains 2·(2 + √3) from each aligned
+    step (a 2/2 group: A = ±1; rewards 1, 0, 0, 0: A = √3, −1/√3 ×3) and loses 2·(2 + √2)
+    from each anti step (the unscored '?' leaves 0, 1, 1: A = −√2, 1/√2 ×2): positive after
+    two anti steps (steps 2, 3), negative after three."""
 
     def turning(prompts: list, completions: list, **kwargs: object) -> list:
         step = kwargs["trainer_state"].global_step  # type: ignore[attr-defined]
@@ -208,7 +210,9 @@ def test_the_state_rides_with_the_checkpoints_and_a_resume_continues_it(tmp_path
     state = tc.TrainerState()
     callback.on_train_begin(args, state, tc.TrainerControl())
     run_steps(rewards, callback, args, range(12), state)
-    assert whole.fired and callback.record.last_safe_step == 3
+    fired_at = whole.status().fired_at_step
+    assert fired_at is not None and fired_at >= 2  # not on the aligned steps
+    assert callback.record.last_safe_step == min(3, fired_at - 1)  # quiet and positive
 
     first = Guard(GuardSettings(seed=3))
     rewards, callback, args = start(first, tmp_path / "run")
@@ -224,11 +228,11 @@ def test_the_state_rides_with_the_checkpoints_and_a_resume_continues_it(tmp_path
     rewards, callback, args = start(resumed, tmp_path / "run")
     state = tc.TrainerState(global_step=3)  # as the trainer loads it from checkpoint-3
     callback.on_train_begin(args, state, tc.TrainerControl())
-    assert resumed.status().groups == 6 and callback.record.last_safe_step == 2
+    assert resumed.status().groups == 6 and callback.record.last_safe_step == min(2, fired_at - 1)
     run_steps(rewards, callback, args, range(3, 12), state)
     assert resumed.status() == whole.status()
-    fired_at = whole.status().fired_at_step
-    assert (callback.record.last_safe_step, callback.record.fired_step) == (3, fired_at)
+    safe = min(3, fired_at - 1)
+    assert (callback.record.last_safe_step, callback.record.fired_step) == (safe, fired_at)
 
     fresh = Guard()
     _, callback, args = start(fresh, tmp_path / "elsewhere")
@@ -266,15 +270,18 @@ def test_the_alarm_reaches_mlflow_with_its_checkpoint(
                 (tmp_path / f"checkpoint-{step + 1}").mkdir()
                 callback.on_save(args, state, control)
                 break
-    folder = str(tmp_path / "checkpoint-2")
+    fired_at = guard.status().fired_at_step
+    assert fired_at is not None
+    folder = str(tmp_path / f"checkpoint-{fired_at + 1}")
     assert callback.record.checkpoint == folder and (tmp_path / folder / STATE_FILE).exists()
     client = mlflow.MlflowClient(tracking_uri=uri)
     tags = client.get_run(run.info.run_id).data.tags
-    assert tags["judgelab.guard.fired"] == "1" and tags["judgelab.guard.checkpoint"] == folder
+    assert tags["judgelab.guard.fired"] == str(fired_at)
+    assert tags["judgelab.guard.checkpoint"] == folder
     assert tags["judgelab.guard.last_safe_step"] == "None"
     assert tags["judgelab.guard.reward"].startswith("the reward TRL trains on: 1*anti")
     (fired,) = client.get_metric_history(run.info.run_id, "guard/fired_step")
-    assert (fired.value, fired.step) == (1.0, 2)
+    assert (fired.value, fired.step) == (fired_at, fired_at + 1)
 
 
 def test_bad_input_names_the_step_rank_and_group(tmp_path: Path) -> None:
