@@ -50,3 +50,45 @@ def test_observe_groups_reads_art_and_fires_on_an_anti_judge() -> None:
     assert status.alignment == pytest.approx(-1.0)
     assert status.fired and status.fired_at_step == 1  # 3 groups of a 2/2 split (test_guard)
     assert set(asked) == set(answers)
+
+
+def test_art_guard_records_logs_and_resumes(tmp_path, caplog: pytest.LogCaptureFixture) -> None:
+    """ArtGuard over a loop whose judge pays for passing code for two steps, then for failing
+    code: the alarm is logged with the last safe step, 2 unless it fires at step 2 (after step 2
+    the pooled alignment of 4 aligned and 2 anti 2/2 groups is +1/3; after step 3, of 4 and 4,
+    it is 0), and a loop resumed from the state saved after step 2 ends where the
+    uninterrupted one does."""
+    from judgelab.guard.art import ArtGuard
+
+    answers = ["good-1", "bad-1", "good-2", "bad-2"]
+
+    def verdict(trajectory: object) -> bool:
+        return trajectory.messages()[-1]["content"].startswith("good")  # type: ignore[attr-defined]
+
+    def step_groups(step: int) -> list:
+        paid = [1.0, 0.0, 1.0, 0.0] if step < 2 else [0.0, 1.0, 0.0, 1.0]
+        return [group("write f", answers, paid), group("write g", answers, paid)]
+
+    def loop(watch: ArtGuard, steps: range) -> None:
+        for step in steps:
+            if watch.observe(step_groups(step), step).fired:
+                break
+
+    whole = ArtGuard(Guard(GuardSettings(seed=5)), verdict)
+    with caplog.at_level("WARNING", logger="judgelab.guard.record"):
+        loop(whole, range(20))
+    fired_at = whole.record.fired_step
+    assert fired_at is not None and fired_at >= 2  # not on the aligned steps
+    safe = min(2, fired_at - 1)  # the steps of positive alignment: 0, 1, 2
+    assert whole.record.last_safe_step == safe
+    assert f"reward guard fired at step {fired_at}; last safe step {safe}" in caplog.text
+
+    first = ArtGuard(Guard(GuardSettings(seed=5)), verdict)
+    loop(first, range(3))
+    first.save(tmp_path / "guard")
+    resumed = ArtGuard(Guard(GuardSettings(seed=5)), verdict)
+    resumed.restore(tmp_path / "guard")
+    loop(resumed, range(3, 20))
+    assert resumed.guard.status() == whole.guard.status() and resumed.record == whole.record
+    with pytest.raises(FileNotFoundError, match="no guard state here"):
+        ArtGuard(Guard()).restore(tmp_path / "nowhere")
