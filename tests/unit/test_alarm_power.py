@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from judgelab.training import alignment as al
-from judgelab.training.grpo import group_advantages, has_spread
+from judgelab.advantage import group_advantages, has_spread
 
 LAMBDAS = np.array(al.LAMBDAS)
 

@@ -17,7 +17,8 @@ from judgelab.training.first_order import (
     directional_slopes,
     group_terms,
 )
-from judgelab.training.grpo import Trajectory, group_advantages, grpo_step
+from judgelab.advantage import group_advantages
+from judgelab.training.grpo import Trajectory, grpo_step
 
 BANK = Bank([
     BankItem("a", [3, 4, 5], [6, 7], True),

@@ -12,7 +12,7 @@ import polars as pl
 
 from judgelab.analysis.power import groups_needed
 from judgelab.analysis.truth import Truth, task_endpoint
-from judgelab.training.grpo import group_advantages
+from judgelab.advantage import group_advantages
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "METRICS.md").read_text()
 

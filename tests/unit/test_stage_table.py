@@ -356,7 +356,7 @@ NAMED_NOT_READ = {
     ("analysis", "rollouts"): "the same table reader; the analysis reads tables, not settings",
     ("analysis", "scores"): "scoring.failures reads the scores table (the budget is the "
     "scores stage's; the report is given it by the analysis settings)",
-    ("analysis", "train.loss"): "training.grpo's group_advantages takes rewards, no settings",
+    ("analysis", "train.loss"): "judgelab.advantage takes rewards and a convention, no settings",
     ("probes", "train.loss"): "the same advantages",
     ("probes", "analysis.power"): "analysis.power names the section; the probes read none of it",
     ("training", "tasks.humaneval"): "humaneval_by_ids builds the ids asked for, whatever "

@@ -21,7 +21,7 @@ from judgelab.tasks.humaneval import load_humaneval
 from judgelab.tasks.testing import FORGED
 from judgelab.training import alignment as al
 from judgelab.training.checkpoint import latest_checkpoint
-from judgelab.training.grpo import group_advantages
+from judgelab.advantage import group_advantages
 from judgelab.training.history import history_frame
 from judgelab.training.plan import train_row
 from judgelab.training.round import RewardRun
