@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from judgelab.advantage import group_advantages
 from judgelab.config import LossSettings
 from judgelab.training.effect import Bank, BankItem, bank_logprobs, effect
 from judgelab.training.first_order import (
@@ -17,7 +18,6 @@ from judgelab.training.first_order import (
     directional_slopes,
     group_terms,
 )
-from judgelab.advantage import group_advantages
 from judgelab.training.grpo import Trajectory, grpo_step
 
 BANK = Bank([

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import polars as pl
 
+from judgelab.advantage import group_advantages
 from judgelab.analysis.power import groups_needed
 from judgelab.analysis.truth import Truth, task_endpoint
-from judgelab.advantage import group_advantages
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "METRICS.md").read_text()
 

@@ -26,15 +26,23 @@ Contract:
     `top1_over_chance` (a primary endpoint) is the difference.
   * Advantage fidelity, on mixed tasks: a judge's GRPO advantages in a task are
     a = (score - mean) / std (population std over the task's scored candidates with truth, as
-    ART and TRL compute them per group; all 0 when every score is equal); the tests' are the
-    same of passed (1/0). `advantage_fidelity` (a primary endpoint) is the mean over mixed
-    tasks of mean(a_judge * a_tests), their within-task correlation (= the judge's advantage
-    gap / the tests' gap): 1 when the judge splits the task as the tests do, 0 when it gives
-    no signal, negative when it pushes failing code up. `advantage_gap` and
+    ART computes them per group; all 0 when every score is equal: `judgelab.advantage`, the
+    one definition); the tests' are the same of passed (1/0). `advantage_fidelity` (a
+    primary endpoint) is the mean over mixed tasks of mean(a_judge * a_tests), their
+    within-task correlation (= the judge's advantage gap / the tests' gap): 1 when the judge
+    splits the task as the tests do, 0 when it gives no signal, negative when it pushes
+    failing code up. `advantage_gap` and
     `advantage_gap_tests`: mean advantage of passing minus failing candidates, the judge's
     and the tests'. `advantage_order_rate`: share of mixed tasks in which every passing
     candidate's advantage is above every failing one's. `zero_advantage_mixed_rate`: share of
     mixed tasks with one score for all (`n_zero_advantage_mixed`): no signal, never chance.
+  * The signal figures (`SIGNAL`; `signal_fidelity`, the default primary, docs/METRICS.md)
+    take the advantages of the `convention` the trainer uses (`analysis.advantage`: `std`,
+    `centred` or `batch`, judgelab.advantage): c_t = mean(a_judge * a_tests) over every
+    candidate of task t with truth, d_t = mean(a_tests^2) where the tests split t (1 under
+    `std`) and mean(a_judge^2) where they do not (the noise charge: under `std` 1 for any
+    uneven scoring, under `centred` its size). `signal_parts` gives the per-task parts
+    (analysis/split_share.py splits signal fidelity into alignment and noise).
   * `false_praise_within_group`: share of failing candidates of mixed tasks scored at or above
     some passing candidate of their task (the honest false praise of a relative judge).
   * `false_praise_rate`: share of failing candidates scored >= `praise_threshold` (absolute
@@ -42,7 +50,8 @@ Contract:
   * `mean_score_passing`, `mean_score_failing` and `score_gap` (their difference).
   * `roc_auc_standardised`: ROC-AUC on within-task standardised scores,
     z = (score - task mean) / task std (population std, over the evaluator's scored
-    candidates of the task; 0 when they are all equal): GRPO's advantage.
+    candidates of the task; 0 when they are all equal; rounded to `Z_DECIMALS` so that equal
+    standings in two tasks tie): GRPO's advantage.
     `false_praise_rate_standardised`: share of failing candidates of mixed tasks with z > 0
     (training would push them up); all-failing tasks are left out, since some candidate is
     always above their mean. Adding a constant to one task's scores cannot move them.
@@ -151,6 +160,7 @@ _TRUTH_COLUMNS = {
     "passed": pl.Boolean,
     "outcome": pl.String,
 }
+Z_DECIMALS = 9  # within-task z-scores are compared across tasks at this precision
 _NO_UNSCORED = (np.zeros(0, int), np.zeros(0, bool))  # no candidate left unscored
 NO_ROW = "no_execution_row"  # the outcome count of candidates the execution evaluator lacks
 
@@ -585,13 +595,17 @@ def _task_parts(
 def standardise_within_task(cand: pl.DataFrame) -> pl.DataFrame:
     """`cand`'s scored rows with `z`: (score - task mean) / task population std over the
     task's scored candidates, 0 where they are all equal: GRPO's `std` advantage
-    (judgelab.advantage), whatever the convention, since these figures remove the scale."""
+    (judgelab.advantage), whatever the convention, since these figures remove the scale;
+    rounded to `Z_DECIMALS`, so equal standings in two tasks tie."""
     ok = pl.col("score").is_not_null() & pl.col("score").is_not_nan()
     scored = cand.filter(ok)
     z = grouped_advantages(
         scored.get_column("score").to_numpy().astype(float),
         scored.get_column("task_id").to_numpy(),
     )
+    # Two candidates of different tasks with the same standing (z = 1 in both) must tie in
+    # the pooled ROC-AUC; float rounding of mean and std would break such ties at random.
+    z = np.round(z, Z_DECIMALS)
     return scored.with_columns(pl.Series("z", z, dtype=pl.Float64))
 
 
