@@ -543,24 +543,42 @@ def judges_vs_planted(
     boot, n_units = _effect_draws(pooled, planted + judges + control, rule)
     family = replace(rule, level=1 - (1 - rule.level) / max(len(judges), 1))
     xs = x if figure_draws is None else np.column_stack([figure_draws[p] for p in planted])
-    b, a = _lines(boot[:, : len(planted)], xs)
+    lines = _lines(boot[:, : len(planted)], xs)
     for j, arm in enumerate(judges + control):
+        at = figure_draws[arm] if figure_draws is not None else None
         value, effect = float(audits[arm][figure]), float(pooled[arm]["effect"])
-        predicted = intercept + slope * value
-        at = figure_draws[arm] if figure_draws is not None else value
-        draws = boot[:, len(planted) + j] - (a + b * at)
-        ci = percentile_ci(draws, n_units, family)
-        row = {
-            "figure": value, "effect": effect, "predicted": predicted,
-            "residual": effect - predicted, "ci_low": ci.low,
-            "ci_high": ci.high, "ci_reason": ci.reason, "ci_level": family.level,
-            "undefined": ci.undefined_resamples, "n_tasks": n_units,
-        }  # fmt: skip
+        row = _off_line(value, effect, (slope, intercept), lines, boot[:, len(planted) + j],
+                        at, n_units, family)  # fmt: skip
         if arm in control:
             out["placebo"] = {"arm": arm, **row}
         else:
             out["judges"][arm] = row
     return out
+
+
+def _off_line(
+    value: float,
+    effect: float,
+    line: tuple[float, float],
+    lines: tuple[np.ndarray, np.ndarray],
+    effect_draws: np.ndarray,
+    figure_draws: np.ndarray | None,
+    n_units: int,
+    family: CIRule,
+) -> dict[str, Any]:
+    """One arm's distance from the planted line (`line`: slope, intercept; `lines`: the
+    line on each resample), with its percentile CI at the family's level."""
+    slope, intercept = line
+    b, a = lines
+    predicted = intercept + slope * value
+    at = figure_draws if figure_draws is not None else value
+    ci = percentile_ci(effect_draws - (a + b * at), n_units, family)
+    return {
+        "figure": value, "effect": effect, "predicted": predicted,
+        "residual": effect - predicted, "ci_low": ci.low,
+        "ci_high": ci.high, "ci_reason": ci.reason, "ci_level": family.level,
+        "undefined": ci.undefined_resamples, "n_tasks": n_units,
+    }  # fmt: skip
 
 
 def arms_apart(

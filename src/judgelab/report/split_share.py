@@ -1,4 +1,4 @@
-"""Report section and plot for metrics.json's ``split_share`` block (analysis/split_share.py):
+"""Report section and plot for metrics.json's ``split_share`` block (`analysis.split_share`):
 each judge's signal fidelity split into alignment (where the tests split a group) and noise
 (where they do not), and the judges' order at split shares from 0.1 to 0.9, so that advice
 still holds when the policy (or the task set) moves the share of groups the tests split.
