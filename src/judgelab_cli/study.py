@@ -115,6 +115,7 @@ def _write(settings: Settings, plan: StudySettings, result: StudyResult, out: Pa
     from judgelab.analysis.prediction import (
         arm_audit,
         arm_figure_draws,
+        arms_apart,
         effect_check,
         effect_units,
         first_order_check,
@@ -150,8 +151,12 @@ def _write(settings: Settings, plan: StudySettings, result: StudyResult, out: Pa
         raw |= {"terms": result.terms, "slopes": result.slopes,
                 "pooled": {a: {k: v for k, v in p.items() if k not in ("num", "den")}
                            for a, p in pooled.items()}}  # fmt: skip
+        effects = {a: float(p["effect"]) for a, p in pooled.items()}
     else:
         check = effect_check(result.effects, flips, placebo)
-    text = study_markdown(preds, result.bank, result.seconds, check, pooled, vs)
-    write_study(out, rewards, raw | {"effects": result.effects}, preds, audits, text, check, vs)
+        effects = {r["arm"]: r["effect_mean"] for r in (preds[0]["arms"] if preds else [])}
+    apart = arms_apart(audits, effects, flips, placebo, preds[0]["figure"]) if preds else None
+    text = study_markdown(preds, result.bank, result.seconds, check, pooled, vs, apart)
+    write_study(out, rewards, raw | {"effects": result.effects}, preds, audits, text, check, vs,
+                apart)  # fmt: skip
     return text

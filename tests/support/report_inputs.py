@@ -30,9 +30,9 @@ def write_training_histories(
 def _write_run(out: Path, judge: str, i: int, first: bool, seed: int | None = None) -> None:
     """Held-out draws are seeded as the trainer seeds them: one training seed's differ from
     another's (`plan.heldout_row`), and are the same at every epoch."""
+    from judgelab.advantage import group_advantages
     from judgelab.rollouts.generate import sample_seed
     from judgelab.training.alignment import epoch_alignment, group_alignment
-    from judgelab.training.grpo import group_advantages
     from judgelab.training.history import EpochRow, history_frame, samples_frame
     from judgelab.training.plan import heldout_row, train_row
 

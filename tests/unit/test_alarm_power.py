@@ -11,8 +11,8 @@ from itertools import product
 import numpy as np
 import pytest
 
+from judgelab.advantage import group_advantages, has_spread
 from judgelab.training import alignment as al
-from judgelab.training.grpo import group_advantages, has_spread
 
 LAMBDAS = np.array(al.LAMBDAS)
 

@@ -672,6 +672,7 @@ def _hand_z(cand: pl.DataFrame) -> dict[str, float]:
         s = part["score"].to_numpy()
         sd = s.std()  # population std, as GRPO
         z = (s - s.mean()) / sd if sd > 0 else np.zeros_like(s)
+        z = np.round(z, 9)  # b2 sits at its task's mean: z is 0, not float noise above it
         out.update(zip(part["candidate_id"].to_list(), z.tolist(), strict=True))
     return out
 
@@ -691,6 +692,9 @@ def test_group_judge_within_task_figures_and_standardised_scores() -> None:
     assert m["roc_auc_standardised"] == pytest.approx(roc_auc_score(y, [z[c] for c in ids]))
     fails = [c for c in ids if TRUTH[c] == 0.0]
     assert m["false_praise_rate_standardised"] == pytest.approx(np.mean([z[c] > 0 for c in fails]))
+    # a3 and b3 are above their tasks' means; b2 (0.8 of 0.6, 0.8, 1.0) is at it: GRPO's
+    # advantage 0 does not push it up, so it is no false praise
+    assert z["b2"] == 0.0 and m["false_praise_rate_standardised"] == pytest.approx(0.5)
     shifted = cand.with_columns(
         pl.when(pl.col("task_id") == "B").then(pl.col("score") - 0.5).otherwise(pl.col("score"))
     )

@@ -38,8 +38,8 @@ PACKAGES = (ROOT / "src" / "judgelab", ROOT / "src" / "judgelab_cli")
 FOUNDATION = frozenset(
     "judgelab." + name
     for name in (
-        "answer", "cache", "env", "errors", "extras", "hardware", "io", "lifetime", "paths",
-        "progress", "verdicts",
+        "advantage", "answer", "cache", "env", "errors", "extras", "hardware", "io", "lifetime",
+        "paths", "progress", "verdicts",
     )
 )  # fmt: skip
 

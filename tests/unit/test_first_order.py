@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from judgelab.advantage import group_advantages
 from judgelab.config import LossSettings
 from judgelab.training.effect import Bank, BankItem, bank_logprobs, effect
 from judgelab.training.first_order import (
@@ -17,7 +18,7 @@ from judgelab.training.first_order import (
     directional_slopes,
     group_terms,
 )
-from judgelab.training.grpo import Trajectory, group_advantages, grpo_step
+from judgelab.training.grpo import Trajectory, grpo_step
 
 BANK = Bank([
     BankItem("a", [3, 4, 5], [6, 7], True),

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from judgelab.advantage import batch_advantages
 from judgelab.guard import Guard, GuardSettings, design_power
 from judgelab.guard.core import split_groups
 from judgelab.guard.power import alarm_rate
@@ -44,7 +45,7 @@ def test_many_at_once_equals_one_at_a_time() -> None:
     rng = np.random.default_rng(3)
     for k in range(2, 8):
         rewards, passed = al.simulated_judge(rng, (40,), k, weight=0.3, pass_rate=0.5)
-        adv = al.batch_advantages(rewards)
+        adv = batch_advantages(rewards)
         many = al.group_log_e_many(adv, passed, rng)
         for row in range(40):
             g = al.GroupAlignment(tuple(adv[row]), tuple(passed[row]))

@@ -9,10 +9,11 @@ from itertools import product
 from pathlib import Path
 
 import polars as pl
+import pytest
 
+from judgelab.advantage import group_advantages
 from judgelab.analysis.power import groups_needed
 from judgelab.analysis.truth import Truth, task_endpoint
-from judgelab.training.grpo import group_advantages
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "METRICS.md").read_text()
 
@@ -145,3 +146,27 @@ def test_signal_fidelity_is_the_analysis_figure_over_both_worked_tasks() -> None
     assert f"d = {d2:.2f}. Signal fidelity =" in DOC
     assert f"({c1:.2f} + {c2:.0f}) / ({d1:.0f} + {d2:.2f}) = **{value:.2f}**" in DOC
     assert f"would be {c1:.2f}" in DOC
+
+
+def test_the_centred_worked_figures() -> None:
+    """The doc's centred example from the analysis's own task_endpoint, and by hand: centred
+    advantages, c_t = mean(a * b), d_t = mean(b^2) for a split task, mean(a^2) otherwise."""
+    g, h = group(), second_group()
+    rows = [("t1", c, p, s1) for c, (p, s1, _) in g.items()] + [
+        ("t2", c, p, s) for c, (p, s) in h.items()
+    ]
+    frame = pl.DataFrame(rows, schema=["task_id", "candidate_id", "passed", "score"], orient="row")
+    truth = Truth("execution", frame.select("task_id", "candidate_id", "passed"), ["t1", "t2"])
+    num, den = task_endpoint(frame.select("task_id", "candidate_id", "score"), truth,
+                             "signal_fidelity", "centred")  # fmt: skip
+    s1, p1 = [v[1] for v in g.values()], [float(v[0]) for v in g.values()]
+    s2 = [v[1] for v in h.values()]
+    centre = lambda xs: [x - sum(xs) / len(xs) for x in xs]  # noqa: E731
+    a1, b1, a2 = centre(s1), centre(p1), centre(s2)
+    c1 = sum(x * y for x, y in zip(a1, b1, strict=True)) / 4
+    e1, push2 = sum(y * y for y in b1) / 4, sum(x * x for x in a2) / 4
+    assert list(num) == pytest.approx([c1, 0.0]) and list(den) == pytest.approx([e1, push2])
+    value = c1 / (e1 + push2)
+    assert f"costs mean(a²) = {push2:.4f}" in DOC
+    assert f"push of {e1:.2f} in the split group" in DOC
+    assert f"{c1:.4f} / ({e1:.2f} + {push2:.4f}) = **{value:.3f}**" in DOC

@@ -278,3 +278,116 @@ def test_judges_against_the_planted_line_by_hand() -> None:
     two = judges_vs_planted(pooled, audits, {"flip-0": 0.0, "flip-1": 1.0}, "placebo", rule)
     assert two["slope"] is None and two["judges"] == {}
     assert "could not be set against the planted arms: 2 planted arms" in judges_sentence(two)
+
+
+def _six_arms() -> tuple[dict, dict, dict]:
+    from judgelab.analysis.prediction import pooled_effects
+    from judgelab.analysis.stats import CIRule
+
+    wobble = [1.0 + 0.3 * np.sin(i) for i in range(20)]
+    effects = {"flip-0": 2.0, "flip-0.5": 0.0, "flip-1": -2.0, "judge-up": 1.0,
+               "judge-on": 0.5, "placebo": 0.0}  # fmt: skip
+    figures = {"flip-0": 1.0, "flip-0.5": 0.0, "flip-1": -1.0, "judge-up": 0.25,
+               "judge-on": 0.25, "placebo": 0.9}  # fmt: skip
+    noise = [0.4 * (-1.0) ** i for i in range(20)]
+    terms = _terms({a: [(e * w + z, w) for w, z in zip(wobble, noise, strict=True)]
+                    for a, e in effects.items()})  # fmt: skip
+    rule = CIRule(min_ci_groups=15, n_boot=400, seed=0, level=0.95)
+    pooled = pooled_effects(terms, 1.0, rule)
+    return pooled, {a: {"signal_fidelity": f} for a, f in figures.items()}, {"rule": rule}
+
+
+def test_the_placebo_against_the_line_apart_from_the_judges() -> None:
+    """The placebo (figure 0.9, effect 0) sits far below the planted line (intercept 0,
+    slope 2: it is predicted 1.8): set against it at the judges' level, never counted as one
+    of them."""
+    from judgelab.analysis.prediction import judges_vs_planted
+    from judgelab.report.prediction import placebo_sentence
+
+    pooled, audits, extra = _six_arms()
+    flips = {"flip-0": 0.0, "flip-0.5": 0.5, "flip-1": 1.0}
+    vs = judges_vs_planted(pooled, audits, flips, "placebo", extra["rule"])
+    p = vs["placebo"]
+    assert "placebo" not in vs["judges"] and p["arm"] == "placebo"
+    predicted = vs["intercept"] + vs["slope"] * 0.9
+    assert p["residual"] == pytest.approx(pooled["placebo"]["effect"] - predicted)
+    assert p["residual"] == pytest.approx(-1.8, abs=0.05)
+    assert p["ci_level"] == pytest.approx(0.975) and p["ci_high"] < 0
+    text = placebo_sentence(vs)
+    assert "The placebo (signal_fidelity 0.900" in text and "is off the line" in text
+    assert f"{p['residual']:+.3g}" in text and "n = 20 tasks" in text
+    assert placebo_sentence({"figure": "x"}) == ""
+
+
+def test_the_arms_apart_and_their_sentence() -> None:
+    """Planted arms on a line carry ρ = 1; the judges and the placebo are reported on their
+    own, with their ρ by hand: figures (0.25, 0.2, 0.9), effects (1, 0.5, 0) rank (2, 1, 3)
+    against (3, 2, 1): ρ = 1 − 6·(1 + 1 + 4) / (3·8) = −0.5."""
+    from judgelab.analysis.prediction import arms_apart
+    from judgelab.report.prediction import apart_sentence
+
+    figures = {"flip-0": 1.0, "flip-0.5": 0.0, "flip-1": -1.0, "judge-up": 0.25,
+               "judge-on": 0.2, "placebo": 0.9}  # fmt: skip
+    audits = {a: {"signal_fidelity": f} for a, f in figures.items()}
+    effects = {"flip-0": 2.0, "flip-0.5": 0.0, "flip-1": -2.0, "judge-up": 1.0,
+               "judge-on": 0.5, "placebo": 0.0}  # fmt: skip
+    flips = {"flip-0": 0.0, "flip-0.5": 0.5, "flip-1": 1.0}
+    apart = arms_apart(audits, effects, flips, "placebo")
+    assert apart["planted"]["spearman"] == pytest.approx(1.0)
+    assert apart["others"]["spearman"] == pytest.approx(-0.5)
+    assert [r["arm"] for r in apart["others"]["arms"]] == ["placebo", "judge-up", "judge-on"]
+    assert apart["others"]["arms"][0]["kind"] == "placebo"
+    assert apart["all"]["n_arms"] == 6
+    text = apart_sentence(apart)
+    assert text.startswith("Apart from the planted arms, the evidence on real rewards is 3 arm")
+    assert "placebo (placebo) signal_fidelity 0.900, effect 0" in text
+    assert "ρ = -0.500 (n = 3 arms, no CI" in text
+    assert "The 3 planted arms are built to lie on one line (ρ = 1.000" in text
+    two = arms_apart({k: v for k, v in audits.items() if k != "placebo"}, effects, flips, None)
+    assert two["others"]["spearman"] is None
+    assert "no rank correlation among them (n = 2 arms" in apart_sentence(two)
+
+
+def _rewards(seeds: int, differ: bool = False):  # type: ignore[no-untyped-def]
+    import polars as pl
+
+    from judgelab.analysis.prediction import reward_frame
+
+    rng = np.random.default_rng(5)
+    base = [(f"T{t:02d}", f"T{t:02d}c{i}", float(rng.integers(0, 3)) / 2, bool(rng.random() < 0.5))
+            for t in range(20) for i in range(4)]  # fmt: skip
+    rows = []
+    for s in range(seeds):
+        for task, cid, r, p in base:
+            reward = (1.0 - r) if differ and s == 1 and task < "T05" else r
+            rows.append({"arm": "j", "seed": s, "task_id": task, "candidate_id": cid,
+                         "reward": reward, "passed": p})  # fmt: skip
+    return reward_frame(rows).sort(pl.col("seed"), descending=True)
+
+
+def test_seeds_that_share_their_groups_are_one_group_and_one_cluster() -> None:
+    """Three seeds training on the same groups with the same rewards add no group: the
+    audit is the one-seed audit, figures, CIs and n alike."""
+    from judgelab.analysis.prediction import arm_audit, shared_groups
+    from judgelab.analysis.stats import CIRule
+
+    rule = CIRule(min_ci_groups=5, n_boot=200, seed=0, level=0.95)
+    three, one = _rewards(3), _rewards(1)
+    assert shared_groups(three) and not shared_groups(_rewards(3, differ=True))
+    a3, a1 = arm_audit(three, rule)["j"], arm_audit(one, rule)["j"]
+    assert a3 == a1
+    assert a3["signal_fidelity_n_groups"] <= 20 and a3["n_tasks"] == 20
+
+
+def test_seeds_with_groups_of_their_own_resample_a_task_as_one_cluster() -> None:
+    from judgelab.analysis.prediction import _arm_tables, cluster_weights
+
+    cand, truth, clusters = _arm_tables(_rewards(3, differ=True))["j"]
+    assert len(truth.tasks) == 60 and sorted(set(clusters)) == [f"T{t:02d}" for t in range(20)]
+    assert all(g.split("|", 1)[1] == c for g, c in zip(truth.tasks, clusters, strict=True))
+    w = cluster_weights(clusters, 50, 0)
+    assert w.shape == (50, 60)
+    for task in set(clusters):
+        cols = [i for i, c in enumerate(clusters) if c == task]
+        assert (w[:, cols] == w[:, cols[:1]]).all()  # a task's seeds drawn together
+    assert (w.sum(axis=1) == 3 * 20).all()  # 20 tasks drawn, each with its 3 groups

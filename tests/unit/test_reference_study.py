@@ -214,3 +214,31 @@ def test_the_committed_files_are_what_reanalyse_writes(tmp_path: Path) -> None:
     (out / "rewards.parquet").unlink()
     result = CliRunner().invoke(app, ["study", "--reanalyse", "-p", str(params), "--out", str(out)])
     assert result.exit_code != 0 and "rewards.parquet does not exist" in result.output
+
+
+def test_the_seeds_share_their_groups_so_a_task_is_one_cluster() -> None:
+    """The committed study's three seeds trained on the same 224 candidates with the same
+    rewards (draws.py: a first-order study on a table's groups): each arm's audit is its
+    one-seed audit, over 56 tasks at most, never 168 groups; and the placebo's signal
+    fidelity, 0.146, has a CI that covers 0 once its copies stop counting as groups (issue 63:
+    [0.013, 0.279] with 168, about [−0.08, 0.38] with 56)."""
+    from judgelab.analysis.prediction import shared_groups
+
+    settings = load_settings(ROOT / "reference" / "params.yaml")
+    rule = CIRule.of(settings.analysis)
+    rewards = pl.read_parquet(STUDY / "rewards.parquet")
+    assert all(shared_groups(rewards.filter(pl.col("arm") == a))
+               for a in rewards["arm"].unique())  # fmt: skip
+    arms = ["placebo", "ruler-qwen-1.5b"]
+    rewards = rewards.filter(pl.col("arm").is_in(arms))
+    audits = arm_audit(rewards, rule, settings.analysis.praise_threshold)
+    alone = arm_audit(rewards.filter(pl.col("seed") == 0), rule, 0.8)
+    assert audits == alone
+    tasks = rewards["task_id"].n_unique()
+    assert tasks == 56
+    for arm in arms:
+        assert audits[arm]["n_tasks"] <= tasks
+        assert audits[arm]["signal_fidelity_n_groups"] <= tasks
+    placebo = audits["placebo"]
+    assert placebo["signal_fidelity"] == pytest.approx(0.146, abs=5e-4)
+    assert placebo["signal_fidelity_ci_low"] < 0 < placebo["signal_fidelity_ci_high"]

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
+from judgelab.advantage import group_advantages
 from judgelab.cache import JsonCache
 from judgelab.config import HumanEvalSettings, LoraSettings, RolloutSettings, TrainSettings
 from judgelab.config.evaluators import FormatSettings
@@ -22,7 +23,6 @@ from judgelab.tasks.testing import FORGED
 from judgelab.training import alarm
 from judgelab.training import alignment as al
 from judgelab.training.checkpoint import latest_checkpoint
-from judgelab.training.grpo import group_advantages
 from judgelab.training.history import history_frame
 from judgelab.training.plan import train_row
 from judgelab.training.round import RewardRun

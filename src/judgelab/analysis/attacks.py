@@ -9,7 +9,7 @@ is left out, and the unscored attacked candidates are counted.
 
 Success is measured on the judge's own scale, the one GRPO rewards on: a candidate's
 *standing* in a call is its GRPO advantage there, its score minus the mean score of the call
-(the sign of (r - mean) / std; `training.grpo.group_advantages`). It is defined only for a
+(the sign of (r - mean) / std; `judgelab.advantage.group_advantages`). It is defined only for a
 fully scored call (an unscored member leaves the call's mean unknown).
 
 Clusters are tasks (`bias.by_task`): every figure's ``<figure>_n_groups`` counts the tasks

@@ -31,6 +31,7 @@ from judgelab.analysis.decision import decide
 from judgelab.analysis.judge_only import judge_agreement
 from judgelab.analysis.power import power_analysis
 from judgelab.analysis.recheck import truth_recheck
+from judgelab.analysis.split_share import split_share
 from judgelab.analysis.stats import CIRule, clean_json, evaluator_stats
 from judgelab.analysis.truth import (
     candidate_scores,
@@ -75,8 +76,12 @@ def compute_metrics(
             ("truth", truth, weights),
             ("truth_parseable", parseable, parseable_weights),
         ):
-            ev[key] = truth_metrics(cand, t, settings.praise_threshold, w, rule)
-    power = power_analysis(scores, truth, evaluators, settings.power, rule, settings.primary)
+            ev[key] = truth_metrics(cand, t, settings.praise_threshold, w, rule, settings.advantage)
+    power = power_analysis(scores, truth, evaluators, settings.power, rule, settings.primary,
+                           settings.advantage)  # fmt: skip
+    judges = sorted(n for n, ev in evaluators.items() if ev.get("protocol") != "execution")
+    shares = split_share(scores, truth, judges, weights, rule, settings.advantage,
+                         settings.expected_split_share)  # fmt: skip
     population = {
         "headline": "all" if known is None else "natural",
         "judged": judged if known is not None else None,
@@ -88,6 +93,7 @@ def compute_metrics(
             "evaluators": evaluators,
             "power": power,
             "population": population,
+            "split_share": shares,
             "n_tasks": tasks.height,
             "n_candidates": rollouts.height,
             "n_score_rows": all_scores.height,

@@ -50,6 +50,7 @@ import numpy as np
 import polars as pl
 from scipy import stats as scipy_stats
 
+from judgelab.advantage import Convention
 from judgelab.analysis.stats import CIRule, Interval, no_interval, too_few_groups
 from judgelab.analysis.truth import NOISE_COUNTED, Truth, candidate_scores, task_endpoint
 from judgelab.config import PowerSettings
@@ -220,12 +221,15 @@ def power_analysis(
     settings: PowerSettings,
     rule: CIRule,
     primary: str,
+    convention: Convention = "std",
 ) -> dict[str, Any]:
-    """Every pair of judges (evaluators other than execution truth) on `primary`: the
-    module's figures, Holm-corrected over all pairs."""
+    """Every pair of judges (evaluators other than execution truth) on `primary` (its
+    signal figures under the advantage `convention`): the module's figures, Holm-corrected
+    over all pairs."""
     judges = sorted(n for n, ev in evaluators.items() if ev.get("protocol") != "execution")
     per_task = {
-        name: task_endpoint(candidate_scores(scores, name), truth, primary) for name in judges
+        name: task_endpoint(candidate_scores(scores, name), truth, primary, convention)
+        for name in judges
     }
     pairs: dict[str, dict[str, Any]] = {}
     for a, b in itertools.combinations(judges, 2):

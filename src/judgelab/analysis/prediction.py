@@ -4,8 +4,13 @@
 Contract:
 - `arm_audit(rewards, ...)`: each arm's audit figures (`truth.truth_metrics`, the analysis's
   own code and CIs) from the study's reward table: one row per (arm, seed, task, candidate)
-  with the arm's reward (null: unscored) and the tests' verdict (null: untested). A
-  (seed, task) pair is one group: the seeds' groups are different draws.
+  with the arm's reward (null: unscored) and the tests' verdict (null: untested). Where the
+  seeds share their groups (the first-order study on a table's groups: every seed trains on
+  the same candidates with the same rewards) a task is one group, counted once; where they
+  drew different groups a (seed, task) pair is one group. Either way a task is ONE cluster of
+  every CI (its seeds' groups are resampled together: `cluster_weights`); the Wilson and
+  jackknife intervals of shares count groups, so with different draws per seed they are
+  read with that caveat (the primary's studentized bootstrap resamples the clusters).
 - `predict(audit, effects, ...)`: for one audit figure, the arms that have it and an effect:
   * `spearman`: the rank correlation (average ranks for ties) of the arms' figure with their
     mean effect over seeds;
@@ -204,15 +209,36 @@ def reward_frame(rows: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
     return pl.DataFrame(list(rows), schema=REWARD_COLUMNS)
 
 
-def _arm_tables(rewards: pl.DataFrame) -> dict[str, tuple[pl.DataFrame, Truth]]:
-    """Each arm's scores and truth as the analysis takes them, a (seed, task) pair one group
-    (named ``seed|task``)."""
-    frame = rewards.with_columns(
-        (pl.col("seed").cast(pl.String) + "|" + pl.col("task_id")).alias("group")
+def shared_groups(rows: pl.DataFrame) -> bool:
+    """Whether every seed of one arm's rows trained on the same groups with the same rewards
+    and verdicts (a first-order study on a table's groups: `training.draws`): then each
+    task's groups are copies, one group and one cluster, never one per seed."""
+    seeds = rows.get_column("seed").unique().to_list()
+    if len(seeds) < 2:
+        return True
+    key = ["task_id", "candidate_id", "reward", "passed"]
+    first = rows.filter(pl.col("seed") == min(seeds)).select(key).sort(key, nulls_last=True)
+    return all(
+        rows.filter(pl.col("seed") == s).select(key).sort(key, nulls_last=True).equals(first)
+        for s in seeds
     )
-    out: dict[str, tuple[pl.DataFrame, Truth]] = {}
-    for arm in sorted(frame.get_column("arm").unique().to_list()):
-        rows = frame.filter(pl.col("arm") == arm)
+
+
+def _arm_tables(rewards: pl.DataFrame) -> dict[str, tuple[pl.DataFrame, Truth, list[str]]]:
+    """Each arm's scores and truth as the analysis takes them, and each group's cluster (its
+    task). Where the seeds share their groups (`shared_groups`) a task is one group (named by
+    the task); else a (seed, task) pair is one group (``seed|task``), and a task's groups
+    are one cluster of every resample (`cluster_weights`)."""
+    out: dict[str, tuple[pl.DataFrame, Truth, list[str]]] = {}
+    for arm in sorted(rewards.get_column("arm").unique().to_list()):
+        rows = rewards.filter(pl.col("arm") == arm)
+        if shared_groups(rows):
+            rows = rows.filter(pl.col("seed") == rows.get_column("seed").min())
+            rows = rows.with_columns(pl.col("task_id").alias("group"))
+        else:
+            rows = rows.with_columns(
+                (pl.col("seed").cast(pl.String) + "|" + pl.col("task_id")).alias("group")
+            )
         table = rows.select(
             pl.col("group").alias("task_id"), "candidate_id", pl.col("passed").cast(pl.Boolean),
             pl.lit(None, dtype=pl.String).alias("outcome"),
@@ -224,17 +250,27 @@ def _arm_tables(rewards: pl.DataFrame) -> dict[str, tuple[pl.DataFrame, Truth]]:
             pl.col("group").alias("task_id"), "candidate_id",
             pl.col("reward").cast(pl.Float64).alias("score"),
         ).sort("task_id", "candidate_id")  # fmt: skip
-        out[arm] = (cand, truth)
+        task_of = dict(rows.select("group", "task_id").unique().iter_rows())
+        out[arm] = (cand, truth, [task_of[g] for g in tasks])
     return out
+
+
+def cluster_weights(clusters: Sequence[str], n_boot: int, seed: int) -> np.ndarray:
+    """(n_boot, groups) resample counts in which the groups of one cluster (a task) are
+    drawn together: `resample_weights` over the sorted clusters, one column per group."""
+    units = sorted(set(clusters))
+    index = {u: i for i, u in enumerate(units)}
+    return resample_weights(len(units), n_boot, seed)[:, [index[c] for c in clusters]]
 
 
 def arm_audit(
     rewards: pl.DataFrame, rule: CIRule, praise_threshold: float = 0.8
 ) -> dict[str, dict[str, Any]]:
-    """Each arm's truth metrics on the study's groups (module docstring)."""
+    """Each arm's truth metrics on the study's groups (module docstring), a task one cluster
+    of every bootstrap resample whatever its number of seeds."""
     out: dict[str, dict[str, Any]] = {}
-    for arm, (cand, truth) in _arm_tables(rewards).items():
-        weights = resample_weights(len(truth.tasks), rule.n_boot, rule.seed)
+    for arm, (cand, truth, clusters) in _arm_tables(rewards).items():
+        weights = cluster_weights(clusters, rule.n_boot, rule.seed)
         out[arm] = truth_metrics(cand, truth, praise_threshold, weights, rule)
     return out
 
@@ -252,8 +288,7 @@ def arm_figure_draws(
     weights = resample_weights(len(units), rule.n_boot, rule.seed)
     index = {u: i for i, u in enumerate(units)}
     out: dict[str, np.ndarray] = {}
-    for arm, (cand, truth) in _arm_tables(rewards).items():
-        tasks = [group.split("|", 1)[1] for group in truth.tasks]
+    for arm, (cand, truth, tasks) in _arm_tables(rewards).items():
         missing = sorted(set(tasks) - set(index))
         if missing:
             raise ValueError(f"arm {arm!r}: rewards for tasks with no effect terms: {missing}")
@@ -481,8 +516,10 @@ def judges_vs_planted(
     effects' (`figure_resampled`); without them the figures are held at their values, as in
     `predict`; a resample with no line is counted (`undefined`). The judges are one family
     of tests: each CI is at 1 − (1 − level) / m for m judges (Bonferroni), so that no judge is
-    called off the line by chance among several. No line from fewer than `MIN_ARMS` planted arms
-    with the figure."""
+    called off the line by chance among several. The placebo (`placebo`: its rewards unrelated
+    to the code) is set against the line too, at the same level, apart from the judges
+    (`placebo`): a real arm whose effect the line should also predict. No line from fewer
+    than `MIN_ARMS` planted arms with the figure."""
     planted = sorted(a for a in flips if a in pooled and audits.get(a, {}).get(figure) is not None)
     judges = sorted(
         a
@@ -499,22 +536,86 @@ def judges_vs_planted(
     x = np.array([float(audits[a][figure]) for a in planted])
     slope, intercept = ols(x.tolist(), [float(pooled[a]["effect"]) for a in planted])
     out |= {"slope": slope, "intercept": intercept}
-    if not judges:
+    control = [placebo] if placebo in pooled and audits.get(placebo, {}).get(figure) is not None \
+        else []  # fmt: skip
+    if not judges and not control:
         return out
-    boot, n_units = _effect_draws(pooled, planted + judges, rule)
-    family = replace(rule, level=1 - (1 - rule.level) / len(judges))
+    boot, n_units = _effect_draws(pooled, planted + judges + control, rule)
+    family = replace(rule, level=1 - (1 - rule.level) / max(len(judges), 1))
     xs = x if figure_draws is None else np.column_stack([figure_draws[p] for p in planted])
-    b, a = _lines(boot[:, : len(planted)], xs)
-    for j, arm in enumerate(judges):
+    lines = _lines(boot[:, : len(planted)], xs)
+    for j, arm in enumerate(judges + control):
+        at = figure_draws[arm] if figure_draws is not None else None
         value, effect = float(audits[arm][figure]), float(pooled[arm]["effect"])
-        predicted = intercept + slope * value
-        at = figure_draws[arm] if figure_draws is not None else value
-        draws = boot[:, len(planted) + j] - (a + b * at)
-        ci = percentile_ci(draws, n_units, family)
-        out["judges"][arm] = {
-            "figure": value, "effect": effect, "predicted": predicted,
-            "residual": effect - predicted, "ci_low": ci.low,
-            "ci_high": ci.high, "ci_reason": ci.reason, "ci_level": family.level,
-            "undefined": ci.undefined_resamples, "n_tasks": n_units,
-        }  # fmt: skip
+        row = _off_line(value, effect, (slope, intercept), lines, boot[:, len(planted) + j],
+                        at, n_units, family)  # fmt: skip
+        if arm in control:
+            out["placebo"] = {"arm": arm, **row}
+        else:
+            out["judges"][arm] = row
     return out
+
+
+def _off_line(
+    value: float,
+    effect: float,
+    line: tuple[float, float],
+    lines: tuple[np.ndarray, np.ndarray],
+    effect_draws: np.ndarray,
+    figure_draws: np.ndarray | None,
+    n_units: int,
+    family: CIRule,
+) -> dict[str, Any]:
+    """One arm's distance from the planted line (`line`: slope, intercept; `lines`: the
+    line on each resample), with its percentile CI at the family's level."""
+    slope, intercept = line
+    b, a = lines
+    predicted = intercept + slope * value
+    at = figure_draws if figure_draws is not None else value
+    ci = percentile_ci(effect_draws - (a + b * at), n_units, family)
+    return {
+        "figure": value, "effect": effect, "predicted": predicted,
+        "residual": effect - predicted, "ci_low": ci.low,
+        "ci_high": ci.high, "ci_reason": ci.reason, "ci_level": family.level,
+        "undefined": ci.undefined_resamples, "n_tasks": n_units,
+    }  # fmt: skip
+
+
+def arms_apart(
+    audits: Mapping[str, Mapping[str, Any]],
+    effects: Mapping[str, float],
+    flips: Mapping[str, float],
+    placebo: str | None,
+    figure: str = "signal_fidelity",
+) -> dict[str, Any]:
+    """The audit-predicts-training claim split by kind of arm, so that no headline figure is
+    carried by the planted arms. `effects`: arm -> its effect (the pooled first-order effect,
+    or the mean over seeds). The planted arms are built to lie on one line (flipping a share
+    p of the tests' verdicts scales both their figure and their effect by about 1 − 2p): their
+    ρ calibrates the effect measure and says nothing about judges. The others (your judges
+    and the placebo) are the evidence: each arm's figure and effect, and their ρ where there
+    are at least `MIN_ARMS` of them (never a CI: so few arms give none)."""
+    have = {a: float(m[figure]) for a, m in audits.items()
+            if m.get(figure) is not None and a in effects}  # fmt: skip
+
+    def rho(arms: list[str]) -> float | None:
+        if len(arms) < MIN_ARMS:
+            return None
+        r = spearman([have[a] for a in arms], [effects[a] for a in arms])
+        return None if np.isnan(r) else r
+
+    planted = sorted(a for a in have if a in flips)
+    others = sorted(a for a in have if a not in flips)
+    kind = {a: "placebo" if a == placebo else "judge" for a in others}
+    return {
+        "figure": figure,
+        "planted": {"arms": planted, "n_arms": len(planted), "spearman": rho(planted)},
+        "others": {
+            "arms": [{"arm": a, "kind": kind[a], "figure": have[a], "effect": effects[a]}
+                     for a in sorted(others, key=lambda a: -have[a])],
+            "n_arms": len(others), "spearman": rho(others),
+            "reason": None if len(others) >= MIN_ARMS
+            else f"n = {len(others)} arms: too few for a rank correlation (minimum {MIN_ARMS})",
+        },
+        "all": {"n_arms": len(have), "spearman": rho(sorted(have))},
+    }  # fmt: skip

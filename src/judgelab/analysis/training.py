@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from judgelab.advantage import group_advantages, has_spread
 from judgelab.analysis.stats import CIRule, percentile_ci
 from judgelab.config import AnalysisSettings
 from judgelab.schemas import HistorySchema, columns, validate_file
@@ -55,7 +56,6 @@ from judgelab.training.alignment import (
     epoch_alignment,
     group_alignment,
 )
-from judgelab.training.grpo import group_advantages, has_spread
 from judgelab.training.layout import HELDOUT_FILE, HISTORY_FILE, SAMPLES_FILE, run_dirs
 
 log = logging.getLogger(__name__)

@@ -26,15 +26,23 @@ Contract:
     `top1_over_chance` (a primary endpoint) is the difference.
   * Advantage fidelity, on mixed tasks: a judge's GRPO advantages in a task are
     a = (score - mean) / std (population std over the task's scored candidates with truth, as
-    ART and TRL compute them per group; all 0 when every score is equal); the tests' are the
-    same of passed (1/0). `advantage_fidelity` (a primary endpoint) is the mean over mixed
-    tasks of mean(a_judge * a_tests), their within-task correlation (= the judge's advantage
-    gap / the tests' gap): 1 when the judge splits the task as the tests do, 0 when it gives
-    no signal, negative when it pushes failing code up. `advantage_gap` and
+    ART computes them per group; all 0 when every score is equal: `judgelab.advantage`, the
+    one definition); the tests' are the same of passed (1/0). `advantage_fidelity` (a
+    primary endpoint) is the mean over mixed tasks of mean(a_judge * a_tests), their
+    within-task correlation (= the judge's advantage gap / the tests' gap): 1 when the judge
+    splits the task as the tests do, 0 when it gives no signal, negative when it pushes
+    failing code up. `advantage_gap` and
     `advantage_gap_tests`: mean advantage of passing minus failing candidates, the judge's
     and the tests'. `advantage_order_rate`: share of mixed tasks in which every passing
     candidate's advantage is above every failing one's. `zero_advantage_mixed_rate`: share of
     mixed tasks with one score for all (`n_zero_advantage_mixed`): no signal, never chance.
+  * The signal figures (`SIGNAL`; `signal_fidelity`, the default primary, docs/METRICS.md)
+    take the advantages of the `convention` the trainer uses (`analysis.advantage`: `std`,
+    `centred` or `batch`, judgelab.advantage): c_t = mean(a_judge * a_tests) over every
+    candidate of task t with truth, d_t = mean(a_tests^2) where the tests split t (1 under
+    `std`) and mean(a_judge^2) where they do not (the noise charge: under `std` 1 for any
+    uneven scoring, under `centred` its size). `signal_parts` gives the per-task parts
+    (analysis/split_share.py splits signal fidelity into alignment and noise).
   * `false_praise_within_group`: share of failing candidates of mixed tasks scored at or above
     some passing candidate of their task (the honest false praise of a relative judge).
   * `false_praise_rate`: share of failing candidates scored >= `praise_threshold` (absolute
@@ -42,7 +50,8 @@ Contract:
   * `mean_score_passing`, `mean_score_failing` and `score_gap` (their difference).
   * `roc_auc_standardised`: ROC-AUC on within-task standardised scores,
     z = (score - task mean) / task std (population std, over the evaluator's scored
-    candidates of the task; 0 when they are all equal): GRPO's advantage.
+    candidates of the task; 0 when they are all equal; rounded to `Z_DECIMALS` so that equal
+    standings in two tasks tie): GRPO's advantage.
     `false_praise_rate_standardised`: share of failing candidates of mixed tasks with z > 0
     (training would push them up); all-failing tasks are left out, since some candidate is
     always above their mean. Adding a constant to one task's scores cannot move them.
@@ -73,6 +82,7 @@ import numpy as np
 import polars as pl
 from sklearn.metrics import roc_auc_score
 
+from judgelab.advantage import Convention, group_advantages, grouped_advantages, has_spread
 from judgelab.analysis.pooled_auc import PooledPairs
 from judgelab.analysis.stats import CIRule, Interval, cluster_ci, no_interval
 from judgelab.verdicts import OUTCOMES, UNPARSEABLE
@@ -144,13 +154,14 @@ RATIO_BOUNDS = {
     "mean_score_passing": (0.0, 1.0),
     "mean_score_failing": (0.0, 1.0),
 }
-_STD_EPS = 1e-12
 _TRUTH_COLUMNS = {
     "task_id": pl.String,
     "candidate_id": pl.String,
     "passed": pl.Boolean,
     "outcome": pl.String,
 }
+Z_DECIMALS = 9  # within-task z-scores are compared across tasks at this precision
+_NO_UNSCORED = (np.zeros(0, int), np.zeros(0, bool))  # no candidate left unscored
 NO_ROW = "no_execution_row"  # the outcome count of candidates the execution evaluator lacks
 
 
@@ -395,7 +406,9 @@ class _Signal:
     candidate, scored or not); `unsplit` the others with truth."""
 
     fid_num: np.ndarray  # mean over the task of a_judge * a_tests (0 where the tests split none)
-    fid_den: np.ndarray  # 1 for a split task; mean of a_judge^2 (its push) for an unsplit one
+    fid_den: np.ndarray  # the tests' push (mean a_tests^2) on a split task; the judge's on others
+    split_push: np.ndarray  # mean a_tests^2 of a split task (1 under `std`), 0 elsewhere
+    unsplit_push: np.ndarray  # mean a_judge^2 of an unsplit task (its noise), 0 elsewhere
     split: np.ndarray
     unsplit: np.ndarray
     right: np.ndarray  # shares of a split task's (passing, failing) pairs: passing above,
@@ -430,26 +443,29 @@ class _Signal:
 
 
 def _signal_task(
-    s: np.ndarray, y: np.ndarray, unscored_pass: int, unscored_fail: int
+    s: np.ndarray, y_all: np.ndarray, a: np.ndarray, b: np.ndarray, unit: bool
 ) -> dict[str, float]:
-    """One task's `_Signal` parts: `s` and `y` its scored candidates' scores and verdicts, and
-    how many passing and failing candidates the judge left unscored."""
-    y_all = np.concatenate([y, np.ones(unscored_pass, bool), np.zeros(unscored_fail, bool)])
-    a = np.concatenate([_advantages(s) if s.size else s, np.zeros(unscored_pass + unscored_fail)])
+    """One task's `_Signal` parts: `s` its scored candidates' scores; `y_all`, `a` and `b` the
+    verdicts and the judge's and the tests' advantages of all its candidates with truth, the
+    scored ones first (an unscored one has a = 0); `unit`: the tests' push on a split task is
+    1 by construction (the `std` convention)."""
+    y = y_all[: s.size]
     n_pass = int(y_all.sum())
     n_fail = y_all.size - n_pass
     push = float(np.mean(a * a))
     if not (n_pass and n_fail):
-        return {"fid_den": push, "unsplit": 1.0, "noisy": float(push > _STD_EPS)}
+        return {"fid_den": push, "unsplit_push": push, "unsplit": 1.0, "noisy": float(push > 0)}
     fail = np.sort(s[~y])
     below = np.searchsorted(fail, s[y], side="left")
     at_or_below = np.searchsorted(fail, s[y], side="right")
     pairs = float(n_pass * n_fail)
     right, tied = float(below.sum()), float((at_or_below - below).sum())
     scored_pairs = float(y.sum() * (~y).sum())
+    tests_push = 1.0 if unit else float(np.mean(b * b))  # std: mean(b²) = 1 exactly
     return {
-        "fid_num": float(np.mean(a * _advantages(y_all.astype(float)))),
-        "fid_den": 1.0,
+        "fid_num": float(np.mean(a * b)),
+        "fid_den": tests_push,
+        "split_push": tests_push,
         "split": 1.0,
         "right": right / pairs,
         "inverted": (scored_pairs - right - tied) / pairs,
@@ -466,31 +482,41 @@ def _signal(
     n_tasks: int,
     unscored_idx: np.ndarray,
     unscored_passed: np.ndarray,
+    convention: Convention = "std",
 ) -> _Signal:
+    """The signal parts of every task. Advantages follow `convention` (judgelab.advantage):
+    the judge's over each task's scored candidates, the tests' over all its candidates with
+    truth; under `batch` the batch is the whole audit (one scale for the judge's, one for the
+    tests', held fixed across bootstrap resamples)."""
     rows = _rows_by_task(task_idx, n_tasks)
-    u_pass = np.bincount(unscored_idx[unscored_passed], minlength=n_tasks)
-    u_fail = np.bincount(unscored_idx[~unscored_passed], minlength=n_tasks)
+    # each task's unscored candidates, passing ones first (row order within each verdict)
+    order = np.lexsort((~unscored_passed, unscored_idx))
+    cuts = np.searchsorted(unscored_idx[order], np.arange(n_tasks + 1))
+    n_scored = score.size
+    a_scored = grouped_advantages(score, task_idx, convention)
+    y_cat = np.concatenate([passed, unscored_passed]).astype(float)
+    b_cat = grouped_advantages(y_cat, np.concatenate([task_idx, unscored_idx]), convention)
     parts = {k: np.zeros(n_tasks) for k in _Signal.__dataclass_fields__}
     for t in range(n_tasks):
-        if not rows[t].size and not (u_pass[t] + u_fail[t]):
+        u = order[cuts[t] : cuts[t + 1]]
+        if not rows[t].size and not u.size:
             continue
-        got = _signal_task(score[rows[t]], passed[rows[t]], int(u_pass[t]), int(u_fail[t]))
+        got = _signal_task(
+            score[rows[t]],
+            np.concatenate([passed[rows[t]], unscored_passed[u]]),
+            np.concatenate([a_scored[rows[t]], np.zeros(u.size)]),
+            np.concatenate([b_cat[rows[t]], b_cat[n_scored + u]]),
+            unit=convention == "std",
+        )
         for key, value in got.items():
             parts[key][t] = value
     return _Signal(**parts)
 
 
-def _advantages(s: np.ndarray) -> np.ndarray:
-    """GRPO's group-relative advantage (score - mean) / std, population std as ART's
-    `(reward - mean) / std` over a group; all zero when every score is the same."""
-    std = s.std()
-    return (s - s.mean()) / std if std > _STD_EPS else np.zeros_like(s)
-
-
 def _mixed_task(s_t: np.ndarray, y_t: np.ndarray) -> dict[str, float]:
     """The within-task figures' parts of one mixed task (`s_t` its scores, `y_t` passed)."""
     top = s_t == s_t.max()
-    a_judge, a_tests = _advantages(s_t), _advantages(y_t.astype(float))
+    a_judge, a_tests = np.asarray(group_advantages(s_t)), np.asarray(group_advantages(y_t * 1.0))
     return {
         "top_num": y_t[top].mean(),
         "top_den": 1.0,
@@ -501,7 +527,7 @@ def _mixed_task(s_t: np.ndarray, y_t: np.ndarray) -> dict[str, float]:
         "adv_ordered": float(a_judge[y_t].min() > a_judge[~y_t].max()),
         "adv_gap": a_judge[y_t].mean() - a_judge[~y_t].mean(),
         "adv_gap_tests": a_tests[y_t].mean() - a_tests[~y_t].mean(),
-        "flat_mixed": float(np.ptp(s_t) <= _STD_EPS),
+        "flat_mixed": float(not has_spread(s_t)),
         "n_fail_mixed": float((~y_t).sum()),
         "fail_at_pass": float((s_t[~y_t] >= s_t[y_t].min()).sum()),
     }
@@ -522,11 +548,13 @@ def _task_parts(
     threshold: float,
     praised: np.ndarray | None = None,
     unscored: tuple[np.ndarray, np.ndarray] | None = None,
+    convention: Convention = "std",
 ) -> _TaskParts:
     """Per-task sums. A failing candidate counts as praised when its score >= threshold, or,
     when `praised` (one flag per row) is given, where that says so. `unscored`: the task
     index and verdict of each candidate with truth the judge left unscored (the signal
-    figures count them; every other figure is over scored candidates)."""
+    figures count them; every other figure is over scored candidates). `convention`: the
+    advantage convention of the signal figures (the others use `std`)."""
     sp, tp = score[passed], task_idx[passed]
     sf, tf = score[~passed], task_idx[~passed]
     praised_f = (sf >= threshold) if praised is None else np.asarray(praised, bool)[~passed]
@@ -559,24 +587,33 @@ def _task_parts(
         sum_pass=np.bincount(tp, weights=sp, minlength=n_tasks),
         sum_fail=np.bincount(tf, weights=sf, minlength=n_tasks),
         signal=_signal(
-            task_idx, score, passed, n_tasks, *(unscored or (np.zeros(0, int), np.zeros(0, bool)))
+            task_idx, score, passed, n_tasks, *(unscored or _NO_UNSCORED), convention
         ),  # fmt: skip
     )
 
 
 def standardise_within_task(cand: pl.DataFrame) -> pl.DataFrame:
-    """`cand` with `z`: (score - task mean) / task population std over the task's scored
-    candidates; 0 where they are all equal (GRPO's advantage, without its +1e-6)."""
+    """`cand`'s scored rows with `z`: (score - task mean) / task population std over the
+    task's scored candidates, 0 where they are all equal: GRPO's `std` advantage
+    (judgelab.advantage), whatever the convention, since these figures remove the scale;
+    rounded to `Z_DECIMALS`, so equal standings in two tasks tie."""
     ok = pl.col("score").is_not_null() & pl.col("score").is_not_nan()
     scored = cand.filter(ok)
-    mean = pl.col("score").mean().over("task_id")
-    std = pl.col("score").std(ddof=0).over("task_id")
-    z = pl.when(std > _STD_EPS).then((pl.col("score") - mean) / std).otherwise(0.0)
-    return scored.with_columns(z.cast(pl.Float64).alias("z"))
+    z = grouped_advantages(
+        scored.get_column("score").to_numpy().astype(float),
+        scored.get_column("task_id").to_numpy(),
+    )
+    # Two candidates of different tasks with the same standing (z = 1 in both) must tie in
+    # the pooled ROC-AUC; float rounding of mean and std would break such ties at random.
+    z = np.round(z, Z_DECIMALS)
+    return scored.with_columns(pl.Series("z", z, dtype=pl.Float64))
 
 
 def task_endpoint(
-    cand: pl.DataFrame, truth: Truth, endpoint: str = "pairwise_accuracy"
+    cand: pl.DataFrame,
+    truth: Truth,
+    endpoint: str = "pairwise_accuracy",
+    convention: Convention = "std",
 ) -> tuple[np.ndarray, np.ndarray]:
     """(numerator, denominator), one entry per task of `truth.tasks`, such that the figure
     `endpoint` is numerator.sum() / denominator.sum(): for the pairwise accuracies the pair
@@ -585,7 +622,8 @@ def task_endpoint(
     known = truth.table.filter(pl.col("passed").is_not_null())
     joined = known.join(cand.select("candidate_id", "score"), on="candidate_id", how="left")
     task_idx, score, passed, unscored = _arrays(joined, truth)
-    parts = _task_parts(task_idx, score, passed, len(truth.tasks), 1.0, unscored=unscored)
+    parts = _task_parts(task_idx, score, passed, len(truth.tasks), 1.0, unscored=unscored,
+                        convention=convention)  # fmt: skip
     pairs = parts.n_pass * parts.n_fail
     per_task = {
         "signal_fidelity": (parts.signal.fid_num, parts.signal.fid_den),
@@ -640,7 +678,13 @@ class _Joined:
     std_parts: _TaskParts
 
     @classmethod
-    def of(cls, cand: pl.DataFrame, truth: Truth, praise_threshold: float) -> _Joined:
+    def of(
+        cls,
+        cand: pl.DataFrame,
+        truth: Truth,
+        praise_threshold: float,
+        convention: Convention = "std",
+    ) -> _Joined:
         known = truth.table.filter(pl.col("passed").is_not_null())
         zs = standardise_within_task(cand).select("candidate_id", "score", "z")
         joined = known.join(zs, on="candidate_id", how="left")
@@ -648,7 +692,8 @@ class _Joined:
         task_idx, score, passed, unscored = _arrays(joined, truth)
         z = usable.get_column("z").to_numpy().astype(float)
         n_t = len(truth.tasks)
-        parts = _task_parts(task_idx, score, passed, n_t, praise_threshold, unscored=unscored)
+        parts = _task_parts(task_idx, score, passed, n_t, praise_threshold, unscored=unscored,
+                            convention=convention)  # fmt: skip
         std_parts = _task_parts(task_idx, z, passed, n_t, praise_threshold, praised=z > 0)
         return cls(known, joined, usable, task_idx, score, passed, z, parts, std_parts)
 
@@ -662,14 +707,26 @@ class _Joined:
 
 
 def figure_draws(
-    cand: pl.DataFrame, truth: Truth, praise_threshold: float, figure: str, weights: np.ndarray
+    cand: pl.DataFrame,
+    truth: Truth,
+    praise_threshold: float,
+    figure: str,
+    weights: np.ndarray,
+    convention: Convention = "std",
 ) -> np.ndarray:
     """One figure of `truth_metrics` on each row of `weights` (resamples × `truth.tasks`): the
     same per-task parts under other task weights, e.g. a resample of clusters of tasks that
     another figure is resampled by too (`analysis.prediction.arm_figure_draws`). NaN where
     the figure is undefined in a resample. Figures pooled over candidates rather than summed
     over tasks (`roc_auc`'s point value) have no such draws."""
-    return np.asarray(_Joined.of(cand, truth, praise_threshold).figures(weights)[figure], float)
+    joined = _Joined.of(cand, truth, praise_threshold, convention)
+    return np.asarray(joined.figures(weights)[figure], float)
+
+
+def signal_parts(cand: pl.DataFrame, truth: Truth, convention: Convention = "std") -> _Signal:
+    """One judge's per-task signal parts (`truth.tasks` order) under `convention`: what
+    signal fidelity is a ratio of (analysis/split_share.py splits it into its two parts)."""
+    return _Joined.of(cand, truth, 1.0, convention).parts.signal
 
 
 def truth_metrics(
@@ -678,12 +735,14 @@ def truth_metrics(
     praise_threshold: float,
     weights: np.ndarray | None,
     rule: CIRule,
+    convention: Convention = "std",
 ) -> dict[str, Any]:
     """Truth metrics of one evaluator. `cand` comes from `candidate_scores`; `weights` from
     `resample_weights(len(truth.tasks), ...)` (None or zero rows: no CIs); `rule` draws the
     CIs from those resamples (no CI for a figure from fewer than `rule.min_ci_groups`
-    contributing tasks)."""
-    j = _Joined.of(cand, truth, praise_threshold)
+    contributing tasks); `convention` is the advantage convention of the signal figures
+    (`analysis.advantage`)."""
+    j = _Joined.of(cand, truth, praise_threshold, convention)
     passed = j.passed
     n_t = len(truth.tasks)
     point = {k: float(v[0]) for k, v in j.figures(np.ones((1, n_t))).items()}

@@ -47,6 +47,7 @@ def subset_truth(scores: pl.DataFrame, settings: AnalysisSettings) -> dict[str, 
             settings.praise_threshold,
             weights,
             CIRule.of(settings),
+            settings.advantage,
         )
         for name in sorted(scores.get_column("evaluator").unique().to_list())
     }

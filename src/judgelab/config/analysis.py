@@ -8,6 +8,7 @@ from pydantic import (
     Field,
 )
 
+from judgelab.advantage import Convention
 from judgelab.config.section import Section
 
 
@@ -64,6 +65,26 @@ class AnalysisSettings(Section):
         "pairs the passing one wins outright, over pairs (chance is below 0.5 for a judge "
         "that ties). advantage_fidelity: signal_fidelity on mixed tasks only, scored "
         "candidates only. top1_over_chance: best-of-k accuracy minus the passing share.",
+    )
+    advantage: Convention = Field(
+        "std",
+        description="The advantage convention of the trainer the judge will feed "
+        "(judgelab/advantage.py), which the signal figures follow. std: reward minus the "
+        "group mean over the group's std (ART; TRL's default scale_rewards='group'), so any "
+        "scoring of an all-pass or all-fail group that is not flat costs as much noise as "
+        "[0, 1, 0, 1]. centred: reward minus the group mean (Dr. GRPO, RLOO-like, TRL's "
+        "scale_rewards='none' / False), so noise costs by its size. batch: centred, over one "
+        "std of all the audit's rewards (TRL's scale_rewards='batch').",
+    )
+    expected_split_share: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description="The share of training groups you expect the tests to split (a passing "
+        "and a failing candidate): low for a hard task set or an early policy, high near "
+        "50 % pass rates. The report gives each judge's signal fidelity at this share from "
+        "its two parts (alignment where the tests split a group, noise where they do not). "
+        "Unset: the audit's own share.",
     )
     praise_threshold: float = Field(0.8, ge=0, le=1)
     bins: int = Field(10, ge=2, le=100)

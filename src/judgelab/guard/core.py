@@ -49,11 +49,11 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from judgelab.advantage import group_advantages, has_spread
 from judgelab.config.analysis import AnalysisSettings
 from judgelab.guard.power import Power, design_power
 from judgelab.training import alignment as al
 from judgelab.training.alarm import DEFAULT_ALPHA, Detector
-from judgelab.training.grpo import group_advantages, has_spread
 
 log = logging.getLogger(__name__)
 

@@ -43,9 +43,11 @@ from judgelab.report.format import (
 from judgelab.report.power import HEADER as POWER_HEADER
 from judgelab.report.power import rows as power_rows
 from judgelab.report.prediction import (
+    apart_sentence,
     check_sentence,
     first_order_sentence,
     judges_sentence,
+    placebo_sentence,
     sentence,
     study_markdown,
 )
@@ -286,9 +288,11 @@ def study_bullet(data_dir: Path) -> str | None:
         return None
     first = effects["settings"].get("method") == "first-order"
     parts = [(first_order_sentence if first else check_sentence)(check)] if check else []
-    parts.append(sentence(preds[0]))
+    apart = prediction.get("arms_apart")  # the planted arms carry no headline figure
+    parts.append(apart_sentence(apart) if apart else sentence(preds[0]))
     if prediction.get("judges_vs_planted"):
         parts.append(judges_sentence(prediction["judges_vs_planted"]))
+        parts.append(placebo_sentence(prediction["judges_vs_planted"]))
     parts = [p for p in parts if p]  # a study with no judge arm has no judges' sentence
     what = ("one GRPO step (plain SGD, to first order)" if first
             else f"{effects['settings']['steps']} GRPO step(s)")  # fmt: skip
@@ -307,7 +311,8 @@ def study_section(data_dir: Path) -> list[str]:
     prediction, effects = found
     text = study_markdown(prediction["predictions"], effects["bank"], effects["seconds"],
                           prediction.get("effect_check"), effects.get("pooled"),
-                          prediction.get("judges_vs_planted"))  # fmt: skip
+                          prediction.get("judges_vs_planted"),
+                          prediction.get("arms_apart"))  # fmt: skip
     return ["", text.rstrip("\n")]
 
 

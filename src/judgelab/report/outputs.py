@@ -30,6 +30,8 @@ from judgelab.report.decision import DECISION_IMAGE, forest_label
 from judgelab.report.panels import bias_section
 from judgelab.report.plots import plot_forest, write_csv, write_plots
 from judgelab.report.recheck import recheck_section
+from judgelab.report.split_share import IMAGE as SPLIT_SHARE_IMAGE
+from judgelab.report.split_share import plot_split_share, split_share_section
 from judgelab.report.training import plot_curves
 from judgelab.report.writers import known_truth_section, writers_section
 from judgelab.schemas import RolloutsSchema, ScoresSchema, TasksSchema, validate
@@ -154,6 +156,9 @@ def write_images(
     forest = plots_dir / "png" / "decision.png"
     if plot_forest(metrics, forest_label(metrics), forest):  # the decision's picture, first
         images = {DECISION_IMAGE: forest, **images}
+    shares = plots_dir / "png" / "split_share.png"
+    if plot_split_share(metrics, shares, plots_dir / "split_share.csv"):
+        images[SPLIT_SHARE_IMAGE] = shares
     if training_dir is not None:
         write_csv(training.curves_frame(training_dir), plots_dir / "training_curves.csv")
         curves = plots_dir / "png" / "training_curves.png"
@@ -179,6 +184,7 @@ def write_reports(
     latency = latency_summary(scores)
     examples = worst_false_praise(scores, rollouts, truth, N_EXAMPLES, settings.praise_threshold)
     sections = [
+        *split_share_section(metrics),
         *known_truth_section(metrics),
         bias_section(probes_metrics),
         *writers_section(metrics),

@@ -166,6 +166,44 @@ def judges_sentence(vs: Mapping[str, Any]) -> str:
     return text
 
 
+def apart_sentence(apart: Mapping[str, Any]) -> str:
+    """The study's headline (`analysis.prediction.arms_apart`): the real judges and the
+    placebo on their own, and the planted arms' ρ only as the measure's calibration."""
+    fig, planted, others = apart["figure"], apart["planted"], apart["others"]
+    rows = "; ".join(
+        f"{r['arm']}{' (placebo)' if r['kind'] == 'placebo' else ''} {fig} {r['figure']:.3f}, "
+        f"effect {_e(r['effect'])}"
+        for r in others["arms"]
+    )
+    if others["spearman"] is None:
+        among = f"no rank correlation among them ({others['reason']})"
+    else:
+        among = (f"their rank correlation is ρ = {others['spearman']:.3f} (n = "
+                 f"{others['n_arms']} arms, no CI: not evidence either way)")  # fmt: skip
+    text = (f"Apart from the planted arms, the evidence on real rewards is {others['n_arms']} "
+            f"arm(s): {rows or 'none'}; {among}.")  # fmt: skip
+    if planted["spearman"] is not None:
+        text += (f" The {planted['n_arms']} planted arms are built to lie on one line (ρ = "
+                 f"{planted['spearman']:.3f} among them), so they calibrate the effect measure "
+                 f"and carry any correlation over all {apart['all']['n_arms']} arms (ρ = "
+                 f"{_f(apart['all']['spearman'])}); that correlation is no claim about "
+                 f"judges.")  # fmt: skip
+    return text
+
+
+def placebo_sentence(vs: Mapping[str, Any]) -> str:
+    """The placebo against the planted arms' line (`judges_vs_planted`'s `placebo`)."""
+    p = vs.get("placebo")
+    if not p:
+        return ""
+    band = "no CI" if p["ci_low"] is None else f"[{p['ci_low']:+.3g}, {p['ci_high']:+.3g}]"
+    off = p["ci_low"] is not None and (p["ci_low"] > 0 or p["ci_high"] < 0)
+    way = "off the line" if off else "not off the line by a valid CI"
+    return (f"The placebo ({vs['figure']} {p['figure']:.3f}, effect {_e(p['effect'])}) is {way}: "
+            f"residual {p['residual']:+.3g} {band} ({p['ci_level']:.1%} CI, n = {p['n_tasks']} "
+            f"tasks).")  # fmt: skip
+
+
 def _pooled_table(pooled: Mapping[str, Mapping[str, Any]], primary: Mapping[str, Any]) -> list[str]:
     audit = {r["arm"]: r["audit"] for r in primary["arms"]}
     lines = [
@@ -189,14 +227,17 @@ def study_markdown(
     check: Mapping[str, Any] | None = None,
     pooled: Mapping[str, Mapping[str, Any]] | None = None,
     vs: Mapping[str, Any] | None = None,
+    apart: Mapping[str, Any] | None = None,
 ) -> str:
-    """The study's section: the effect measure's check, the primary's sentence and the
-    judges against the planted arms' line (`vs`), each arm's figure and effect (`pooled`: the
-    first-order study's, with CIs over groups), then the other figures' sentences."""
+    """The study's section: the effect measure's check, the real judges and the placebo
+    apart from the planted arms (`apart`; without it, the primary's sentence over every arm),
+    the judges and the placebo against the planted arms' line (`vs`), each arm's figure and
+    effect (`pooled`: the first-order study's, with CIs over groups), then the other figures'
+    sentences, the primary's over every arm among them."""
     if not preds:
         return "## Does the audit predict training?\n\nNo figure was compared.\n"
     primary = preds[0]
-    judged = judges_sentence(vs) if vs else ""
+    judged = " ".join(s for s in (judges_sentence(vs), placebo_sentence(vs)) if s) if vs else ""
     checked = []
     if check:
         first = check.get("method") == "first-order"
@@ -205,7 +246,7 @@ def study_markdown(
         "## Does the audit predict training?",
         "",
         *checked,
-        sentence(primary),
+        apart_sentence(apart) if apart else sentence(primary),
         *(["", judged] if judged else []),
         "",
         f"Bank: {bank.get('bank_samples', 0)} base-policy samples of {bank.get('bank_tasks', 0)}"
@@ -213,9 +254,10 @@ def study_markdown(
         "sample (the effect's n).",
         "",
     ]
+    rest = [*preds[1:], *([primary] if apart else [])]
     if pooled is not None:
         lines += _pooled_table(pooled, primary)
-        return _tail(lines, preds, seconds)
+        return _tail(lines, rest, seconds, planted_note=bool(apart))
     lines += [
         f"| arm | {primary['figure']} | effect (mean over seeds) | 95 % CI over seeds | seed SD "
         "| seeds |",
@@ -229,14 +271,20 @@ def study_markdown(
             f"| {row['arm']} | {_f(row['audit'])} | {row['effect_mean']:.5f} | {ci} | {sd} | "
             f"{row['n_seeds']} |"
         )
-    return _tail(lines, preds, seconds)
+    return _tail(lines, rest, seconds, planted_note=bool(apart))
 
 
 def _tail(
-    lines: list[str], preds: Sequence[Mapping[str, Any]], seconds: Mapping[str, float]
+    lines: list[str],
+    preds: Sequence[Mapping[str, Any]],
+    seconds: Mapping[str, float],
+    planted_note: bool = False,
 ) -> str:
     lines += ["", "Other figures:", ""]
-    lines += [f"- {sentence(p)}" for p in preds[1:]]
+    if planted_note:
+        lines += ["(Over every arm, the planted ones included: they carry these correlations.)",
+                  ""]  # fmt: skip
+    lines += [f"- {sentence(p)}" for p in preds]
     if seconds:
         lines += [
             "",
@@ -261,6 +309,7 @@ def write_study(
     text: str,
     check: Mapping[str, Any] | None = None,
     vs: Mapping[str, Any] | None = None,
+    apart: Mapping[str, Any] | None = None,
 ) -> None:
     """The study's files under `out`: rewards.parquet (per arm, seed and candidate),
     effects.json (the settings, the bank, the seconds and each (arm, seed)'s effect),
@@ -276,6 +325,6 @@ def write_study(
     write_json(
         out / "prediction.json",
         clean_json({"predictions": preds, "effect_check": check, "judges_vs_planted": vs,
-                    "audit": audits}, STUDY_DIGITS, significant=True),
+                    "arms_apart": apart, "audit": audits}, STUDY_DIGITS, significant=True),
     )  # fmt: skip
     write_text(out / "study.md", text)

@@ -1,8 +1,8 @@
 """Within-group alignment: where GRPO's push goes, measured against the tests, and an alarm.
 
 GRPO learns only from differences inside a group: candidate i of a group is pushed up or down
-in proportion to its advantage A_i = (r_i - mean r) / (std r + 1e-6) (`grpo.group_advantages`,
-ART's definition). Whether a judge teaches the policy to pass the tests is therefore a
+in proportion to its advantage A_i = (r_i - mean r) / std r (`judgelab.advantage`, ART's
+definition; 0 in a flat group). Whether a judge teaches the policy to pass the tests is therefore a
 within-group question, and mean rewards across epochs cannot answer it (task difficulty and
 sampling noise mix in). Per epoch, over the trained groups (those whose judge rewards have
 spread, the ones GRPO steps on) and the candidates the tests gave a verdict:
@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from judgelab.advantage import FLAT, batch_advantages, group_advantages, has_spread
 from judgelab.training import alarm
 
 LAMBDAS = (0.5, 1.0, 2.0, 4.0, 8.0)  # the e-process's mixture grid (uniform weights)
@@ -293,8 +294,6 @@ def simulate_false_alarms(
     up by `margin` while the same samples' pass rate fell by `margin`,
     `reward_pass_divergence`). `judge='anti'` plants a judge that favours failing code: the
     alarm's power."""
-    from judgelab.training.grpo import group_advantages, has_spread
-
     rng = np.random.default_rng(seed)
     fired = adjacent = 0
     for _ in range(runs):
@@ -377,13 +376,6 @@ def max_evalue(checks: int, per_check: int, k: int) -> float:
         return float(np.exp(alarm.log_values(np.array(rows))[0].max()))
 
 
-def batch_advantages(rewards: np.ndarray) -> np.ndarray:
-    """`grpo.group_advantages` (ART's definition) of many groups at once: rewards [..., k]."""
-    mean = rewards.mean(axis=-1, keepdims=True)
-    std = np.sqrt(((rewards - mean) ** 2).mean(axis=-1, keepdims=True))
-    return (rewards - mean) / (std + 1e-6)
-
-
 def batch_log_e(
     rewards: np.ndarray, passed: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -393,7 +385,7 @@ def batch_log_e(
     are `group_log_e_many`'s (exact over the passing places at any k) on the groups GRPO
     steps on. A unit test holds it to `group_log_e` group by group."""
     adv = batch_advantages(rewards)
-    stepped = rewards.max(axis=-1) - rewards.min(axis=-1) > 1e-9  # grpo.has_spread
+    stepped = rewards.max(axis=-1) - rewards.min(axis=-1) > FLAT  # has_spread, row by row
     push = np.abs(adv).sum(axis=-1)
     to_passing = (adv * passed).sum(axis=-1)
     log_e = np.zeros((*rewards.shape[:-1], len(LAMBDAS)))

@@ -38,6 +38,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from judgelab.advantage import group_advantages, has_spread
 from judgelab.training.effect import (
     Bank,
     BankItem,
@@ -45,7 +46,6 @@ from judgelab.training.effect import (
     prompt_batches,
     shared_prompt_means,
 )
-from judgelab.training.grpo import group_advantages, has_spread
 
 
 def norm(tensors: Sequence[Any]) -> float:

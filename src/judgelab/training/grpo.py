@@ -1,9 +1,10 @@
 """One GRPO step, with ART's definitions.
 
-Advantages follow ART (`art.preprocessing.tokenize`): per group, reward minus the group
-mean, divided by the population std (+1e-6); each trajectory's tokens weigh 1/its length,
-normalised to mean 1 over the batch's trained tokens; packed advantages are rescaled by mean
-|advantage × weight| (`art.preprocessing.pack`). The loss is ART's own `art.loss.loss_fn`,
+Advantages are `judgelab.advantage`'s (ART's `std` convention: per group, reward minus the
+group mean, divided by the population std; a flat group 0, never divided); each trajectory's
+tokens weigh 1/its length, normalised to mean 1 over the batch's trained tokens; packed
+advantages are rescaled by mean |advantage × weight| (`art.preprocessing.pack`). The loss is
+ART's own `art.loss.loss_fn`,
 called unchanged on CPU: by default the clipped importance-weight policy gradient (ε=1,
 ε_high=4), or PPO's clipped surrogate with `train.loss.ppo`. Aggregation: each token's term
 weighs 1/(its sequence's length), so every sequence counts once whatever its length (TRL's
@@ -21,25 +22,11 @@ term.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from judgelab.config import LossSettings
-
-
-def group_advantages(rewards: Sequence[float]) -> list[float]:
-    """ART's GRPO advantage: (r - mean) / (population std + 1e-6)."""
-    if not rewards:
-        return []
-    mean = sum(rewards) / len(rewards)
-    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards))
-    return [(r - mean) / (std + 1e-6) for r in rewards]
-
-
-def has_spread(rewards: Sequence[float]) -> bool:
-    return len(rewards) >= 2 and max(rewards) - min(rewards) > 1e-9
 
 
 @dataclass(frozen=True)

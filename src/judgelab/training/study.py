@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from judgelab.advantage import group_advantages, has_spread
 from judgelab.cache import JsonCache
 from judgelab.config import Settings, TrainSettings
 from judgelab.config.evaluators import ExecutionSettings, PlantedSettings
@@ -45,7 +46,7 @@ from judgelab.scoring import GroupCall, ScoredGroup, Scorer, score_serially
 from judgelab.training.draws import Drawn, PolicyDraws, TableDraws, drawn_digest, fill_logprobs
 from judgelab.training.effect import Bank, BankItem, bank_logprobs, effect
 from judgelab.training.first_order import bank_gradient, directional_slopes, group_terms, norm
-from judgelab.training.grpo import Trajectory, group_advantages, grpo_step, has_spread
+from judgelab.training.grpo import Trajectory, grpo_step
 from judgelab.training.policy import Policy, Sample
 from judgelab.verdicts import Task
 

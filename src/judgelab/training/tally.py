@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import median, stdev
 
+from judgelab.advantage import group_advantages, has_spread
 from judgelab.training.alignment import GroupAlignment, group_alignment
-from judgelab.training.grpo import group_advantages, has_spread
 from judgelab.training.policy import Sample
 from judgelab.training.round import GroupScores
 from judgelab.verdicts import Candidate

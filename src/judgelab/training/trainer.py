@@ -30,6 +30,7 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
+from judgelab.advantage import group_advantages, has_spread
 from judgelab.cache import JsonCache
 from judgelab.config import AnalysisSettings, RolloutSettings, TrainSettings
 from judgelab.errors import ConfigError
@@ -46,7 +47,7 @@ from judgelab.training.checkpoint import (
     trained_on,
     trajectory_settings,
 )
-from judgelab.training.grpo import StepStats, Trajectory, group_advantages, grpo_step, has_spread
+from judgelab.training.grpo import StepStats, Trajectory, grpo_step
 from judgelab.training.history import EpochRow
 from judgelab.training.plan import (
     check_disjoint,
