@@ -51,10 +51,16 @@ def _check(convention: str, ddof: int) -> None:
 
 
 def grouped_advantages(
-    rewards: np.ndarray, groups: np.ndarray, convention: Convention = "std", ddof: int = 0
+    rewards: np.ndarray,
+    groups: np.ndarray,
+    convention: Convention = "std",
+    ddof: int = 0,
+    eps: float = 0.0,
 ) -> np.ndarray:
     """Advantages of rewards in groups of any sizes: `groups` gives each reward's group (an
-    integer label). Under `batch` the batch is every reward given. A group of one is flat."""
+    integer label). Under `batch` the batch is every reward given. A group of one is flat.
+    `eps` is added to a non-flat group's std under `std`, only to reproduce a trainer's own
+    arithmetic exactly (TRL's 1e-4: `guard.trl.combine`); the flat rule holds whatever it is."""
     _check(convention, ddof)
     r = np.asarray(rewards, dtype=float)
     _, g = np.unique(np.asarray(groups), return_inverse=True)
@@ -73,7 +79,7 @@ def grouped_advantages(
         out = centred
     elif convention == "std":
         var = np.bincount(g, weights=centred**2) / np.maximum(n - ddof, 1.0)
-        out = centred / np.where(flat, 1.0, np.sqrt(var[g]))
+        out = centred / np.where(flat, 1.0, np.sqrt(var[g]) + eps)
     else:  # batch: every reward's spread, one scale for all groups
         std = float(np.std(r, ddof=ddof)) if r.size > ddof else 0.0
         out = centred / std if std > 0 else np.zeros_like(r)

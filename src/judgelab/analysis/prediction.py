@@ -520,12 +520,9 @@ def judges_vs_planted(
     to the code) is set against the line too, at the same level, apart from the judges
     (`placebo`): a real arm whose effect the line should also predict. No line from fewer
     than `MIN_ARMS` planted arms with the figure."""
-    planted = sorted(a for a in flips if a in pooled and audits.get(a, {}).get(figure) is not None)
-    judges = sorted(
-        a
-        for a in pooled
-        if a not in flips and a != placebo and audits.get(a, {}).get(figure) is not None
-    )
+    has = {a for a in pooled if audits.get(a, {}).get(figure) is not None}
+    planted = sorted(a for a in flips if a in has)
+    judges = sorted(a for a in has if a not in flips and a != placebo)
     resampled = figure_draws is not None
     out: dict[str, Any] = {"figure": figure, "planted": planted, "slope": None,
                            "intercept": None, "figure_resampled": resampled, "judges": {},
@@ -536,8 +533,7 @@ def judges_vs_planted(
     x = np.array([float(audits[a][figure]) for a in planted])
     slope, intercept = ols(x.tolist(), [float(pooled[a]["effect"]) for a in planted])
     out |= {"slope": slope, "intercept": intercept}
-    control = [placebo] if placebo in pooled and audits.get(placebo, {}).get(figure) is not None \
-        else []  # fmt: skip
+    control = [placebo] if placebo in has else []
     if not judges and not control:
         return out
     boot, n_units = _effect_draws(pooled, planted + judges + control, rule)

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -53,6 +52,7 @@ from typing import Any
 
 import numpy as np
 
+from judgelab.advantage import grouped_advantages
 from judgelab.guard import record as rec
 from judgelab.guard.core import Guard
 from judgelab.guard.ranks import Batch, Ranks, Slice, join, ranks
@@ -85,19 +85,26 @@ def combine(
     r = np.array([[np.nan if v is None else float(v) for v in col] for col in rewards.values()])
     r, w = r.T, np.asarray(weights, dtype=float)  # (completions, functions)
     unscorable = np.isnan(r).all(axis=1)
-    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN groups: NaN, as in torch
-        if aggregation == "sum_then_normalize":
-            out = np.nansum(r * w, axis=1)
-        elif aggregation == "normalize_then_sum":
-            g = r.reshape(-1, group_size, r.shape[1])
-            mean = np.nanmean(g, axis=1, keepdims=True)
-            std = (np.nanstd(g, axis=1, keepdims=True, ddof=1) if group_size > 1
-                   else np.zeros_like(mean))  # fmt: skip
-            out = np.nansum(((g - mean) / (std + 1e-4)).reshape(r.shape) * w, axis=1)
-        else:
-            raise ValueError(f"multi_objective_aggregation {aggregation!r}: one of {AGGREGATIONS}")
+    if aggregation == "sum_then_normalize":
+        out = np.nansum(r * w, axis=1)
+    elif aggregation == "normalize_then_sum":
+        out = np.nansum(_normalised_per_function(r, group_size) * w, axis=1)
+    else:
+        raise ValueError(f"multi_objective_aggregation {aggregation!r}: one of {AGGREGATIONS}")
     return [None if bad else float(v) for v, bad in zip(out, unscorable, strict=True)]
+
+
+def _normalised_per_function(r: np.ndarray, group_size: int) -> np.ndarray:
+    """Each reward function's group-normalised rewards (TRL's normalize_then_sum), through the
+    one advantage (`judgelab.advantage`, Bessel's std as TRL's): a missing reward (NaN) takes
+    no part in its group's mean and std and stays NaN, as with TRL's nanmean/nanstd; its std
+    + 1e-4 as TRL's (a flat group: 0 in both)."""
+    out = np.full(r.shape, np.nan)
+    groups = np.arange(r.shape[0]) // group_size
+    for j in range(r.shape[1]):
+        ok = ~np.isnan(r[:, j])
+        out[ok, j] = grouped_advantages(r[ok, j], groups[ok], "std", ddof=1, eps=1e-4)
+    return out
 
 
 def describe(names: Sequence[str], weights: Sequence[float], aggregation: str,
