@@ -2,8 +2,8 @@
 
 After the table is written: the structured-output mode found for each ``auto`` judge endpoint
 goes to ``structured_output.json`` beside it (the report's provenance names it), and a judge
-that scored none of its candidates, or whose calls failed for one cause more often than
-``scores.max_failure_share``, fails the stage with one line per such judge
+that scored none of its candidates, or more than ``scores.max_failure_share`` of whose calls
+failed (whatever their causes), fails the stage with one line per such judge
 (`judgelab.scoring.failures`; exit code 2 from the CLI). The pipeline catches that error
 and raises it again once the report, whose first section names the same judges, is
 written."""
