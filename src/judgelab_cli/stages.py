@@ -23,6 +23,7 @@ from typing import Any
 import typer
 
 from judgelab.errors import EXIT_GATE
+from judgelab.extras import require
 from judgelab.flows.paths import PROBES_METRICS
 from judgelab.flows.stages import STAGES, Stage
 from judgelab_cli.errors import exit_on_error
@@ -91,6 +92,7 @@ def preflight(stage: Stage, params: Path) -> None:
 def run(stage: Stage, params: Path) -> None:
     configure_logging()
     with exit_on_error():
+        require("pipeline", f"judgelab {stage.command} (a Prefect flow)")
         preflight(stage, params)
         flow = stage.flow()
         from judgelab_cli.deploy import temporary_prefect_server
@@ -136,6 +138,7 @@ def gated_command(stage: Stage) -> Callable[..., None]:
         if reanalyse:
             configure_logging()
             with exit_on_error():
+                require("pipeline", "judgelab probes --reanalyse (a Prefect flow)")
                 from judgelab.flows.probe import reanalyse as reanalyse_tables
 
                 reanalyse_tables(params)
