@@ -1,11 +1,11 @@
 """`pip install judgelab`, no extras: the package built from this checkout goes into a fresh
 venv (uv, its dependencies from the package index, at the newest versions pyproject's ranges
 allow), which then holds no torch, transformers, peft, gguf, llama.cpp, Prefect, DVC, MLflow,
-model package or top-level `flows` module, and its own `judgelab audit` audits a loopback judge with README's
-"Audit your own judge" params and files (the execution truth in the sandbox, RULER and rubric
-judges, the analysis, the report), offline. `judgelab audit` is the Python API in one process:
-the stages' Prefect flows are the `pipeline` extra's, tested in the full install. A command
-that needs an extra says which one.
+model package or top-level `flows` module, and its own `judgelab audit` audits a loopback
+judge with README's "Audit your own judge" params and files (the execution truth in the
+sandbox, RULER and rubric judges, the analysis, the report), offline. `judgelab audit` is the
+Python API in one process: the stages' Prefect flows are the `pipeline` extra's, tested in the
+full install. A command that needs an extra says which one.
 
 The venv is built from a copy of what the wheel holds (src/, pyproject.toml, README.md), so
 the checkout gets no build/ or egg-info; uv's cache makes a re-run's install quick.
