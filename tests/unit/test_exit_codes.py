@@ -126,11 +126,17 @@ def test_the_gate_says_why_it_cannot_pass() -> None:
     few, blind = gate.check(_metrics(), rule)
     assert few.refused and blind.refused
     assert few.message() == (
-        "few: signal_fidelity 0.900 over 4 groups has no CI (n = 4 groups: too few for a CI "
-        "(minimum 15)); the gate (fail below 0.5) does not pass a figure it cannot place"
+        "few: signal_fidelity 0.900 over 4 groups, no CI to place it (n = 4 groups: too few "
+        "for a CI (minimum 15)); the gate (fail below 0.5) does not pass a figure it cannot "
+        "place"
     )
     assert "no mixed group; unmeasured" in blind.message()
     assert gate.check(_metrics(), gate.Gate()) == []
+    # a CI drawn from fewer groups than the audit's minimum (an older audit's): not passed
+    fit = _metrics()["evaluators"]["fit"]["truth"]
+    small = gate.judge("fit", fit, "signal_fidelity", 0.1, "below", min_groups=25)
+    assert (small.outcome, small.n_groups) == ("too_few_groups", 20)
+    assert "20 groups, fewer than analysis.min_ci_groups = 25" in small.message()
 
 
 def test_the_gate_names_bad_judges_and_thresholds() -> None:

@@ -103,8 +103,8 @@ class Finding:
         n = "" if self.n_groups is None else f" over {self.n_groups} groups"
         if self.ci is None:
             return (
-                f"{self.judge}: {self.figure} {self.value:.3f}{n} has no CI ({self.reason}); "
-                f"the gate ({gate}) does not pass a figure it cannot place"
+                f"{self.judge}: {self.figure} {self.value:.3f}{n}, no CI to place it "
+                f"({self.reason}); the gate ({gate}) does not pass a figure it cannot place"
             )
         where = {
             "fail": f"lies wholly {self.side}",
@@ -157,8 +157,8 @@ def judge(
     if value is None:
         why = reason or "the audit has no value for it"
         return Finding(name, figure, threshold, side, "unmeasured", reason=why)
-    if ci is None:
-        why = reason or f"fewer than analysis.min_ci_groups = {min_groups} groups"
+    if ci is None or (n is not None and n < min_groups):  # a CI below the minimum: not one
+        why = reason or f"{n} groups, fewer than analysis.min_ci_groups = {min_groups}"
         return Finding(name, figure, threshold, side, "too_few_groups", value, None, n, why)
     low, high = ci
     wrong = high < threshold if side == "below" else low > threshold
