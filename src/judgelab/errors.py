@@ -71,9 +71,9 @@ EXIT_CODES = {
     0: "done; every gate asked for passed",
     1: "an unexpected error (a traceback: a bug to report)",
     EXIT_BAD_INPUT: "bad input: params.yaml, an input table or file, an API-key variable, "
-    "an extra the params need (train, embedded, dask) not installed",
-    EXIT_GATE: "a gate refused a judge (judgelab probes --fail-above, judgelab analysis "
-    "--fail-below / --fail-above-praise); everything was written first",
+    "an extra the command or params need (pipeline, train, embedded, dask) not installed",
+    EXIT_GATE: "a gate refused a judge (judgelab probes --fail-above, judgelab gate); "
+    "everything was written first",
     EXIT_UNAVAILABLE: "a model or judge could not be used: not served or reached, or a judge "
     "whose calls failed beyond scores.max_failure_share (the table and report are written)",
 }

@@ -1,6 +1,7 @@
 """The optional extras and what each brings: a slim `pip install judgelab` audits endpoint
-judges (tasks, rollouts, scores, the execution truth, analysis, probes, the report, the gate);
-training, the embedded llama.cpp models and Dask each need an extra.
+judges in one process (the Python API, `judgelab audit`, `judgelab gate`, the reward guard:
+tasks, scores, the execution truth, analysis, the report); the stage pipeline (Prefect flows,
+DVC, MLflow), training, the embedded llama.cpp models and Dask each need an extra.
 
 `require(extra, purpose)` is called where a command first needs one: it looks the extra's
 modules up without importing them, and when one is missing raises `MissingExtraError`,
@@ -17,10 +18,15 @@ from judgelab.errors import MissingExtraError
 
 # extra -> the top-level modules its packages bring (pyproject.toml's optional-dependencies)
 EXTRAS: dict[str, tuple[str, ...]] = {
+    "pipeline": ("prefect", "dvc", "mlflow"),
     "train": ("torch", "transformers", "peft", "gguf"),
     "embedded": ("llama_cpp",),
     "dask": ("prefect_dask",),
 }
+
+
+# what the core install runs instead of the pipeline's stages
+ONE_PROCESS = "judgelab audit --tasks ... --candidates ... --params params.yaml"
 
 
 def missing(extra: str) -> list[str]:
@@ -37,8 +43,9 @@ def install_hint(extra: str) -> str:
 def require(extra: str, purpose: str) -> None:
     """Raise `MissingExtraError` naming the extra when any of its modules is missing."""
     if lacking := missing(extra):
+        instead = f"; or, in one process: {ONE_PROCESS}" if extra == "pipeline" else ""
         raise MissingExtraError(
             f"{purpose} needs the '{extra}' extra, which this environment lacks "
-            f"(no module {', '.join(lacking)}): {install_hint(extra)} "
+            f"(no module {', '.join(lacking)}): {install_hint(extra)}{instead} "
             "(a checkout: make install brings every extra)"
         )

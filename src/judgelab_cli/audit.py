@@ -1,7 +1,7 @@
 """`judgelab audit`: the Python API's `audit` (`judgelab.api.audit`) on a tasks file and a
 candidates file, with your reward functions or the judges of a params file; the report under
 --out. No DVC and no Prefect: one process, as from Python. It prints the decision's verdict,
-the judge to use (if any) and the report's path; a gate is `judgelab analysis`'s. A judge
+the judge to use (if any) and the report's path; `judgelab gate --metrics OUT` gates it. A judge
 whose calls failed beyond `scores.max_failure_share` is a red line and exit code 4 once the
 report is written, as the scores stage's (`judgelab.errors.EXIT_CODES`)."""
 

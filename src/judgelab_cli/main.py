@@ -23,6 +23,7 @@ def _register() -> None:
         audit,
         checkpoint,
         doctor,
+        gate,
         models,
         power,
         sandbox,
@@ -38,6 +39,7 @@ def _register() -> None:
     app.command()(audit.audit)
     app.command()(serve.serve)
     app.command()(doctor.doctor)
+    app.command()(gate.gate)
     app.command()(power.power)
     app.command()(selftest.selftest)
     app.command()(study.study)

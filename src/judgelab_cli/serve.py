@@ -31,8 +31,10 @@ def serve(
     judgelab-pipeline/NAME`; this process executes it and stays up until Ctrl-C.
     """
     from judgelab.config import load_settings
+    from judgelab.extras import require
 
     with exit_on_error():  # a missing or invalid params file fails now, not every run
+        require("pipeline", "judgelab serve (a Prefect deployment)")
         load_settings(params)
     url = os.environ.setdefault("PREFECT_API_URL", api_url(PREFECT_PORT))
     with exit_on_error():

@@ -7,9 +7,8 @@ every judge and attack it refuses is one red line on stderr, and the command exi
 `gate.EXIT_CODE` (3). A threshold with nothing to gate is a configuration error (exit 2)
 before the stage starts.
 
-`judgelab analysis [--fail-below X] [--fail-above-praise Y] [--judge NAME ...]` then applies
-the audit gate (`judgelab.analysis.gate`) to the metrics it wrote, the same way. The exit
-codes: `judgelab.errors.EXIT_CODES`.
+The audit gate is a command of its own, `judgelab gate` (`judgelab_cli.gate`): it reads
+an audit already written and re-runs no stage. The exit codes: `judgelab.errors.EXIT_CODES`.
 """
 
 from __future__ import annotations
@@ -24,7 +23,8 @@ from typing import Any
 import typer
 
 from judgelab.errors import EXIT_GATE
-from judgelab.flows.paths import ANALYSIS, PROBES_METRICS
+from judgelab.extras import require
+from judgelab.flows.paths import PROBES_METRICS
 from judgelab.flows.stages import STAGES, Stage
 from judgelab_cli.errors import exit_on_error
 
@@ -43,25 +43,6 @@ FAIL_ABOVE = typer.Option(
     help="Gate: exit with code 3, naming judge and attack, when a judge's success rate for an "
     "attack on failing code (probes.attacks) exceeds this, or cannot be measured. Overrides "
     "probes.fail_above.",
-)
-
-FAIL_BELOW = typer.Option(
-    None,
-    "--fail-below",
-    help="Audit gate: exit with code 3, naming judge and figure, when a gated judge's primary "
-    "(analysis.primary, on mixed groups) is below this, or cannot be computed.",
-)
-FAIL_ABOVE_PRAISE = typer.Option(
-    None,
-    "--fail-above-praise",
-    help="Audit gate: exit with code 3 when a gated judge's false-praise rate (failing code "
-    "scored at or above analysis.praise_threshold) is above this, or cannot be computed.",
-)
-JUDGES = typer.Option(
-    [],
-    "--judge",
-    help="A judge to gate (repeat the flag for several); default: every evaluator audited "
-    "against the truth.",
 )
 
 
@@ -111,6 +92,7 @@ def preflight(stage: Stage, params: Path) -> None:
 def run(stage: Stage, params: Path) -> None:
     configure_logging()
     with exit_on_error():
+        require("pipeline", f"judgelab {stage.command} (a Prefect flow)")
         preflight(stage, params)
         flow = stage.flow()
         from judgelab_cli.deploy import temporary_prefect_server
@@ -156,6 +138,7 @@ def gated_command(stage: Stage) -> Callable[..., None]:
         if reanalyse:
             configure_logging()
             with exit_on_error():
+                require("pipeline", "judgelab probes --reanalyse (a Prefect flow)")
                 from judgelab.flows.probe import reanalyse as reanalyse_tables
 
                 reanalyse_tables(params)
@@ -170,30 +153,7 @@ def gated_command(stage: Stage) -> Callable[..., None]:
     return probes
 
 
-def audited_command(stage: Stage) -> Callable[..., None]:
-    """The analysis stage's command: the stage, then the audit gate (module docstring)."""
-
-    def analysis(
-        params: Path = PARAMS,
-        fail_below: float | None = FAIL_BELOW,
-        fail_above_praise: float | None = FAIL_ABOVE_PRAISE,
-        judge: list[str] = JUDGES,
-    ) -> None:
-        from judgelab.analysis import gate
-
-        with exit_on_error():  # before the stage: a bad threshold is bad input
-            audit = gate.Gate(fail_below, fail_above_praise, tuple(judge))
-        run(stage, params)
-        if not audit.active:
-            return
-        with exit_on_error():
-            violations = gate.check_file(ANALYSIS / "metrics.json", audit)
-        refuse(violations, "every gated judge passed")
-
-    return analysis
-
-
 def register(app: typer.Typer) -> None:
     for stage in STAGES:
-        make = {"probes": gated_command, "analysis": audited_command}.get(stage.name, command)
+        make = gated_command if stage.name == "probes" else command
         app.command(stage.command, help=stage.help)(make(stage))

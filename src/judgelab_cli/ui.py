@@ -11,7 +11,9 @@ from typing import Annotated
 
 import typer
 
+from judgelab.extras import require
 from judgelab_cli.deploy import MLFLOW_PORT, PREFECT_PORT, mlflow_ui_command, prefect_server_command
+from judgelab_cli.errors import exit_on_error
 
 app = typer.Typer(
     help="Start the Prefect or MLflow UI on 127.0.0.1 (offline).", no_args_is_help=True
@@ -25,6 +27,8 @@ def _exec(cmd: list[str], env: dict[str, str], prefix: str, dry_run: bool) -> No
     typer.echo(" ".join(shlex.quote(part) for part in [*shown, *cmd]))
     if dry_run:
         return
+    with exit_on_error():
+        require("pipeline", f"judgelab ui ({cmd[0]})")
     os.execvpe(cmd[0], cmd, env)
 
 

@@ -1,12 +1,11 @@
 """`pip install judgelab`, no extras: the package built from this checkout goes into a fresh
 venv (uv, its dependencies from the package index, at the newest versions pyproject's ranges
-allow), which then holds no torch, transformers, peft, gguf, llama.cpp, model package or
-top-level `flows` module, and its own `judgelab audit` audits a loopback judge with README's
-"Audit your own judge" params and files (the execution truth in the sandbox, RULER and rubric
-judges, the analysis, the report), offline. `judgelab audit` is the Python API in one process:
-the stages' Prefect flows are the full install's tests (the slim venv has Prefect; starting its
-server per stage would cost minutes here for no new check). A command that needs an extra says
-which one.
+allow), which then holds no torch, transformers, peft, gguf, llama.cpp, Prefect, DVC, MLflow,
+model package or top-level `flows` module, and its own `judgelab audit` audits a loopback
+judge with README's "Audit your own judge" params and files (the execution truth in the
+sandbox, RULER and rubric judges, the analysis, the report), offline. `judgelab audit` is the
+Python API in one process: the stages' Prefect flows are the `pipeline` extra's, tested in the
+full install. A command that needs an extra says which one.
 
 The venv is built from a copy of what the wheel holds (src/, pyproject.toml, README.md), so
 the checkout gets no build/ or egg-info; uv's cache makes a re-run's install quick.
@@ -31,7 +30,8 @@ from tests.integration.test_quickstart import quickstart
 
 ROOT = Path(__file__).resolve().parents[2]
 UV = Path(sys.executable).parent / "uv"
-EXTRAS_MODULES = ("torch", "transformers", "peft", "gguf", "llama_cpp", "prefect_dask")
+EXTRAS_MODULES = ("torch", "transformers", "peft", "gguf", "llama_cpp", "prefect_dask",
+                  "prefect", "dvc", "mlflow")  # fmt: skip
 pytestmark = pytest.mark.integration
 
 
@@ -137,3 +137,9 @@ def test_the_slim_install_audits_a_loopback_judge(slim_venv: Path, tmp_path: Pat
         cwd=project, env=env,
     )  # fmt: skip
     assert "MissingExtraError" in policy.stderr and "judgelab[train]" in policy.stderr
+    # the stages' Prefect flows (`pipeline`); the gate reads the audit just written
+    stage = run([judgelab, "pipeline"], cwd=project, env=env)
+    assert stage.returncode == 2 and "pip install 'judgelab[pipeline]'" in stage.stderr
+    gate = run([judgelab, "gate", "-m", "data/analysis", "--fail-below", "0.05"], cwd=project,
+               env=env)  # fmt: skip
+    assert gate.returncode == 3 and "gate: refused" in gate.stderr  # 3 tasks: no CI to pass

@@ -82,12 +82,25 @@ def test_the_share_of_one_cause_decides() -> None:
     (loud,) = loud_failures(frame, 0.5)
     assert (loud.calls, loud.failed, loud.cause_calls) == (4, 3, 3)
     assert "fix: models.my-judge.timeout_s" in loud.line()
+    assert "(failed share over scores.max_failure_share = 0.5)" in loud.line()
     assert loud_failures(frame, 0.8) == []
-    # two causes, each half of the calls: neither is more than 0.5 of them
-    mixed = [row("rubric-mine", "rubric", "a", "a-c0", None, TIMEOUT)]
-    mixed.append(row("rubric-mine", "rubric", "a", "a-c1", None, HTTP_500))
-    mixed += [row("rubric-mine", "rubric", "a", f"a-c{i}", 0.5) for i in (2, 3)]
-    assert loud_failures(scores_frame(mixed), 0.5) == []
+
+
+def test_the_share_of_all_failed_calls_decides_whatever_their_causes() -> None:
+    """README's example against a serial server: of 7 rubric calls, 1 timed out and 1 was
+    refused: 2/7 = 0.29 failed, no cause above 1/7; over a share of 0.1, under 0.3."""
+    rows = [row("rubric-mine", "rubric", "a", "a-c0", None, TIMEOUT)]
+    rows.append(row("rubric-mine", "rubric", "a", "a-c1", None, HTTP_500))
+    rows += [row("rubric-mine", "rubric", "a", f"a-c{i}", 0.5) for i in range(2, 7)]
+    frame = scores_frame(rows)
+    (loud,) = loud_failures(frame, 0.1)
+    assert (loud.calls, loud.failed, loud.cause_calls, loud.scored) == (7, 2, 1, 5)
+    assert loud.line().startswith(
+        "rubric-mine: 2 of 7 judge calls failed, 5 of 7 candidates scored (failed share over "
+        "scores.max_failure_share = 0.1); commonest cause (1 calls): "
+    )
+    assert loud_failures(frame, 0.3) == []
+    assert loud_failures(frame, 2 / 7) == []  # at the share is not over it
 
 
 def test_out_of_range_scores_are_no_failed_calls_but_a_judge_that_scored_none_is_loud() -> None:

@@ -1,6 +1,8 @@
 """The slim install stays slim: an endpoint audit imports none of the extras' modules (torch,
-transformers, peft, gguf, llama_cpp, prefect_dask), and a command that needs an extra this
-environment lacks stops with an error naming it (`judgelab.extras`).
+transformers, peft, gguf, llama_cpp, prefect_dask, and the pipeline's Prefect, DVC and MLflow
+outside the flows), the API, the gate and the guard import nothing heavy until a call needs
+it, and a command that needs an extra this environment lacks stops with an error naming it
+(`judgelab.extras`).
 
 The import guard is the cheap half of tests/integration/test_slim_install.py (which installs
 the package into a venv without the extras and audits a loopback judge with it): here every
@@ -72,19 +74,60 @@ def audit_modules() -> list[str]:
     return [n for n in names if n not in (EMBEDDED_PROGRAM, "judgelab_cli.__main__")]
 
 
-def test_no_audit_module_imports_an_extra() -> None:
-    names = audit_modules()
-    assert {"judgelab_cli.main", "judgelab.flows.scores", "judgelab.evaluators.ruler"} <= set(names)
-    heavy = sorted({m for modules in EXTRAS.values() for m in modules})
-    assert {"torch", "transformers", "peft", "gguf", "llama_cpp"} <= set(heavy)
+def guarded(heavy: list[str], names: list[str]) -> dict:
+    """The guard's result: `names` imported in a fresh interpreter where `heavy` are absent."""
     out = subprocess.run(
         [sys.executable, "-c", GUARD, json.dumps(heavy), json.dumps(names)],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def flow_modules(names: list[str]) -> list[str]:
+    """The pipeline extra's own modules: the Prefect flows (their stage table and paths,
+    which the CLI reads for its commands and --help, are core)."""
+    core = ("judgelab.flows", "judgelab.flows.paths", "judgelab.flows.stages")
+    return [n for n in names if n.startswith("judgelab.flows") and n not in core]
+
+
+def test_no_audit_module_imports_an_extra() -> None:
+    """The core (everything but the flows) imports no extra's module, the pipeline's Prefect,
+    DVC and MLflow included; the flows import none but the pipeline's."""
+    names = audit_modules()
+    assert {"judgelab_cli.main", "judgelab.flows.scores", "judgelab.evaluators.ruler"} <= set(names)
+    heavy = sorted({m for modules in EXTRAS.values() for m in modules})
+    assert {"torch", "transformers", "peft", "gguf", "llama_cpp", "prefect", "mlflow"} <= set(heavy)
+    flows = flow_modules(names)
+    assert "judgelab.flows.scores" in flows and "judgelab.flows.stages" not in flows
+    core = guarded(heavy, [n for n in names if n not in flows])
+    assert core["attempts"] == [], core["attempts"]
+    assert core["failed"] == {} and core["loaded"] == []
+    but_pipeline = [m for m in heavy if m not in EXTRAS["pipeline"]]
+    result = guarded(but_pipeline, flows)
     assert result["attempts"] == [], result["attempts"]
     assert result["failed"] == {} and result["loaded"] == []
+
+
+# What a trainer's process pays to reach the API, the gate and the guard: none of these load
+# until a call needs them (judgelab.api's imports are inside its functions).
+NOT_AT_IMPORT = ("prefect", "dvc", "mlflow", "pandera", "scipy", "matplotlib", "polars",
+                 "openai", "litellm", "art", "torch", "sklearn")  # fmt: skip
+ENTRY = (
+    "import json, sys\n"
+    "import judgelab\n"
+    "judgelab.audit, judgelab.make_settings, judgelab.AuditResult\n"
+    "import judgelab.api, judgelab.guard, judgelab.analysis.gate\n"
+    "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))\n"
+)
+
+
+def test_the_api_gate_and_guard_import_nothing_heavy() -> None:
+    out = subprocess.run([sys.executable, "-c", ENTRY], capture_output=True, text=True,
+                         timeout=120, check=True)  # fmt: skip
+    loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
+    assert "judgelab" in loaded and "pydantic" in loaded  # the probe sees what it imported
+    assert sorted(loaded & set(NOT_AT_IMPORT)) == []
 
 
 def test_the_guard_sees_an_import_of_an_extra(tmp_path: Path) -> None:
@@ -123,6 +166,20 @@ def test_a_missing_extra_is_named_with_its_install_command(lacking) -> None:
     assert exit_code(err.value) == EXIT_BAD_INPUT
     with pytest.raises(ValueError, match="unknown extra 'gpu'; choose from"):
         extras.missing("gpu")
+
+
+def test_the_pipeline_commands_ask_for_their_extra(lacking) -> None:
+    """A stage's command (a Prefect flow) in a core install: exit 2, the extra to install and
+    the one-process command to run instead, before anything runs."""
+    from typer.testing import CliRunner
+
+    from judgelab_cli import app
+
+    lacking("pipeline")
+    result = CliRunner().invoke(app, ["scores", "-p", str(ROOT / "params.yaml")])
+    assert result.exit_code == EXIT_BAD_INPUT, result.output
+    assert "judgelab scores (a Prefect flow) needs the 'pipeline' extra" in result.output
+    assert "pip install 'judgelab[pipeline]'; or, in one process: judgelab audit" in result.output
 
 
 def test_training_embedded_models_and_dask_ask_for_their_extra(lacking) -> None:

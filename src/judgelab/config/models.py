@@ -27,9 +27,17 @@ ZOO_NAMES = (
 )
 
 
-# Requests in flight at once to an endpoint model that sets no max_concurrency (README:
-# concurrency), and to the embedded server, whose llama_cpp.server decodes one at a time.
-DEFAULT_ENDPOINT_CONCURRENCY = 4
+# Requests in flight at once to an endpoint model that sets no max_concurrency, and to the
+# embedded server, whose llama_cpp.server decodes one at a time. 1 suits the slowest server
+# judgelab meets: a llama.cpp or Ollama server on a CPU answers one call at a time, and calls
+# sent beside it only queue there until their timeouts run out (issue 65: 4 at once with a
+# 120 s timeout left 2 of 7 rubric rows unscored on Qwen-0.5B). A server that batches (vLLM,
+# OpenRouter) is faster with more: docs/ENDPOINTS.md says how many.
+DEFAULT_ENDPOINT_CONCURRENCY = 1
+# Seconds one request may take: RULER on Qwen2.5-Coder-1.5B judged a group of 8 in a median
+# 54 s and up to 104 s on 2 Xeon cores, one call at a time (docs/BENCHMARKS.md, the reference
+# audit); 300 leaves room for a slower CPU and a longer group.
+DEFAULT_ENDPOINT_TIMEOUT_S = 300.0
 EMBEDDED_CONCURRENCY = 1
 
 
@@ -62,13 +70,19 @@ class EndpointModel(Section):
         "llama-cpp-python-style json_object with a schema, or text (the schema in the "
         "prompt, the reply validated the same way). An explicit value wins.",
     )
-    timeout_s: float = Field(120.0, gt=0)
+    timeout_s: float = Field(
+        DEFAULT_ENDPOINT_TIMEOUT_S,
+        gt=0,
+        description="Seconds one request may take before it is retried (the default suits a "
+        "CPU server answering one call at a time; docs/ENDPOINTS.md).",
+    )
     max_concurrency: int | None = Field(
         None,
         ge=1,
         le=1024,
         description="At most this many requests in flight at once (unset: "
-        f"{DEFAULT_ENDPOINT_CONCURRENCY}).",
+        f"{DEFAULT_ENDPOINT_CONCURRENCY}, for a server that answers one at a time; raise it "
+        "for a server that batches: vLLM 16 or more, OpenRouter 4-8; docs/ENDPOINTS.md).",
     )
     requests_per_minute: int | None = Field(
         None, ge=1, description="At most this many requests start in any 60 s window."

@@ -27,12 +27,15 @@ class ScoresSettings(Section):
     )
     evaluators: list[EvaluatorSpec]
     max_failure_share: float = Field(
-        0.5,
+        0.1,
         gt=0,
         le=1,
-        description="The scores stage writes its table, then exits non-zero naming the judge, "
-        "when more than this share of a judge's calls failed for one cause (or the judge "
-        "scored none of its candidates). Never part of a run id.",
+        description="The scores stage (and `judgelab audit`) writes its table and report, then "
+        "exits 4 naming the judge, when more than this share of a judge's calls failed, "
+        "whatever their causes (timeouts, HTTP errors, unparseable replies after every retry), "
+        "or the judge scored none of its candidates. A score out of range is no failed call "
+        "(analysis.reject.max_unscored weighs it). 0.1: analysis.reject.max_unscored's share. "
+        "Never part of a run id.",
     )
 
     @model_validator(mode="after")

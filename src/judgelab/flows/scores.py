@@ -4,11 +4,11 @@ The stage's body is `judgelab.scores_stage.score_stage`, which `judgelab.score` 
 this flow reads the tables, fans the calls out as Prefect tasks under per-lane limits, and
 has the body write the stage's files: the table, the cache counts and the structured-output
 mode found for each ``auto`` judge endpoint (`structured_output.json`, which the report's
-provenance names). A judge that scored none of its candidates, or whose calls failed for one
-cause more often than ``scores.max_failure_share``, fails the stage once the files are written,
-with one line per such judge (`judgelab.scoring.failures`; exit code 2 from the CLI). The
-pipeline catches that error and raises it again once the report, whose first section names
-the same judges, is written."""
+provenance names). A judge that scored none of its candidates, or more than
+``scores.max_failure_share`` of whose calls failed (whatever their causes), fails the stage
+once the files are written, with one line per such judge (`judgelab.scoring.failures`; exit
+code 2 from the CLI). The pipeline catches that error and raises it again once the report,
+whose first section names the same judges, is written."""
 
 from __future__ import annotations
 

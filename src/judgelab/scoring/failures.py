@@ -8,10 +8,12 @@ it: a RULER group ``(task, repeat)``, or a rubric candidate ``(candidate, repeat
 reply error`` (every retry spent; `judgelab.evaluators.llm_judge.failure_reason`); its
 *cause* is that reason without the ``after N attempts:`` prefix, kept verbatim (an HTTP
 status and the server's message, a schema mismatch, a timeout). A judge is *loud* when it
-scored none of its candidates, or when more than ``max_share`` of its calls failed for one
-cause. `JudgeFailures.line` is the one line printed per loud judge: failed calls of all
-calls, the commonest cause verbatim (its whitespace folded onto one line), and the setting
-that fixes it when one exists (`fix_for`).
+scored none of its candidates, or when more than ``max_share`` of its calls failed, whatever
+their causes (two calls of seven timed out, one was refused: 3/7 failed). A score out of range
+is no failed call: the judge answered, and the analysis weighs it
+(`analysis.reject.max_unscored`). `JudgeFailures.line` is the one line printed per loud judge:
+failed calls of all calls, the commonest cause verbatim (its whitespace folded onto one line),
+and the setting that fixes it when one exists (`fix_for`).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class JudgeFailures:
     cause_calls: int  # calls that failed with it
     loud: bool
     unscored_reason: str | None = None  # the commonest reason of an unscored row, verbatim
+    max_share: float | None = None  # scores.max_failure_share it was held to
 
     @property
     def fix(self) -> str | None:
@@ -58,6 +61,8 @@ class JudgeFailures:
             f"{self.evaluator}: {self.failed} of {self.calls} judge calls failed, "
             f"{self.scored} of {self.candidates} candidates scored"
         )
+        if self.loud and self.scored and self.max_share is not None:
+            head += f" (failed share over scores.max_failure_share = {self.max_share:g})"
         if self.cause is None:
             if self.unscored_reason is None:
                 return head + "; no call failed"
@@ -135,7 +140,7 @@ def call_failures(scores: pl.DataFrame, max_share: float) -> list[JudgeFailures]
         common = unscored.value_counts(sort=True) if unscored.len() else None
         judge = rows["judge"].drop_nulls()
         loud = (rows.height > 0 and scored == 0) or (
-            calls.height > 0 and cause_calls / calls.height > max_share
+            calls.height > 0 and failed / calls.height > max_share
         )
         out.append(
             JudgeFailures(
@@ -149,6 +154,7 @@ def call_failures(scores: pl.DataFrame, max_share: float) -> list[JudgeFailures]
                 cause_calls=cause_calls,
                 loud=loud,
                 unscored_reason=None if common is None else common["reason"][0],
+                max_share=max_share,
             )
         )
     return out
