@@ -98,6 +98,7 @@ log = logging.getLogger(__name__)
 SandboxStatus = Literal["passed", "failed", "timeout", "memory", "killed", "error"]
 
 FILE_SIZE_MB = 64  # largest file the code may write
+DISK_MB = 64  # all a run may write (its workdir is a tmpfs of this size; namespaces only)
 MAX_PROCESSES = 64  # RLIMIT_NPROC: processes (and threads) of the sandbox uid
 UID_BASE = 1_879_100_000  # private uids UID_BASE .. UID_BASE + UID_POOL - 1 (root only)
 UID_POOL = 128
@@ -114,6 +115,7 @@ _PIPE_BUF = 60_000  # stdin this small is written before the run starts (a pipe 
 _HERE = Path(__file__).parent
 SOURCES = {  # the programs of tests mode, which the launcher runs (launcher.run_in_process)
     "wire": (_HERE / "wire.py").read_text(encoding="utf-8"),
+    "compare": (_HERE / "compare.py").read_text(encoding="utf-8"),
     "candidate": (_HERE / "candidate.py").read_text(encoding="utf-8"),
     "tester": (_HERE / "tester.py").read_text(encoding="utf-8"),
 }
@@ -513,7 +515,7 @@ class _Run:
             "limits": list(self.limits), "python": self.launch.python,
             "mode": "script" if self.tests is None else "tests",
             "sources": SOURCES if self.tests is not None else None,
-            "backstop": math.ceil(self.timeout_s) + 30,
+            "backstop": math.ceil(self.timeout_s) + 30, "disk_mb": DISK_MB,
         }  # fmt: skip
 
 
