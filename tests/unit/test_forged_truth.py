@@ -1,8 +1,8 @@
 """Execution truth that a policy cannot forge: every candidate of the red-team corpus
 (tests/corpus/forged.py) fails, with an outcome and reason it may have, against a HumanEval
 task (its own `test`) and against a task of input/output pairs (the tester compares, in the
-sandbox, and only its verdict comes back). The honest answers beside them still pass, so a harness that failed everything
-would fail here too."""
+sandbox, and only its verdict comes back). The honest answers beside them still pass, so a
+harness that failed everything would fail here too."""
 
 from __future__ import annotations
 
