@@ -82,8 +82,10 @@ def decode(text):
     """The plain value `text` holds, rebuilt from exact built-in types; Malformed otherwise."""
     try:
         raw = json.loads(text)
-    except (ValueError, RecursionError, MemoryError) as err:
+    except (ValueError, RecursionError) as err:
         raise Malformed(f"not JSON: {type(err).__name__}") from None
+    except MemoryError:
+        raise Costly("a value larger than the memory limit") from None
     return _in(raw, 0)
 
 
