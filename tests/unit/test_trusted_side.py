@@ -202,7 +202,7 @@ def test_a_run_s_disk_use_is_bounded_in_all_not_only_per_file() -> None:
         "try:\n    os.posix_fallocate(fd, 0, int(1.9 * 2**30))\n    print('1.9 GiB')\n"
         "except OSError as err:\n    print('refused', err.errno)\n"
         "written = 0\n"
-        "for n in range(4):\n"
+        "for n in range(8):\n"
         "    try:\n"
         "        with open(f'part{n}', 'wb') as out:\n"
         "            out.write(bytes(30 << 20))\n"

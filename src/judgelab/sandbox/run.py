@@ -98,7 +98,7 @@ log = logging.getLogger(__name__)
 SandboxStatus = Literal["passed", "failed", "timeout", "memory", "killed", "error"]
 
 FILE_SIZE_MB = 64  # largest file the code may write
-DISK_MB = 64  # all a run may write (its workdir is a tmpfs of this size; namespaces only)
+DISK_MB = 128  # all a run may write (a tmpfs workdir of this size; namespaces only): > FILE_SIZE_MB
 MAX_PROCESSES = 64  # RLIMIT_NPROC: processes (and threads) of the sandbox uid
 UID_BASE = 1_879_100_000  # private uids UID_BASE .. UID_BASE + UID_POOL - 1 (root only)
 UID_POOL = 128
