@@ -147,8 +147,33 @@ def _close(got, expected, rel_tol, abs_tol):
 
 
 def shown(value):
-    """At most SHOWN characters of `value` as JSON, for a reason; never raises."""
-    try:
-        return json.dumps(value, sort_keys=True)[:SHOWN]
-    except (TypeError, ValueError, RecursionError):
-        return repr(value)[:SHOWN]
+    """At most SHOWN characters of `value` (the comparison's form) as JSON writes it, for a
+    reason; never raises, and reads no more of the value than it shows (an integer of
+    thousands of digits is named by its size: its digits cost quadratic time to write)."""
+    out = []
+    _shown(value, out)
+    return "".join(out)[:SHOWN]
+
+
+def _shown(value, out):
+    if sum(map(len, out)) > SHOWN:
+        return
+    kind = type(value)
+    if kind is list or kind is dict:
+        out.append("[" if kind is list else "{")
+        items = value if kind is list else sorted(value)
+        for n, item in enumerate(items):
+            if sum(map(len, out)) > SHOWN:
+                return
+            out.append(", " if n else "")
+            if kind is dict:
+                out.append(json.dumps(item) + ": ")
+                item = value[item]
+            _shown(item, out)
+        out.append("]" if kind is list else "}")
+    elif kind is int and value.bit_length() > 512:
+        out.append(f"<an integer of about {int(value.bit_length() * 0.30103) + 1} digits>")
+    elif kind is str:
+        out.append(json.dumps(value[: SHOWN + 1]))
+    else:
+        out.append(json.dumps(value))
