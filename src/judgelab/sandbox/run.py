@@ -21,7 +21,10 @@ What is guaranteed (on Linux):
   starts: RLIMIT_CPU (soft = cpu_s, SIGKILL one second later), RLIMIT_AS (memory_mb),
   RLIMIT_FSIZE (FILE_SIZE_MB per file), RLIMIT_CORE = 0 (no core dumps), RLIMIT_NPROC
   (MAX_PROCESSES), and no_new_privs (exec of a setuid binary gains nothing). If the
-  launcher cannot set them, the code is not run (status "error").
+  launcher cannot set them, the code is not run (status "error"). With namespaces (root,
+  below) the code's whole process tree is also held to cpu_s (the supervisor sums its CPU
+  and kills it past the budget: launcher.report_when_done) and all it writes to DISK_MB
+  (its workdir is a tmpfs of that size).
 - Wall-clock deadline: the launcher runs in its own session and process group; at the
   deadline, and again after a normal exit, the whole process group is SIGKILLed.
 - stdout and stderr are drained by threads and only the last `output_limit` bytes of each
@@ -55,7 +58,8 @@ What is guaranteed (on Linux):
 What is NOT guaranteed:
 - No cgroup: memory is bounded per process by RLIMIT_AS, not in total across the up to
   MAX_PROCESSES processes the code may start; the OOM killer is the final backstop. CPU is
-  bounded per process by RLIMIT_CPU and in total by the wall-clock deadline.
+  bounded per process by RLIMIT_CPU, per process tree by the supervisor's watch (namespaces
+  only) and in total by the wall-clock deadline.
 - A seccomp filter refuses the system calls the code has no use for (new namespaces,
   mounts, ptrace, BPF, kernel modules and keys, io_uring: launcher.DENIED); every other
   call its uid and namespaces allow is open, and a kernel exploit through one of them escapes
