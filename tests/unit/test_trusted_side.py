@@ -20,7 +20,16 @@ from pydantic import ValidationError
 from judgelab.config.evaluators import ExecutionSettings
 from judgelab.evaluators.execution import ExecutionEvaluator
 from judgelab.guard.truth import task_verdict
-from judgelab.sandbox import CallTests, CheckTests, Limits, SandboxResult, compare, run_python, wire
+from judgelab.sandbox import (
+    CallTests,
+    CheckTests,
+    Limits,
+    SandboxResult,
+    compare,
+    run_python,
+    run_tests,
+    wire,
+)
 from judgelab.sandbox.run import DISK_MB, execute
 from judgelab.sandbox.verify import COSTLY, reading
 from judgelab.tasks.files import IOCase, TaskRow, check_function
@@ -160,6 +169,27 @@ def test_a_memory_error_of_the_tester_on_a_reply_is_the_candidate_s_failure() ->
                          memory_mb=160)  # fmt: skip
         run = reading(result, Limits(timeout_s=30, memory_mb=160))
         assert run.outcome in ("failed", "memory") and COSTLY in run.reason, run
+
+
+def test_a_colliding_set_at_the_reply_limit_is_decided_in_either_mode() -> None:
+    """Integers sharing one hash up to the 16 MiB reply limit (15.6 MB: 600,000 as set items,
+    520,000 as dict keys): refused as too costly where the tests need the set (check mode),
+    listed without a set where the tester compares (calls mode); a failure either way."""
+    shared = "str(k * (2**61 - 1))"
+    texts = {
+        ("set", 600_000): f"'{{\"s\":[' + ','.join({shared} for k in range(1, 600_001)) + ']}}'",
+        ("dict", 520_000): "'{\"d\":[' + ','.join('[' + " + shared
+        + " + ',0]' for k in range(1, 520_001)) + ']}'",
+    }
+    limits = Limits(timeout_s=30)
+    for (kind, count), text in texts.items():
+        code = (f"import sys\nTEXT = {text}\nsys.modules['wire'].encode = lambda value: TEXT\n"
+                "def f(*args, **kwargs):\n    return None\n")  # fmt: skip
+        checked = run_tests(code, CHECK, limits)
+        why = f"{COSTLY}: a {kind} of {count} items sharing 1 hashes"
+        assert (checked.outcome, checked.reason) == ("failed", why), checked
+        compared = run_tests(code, CallTests("f", [[1]], expected=[1]), limits)
+        assert (compared.outcome, compared.failed_case) == ("failed", 0), compared
 
 
 def test_no_verdict_is_ours_only_before_the_candidate_s_replies_were_read() -> None:
