@@ -53,6 +53,7 @@ _TRACEBACK = "Traceback (most recent call last):"
 VERDICT_CHANNEL = 1 << 20
 VALUES_CHANNEL = 3 * (16 << 20) + (1 << 20)
 COSTLY = "a reply too costly to rebuild"
+CONTACT = json.dumps({"contact": 1})  # the tester's line: it has read from the candidate
 
 
 @dataclass(frozen=True)
@@ -158,7 +159,10 @@ def reading(result: SandboxResult, limits: Limits) -> TestRun:
     # After "exited", a SIGKILL may be the supervisor's (it ends the code once the tester has
     # its verdict); any other signal, and every limit, is the code's own ending.
     own = ended is not None and not (kind == "exited" and ended[1] == "killed by SIGKILL")
-    if ended is not None and own and not (kind is None and ended[0] == "killed"):
+    # A tester stopped on a reply (it read from the candidate: CONTACT) takes the code down with
+    # it (a SIGKILL from the supervisor): that is the reply's cost, said as such below.
+    contact = CONTACT in result.channel.splitlines()
+    if ended is not None and own and not (kind is None and ended[0] == "killed" and contact):
         return TestRun(ended[0], ended[1], detail, **common)
     if kind is None:
         return _no_verdict(result, detail, common)
@@ -210,8 +214,7 @@ def _no_verdict(result: SandboxResult, detail: str, common: dict[str, Any]) -> T
     tester's "contact" line), they may be the cause: a tester stopped by its own limits while
     rebuilding one (SIGXCPU, SIGKILL), so the candidate's failure, never unscored. Before, the
     tests themselves did not run: our failure."""
-    lines = result.channel.splitlines()
-    if json.dumps({"contact": 1}) in lines:
+    if CONTACT in result.channel.splitlines():
         why = f"{COSTLY} (the tester stopped without a verdict)"
         return TestRun("failed", why, (result.channel[-300:] + "\n" + detail).strip(), **common)
     why = "the tests ended without a verdict"
