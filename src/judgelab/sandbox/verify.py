@@ -12,9 +12,15 @@ that returned the right values; docs/SECURITY.md states the invariant and its li
 Two kinds of tests:
 - `CheckTests`: a HumanEval-style `check(candidate)` function and the prompt's own helpers it
   uses, run as written (random inputs and all);
-- `CallTests`: a list of calls (argument lists or keyword dicts); what each returned comes
-  back in `TestRun.values`, for the caller to compare with its expected values, which never
-  enter the sandbox at all.
+- `CallTests`: a list of calls (argument lists or keyword dicts) with their expected values,
+  which the tester compares (compare.py) and which never enter the candidate's process; or,
+  without expected values (runs of judgelab's own reference), what each returned comes back
+  in `TestRun.values`.
+
+Whatever a reply holds, this process reads only the tester's short verdict (its channel's last
+VERDICT_CHANNEL bytes), and a tester that fails or dies once it has read from the candidate
+is the candidate's failure ("a reply too costly to rebuild"), never a sandbox error
+(docs/SECURITY.md, "The trusted side").
 
 Every run ends in one `TestOutcome`, with a reason a person can read.
 """
