@@ -75,6 +75,13 @@ def test_the_tester_s_form_of_a_reply_is_judgelab_s_form_of_the_value(value: obj
     assert compare.plain(json.loads(wire.encode(value))) == compare.normal(value)
 
 
+def test_a_value_json_cannot_carry_is_a_wrong_answer_not_a_forgery() -> None:
+    with pytest.raises(compare.Unjsonable):
+        compare.plain(json.loads(wire.encode({(1, 2): 3})))
+    with pytest.raises(compare.NotComparable):
+        compare.plain({"q": []})
+
+
 def test_a_colliding_set_is_refused_by_wire_and_listed_by_compare() -> None:
     shared = [k * (2**61 - 1) for k in range(1, 40_001)]
     text = json.dumps({"s": shared})
@@ -134,6 +141,9 @@ def test_the_float_tolerance_is_the_task_s_own(judge: ExecutionEvaluator) -> Non
     assert check_function("binom", pairs) == strict.test  # the default leaves the text as it was
     within = "def binom(n, k):\n    return 1.0 + 1e-9\n"
     assert judge.score_one(strict, _candidate(strict, within)).score == 1.0
+    keyed = judge.score_one(strict, _candidate(strict, "def binom(n, k):\n    return {(1,): 2}\n"))
+    assert (keyed.score, keyed.outcome) == (0.0, "tests_failed"), keyed
+    assert "returned <a dict with a key JSON cannot carry>, expected 1.0" in (keyed.reason or "")
 
 
 def _raw_reply(text_expr: str) -> str:

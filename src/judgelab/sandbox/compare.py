@@ -31,7 +31,12 @@ SHOWN = 60  # characters of a value a reason shows
 
 
 class NotComparable(ValueError):
-    """A reply that is not a value of wire's format, or one JSON cannot carry."""
+    """A reply that is not a value of wire's format."""
+
+
+class Unjsonable(ValueError):
+    """A value of wire's format that JSON cannot carry (a dict keyed by tuples): a wrong
+    answer to a task whose expected values are JSON, not a forgery."""
 
 
 def plain(raw, depth=0):
@@ -98,7 +103,7 @@ def _key(raw):
         return json.dumps(raw)
     if kind is int:
         return str(raw)
-    raise NotComparable("a dict key that JSON cannot carry")
+    raise Unjsonable("a dict with a key JSON cannot carry")
 
 
 def normal(value):

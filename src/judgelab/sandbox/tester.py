@@ -276,6 +276,8 @@ def compared(link, spec, texts):
     for case, (text, want) in enumerate(zip(texts, expected, strict=False)):
         try:
             got = compare.plain(json.loads(text))
+        except compare.Unjsonable as err:
+            return link.verdict("wrong", case=case, got=f"<{err}>")
         except (ValueError, RecursionError) as err:  # NotComparable is a ValueError
             why = f"a reply that is not plain data: {type(err).__name__}: {str(err)[:200]}"
             raise Stop(link.verdict("forged", why=why)) from None
