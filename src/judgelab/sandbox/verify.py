@@ -180,13 +180,7 @@ def reading(result: SandboxResult, limits: Limits) -> TestRun:
                        failed_case=int(said.get("case") or 0), got=str(said.get("got"))[:80],
                        **common)  # fmt: skip
     if kind == "returned":
-        try:
-            values = [wire.decode(text) for text in said["values"]]
-        except wire.Malformed as err:  # the candidate's text: rebuilt here, or refused
-            return TestRun("forged", f"a reply that is not plain data: {err}", detail, **common)
-        except (wire.Costly, MemoryError, RecursionError):
-            return TestRun("failed", COSTLY, detail, **common)
-        return TestRun("passed", "every call returned", detail, values=values, **common)
+        return _returned(said["values"], detail, common)
     if kind == "forged":
         return TestRun("forged", why, detail, **common)
     if kind == "exited":
@@ -213,6 +207,18 @@ def reading(result: SandboxResult, limits: Limits) -> TestRun:
             partial = None
     return TestRun("failed", why or "a test failed", detail, values=partial,
                    failed_case=None if case is None else int(case), **common)  # fmt: skip
+
+
+def _returned(texts: list[str], detail: str, common: dict[str, Any]) -> TestRun:
+    """The values a run of judgelab's own reference returned (CallTests without expected),
+    rebuilt here (only such runs send values on)."""
+    try:
+        values = [wire.decode(text) for text in texts]
+    except wire.Malformed as err:
+        return TestRun("forged", f"a reply that is not plain data: {err}", detail, **common)
+    except (wire.Costly, MemoryError, RecursionError):
+        return TestRun("failed", COSTLY, detail, **common)
+    return TestRun("passed", "every call returned", detail, values=values, **common)
 
 
 def _no_verdict(result: SandboxResult, detail: str, common: dict[str, Any]) -> TestRun:
