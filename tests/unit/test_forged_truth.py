@@ -1,8 +1,8 @@
 """Execution truth that a policy cannot forge: every candidate of the red-team corpus
 (tests/corpus/forged.py) fails, with an outcome and reason it may have, against a HumanEval
-task (its own `test`) and against a task of input/output pairs (the comparison runs outside
-the sandbox). The honest answers beside them still pass, so a harness that failed everything
-would fail here too."""
+task (its own `test`) and against a task of input/output pairs (the tester compares, in the
+sandbox, and only its verdict comes back). The honest answers beside them still pass, so a
+harness that failed everything would fail here too."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def test_the_honest_answer_passes(
     assert (verdict.score, verdict.reason) == (1.0, "tests passed"), verdict
 
 
-def test_io_mode_compares_outside_the_sandbox_with_its_stated_rule(
+def test_io_mode_compares_in_the_tester_with_its_stated_rule(
     judge: ExecutionEvaluator,
 ) -> None:
     """0.1 + 0.2 is 0.3 within the float tolerance; a wrong value and a bool for a number
@@ -107,7 +107,8 @@ def test_only_check_function_s_own_text_runs_in_io_mode() -> None:
 def test_every_family_of_the_red_team_is_in_the_corpus() -> None:
     families = {forgery.family for forgery in CORPUS.values()}
     assert families == {"exit", "value", "frames", "harness", "guard", "runtime", "split",
-                        "disk", "channel", "djinn"}  # fmt: skip
+                        "disk", "channel", "djinn", "cost", "crash", "unscored", "tolerance",
+                        "host"}  # fmt: skip
 
 
 def test_memorised_public_tests_pass_the_original_tests(

@@ -7,7 +7,8 @@ never enter the candidate's process, and only plain data comes back out of it.
   an independent implementation (`ast.literal_eval` of the value's repr) and against hostile
   text; what it refuses is named.
 - The tester's own failures (tests that cannot run, arguments that cannot cross) are ours:
-  "error", never a verdict on the code.
+  "error", never a verdict on the code; a failure of the tester on the candidate's replies is
+  the candidate's (tests/unit/test_trusted_side.py).
 """
 
 from __future__ import annotations
@@ -127,15 +128,18 @@ def test_the_tests_and_their_expected_values_never_enter_the_candidate_s_process
     assert not any(opened for _, opened in others.values()), others
 
 
-def test_expected_values_of_input_output_tests_never_leave_judgelab() -> None:
-    """A task of input/output pairs becomes calls alone: its expected values stay here."""
+def test_expected_values_of_input_output_tests_never_enter_the_candidate_s_process() -> None:
+    """A task of input/output pairs becomes calls with their expected values, which only the
+    trusted tester holds (it compares them there): the candidate's process, searching all it
+    can reach while the tester waits with them, finds none; only the verdict comes back."""
     secret = uuid.uuid4().int % 10**15
     pairs = [IOCase(input=[1], output=secret), IOCase(input={"x": 2}, output=[secret, "x"])]
     task = Task("io", "files", "def f(x):\n", "f", check_function("f", pairs), request="f")
     tests = truth_tests(task)
-    assert isinstance(tests, CallTests) and str(secret) not in json.dumps(tests.spec())
+    assert isinstance(tests, CallTests) and tests.expected == [secret, [secret, "x"]]
+    assert str(secret) not in json.dumps(tests.spec()["batch"])
     run = run_tests(_search([str(secret)]), tests, LIMITS)
-    assert run.outcome == "passed" and run.values == [2, 3], run
+    assert (run.outcome, run.failed_case, run.got, run.values) == ("failed", 0, "2", None), run
     out = run.result.stdout_tail if run.result else ""
     assert out.count("MINE ['control-|") == 2 and out.count("FILES []") == 2, out
 

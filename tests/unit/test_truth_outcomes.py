@@ -21,6 +21,8 @@ from judgelab.report.outputs import run_analysis
 from judgelab.sandbox import Limits, SandboxResult
 from judgelab.sandbox.verify import reading
 from judgelab.schemas import RolloutsSchema, ScoresSchema, TasksSchema, columns, validate
+from judgelab.tasks import testing
+from judgelab.tasks.testing import Judged
 from judgelab.verdicts import OUTCOMES, Candidate, Task
 
 ADD = Task(
@@ -73,7 +75,8 @@ def test_the_outcome_of_each_verdict_through_the_sandbox() -> None:
     # the sandbox's own failure (run_python's "error" status) is unscored, with its reason
     broken = SandboxResult("error", None, False, 0.1, "", "sandbox setup failed: no report")
     run = reading(broken, Limits(timeout_s=1))
-    verdict = ExecutionEvaluator(ExecutionSettings(name="execution"))._verdict(run, "add", None)
+    judged = Judged(*testing.judged(run, None, "add"), run)
+    verdict = ExecutionEvaluator(ExecutionSettings(name="execution"))._verdict(judged)
     assert (verdict.status, verdict.outcome) == ("unscored", "sandbox_error")
     assert set(OUTCOMES) == {*(k for _, k in ANSWERS.values()), "no_tests", "sandbox_error"}
 

@@ -77,8 +77,12 @@ class ExecutionSettings(EvaluatorSettings):
     protocol = "execution"
     evaluator = "judgelab.evaluators.execution:ExecutionEvaluator"
     kind: Literal["execution"] = "execution"
-    timeout_s: float = Field(10.0, gt=0, le=600)
-    cpu_s: float = Field(10.0, gt=0, le=600)
+    timeout_s: float = Field(10.0, gt=0, le=600, description="Wall-clock limit of a run.")
+    cpu_s: float = Field(
+        10.0, gt=0, le=600,
+        description="CPU seconds of each process of a run (the candidate's tree, the tester); "
+        "at least timeout_s, since the tester runs under it too.",
+    )  # fmt: skip
     memory_mb: int = Field(1024, ge=64, le=65536)
     tests: Literal["original", "extended"] = Field(
         "original",
@@ -91,6 +95,16 @@ class ExecutionSettings(EvaluatorSettings):
         30, ge=1, le=1000, description="Extra inputs per task (tests: extended)."
     )
     extended_seed: int = Field(0, description="Seed of the extra inputs (tests: extended).")
+
+    @model_validator(mode="after")
+    def _cpu_covers_the_deadline(self) -> ExecutionSettings:
+        if self.cpu_s < self.timeout_s:
+            raise ValueError(
+                f"cpu_s ({self.cpu_s:g}) must be >= timeout_s ({self.timeout_s:g}): the "
+                "trusted tester runs under cpu_s too, and one stopped before the deadline "
+                "leaves a run without a verdict"
+            )
+        return self
 
     @model_serializer(mode="wrap")
     def _without_defaults_of_extended(self, handler: Any) -> dict[str, Any]:

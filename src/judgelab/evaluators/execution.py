@@ -11,7 +11,9 @@ Contract of `ExecutionEvaluator.score_one(task, candidate) -> Verdict`, per cand
   says which, `explanation` is a short tail of the code's stderr and the tests' traceback. A
   program that does not compile fails too, before any test runs: reason "tests failed:
   SyntaxError: ..." (or IndentationError, TabError), outcome not_parsed.
-- the sandbox or the tests themselves failed (our fault, not the code's) -> unscored
+- the sandbox or the tests themselves failed (our fault, not the code's) -> unscored;
+  docs/SECURITY.md lists every way there and why the code cannot take one (a tester that
+  fails on a reply is the code's failure: "a reply too costly to rebuild")
 latency_s is the sandbox's duration.
 
 Every verdict also names its outcome (`Verdict.outcome`, the scores table's `outcome`
@@ -25,8 +27,12 @@ answer's definitions win; a completion-style answer, the body only, follows the 
 only answers calls. The task's tests run in the trusted tester, another process: HumanEval's
 `check` with the prompt's helpers beside it, calling the candidate through a forwarder.
 Tests judgelab writes itself (input/output pairs, tasks.files.check_function) are calls whose
-returned values come back here and are compared by `same_output`: their expected values never
-leave this process. The code is executed only in the sandbox; `ast` here only parses.
+returned values the tester rebuilds and compares with the expected ones
+(judgelab.sandbox.compare: integers exactly, floats within the task's tolerance) under the
+run's limits: no reply is rebuilt in this process, which reads only the tester's short verdict.
+One verdict builder (`tasks.testing.judge`, through `code_verdict`) and one set of limits
+(`limits_of`) serve scoring, training and the guard (guard/truth.py). The code is executed only
+in the sandbox; `ast` here only parses.
 """
 
 from __future__ import annotations
@@ -36,20 +42,14 @@ import logging
 import os
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from judgelab.answer import parse_answer
 from judgelab.config.evaluators import ExecutionSettings
 from judgelab.evaluators.base import PointwiseEvaluator
 from judgelab.evaluators.extended import extended_cases
-from judgelab.sandbox import CallTests, Limits, TestRun, run_tests
-from judgelab.tasks.testing import (
-    PASSED,
-    call_cases,
-    candidate_module,
-    judged,
-    truth_tests,
-)
+from judgelab.sandbox import CallTests, Limits
+from judgelab.tasks.files import io_tolerance
+from judgelab.tasks.testing import PASSED, Judged, judge
 from judgelab.verdicts import Candidate, Task, Verdict
 
 log = logging.getLogger(__name__)
@@ -79,26 +79,28 @@ class ExecutionEvaluator(PointwiseEvaluator):
         code = parse_answer(candidate.completion).code
         if code is None:
             return Verdict.scored(0.0, reason=NO_CODE, outcome="no_code")
-        limits = Limits(self.spec.timeout_s, self.spec.cpu_s, self.spec.memory_mb)
-        module = candidate_module(task, code)
-        verdict = self._verdict(run_tests(module, truth_tests(task), limits), task.entry_point,
-                                call_cases(task.test))  # fmt: skip
+        return self.code_verdict(task, code)
+
+    def code_verdict(self, task: Task, code: str) -> Verdict:
+        """The execution truth's verdict on `code` (a whole answer's code, or a completion of
+        the prompt) for a task with tests: what scoring, training and the guard each ask for,
+        under this evaluator's one set of limits (`limits_of`)."""
+        limits = limits_of(self.spec)
+        verdict = self._verdict(judge(task, code, limits))
         if self.spec.tests == "extended" and verdict.outcome == "passed":
-            return self.extended_verdict(task, module, limits, verdict)
+            return self.extended_verdict(task, code, limits, verdict)
         return verdict
 
-    def extended_verdict(
-        self, task: Task, module: str, limits: Limits, original: Verdict
-    ) -> Verdict:
+    def extended_verdict(self, task: Task, code: str, limits: Limits, original: Verdict) -> Verdict:
         """The verdict on the extra tests, for code that passed the original ones: their
-        inputs are calls, their expected values (the reference's) stay here."""
-        assert task.entry_point is not None
+        inputs are calls, their expected values (the reference's) are compared in the tester."""
+        assert task.entry_point is not None and task.test is not None
         extra = extended_cases(task, self.spec.extended_inputs, self.spec.extended_seed, limits)
         if not extra.cases:
             return original
-        args = [list(a) for a, _ in extra.cases]
-        run = run_tests(module, CallTests(task.entry_point, args), limits)
-        verdict = self._verdict(run, task.entry_point, [(a, e) for a, e in extra.cases])
+        args, expected = [list(a) for a, _ in extra.cases], [e for _, e in extra.cases]
+        tests = CallTests(task.entry_point, args, expected, rel_tol=io_tolerance(task.test))
+        verdict = self._verdict(judge(task, code, limits, tests))
         latency = original.latency_s + verdict.latency_s
         if verdict.outcome == "passed":
             return dataclasses.replace(original, latency_s=latency)
@@ -113,10 +115,8 @@ class ExecutionEvaluator(PointwiseEvaluator):
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
             return list(pool.map(lambda pair: self.score_one(*pair), pairs))
 
-    def _verdict(
-        self, run: TestRun, entry_point: str, cases: list[tuple[Any, Any]] | None
-    ) -> Verdict:
-        outcome, reason = judged(run, cases, entry_point)
+    def _verdict(self, judged: Judged) -> Verdict:
+        outcome, reason, run = judged.outcome, judged.reason, judged.run
         if outcome == "passed":
             return Verdict.scored(1.0, reason=PASSED, outcome="passed", latency_s=run.duration_s)
         explanation = run.detail[-EXPLANATION_CHARS:].strip() or None
@@ -124,3 +124,9 @@ class ExecutionEvaluator(PointwiseEvaluator):
         if outcome == "sandbox_error":
             return Verdict.unscored(reason[:REASON_CHARS], outcome=outcome, **common)  # type: ignore[arg-type]
         return Verdict.scored(0.0, reason=reason[:REASON_CHARS], outcome=outcome, **common)  # type: ignore[arg-type]
+
+
+def limits_of(spec: ExecutionSettings) -> Limits:
+    """The sandbox limits of an execution truth's settings: the one set the evaluator, the
+    guard and training run the tests under (ExecutionSettings holds cpu_s >= timeout_s)."""
+    return Limits(spec.timeout_s, spec.cpu_s, spec.memory_mb)

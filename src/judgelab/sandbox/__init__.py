@@ -5,7 +5,8 @@ The bottom of the house: it imports nothing of judgelab, and everything that run
 - `run_python(code, ...)`: a program, run once (script mode), its exit and output reported.
 - `run_tests(code, tests, ...)`: the truth. `code` is imported in a sandboxed process that
   only answers calls; the tests, their expected values and the verdict live in a trusted
-  tester process the code cannot reach, and only plain data crosses (verify.py).
+  tester process the code cannot reach, and only plain data crosses (verify.py); a returned
+  value is rebuilt and compared there (compare.py), under the run's limits.
 docs/SECURITY.md states the invariant and what the code can still do.
 """
 

@@ -17,7 +17,7 @@ launcher, see `serve`). The config:
   python    the code's interpreter (script mode)
   mode      "script": exec `python -I -B main.py`; "tests": the trusted tester and the
             candidate's runner, each in a process of its own forked from this interpreter
-  sources   (tests mode) {"wire": ..., "tester": ..., "candidate": ...}: their programs
+  sources   (tests mode) {"wire", "compare", "tester", "candidate"}: their programs' texts
   backstop  seconds after which SIGALRM ends the launcher, and with it the run, whatever
             happens to the caller
 
@@ -68,6 +68,7 @@ TESTER_CALLS, TESTER_REPLIES = 4, 5  # tests mode, in the tester's process
 DEVICES = ("null", "zero", "full", "random", "urandom")
 F_DUPFD_CLOEXEC = 1030
 MAX_FD = 1 << 16
+DISK_INODES = 4096  # files the workdir tmpfs holds
 INSIDE = "/tmp/sandbox"  # where the workdir appears in the mount namespace: the same path
 # every run, so tracebacks and __file__ (which land in verdict explanations) are reproducible
 
@@ -99,7 +100,9 @@ def unshare(fd: int) -> set[str]:
     return done
 
 
-def build_view(fd: int, workdir: bytes, view: dict | None, fresh_proc: bool) -> bytes:
+def build_view(  # noqa: PLR0913 - the view's parts, each named
+    fd: int, workdir: bytes, view: dict | None, fresh_proc: bool, uid: int, disk_mb: int
+) -> bytes:
     """The code's filesystem, built inside our own (private) mount namespace: nothing here
     reaches the host. With a `view`, a new root holding only its binds (the interpreter, its
     standard library, the shared libraries it loads; each read-only, symlinks on their way
@@ -136,8 +139,7 @@ def build_view(fd: int, workdir: bytes, view: dict | None, fresh_proc: bool) -> 
         for name in DEVICES:
             bind(f"/dev/{name}", f"{root}/dev/{name}", False)
     make_parents(root + INSIDE + "/x")
-    bind(f"/proc/self/fd/{handle}", root + INSIDE, True)
-    os.close(handle)
+    workdir_tmpfs(handle, root + INSIDE, uid, disk_mb)
     if fresh_proc:  # shows only the namespace's processes (no host command lines)
         os.makedirs(root + "/proc", exist_ok=True)
         flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
@@ -153,6 +155,28 @@ def build_view(fd: int, workdir: bytes, view: dict | None, fresh_proc: bool) -> 
     set_attr(b"/", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID, 0, "read-only /")
     set_attr(INSIDE.encode(), MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY, "writable workdir")
     return INSIDE.encode()
+
+
+def workdir_tmpfs(handle: int, target: str, uid: int, disk_mb: int) -> None:
+    """The code's workdir at `target`: a tmpfs of `disk_mb` MiB and DISK_INODES files, owned by
+    `uid`, holding a copy of the host workdir's main.py (read through `handle`)."""
+    try:
+        source = os.open("main.py", os.O_RDONLY, dir_fd=handle)
+        with os.fdopen(source, "rb") as program:
+            text = program.read()
+    except FileNotFoundError:
+        text = None
+    os.close(handle)
+    owner = "" if uid < 0 else f",uid={uid},gid={uid}"
+    options = f"size={disk_mb}m,nr_inodes={DISK_INODES},mode=700{owner}".encode()
+    check(libc.mount(b"tmpfs", target.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options) == 0,
+          "workdir tmpfs")  # fmt: skip
+    if text is not None:
+        path = f"{target}/main.py"
+        with open(path, "wb") as program:
+            program.write(text)
+        if uid >= 0:
+            os.chown(path, uid, uid)
 
 
 def plan_bind(path: str) -> tuple[list[tuple[str, str]], str, int, bool]:
@@ -418,14 +442,16 @@ def run_tester(fd: int, cfg: dict, channel: int, calls: int, replies: int) -> No
 
 def run_in_process(sources: dict[str, str], name: str, env: dict[str, str]) -> None:
     """Run the runner `name` of `sources` in this interpreter (a fork of the launcher), with
-    `sources["wire"]` importable as the module `wire`; it never returns."""
+    `sources["wire"]` and `sources["compare"]` importable as modules of those names; it never
+    returns."""
     try:
         os.environ.clear()
         os.environ.update(env)
         sys.argv = [name]
-        wire = types.ModuleType("wire")
-        exec(compiled(sources, "wire"), vars(wire))
-        sys.modules["wire"] = wire
+        for module in LIBRARIES:
+            made = types.ModuleType(module)
+            exec(compiled(sources, module), vars(made))
+            sys.modules[module] = made
         main = types.ModuleType("__main__")
         sys.modules["__main__"] = main
         exec(compiled(sources, name), vars(main))
@@ -437,6 +463,7 @@ def run_in_process(sources: dict[str, str], name: str, env: dict[str, str]) -> N
         os._exit(1)
 
 
+LIBRARIES = ("wire", "compare")  # the modules of `sources` the runners import
 COMPILED: dict[str, types.CodeType] = {}  # source text -> code, kept by the warm launcher
 
 
@@ -467,14 +494,18 @@ def supervise(fd: int, cfg: dict, unshared: set[str], channel: int) -> None:
     workdir = cfg["workdir"].encode()
     if "mount namespace" in unshared:
         try:
-            workdir = build_view(fd, workdir, cfg["view"], "pid namespace" in unshared)
+            workdir = build_view(fd, workdir, cfg["view"], "pid namespace" in unshared,
+                                 cfg["uid"], cfg["disk_mb"])  # fmt: skip
         except OSError as err:
             say(fd, f"setup failed: file view: {err}")
             return
         os.chdir(workdir)  # onto the writable bind mount, not the directory beneath it
+    # As pid 1 of a fresh /proc, the supervisor sees every process of the run: their CPU
+    # time together is held to the code's (watch_tree).
+    budget = cfg["limits"][0] if {"pid namespace", "mount namespace"} <= unshared else None
     if cfg["mode"] == "script":
         code = fork(fd, lambda: run_code(fd, cfg, workdir))
-        report_when_done(fd, code, None)
+        report_when_done(fd, code, None, budget)
         return
     calls_r, calls_w = os.pipe()
     replies_r, replies_w = os.pipe()
@@ -483,7 +514,7 @@ def supervise(fd: int, cfg: dict, unshared: set[str], channel: int) -> None:
     for end in (calls_r, calls_w, replies_r, replies_w, channel, 0):
         if end >= 0:
             os.close(end)
-    report_when_done(fd, code, tester)
+    report_when_done(fd, code, tester, budget)
 
 
 def fork(fd: int, child) -> int:  # type: ignore[no-untyped-def]
@@ -499,15 +530,30 @@ def fork(fd: int, child) -> int:  # type: ignore[no-untyped-def]
     return pid
 
 
-def report_when_done(fd: int, code: int, tester: int | None) -> None:
+def report_when_done(fd: int, code: int, tester: int | None, budget: int | None) -> None:
     """Reap everything (we may be init) until the code (script mode) or the tester exits;
-    report the code's wait status and CPU time (and the tester's status)."""
+    report the code's wait status and CPU time (and the tester's status). With a `budget`
+    (CPU seconds; we are pid 1 of the run's pid namespace), the code's whole process tree is
+    held to it: every process but the tester counts, its children included, and at the
+    budget all of them are SIGKILLed; the CPU reported is then the tree's."""
+    tree = Tree(skip={os.getpid()} | ({tester} if tester else set()))
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})  # a child's exit wakes us
     code_done = False
     while True:
-        pid, status, usage = os.wait4(-1, 0)
+        pid, status, usage = os.wait4(-1, os.WNOHANG if budget is not None else 0)
+        if pid == 0:
+            if budget is not None and tree.cpu() > budget:
+                tree.spent = float(budget)
+                with contextlib.suppress(OSError):
+                    os.kill(-1, signal.SIGKILL)  # from pid 1: every process of the run
+            signal.sigtimedwait({signal.SIGCHLD}, WATCH_S)
+            continue
+        if pid not in (code, tester):
+            tree.reaped += usage.ru_utime + usage.ru_stime  # an orphan, reparented to us
         if pid == code and not code_done:
             code_done = True
-            say(fd, f"exit {status} {usage.ru_utime + usage.ru_stime!r}")
+            cpu = max(usage.ru_utime + usage.ru_stime, tree.cpu() if budget else 0.0, tree.spent)
+            say(fd, f"exit {status} {cpu!r}")
             if tester is None:
                 return
         elif pid == tester:
@@ -518,6 +564,34 @@ def report_when_done(fd: int, code: int, tester: int | None) -> None:
                 pid, status, usage = os.wait4(code, 0)
                 say(fd, f"exit {status} {usage.ru_utime + usage.ru_stime!r}")
             return
+
+
+WATCH_S = 0.05  # how often the tree's CPU is read while no child exits
+
+
+class Tree:
+    """The CPU seconds of the run's processes (pid 1 reading its namespace's fresh /proc):
+    each live one's own and its waited-for children's, plus what orphans we reaped used."""
+
+    def __init__(self, skip: set[int]) -> None:
+        self.skip = skip
+        self.reaped = 0.0
+        self.spent = 0.0  # the budget, once the tree was killed for going past it
+        self.tick = os.sysconf("SC_CLK_TCK")
+
+    def cpu(self) -> float:
+        total = self.reaped
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) in self.skip:
+                continue
+            try:
+                with open(f"/proc/{name}/stat", "rb") as stat:
+                    data = stat.read()
+            except OSError:  # gone meanwhile
+                continue
+            fields = data[data.rindex(b")") + 2 :].split()  # from field 3, the state, on
+            total += sum(int(x) for x in fields[11:15]) / self.tick  # utime stime cutime cstime
+        return total
 
 
 def launch(fd: int, channel: int, cfg: dict) -> None:

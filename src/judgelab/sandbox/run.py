@@ -21,7 +21,10 @@ What is guaranteed (on Linux):
   starts: RLIMIT_CPU (soft = cpu_s, SIGKILL one second later), RLIMIT_AS (memory_mb),
   RLIMIT_FSIZE (FILE_SIZE_MB per file), RLIMIT_CORE = 0 (no core dumps), RLIMIT_NPROC
   (MAX_PROCESSES), and no_new_privs (exec of a setuid binary gains nothing). If the
-  launcher cannot set them, the code is not run (status "error").
+  launcher cannot set them, the code is not run (status "error"). With namespaces (root,
+  below) the code's whole process tree is also held to cpu_s (the supervisor sums its CPU
+  and kills it past the budget: launcher.report_when_done) and all it writes to DISK_MB
+  (its workdir is a tmpfs of that size).
 - Wall-clock deadline: the launcher runs in its own session and process group; at the
   deadline, and again after a normal exit, the whole process group is SIGKILLed.
 - stdout and stderr are drained by threads and only the last `output_limit` bytes of each
@@ -55,7 +58,8 @@ What is guaranteed (on Linux):
 What is NOT guaranteed:
 - No cgroup: memory is bounded per process by RLIMIT_AS, not in total across the up to
   MAX_PROCESSES processes the code may start; the OOM killer is the final backstop. CPU is
-  bounded per process by RLIMIT_CPU and in total by the wall-clock deadline.
+  bounded per process by RLIMIT_CPU, per process tree by the supervisor's watch (namespaces
+  only) and in total by the wall-clock deadline.
 - A seccomp filter refuses the system calls the code has no use for (new namespaces,
   mounts, ptrace, BPF, kernel modules and keys, io_uring: launcher.DENIED); every other
   call its uid and namespaces allow is open, and a kernel exploit through one of them escapes
@@ -98,6 +102,7 @@ log = logging.getLogger(__name__)
 SandboxStatus = Literal["passed", "failed", "timeout", "memory", "killed", "error"]
 
 FILE_SIZE_MB = 64  # largest file the code may write
+DISK_MB = 128  # all a run may write (a tmpfs workdir of this size; namespaces only): > FILE_SIZE_MB
 MAX_PROCESSES = 64  # RLIMIT_NPROC: processes (and threads) of the sandbox uid
 UID_BASE = 1_879_100_000  # private uids UID_BASE .. UID_BASE + UID_POOL - 1 (root only)
 UID_POOL = 128
@@ -114,6 +119,7 @@ _PIPE_BUF = 60_000  # stdin this small is written before the run starts (a pipe 
 _HERE = Path(__file__).parent
 SOURCES = {  # the programs of tests mode, which the launcher runs (launcher.run_in_process)
     "wire": (_HERE / "wire.py").read_text(encoding="utf-8"),
+    "compare": (_HERE / "compare.py").read_text(encoding="utf-8"),
     "candidate": (_HERE / "candidate.py").read_text(encoding="utf-8"),
     "tester": (_HERE / "tester.py").read_text(encoding="utf-8"),
 }
@@ -513,7 +519,7 @@ class _Run:
             "limits": list(self.limits), "python": self.launch.python,
             "mode": "script" if self.tests is None else "tests",
             "sources": SOURCES if self.tests is not None else None,
-            "backstop": math.ceil(self.timeout_s) + 30,
+            "backstop": math.ceil(self.timeout_s) + 30, "disk_mb": DISK_MB,
         }  # fmt: skip
 
 

@@ -11,17 +11,27 @@ stdin: one JSON object, then EOF:
       run `prelude` (the task's own imports and helpers, HumanEval's `poly` and the like) and
       `test` in a fresh namespace, then `check(candidate)`, `candidate` forwarding each call;
   {"mode": "calls", "entry_point": str, "batch": [[args, kwargs], ...]} (wire texts)
-      call the candidate once per case and report what each call returned, as the
-      candidate wrote it, for judgelab to rebuild (wire.decode) and compare.
+      with "expected": [value, ...] (compare.normal's form), "rel_tol", "abs_tol": call the
+      candidate once per case, rebuild each value (compare.plain) and compare it here
+      (compare.same): only the verdict leaves. Without "expected" (judgelab's own reference
+      runs): report what each call returned, as written, for judgelab to rebuild.
 fd 3: one JSON line, the verdict:
   {"verdict": "passed", "calls": n}          every test ran to its end
   {"verdict": "failed", "why", "detail", "calls"}   a test failed or the candidate raised
-      (calls mode: "case", the call that raised, and "values", what the calls before it returned)
+      (calls mode: "case", the call that raised; without "expected", "values", what the calls
+      before it returned), or this process failed on the candidate's replies (`failure`)
+  {"verdict": "wrong", "case", "got", "calls"}  (calls mode with "expected") the first value
+      that differs from its expected one, "got" at most compare.SHOWN characters of it
   {"verdict": "import_failed", "why"}        the code raised (or did not compile) on import
   {"verdict": "exited", "calls": n}          the candidate's process ended before answering
   {"verdict": "forged", "why", "calls"}      a reply that is not plain data, or not a reply
-  {"verdict": "returned", "values": [wire text, ...], "calls"}   (calls mode)
+  {"verdict": "returned", "values": [wire text, ...], "calls"}   (calls mode, no "expected")
   {"verdict": "error", "why"}                the tests themselves could not run (our side)
+  {"contact": 1}   not a verdict: written before the first read of the candidate's replies;
+      a run that ends without a verdict after it is the candidate's failure (a reply too
+      costly to rebuild: this process was stopped by its limits), before it our own.
+Every verdict line is short (its texts are cut), whatever the candidate sent, except
+"returned" values, which carry only judgelab's own reference's replies.
 fd 4: calls to the candidate; fd 5: its replies (candidate.py says their format).
 """
 
@@ -34,13 +44,23 @@ import traceback
 import types
 
 try:
-    import wire  # in the sandbox: the launcher's copy of wire.py
+    import compare  # in the sandbox: the launcher's copies of compare.py and wire.py
+    import wire
 except ImportError:  # imported by judgelab itself (its architecture tests), never run
-    from judgelab.sandbox import wire
+    from judgelab.sandbox import compare, wire
 
 CHANNEL, CALLS, REPLIES = 3, 4, 5
 MAX_REPLY = 16 << 20  # bytes of one reply; more is not an answer
 DETAIL_CHARS = 1500
+CONTACT = {"contact": 1}  # the channel's line: the candidate's replies are being read
+COSTLY = "a reply too costly to rebuild"
+
+
+def say(message):
+    """One line on the channel to judgelab."""
+    data = (json.dumps(message) + "\n").encode()
+    while data:
+        data = data[os.write(CHANNEL, data) :]
 
 
 class Stop(BaseException):  # noqa: N818 - not an error of the tests: the run's end, told
@@ -60,18 +80,31 @@ class Link:
     """The pipes to the candidate: one call, one reply."""
 
     def __init__(self):
-        self.buffer = b""
+        self.buffer = bytearray()
         self.calls = 0
+        self.contact = False  # whether anything of the candidate's has reached us
+
+    def touch(self):
+        """From the first read of the candidate's pipe on, a failure of this process may be the
+        candidate's doing (a reply too costly to rebuild): say so on the channel first, where
+        judgelab finds it if we die without a verdict (SIGXCPU, SIGKILL)."""
+        if not self.contact:
+            self.contact = True
+            say(CONTACT)
 
     def read(self):
-        while b"\n" not in self.buffer:
+        self.touch()
+        start = 0
+        while (end := self.buffer.find(b"\n", start)) < 0:
             if len(self.buffer) > MAX_REPLY:
                 raise Stop(self.verdict("forged", why=f"a reply longer than {MAX_REPLY} bytes"))
             chunk = os.read(REPLIES, 1 << 16)
             if not chunk:
                 raise Stop(self.verdict("exited"))
+            start = len(self.buffer)
             self.buffer += chunk
-        line, self.buffer = self.buffer.split(b"\n", 1)
+        line = bytes(self.buffer[:end])
+        del self.buffer[: end + 1]
         try:
             message = json.loads(line)
         except (ValueError, RecursionError):
@@ -113,8 +146,9 @@ class Link:
             except wire.Malformed as err:
                 why = f"a reply that is not plain data: {err}"
                 raise Stop(self.verdict("forged", why=why)) from None
-            except (MemoryError, RecursionError):
-                raise Stop(self.verdict("failed", why="a reply too large to rebuild")) from None
+            except (wire.Costly, MemoryError, RecursionError) as err:
+                why = f"{COSTLY}: {err}" if isinstance(err, wire.Costly) else COSTLY
+                raise Stop(self.verdict("failed", why=why)) from None
         if "forged" in message:
             raise Stop(self.verdict("forged", why=str(message["forged"])[:300]))
         if "raised" in message:
@@ -202,8 +236,9 @@ def tests_only(err):
 def calls(link, spec):
     """Every call is known before the first, so they go as one batch: the candidate answers
     them in order, in one reply (a round trip per call would cost two context switches each).
-    It sees no more than it would: the arguments, one call at a time. The values go on to
-    judgelab as written, where wire.decode rebuilds them (or finds them forged)."""
+    It sees no more than it would: the arguments, one call at a time. With "expected" (a
+    candidate's run), each value is rebuilt and compared here (`compared`) and only the
+    verdict leaves; without (a run of judgelab's own reference), the values go on as written."""
     wait_ready(link)
     batch = spec["batch"]
     link.send((json.dumps({"name": spec["entry_point"], "batch": batch}) + "\n").encode())
@@ -212,18 +247,45 @@ def calls(link, spec):
     texts = reply.get("values")
     if type(texts) is not list or any(type(t) is not str for t in texts):
         raise Stop(link.verdict("forged", why="wrote to the reply pipe what is no reply"))
-    if "case" not in reply:
-        if len(texts) != len(batch):
-            raise Stop(link.verdict("forged", why="a batch reply of the wrong length"))
-        return link.verdict("returned", values=texts)
-    case = reply["case"]
-    if type(case) is not int or case != len(texts):
+    case = reply.get("case")
+    if "case" not in reply and len(texts) != len(batch):
         raise Stop(link.verdict("forged", why="a batch reply of the wrong length"))
+    if "case" in reply and (type(case) is not int or case != len(texts)):
+        raise Stop(link.verdict("forged", why="a batch reply of the wrong length"))
+    if spec.get("expected") is not None:
+        wrong = compared(link, spec, texts)
+        if wrong is not None:
+            return wrong
+    if "case" not in reply:
+        if spec.get("expected") is not None:
+            return link.verdict("passed")
+        return link.verdict("returned", values=texts)
     try:
         link.answer({k: v for k, v in reply.items() if k not in ("case", "values")})
     except Exception as err:  # noqa: BLE001 - the candidate's exception
-        return link.verdict("failed", why=described(err)[:500], case=case, values=texts)
+        before = {} if spec.get("expected") is not None else {"values": texts}
+        return link.verdict("failed", why=described(err)[:500], case=case, **before)
     raise Stop(link.verdict("forged", why="a batch reply that stopped at a value"))
+
+
+def compared(link, spec, texts):
+    """The verdict on the first value that differs from its expected one, or None: each
+    rebuilt by compare.plain, which builds no set or dict keyed by the candidate's data."""
+    expected = spec["expected"]
+    rel_tol, abs_tol = spec.get("rel_tol", compare.REL_TOL), spec.get("abs_tol", compare.ABS_TOL)
+    for case, (text, want) in enumerate(zip(texts, expected, strict=False)):
+        try:
+            got = compare.plain(json.loads(text))
+        except compare.Unjsonable as err:
+            return link.verdict("wrong", case=case, got=f"<{err}>")
+        except (ValueError, RecursionError) as err:  # NotComparable is a ValueError
+            why = f"a reply that is not plain data: {type(err).__name__}: {str(err)[:200]}"
+            raise Stop(link.verdict("forged", why=why)) from None
+        except MemoryError:
+            raise Stop(link.verdict("failed", why=COSTLY)) from None
+        if not compare.same(got, want, rel_tol, abs_tol):
+            return link.verdict("wrong", case=case, got=compare.shown(got))
+    return None
 
 
 def main():
@@ -237,12 +299,19 @@ def main():
         verdict = check(link, spec) if spec["mode"] == "check" else calls(link, spec)
     except Stop as stop:
         verdict = stop.verdict
-    except BaseException as err:  # noqa: BLE001 - our own failure, never the candidate's pass
-        verdict = {"verdict": "error", "why": f"the tester failed: {described(err)}"}
-    data = (json.dumps(verdict) + "\n").encode()
-    while data:
-        data = data[os.write(CHANNEL, data) :]
+    except BaseException as err:  # noqa: BLE001 - never the candidate's pass
+        verdict = failure(link, err)
+    say(verdict)
     os._exit(0)
+
+
+def failure(link, err):
+    """The verdict when this process itself failed: before anything of the candidate's
+    reached it, our own failure ("error"); after, its replies may be the cause (a MemoryError
+    rebuilding one), so the candidate's: a failure, never unscored."""
+    if not link.contact:
+        return {"verdict": "error", "why": f"the tester failed: {described(err)[:300]}"}
+    return link.verdict("failed", why=f"{COSTLY} (the tester failed: {described(err)[:200]})")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,8 @@ holds, whatever its methods say. A subclass that answers a comparison, truth or 
 itself (an "equal to everything" trick) is refused with `NotPlain` all the same, and so is any
 other object: that labels the attempt (the run is "forged"); it is not what keeps the verdict
 safe, which is that only data crosses. `decode` raises
-`Malformed` for anything that is not this format, too deep or too large.
+`Malformed` for anything that is not this format, too deep or too large, and `Costly` for a set
+or dict whose items share their hashes (quadratic to build).
 """
 
 import json
@@ -48,6 +49,25 @@ class Malformed(ValueError):
     """Text that is not a value in this format."""
 
 
+class Costly(ValueError):
+    """A value in this format too costly to rebuild: a set or dict whose items share their
+    hashes (each insert then probes every item before it: quadratic time)."""
+
+
+SHARED_HASHES = 64  # a set or dict of more items than this must have half as many hashes
+
+
+def _hashable(items, tag):
+    """`items` (a set's, or a dict's keys) unless too many of them share a hash: rebuilding
+    a set of 40,000 integers that are multiples of 2**61 - 1 (hash 0) costs a minute; their
+    hashes, being distinct values or one value, never collide among themselves."""
+    if len(items) > SHARED_HASHES:
+        hashes = len({hash(item) for item in items})
+        if hashes < len(items) // 2:
+            raise Costly(f"a {tag} of {len(items)} items sharing {hashes} hashes")
+    return items
+
+
 def encode(value):
     """`value` as this format's JSON text; NotPlain when it is not plain data."""
     try:
@@ -62,8 +82,10 @@ def decode(text):
     """The plain value `text` holds, rebuilt from exact built-in types; Malformed otherwise."""
     try:
         raw = json.loads(text)
-    except (ValueError, RecursionError, MemoryError) as err:
+    except (ValueError, RecursionError) as err:
         raise Malformed(f"not JSON: {type(err).__name__}") from None
+    except MemoryError:
+        raise Costly("a value larger than the memory limit") from None
     return _in(raw, 0)
 
 
@@ -169,15 +191,16 @@ def _in(raw, depth):
         if tag == "t":
             return tuple(items)
         if tag == "s":
-            return set(items)
+            return set(_hashable(items, "set"))
         if tag == "f":
-            return frozenset(items)
+            return frozenset(_hashable(items, "frozenset"))
         if tag == "d":
             if any(type(pair) is not list or len(pair) != 2 for pair in body):
                 raise Malformed("a dict entry that is not a pair")
+            _hashable([k for k, _ in items], "dict")
             return {k: v for k, v in items}
     except (TypeError, ValueError) as err:  # an unhashable key or set member, bad hex
-        if isinstance(err, Malformed):
+        if isinstance(err, Malformed | Costly):
             raise
         raise Malformed(f"tag {tag!r}: {err}") from None
     raise Malformed(f"unknown tag {tag!r}")

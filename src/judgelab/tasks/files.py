@@ -10,6 +10,9 @@ One task per line (JSONL) or row (parquet). Fields:
   form), or `tests`, input/output pairs ``[{"input": [args...], "output": value}]`` from which
   judgelab writes that check. Either needs `entry_point`, the function the tests call.
 - `canonical_solution`: optional, kept for reference.
+- `float_tolerance`: optional, with `tests` only: the relative tolerance within which a
+  returned number answers an expected float (default 1e-6, with 1e-9 absolute); integers,
+  booleans and text always compare exactly (judgelab.sandbox.compare).
 
 A task without tests can be judged but has no execution truth. Any other field is an error,
 and every error names the file, the line or row, and the field. The tests run only in the
@@ -28,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from judgelab.errors import ConfigError
 from judgelab.io import validated_record, validated_records
+from judgelab.sandbox.compare import REL_TOL
 from judgelab.tasks.loaded import Loaded
 from judgelab.verdicts import Task
 
@@ -41,7 +45,8 @@ class IOCase(BaseModel):
         description="The arguments: a list of positional ones or an object of keyword ones."
     )
     output: Any = Field(
-        description="The value the call must return, compared as tasks.testing.same_output says."
+        description="The value the call must return, compared as judgelab.sandbox.compare.same "
+        "says: integers, booleans and text exactly, a float within the task's float_tolerance."
     )
 
     @field_validator("input")
@@ -67,11 +72,18 @@ class TaskRow(BaseModel):
     test: str | None = Field(None, min_length=1)
     tests: list[IOCase] | None = Field(None, min_length=1)
     canonical_solution: str | None = None
+    float_tolerance: float | None = Field(
+        None, gt=0, lt=1,
+        description="With `tests`: the relative tolerance within which a number answers an "
+        "expected float (unset: 1e-6). Integers, booleans and text compare exactly.",
+    )  # fmt: skip
 
     @model_validator(mode="after")
     def _tests_need_an_entry_point(self) -> TaskRow:
         if self.test is not None and self.tests is not None:
             raise ValueError("give `test` (a check function) or `tests` (pairs), not both")
+        if self.float_tolerance is not None and self.tests is None:
+            raise ValueError("float_tolerance applies to `tests` (pairs) only")
         if self.entry_point is not None and not self.entry_point.isidentifier():
             raise ValueError(f"entry_point {self.entry_point!r} is not a Python name")
         if (self.test is not None or self.tests is not None) and self.entry_point is None:
@@ -82,7 +94,7 @@ class TaskRow(BaseModel):
         test = self.test
         if self.tests is not None:
             assert self.entry_point is not None
-            test = check_function(self.entry_point, self.tests)
+            test = check_function(self.entry_point, self.tests, self.float_tolerance)
         return Task(
             task_id=self.task_id,
             source=SOURCE,
@@ -94,11 +106,12 @@ class TaskRow(BaseModel):
         )
 
 
-def check_function(entry_point: str, cases: list[IOCase]) -> str:
+def check_function(entry_point: str, cases: list[IOCase], rel_tol: float | None = None) -> str:
     """HumanEval's ``check(candidate)`` for input/output pairs: each call (``candidate(*args)``
     for a list, ``candidate(**args)`` for an object) must return a value equal (==) to its
     output; the first that does not fails with what it returned. Pairs of positional
-    arguments only give the text they always gave (a table's md5 does not move).
+    arguments only give the text they always gave (a table's md5 does not move); a float
+    tolerance other than the default (`rel_tol`) is a first line of its own (`io_tolerance`).
 
     The execution evaluator does not run this text: it recognises it (`io_cases`), calls the
     candidate in the sandbox and compares the returned values itself. The text stays a
@@ -112,8 +125,9 @@ def check_function(entry_point: str, cases: list[IOCase]) -> str:
         shown = "shown"
     else:
         call, shown = "        got = candidate(*args)\n", "tuple(args)"
+    header = "" if rel_tol is None else f"{_TOLERANCE}{rel_tol!r}\n"
     return (
-        "def check(candidate):\n"
+        f"{header}def check(candidate):\n"
         f"    for i, (args, expected) in enumerate({pairs}):\n"
         f"{call}"
         "        assert got == expected, (\n"
@@ -123,7 +137,9 @@ def check_function(entry_point: str, cases: list[IOCase]) -> str:
     )
 
 
+_TOLERANCE = "# judgelab float tolerance: "
 _CHECK_FUNCTION = re.compile(
+    r"(?:# judgelab float tolerance: (?P<tol>[0-9.e+-]+)\n)?"
     r"def check\(candidate\):\n    for i, \(args, expected\) in enumerate\((?P<pairs>.*)\):\n"
     r"        got = ",
     re.DOTALL,
@@ -152,7 +168,20 @@ def _rebuilds(test: str | None, pairs: list[tuple[Any, Any]]) -> bool:
     if match is None:
         return False
     cases = [IOCase.model_construct(input=a, output=o) for a, o in pairs]
-    return check_function(match[1], cases) == test
+    tolerance = io_tolerance(test) if (test or "").startswith(_TOLERANCE) else None
+    return check_function(match[1], cases, tolerance) == test
+
+
+def io_tolerance(test: str | None) -> float:
+    """The relative float tolerance a `check_function` text states (its first line), else the
+    default, judgelab.sandbox.compare.REL_TOL."""
+    match = _CHECK_FUNCTION.match(test or "")
+    if match is None or match["tol"] is None:
+        return REL_TOL
+    try:
+        return float(match["tol"])
+    except ValueError:
+        return REL_TOL
 
 
 def load_task_file(path: Path, where: str) -> list[Task]:

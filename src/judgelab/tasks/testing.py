@@ -1,8 +1,9 @@
 """How a task's tests run against code, in the sandbox: what the trusted tester runs for a task
-(`truth_tests`), the program the code becomes (`candidate_module`), and how values returned
-for tests judgelab wrote are compared with the expected ones, which never leave this process
-(`wrong_case`, `same_output`), and what a run says (`judged`: the outcome and its reason),
-which the execution evaluator turns into a verdict (`judgelab.evaluators.execution`) and the
+(`truth_tests`: its own check, or the calls and expected values of tests judgelab wrote, which
+the tester compares, judgelab.sandbox.compare), the program the code becomes
+(`candidate_module`), what a run says (`judged`: the outcome and its reason) and the one
+verdict builder of the execution truth (`judge`), which the execution evaluator turns into a
+Verdict (`judgelab.evaluators.execution`, used by scoring, training and the guard) and the
 CodeI/O source's reference check into a pass (`passes`).
 `ast` here only parses: the code is executed only in the sandbox (docs/SECURITY.md).
 """
@@ -11,17 +12,16 @@ from __future__ import annotations
 
 import ast
 import functools
-import json
-import math
 import threading
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
-from judgelab.sandbox import CallTests, CheckTests, Limits, TestRun, run_tests
-from judgelab.tasks.files import io_cases
+from judgelab.sandbox import CallTests, CheckTests, Limits, TestRun, compare, run_tests
+from judgelab.tasks.files import io_cases, io_tolerance
 from judgelab.verdicts import Task
 
-FLOAT_REL_TOL, FLOAT_ABS_TOL = 1e-6, 1e-9
+REL_TOL, ABS_TOL = compare.REL_TOL, compare.ABS_TOL  # a task's default float tolerance
 
 
 # CPython 3.11's parser is not thread-safe: two threads in ast.parse at once (a scoring
@@ -75,14 +75,16 @@ def call_cases(test: str) -> list[tuple[Any, Any]] | None:
 
 def truth_tests(task: Task) -> CheckTests | CallTests:
     """What the trusted tester runs for `task`: its own `check` with the prompt's helpers, or,
-    for tests judgelab wrote (input/output pairs), the calls alone: their expected values stay
-    in this process (`wrong_case` compares)."""
+    for tests judgelab wrote (input/output pairs), the calls with their expected values, which
+    the tester compares (compare.same, within the task's float tolerance)."""
     assert task.test is not None and task.entry_point is not None
     cases = call_cases(task.test)
     if cases is None:
         prelude = prompt_preamble(task.prompt, task.entry_point)
         return CheckTests(task.entry_point, task.test, prelude)
-    return CallTests(task.entry_point, [args for args, _ in cases])
+    expected = [want for _, want in cases]
+    tolerance = io_tolerance(task.test)
+    return CallTests(task.entry_point, [a for a, _ in cases], expected, rel_tol=tolerance)
 
 
 def candidate_module(task: Task, code: str) -> str:
@@ -94,56 +96,11 @@ def candidate_module(task: Task, code: str) -> str:
     return task.prompt + code + "\n"
 
 
-def wrong_case(returned: list[Any], cases: list[tuple[Any, Any]], entry_point: str) -> str | None:
-    """The first case whose returned value differs from the expected one, or None."""
-    for i, ((args, expected), got) in enumerate(zip(cases, returned, strict=True)):
-        shown = f"(**{args!r})" if isinstance(args, dict) else repr(tuple(args))
-        call = f"case {i}: {entry_point}{shown}"
-        try:
-            value = normalised(got)
-        except (TypeError, ValueError):
-            return f"{call} returned a {type(got).__name__}, which JSON cannot carry"
-        want = normalised(expected)
-        if not same_output(value, want):
-            text = json.dumps(value, sort_keys=True)
-            return f"{call} returned {text[:60]}, expected {json.dumps(want)[:60]}"
-    return None
-
-
-def normalised(value: Any) -> Any:
-    """`value` as the comparison sees it: through JSON, sets as sorted lists, complex numbers
-    as [real, imag], bytes as latin-1 text, tuples as lists."""
-    return json.loads(json.dumps(value, allow_nan=True, sort_keys=True, default=_unjson))
-
-
-def _unjson(value: Any) -> Any:
-    if isinstance(value, set | frozenset):
-        return sorted(value, key=repr)
-    if isinstance(value, complex):
-        return [value.real, value.imag]
-    if isinstance(value, bytes):
-        return value.decode("latin-1")
-    raise TypeError(type(value).__name__)
-
-
-def same_output(got: Any, expected: Any) -> bool:
-    """The io-mode comparison of two JSON values. Numbers (not booleans) are equal within a
-    relative 1e-6 or an absolute 1e-9, and NaN equals NaN; a boolean equals only a boolean;
-    lists (a tuple is reported as a list) equal item by item; objects key by key; the rest
-    by ==."""
-    if isinstance(got, bool) or isinstance(expected, bool):
-        return type(got) is type(expected) and got == expected
-    if isinstance(got, int | float) and isinstance(expected, int | float):
-        if math.isnan(got) or math.isnan(expected):
-            return math.isnan(got) and math.isnan(expected)
-        return math.isclose(got, expected, rel_tol=FLOAT_REL_TOL, abs_tol=FLOAT_ABS_TOL)
-    if isinstance(got, list) and isinstance(expected, list):
-        return len(got) == len(expected) and all(map(same_output, got, expected))
-    if isinstance(got, dict) and isinstance(expected, dict):
-        return got.keys() == expected.keys() and all(
-            same_output(got[k], expected[k]) for k in expected
-        )
-    return type(got) is type(expected) and got == expected
+def same_output(got: Any, expected: Any, rel_tol: float = REL_TOL) -> bool:
+    """The io-mode comparison (judgelab.sandbox.compare.same, whose docstring states it) of
+    two values of judgelab's own: integers, booleans and text exactly, a float within
+    `rel_tol`. A candidate's values are compared in the tester, never here."""
+    return compare.same(compare.normal(got), compare.normal(expected), rel_tol, ABS_TOL)
 
 
 # Reasons that name an outcome by themselves.
@@ -155,17 +112,17 @@ FORGED = "forged: "  # + what the code did to fake an answer
 def judged(run: TestRun, cases: list[tuple[Any, Any]] | None, entry_point: str) -> tuple[str, str]:
     """A run of a task's tests as (outcome, reason): the outcome one of ``passed``,
     ``tests_failed``, ``forged``, ``not_parsed`` or ``sandbox_error`` (the sandbox's fault, not
-    the code's), the reason saying which, in full. Values returned for `cases` (tests judgelab
-    wrote) are compared here."""
+    the code's; docs/SECURITY.md lists each way there), the reason saying which, in full."""
     if run.outcome == "passed":
-        wrong = None if cases is None else wrong_case(run.values or [], cases, entry_point)
-        return ("passed", PASSED) if wrong is None else ("tests_failed", f"{FAILED}{wrong}")
+        return "passed", PASSED
     if run.outcome == "error":
         return "sandbox_error", run.reason or "sandbox error"
     if run.outcome == "forged":
         return "forged", f"{FORGED}{run.reason}"
     if run.outcome == "not_parsed":
         return "not_parsed", f"{FAILED}{run.reason}"
+    if run.outcome == "failed" and run.got is not None and cases is not None:
+        return "tests_failed", f"{FAILED}{_wrong(run, cases, entry_point)}"
     if run.outcome == "failed" and run.failed_case is not None:
         return "tests_failed", f"{FAILED}case {run.failed_case}: {run.reason}"
     if run.outcome == "failed":
@@ -173,13 +130,50 @@ def judged(run: TestRun, cases: list[tuple[Any, Any]] | None, entry_point: str) 
     return "tests_failed", run.reason  # timeout, memory, killed: the sandbox says which
 
 
-def passes(task: Task, code: str, limits: Limits) -> tuple[bool | None, str]:
-    """Whether `code` (a whole answer's code) passes `task`'s tests, as the execution evaluator
-    runs them: (True, ""), (False, what failed), or (None, why) when the sandbox could not
-    judge it."""
+def _wrong(run: TestRun, cases: list[tuple[Any, Any]], entry_point: str) -> str:
+    """The reason for a value the tester found wrong: the call, what it returned, and what
+    was expected (each cut to compare.SHOWN characters)."""
+    case = run.failed_case or 0
+    args, want = cases[case]
+    shown = f"(**{args!r})" if isinstance(args, dict) else repr(tuple(args))
+    expected = compare.shown(compare.normal(want))
+    return f"case {case}: {entry_point}{shown} returned {run.got}, expected {expected}"
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One verdict of the execution truth on a program: its outcome and reason (`judged`),
+    and the run they read."""
+
+    outcome: str
+    reason: str
+    run: TestRun
+
+    @property
+    def passed(self) -> bool | None:
+        """True / False, or None when the sandbox could not judge (outcome sandbox_error)."""
+        return None if self.outcome == "sandbox_error" else self.outcome == "passed"
+
+
+def judge(task: Task, code: str, limits: Limits, tests: CallTests | None = None) -> Judged:
+    """The verdict builder of the execution truth, which the execution evaluator, the guard
+    and training share (through `ExecutionEvaluator`) and CodeI/O's reference check uses:
+    `code` (a whole answer's code, or a completion of the prompt) against `task`'s tests, or
+    against `tests` (calls with their expected values: the extended tests), in the sandbox."""
     assert task.test is not None and task.entry_point is not None
-    run = run_tests(candidate_module(task, code), truth_tests(task), limits)
-    outcome, reason = judged(run, call_cases(task.test), task.entry_point)
-    if outcome == "sandbox_error":
-        return None, reason
-    return (True, "") if outcome == "passed" else (False, reason)
+    module = candidate_module(task, code)
+    run = run_tests(module, tests or truth_tests(task), limits)
+    cases = call_cases(task.test) if tests is None else _pairs(tests)
+    outcome, reason = judged(run, cases, task.entry_point)
+    return Judged(outcome, reason, run)
+
+
+def _pairs(tests: CallTests) -> list[tuple[Any, Any]]:
+    return list(zip(tests.cases, tests.expected or [None] * len(tests.cases), strict=True))
+
+
+def passes(task: Task, code: str, limits: Limits) -> tuple[bool | None, str]:
+    """`judge`, as a pass: (True, ""), (False, what failed), or (None, why) when the sandbox
+    could not judge it."""
+    verdict = judge(task, code, limits)
+    return verdict.passed, "" if verdict.outcome == "passed" else verdict.reason
