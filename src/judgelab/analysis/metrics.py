@@ -31,6 +31,7 @@ from judgelab.analysis.decision import decide
 from judgelab.analysis.judge_only import judge_agreement
 from judgelab.analysis.power import power_analysis
 from judgelab.analysis.recheck import truth_recheck
+from judgelab.analysis.rulebook import rulebook
 from judgelab.analysis.stats import CIRule, clean_json, evaluator_stats
 from judgelab.analysis.truth import (
     candidate_scores,
@@ -53,8 +54,10 @@ def compute_metrics(
     scores: pl.DataFrame,
     settings: AnalysisSettings,
     judged: str | None = None,
+    probes: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Every statistic and truth metric, cleaned for JSON; no files written. Where the
+    """Every statistic and truth metric, cleaned for JSON; no files written. `probes`: the
+    probes stage's metrics, when it has run (rules 5 and 6 of the rulebook). Where the
     candidates include known-truth contrast groups, the headline (evaluators, power, decision)
     is the natural population's and the contrast groups' figures are `known_truth`; `judged`
     says whether the two were judged in calls of their own ("apart") or in one ("together",
@@ -76,7 +79,10 @@ def compute_metrics(
             ("truth_parseable", parseable, parseable_weights),
         ):
             ev[key] = truth_metrics(cand, t, settings.praise_threshold, w, rule)
-    power = power_analysis(scores, truth, evaluators, settings.power, rule, settings.primary)
+    power = power_analysis(
+        scores, truth, evaluators, settings.power, rule, settings.primary, settings.margin
+    )
+    judges = sorted(n for n, ev in evaluators.items() if ev.get("protocol") != "execution")
     population = {
         "headline": "all" if known is None else "natural",
         "judged": judged if known is not None else None,
@@ -87,6 +93,7 @@ def compute_metrics(
         {
             "evaluators": evaluators,
             "power": power,
+            "rulebook": rulebook(scores, truth, judges, settings, probes),
             "population": population,
             "n_tasks": tasks.height,
             "n_candidates": rollouts.height,
@@ -115,13 +122,15 @@ def audit_metrics(
     max_failure_share: float,
     truth_baseline: pl.DataFrame | None = None,
     judged: str | None = None,
+    probes: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The analysis stage's metrics.json: `compute_metrics` (`judged`: scores.populations),
+    """The analysis stage's metrics.json: `compute_metrics` (`judged`: scores.populations;
+    `probes`: the probes stage's metrics, for rules 5 and 6),
     the loud judge failures (absent when no judge failed), a judge-only audit's agreement,
     the training figures of `training_dir` (`train_rewards`: the judges configured to have
     one), and the re-check of `truth_baseline` (`recheck.read_baseline` of
     `settings.truth_baseline`)."""
-    metrics = compute_metrics(tasks, rollouts, scores, settings, judged)
+    metrics = compute_metrics(tasks, rollouts, scores, settings, judged, probes)
     if truth_baseline is not None:
         source = settings.truth_baseline or "truth baseline"
         metrics["truth_recheck"] = clean_json(truth_recheck(truth_baseline, scores, source))
