@@ -136,7 +136,7 @@ def pair_words(p: dict[str, Any], margin: float) -> str:
     ci = "" if lo is None or hi is None else f" [{lo:+.3f}, {hi:+.3f}]"
     head = f"{p['a']} − {p['b']} = {p['difference']:+.3f}{ci} (n = {p['n_groups']} tasks)"
     if p["verdict"] == "equivalent":
-        return (f"{head}: equivalent within the margin {margin:g} (TOST, Holm p = "
+        return (f"{head}: equivalent within the margin {margin:g} (TOST, Holm p "
                 f"{p_text(p['p_equivalence_holm'])})")  # fmt: skip
     need = p.get("tasks_to_decide")
     more = (

@@ -346,9 +346,9 @@ def unseparated(power: dict[str, Any]) -> str:
     if equivalent:
         out += f" ({and_list(equivalent)})"
     if parts:
-        out += (f"; the shared tasks ({power.get('units') or 'shared tasks'}) each undecided "
-                f"pair would need to be decided at the margin (power {power['power']:g}): "
-                + "; ".join(parts))  # fmt: skip
+        units = f" ({power['units']})" if power.get("units") else ""
+        out += (f"; the shared tasks{units} each undecided pair would need to be decided at "
+                f"the margin (power {power['power']:g}): " + "; ".join(parts))  # fmt: skip
     return out
 
 

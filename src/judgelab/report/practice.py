@@ -47,23 +47,23 @@ def pairs_sentence(analysis: dict[str, Any]) -> str | None:
         named = "; ".join(f"{n} {with_n(truth[n], key)}" for n in above)
         verb = "gets" if len(above) == 1 else "get"
         return f"{and_list(above)} {verb} most passing–failing pairs right by a valid CI: {named}."
-    def high(n: str) -> float:
-        got = truth[n].get(f"{key}_ci_high")
-        return 1.0 if got is None else got
-
-    if all(high(n) < 0.5 for n in llm):
+    highs = {n: truth[n].get(f"{key}_ci_high") for n in llm}
+    if all(h is not None and h < 0.5 for h in highs.values()):
         return (
             "No LLM judge gets most passing–failing pairs right: each one's strict pairwise "
             f"accuracy (a tie counts as wrong) lies below 0.5 by a valid CI, the highest "
             f"{best}'s {with_n(truth[best], key)}."
         )
     if all(truth[n][key] < 0.5 for n in llm):
-        reach = [n for n in llm if high(n) >= 0.5]
+        reach = [n for n, h in highs.items() if h is not None and h >= 0.5]
+        no_ci = [n for n, h in highs.items() if h is None]
+        why = [f"{and_list(reach)}'s CI reaches 0.5"] if reach else []
+        why += [f"{and_list(no_ci)} {'has' if len(no_ci) == 1 else 'have'} no CI"] if no_ci else []
         return (
             "No LLM judge is shown to get most passing–failing pairs right: each one's strict "
             f"pairwise accuracy (a tie counts as wrong) is below 0.5, the highest {best}'s "
-            f"{with_n(truth[best], key)}, but the CI of {and_list(reach)} reaches 0.5, so "
-            "the audit cannot say that none does."
+            f"{with_n(truth[best], key)}, but {' and '.join(why)}: the audit cannot say that "
+            "none does."
         )
     return None
 
