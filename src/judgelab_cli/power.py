@@ -60,11 +60,8 @@ def power(
         except ValidationError as err:
             raise typer.BadParameter(str(err)) from None
         table = validate_file(scores, "scores")
-    truth = execution_truth(table)
-    rule = CIRule.of(analysis)
-    result = power_analysis(
-        table, truth, evaluator_stats(table), knobs, rule, analysis.primary, margin
-    )
+    result = power_analysis(table, execution_truth(table), evaluator_stats(table), knobs,
+                            CIRule.of(analysis), analysis.primary, margin)  # fmt: skip
     out = Table(title=f"judgelab power: margin {margin:g}, alpha {knobs.alpha:g}, "
                 f"power {knobs.power:g}")  # fmt: skip
     for column in HEADER:

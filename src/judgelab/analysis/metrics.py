@@ -83,12 +83,7 @@ def compute_metrics(
         scores, truth, evaluators, settings.power, rule, settings.primary, settings.margin
     )
     judges = sorted(n for n, ev in evaluators.items() if ev.get("protocol") != "execution")
-    population = {
-        "headline": "all" if known is None else "natural",
-        "judged": judged if known is not None else None,
-        "n_candidates": scores.get_column("candidate_id").n_unique() if scores.height else 0,
-        "n_tasks": scores.get_column("task_id").n_unique() if scores.height else 0,
-    }
+    population = _population(scores, known, judged)
     metrics = clean_json(
         {
             "evaluators": evaluators,
@@ -109,6 +104,18 @@ def compute_metrics(
         }
     )
     return metrics | {"decision": clean_json(decide(metrics))}
+
+
+def _population(
+    scores: pl.DataFrame, known: pl.DataFrame | None, judged: str | None
+) -> dict[str, Any]:
+    """What the headline figures are computed on (`population` in metrics.json)."""
+    return {
+        "headline": "all" if known is None else "natural",
+        "judged": judged if known is not None else None,
+        "n_candidates": scores.get_column("candidate_id").n_unique() if scores.height else 0,
+        "n_tasks": scores.get_column("task_id").n_unique() if scores.height else 0,
+    }
 
 
 def audit_metrics(
