@@ -25,10 +25,10 @@ GLOSSARY = (
     "the rest of the group) follow the ones the tests give, over every task, each task "
     "weighing the same: 1 for the tests themselves, 0 for no signal or a judge that ignores "
     "the code, below 0 for one that pushes failing code up (docs/METRICS.md). A 95 % CI is "
-    'drawn over tasks; Holm\'s correction keeps the chance of any false "A is above B" '
-    "among all the pairs compared at 5 %, and of any false rejection by one rule among the "
-    "judges it tests; equivalent within the margin (`analysis.margin`): the paired "
-    "difference is shown to lie inside ± the margin (two one-sided tests, TOST)."
+    'drawn over tasks; Holm\'s correction keeps at 5 % the chance of any false "A is above B" '
+    "among all the pairs compared, and at 2.5 % that of any false finding of one rejection "
+    "rule among the judges it tests; equivalent within the margin (`analysis.margin`): the "
+    "paired difference is shown to lie inside ± the margin (two one-sided tests, TOST)."
 )
 
 
