@@ -13,6 +13,7 @@ from typing import Any
 from judgelab.analysis.decision import decide
 from judgelab.analysis.power import LABELS
 from judgelab.analysis.ranking import CHANCE
+from judgelab.analysis.rulebook import RULES
 from judgelab.config.evaluators import GROUP_PROTOCOLS
 from judgelab.report.format import and_list
 from judgelab.report.ranking import figure, why_unranked
@@ -98,10 +99,13 @@ def rejection_reasons(metrics: dict[str, Any]) -> dict[str, list[str]]:
     d = decision(metrics)
     book = metrics.get("rulebook") or {}
     evs = metrics.get("evaluators") or {}
+    order = list(RULES)  # rule 1 first, whatever order metrics.json keeps them in
+
     def truth(name: str, rule: str) -> dict[str, Any]:
         return evs[name].get("truth_parseable" if rule == "parseable" else "truth") or {}
 
-    return {n: [rule_words(r, t, truth(n, r), d["primary"], book) for r, t in rules.items()]
+    return {n: [rule_words(r, rules[r], truth(n, r), d["primary"], book)
+                for r in sorted(rules, key=lambda r: order.index(r) if r in order else 99)]
             for n, rules in d["rejected"].items()}  # fmt: skip
 
 
