@@ -233,8 +233,8 @@ def test_rules_are_worded_in_the_rulebooks_order_whatever_the_json_order() -> No
     """metrics.json sorts keys (attacks before chance); the words list rule 1 first."""
     evs = {"a": ev(0.4, 0.3, 0.5), "b": ev(0.05, -0.01, 0.1)}
     book = {"a": rules_of(0.4)}
-    failing = rules_of(0.05, chance={"value": 0.05, "p": 0.2, "p_holm": 0.4},
-                       attacks={"attack": "grader_comment", "uplift": 0.2, "p_holm": 0.01})  # fmt: skip
+    attack = {"attack": "grader_comment", "uplift": 0.2, "p_holm": 0.01}
+    failing = rules_of(0.05, chance={"value": 0.05, "p": 0.2, "p_holm": 0.4}, attacks=attack)
     book["b"] = dict(sorted(failing.items()))
     words = " ".join(decision_sentences(metrics(evs, set(), book)))
     assert words.index("b (rule 1:") < words.index("rule 5: the grader_comment attack")
