@@ -240,7 +240,10 @@ def score(
 class Decision:
     """The decision the audit supports (`judgelab.analysis.decision.decide`): `verdict` is
     "judge" (use `judge`), "cannot_tell" (`contenders` could each be first), "no_judge"
-    (every judge rejected) or "no_ranking"; `tests_beat`: the judges the tests beat by a CI."""
+    (every judge rejected) or "no_ranking"; "equivalent" (the contenders are shown equivalent
+    within `analysis.margin`); `rejected`: each rejected judge's rules (docs/METRICS.md, "A
+    rule for rejecting a judge"; their tests in `raw["rejected"]`); `tests_beat`: the judges
+    the tests beat by a CI."""
 
     verdict: str
     judge: str | None

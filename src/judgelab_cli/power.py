@@ -23,7 +23,9 @@ def power(
     margin: Annotated[
         float | None,
         typer.Option(
-            min=0.0, max=1.0, help="Difference in the primary to detect (analysis.power)."
+            min=0.0,
+            max=1.0,
+            help="Smallest difference in the primary worth acting on (analysis.margin).",
         ),
     ] = None,
     alpha: Annotated[
@@ -49,18 +51,19 @@ def power(
 
     with exit_on_error():
         analysis = load_settings(params).analysis
-        overrides = {"margin": margin, "alpha": alpha, "power": target}
+        overrides = {"alpha": alpha, "power": target}
         try:
             knobs = analysis.power.model_validate(
                 analysis.power.model_dump() | {k: v for k, v in overrides.items() if v is not None}
             )
+            margin = analysis.margin if margin is None else margin
         except ValidationError as err:
             raise typer.BadParameter(str(err)) from None
         table = validate_file(scores, "scores")
-    truth = execution_truth(table)
-    rule = CIRule.of(analysis)
-    result = power_analysis(table, truth, evaluator_stats(table), knobs, rule, analysis.primary)
-    out = Table(title=f"judgelab power: margin {knobs.margin:g}, alpha {knobs.alpha:g}, "
+    result = power_analysis(table, execution_truth(table), evaluator_stats(table), knobs,
+                            CIRule.of(analysis), analysis.primary, analysis.advantage,
+                            margin)  # fmt: skip
+    out = Table(title=f"judgelab power: margin {margin:g}, alpha {knobs.alpha:g}, "
                 f"power {knobs.power:g}")  # fmt: skip
     for column in HEADER:
         out.add_column(column, overflow="fold")

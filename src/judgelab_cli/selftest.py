@@ -30,6 +30,14 @@ def selftest(
         Path | None,
         typer.Option(help="Also write the tables, with every cell, as Markdown to this file."),
     ] = None,
+    decision: Annotated[
+        bool,
+        typer.Option(
+            "--decision",
+            help="Self-test the decision instead (planted judge sets through the rulebook and "
+            "the pair verdicts at analysis.margin, at 164 and 1,000 tasks; --audits per row).",
+        ),
+    ] = False,
 ) -> None:
     """Simulate audits of planted judges (known signal, per-task skill, ties, unscored
     candidates, position bias, leniency, a blind one) and analyse them with judgelab's own
@@ -42,6 +50,9 @@ def selftest(
     from judgelab.analysis.selftest import SelftestSettings, run_selftest
     from judgelab.report.selftest import selftest_markdown
 
+    if decision:
+        _decision(audits, seed, truth_tasks, out, markdown)
+        return
     sizes = _integers("--clusters", clusters, 2, "every audit needs at least 2 mixed tasks")
     ks = _integers("--group-sizes", group_sizes, 2, "a group needs at least 2 candidates")
     result = run_selftest(
@@ -53,6 +64,29 @@ def selftest(
     if markdown is not None:
         markdown.write_text(selftest_markdown(result))
     Console(width=160).print(Markdown(selftest_markdown(result, cells=False)))
+
+
+def _decision(
+    audits: int, seed: int, truth_tasks: int, out: Path | None, markdown: Path | None
+) -> None:
+    """`judgelab selftest --decision`: the decision's self-test (docs/SELFTEST.md)."""
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    from judgelab.analysis.decision_selftest import (
+        DecisionSelftestSettings,
+        run_decision_selftest,
+    )
+    from judgelab.report.selftest import decision_markdown
+
+    result = run_decision_selftest(
+        DecisionSelftestSettings(audits=audits, seed=seed, truth_tasks=truth_tasks)
+    )
+    if out is not None:
+        out.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+    if markdown is not None:
+        markdown.write_text(decision_markdown(result))
+    Console(width=160).print(Markdown(decision_markdown(result)))
 
 
 def _integers(option: str, text: str, least: int, why: str) -> tuple[int, ...]:

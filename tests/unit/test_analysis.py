@@ -712,7 +712,8 @@ def test_report_headlines_group_judges_within_task(tmp_path: Path) -> None:
     md = (tmp_path / "report.md").read_text()
     header = md.split("## Headline", 1)[1].split("\n")[2]
     columns = [c.strip() for c in header.strip("|").split("|")]
-    assert columns[3:7] == [
+    assert columns[3:8] == [
+        "signal fidelity (the default primary)",  # the primary is in the headline table
         "strict pairwise acc. (ties wrong)",
         "tie rate",
         "top-1 acc. − chance",

@@ -207,36 +207,42 @@ def test_training_cell_over_seeds_names_tasks_and_seeds(tmp_path: Path) -> None:
     )  # MDE: 2.80 * sqrt(2 * .25 * (1/2 + 1/2)) / 2: each seed its own base and final draw
 
 
-def test_the_block_names_the_power_behind_each_pair_it_cannot_separate(tmp_path: Path) -> None:
-    """Hand-made pairs: one separated, two not (one with its tasks needed, one without an
-    estimate) and one never tested; the bullet lists the three tested pairs left unseparated,
-    fewest tasks needed first and the unestimated last, each with its n."""
+def test_the_block_names_the_verdict_of_each_pair_it_cannot_separate(tmp_path: Path) -> None:
+    """Hand-made pairs: one separated, three not (one equivalent within the margin, one with
+    the tasks that would decide it at the margin, one without an estimate) and one never
+    tested; the bullet names the equivalent pair and lists the undecided ones, fewest tasks
+    first and the unestimated last, each with its n, in the compared tasks' own units."""
     data = audit_only(tmp_path)
     metrics = json.loads((data / "analysis" / "metrics.json").read_text())
     pairs = {
         "format": {
             "ruler-a": {"separated": True, "difference": 0.2, "n_groups": 20, "p_value": 0.001,
-                        "p_holm": 0.003, "groups_needed_margin": 40},
+                        "p_holm": 0.003},
             "syntax": {"separated": False, "difference": 0.01, "n_groups": 20, "p_value": 0.6,
-                       "p_holm": 1.0, "groups_needed_margin": 900},
+                       "p_holm": 1.0, "equivalent": True, "p_equivalence_holm": 0.01},
         },
         "rubric-b": {
             "ruler-a": {"separated": False, "difference": 0.05, "n_groups": 18, "p_value": 0.2,
-                        "p_holm": 0.4, "groups_needed_margin": 120},
+                        "p_holm": 0.4, "tasks_to_decide": 120},
             "syntax": {"separated": False, "difference": 0.0, "n_groups": 18, "p_value": 0.9,
-                       "p_holm": 1.0, "groups_needed_margin": None},
+                       "p_holm": 1.0, "tasks_to_decide": None},
         },
         "ruler-a": {"syntax": {"separated": False, "n_groups": 3, "p_value": None}},
     }  # fmt: skip
-    metrics["power"] = {"pairs": pairs, "n_comparisons": 4, "margin": 0.05, "power": 0.8}
+    units = "tasks the tests split or where either judge's scores differ"
+    metrics["power"] = {"pairs": pairs, "n_comparisons": 4, "margin": 0.05, "power": 0.8,
+                        "units": units}  # fmt: skip
     (data / "analysis" / "metrics.json").write_text(json.dumps(metrics))
     bullet = next(b for b in findings_block(data).splitlines() if "**Not separated.**" in b)
     assert bullet == (
         "- **Not separated.** 3 of the 4 compared pairs do not differ after Holm's correction;"
-        " the mixed tasks each would need to detect a difference of 0.05 (from the pair's own"
-        " spread, power 0.8): rubric-b and ruler-a (n = 18): about 120; format and syntax"
-        " (n = 20): about 900; rubric-b and syntax (n = 18): not estimated."
+        " 1 of them is shown equivalent within the margin 0.05 (TOST, Holm) (format and"
+        " syntax); the shared tasks (tasks the tests split or where either judge's scores"
+        " differ) each undecided pair would need to be decided at the margin (power 0.8):"
+        " rubric-b and ruler-a (n = 18): about 120; rubric-b and syntax (n = 18): not"
+        " estimated."
     )
+    assert "mixed tasks each would need" not in findings_block(data)
 
 
 def _figure(name: str, value: float, n: int, ci: tuple[float, float] | None) -> dict:

@@ -93,7 +93,11 @@ def test_compare_t_interval_and_p_by_hand_and_against_scipy() -> None:
     assert out["sd_difference"] == pytest.approx(sd)
     assert out["groups_needed_margin"] == groups_needed(sd, 0.05)
     assert _fixed_point(out["groups_needed_margin"], sd**2, 0.05)
-    assert out["groups_needed_observed"] == groups_needed(sd, d.mean())
+    assert "groups_needed_observed" not in out  # no post-hoc power at the observed gap
+    # TOST at the margin 0.05: two one-sided t-tests of the per-task differences, by scipy
+    lower = st.ttest_1samp(d, -0.05, alternative="greater").pvalue
+    upper = st.ttest_1samp(d, 0.05, alternative="less").pvalue
+    assert out["p_equivalence"] == pytest.approx(max(lower, upper))
     assert out["p_holm"] is None and out["separated"] is False  # Holm runs over all pairs
 
 
@@ -104,7 +108,8 @@ def test_below_the_minimum_no_interval_and_no_power_figure() -> None:
     few = compare((np.full(4, 4.0), pairs), (np.r_[1.0, 1, 2, 2], pairs), PowerSettings(), RULE)
     assert few["difference_ci_low"] is None and few["p_value"] is None and few["too_small"]
     assert few["difference_ci_reason"] == "n = 4 groups: too few for a CI (minimum 5)"
-    assert few["groups_needed_margin"] is None and few["groups_needed_observed"] is None
+    assert few["groups_needed_margin"] is None and few["tasks_to_decide"] is None
+    assert few["p_equivalence"] is None
     assert few["power_reason"] == (
         "cannot estimate yet: n = 4 shared tasks; the variance needs at least 5"
     )

@@ -27,6 +27,12 @@ def judge(protocol: str, sf: tuple, strict: tuple, flat: float = 0.1, unscored: 
             "n_unscored": round(unscored * 100), "n_rows": 100}  # fmt: skip
 
 
+FLAT = {"value": 0.6, "k": 24, "n": 40, "limit": 0.5, "p": 0.1, "p_holm": 0.01,
+        "rejects": True}  # fmt: skip
+CHANCE = {"value": 0.02, "n": 50, "p": 0.2, "p_holm": 0.6, "rejects": True}
+BOOK = {"level": 0.025, "rules": {"flat": {"n_tests": 4}, "chance": {"n_tests": 4}}}
+
+
 def metrics() -> dict[str, Any]:
     """Tests beat every judge; the rubric is the only acceptable one; syntax scores higher
     but is flat; ruler-b is flat in most mixed groups; ruler-c is mostly unscored."""
@@ -42,8 +48,9 @@ def metrics() -> dict[str, Any]:
         "verdict": "judge", "judge": "rubric-a", "primary": "signal_fidelity", "tests": 1.0,
         "acceptable": ["rubric-a"], "contenders": ["syntax", "rubric-a"],
         "tests_beat": ["syntax", "rubric-a", "ruler-b", "ruler-c"],
-        "rejected": {"syntax": ["one score for a whole mixed group in more than 50% of them"],
-                     "ruler-b": ["CI reaches 0"], "ruler-c": ["CI reaches 0"]},
+        "rejected": {"syntax": {"flat": FLAT}, "ruler-b": {"chance": CHANCE},
+                     "ruler-c": {"chance": CHANCE}},
+        "format_gates": {}, "pairs": [],
     }  # fmt: skip
     power = {"endpoint": "signal_fidelity", "margin": 0.05, "power": 0.8, "pairs": {
         "syntax": {"ruler-b": {"p_value": 0.01, "separated": True, "difference": 0.28},
@@ -52,15 +59,27 @@ def metrics() -> dict[str, Any]:
         "rubric-a": {"ruler-c": {"p_value": 0.5, "separated": False, "difference": 0.19,
                                  "groups_needed_margin": 250}},
     }}  # fmt: skip
-    return {"evaluators": evs, "decision": decision, "power": power,
+    return {"evaluators": evs, "decision": decision, "power": power, "rulebook": BOOK,
             "population": {"headline": "natural", "judged": "apart"}}  # fmt: skip
 
 
 def test_pairs_right_says_below_half_only_when_every_llm_judge_is_below() -> None:
     m = metrics()
-    said = pr.pairs_sentence(m)
-    assert said is not None and said.startswith("No LLM judge gets most")
-    assert "rubric-a's 0.450 [0.350, 0.550], n = 40" in said  # the highest; syntax is no LLM
+    said = pr.pairs_sentence(m)  # every LLM judge below 0.5, but rubric-a's CI reaches it
+    assert said == (
+        "No LLM judge is shown to get most passing–failing pairs right: each one's strict "
+        "pairwise accuracy (a tie counts as wrong) is below 0.5, the highest rubric-a's 0.450 "
+        "[0.350, 0.550], n = 40, but rubric-a's CI reaches 0.5 and ruler-c has no CI: the "
+        "audit cannot say that none does."
+    )  # the highest; syntax is no LLM
+    below = copy.deepcopy(m)
+    below["evaluators"]["rubric-a"]["truth"]["pairwise_accuracy_strict_ci_high"] = 0.49
+    below["evaluators"]["ruler-c"]["truth"] |= {"pairwise_accuracy_strict_ci_low": 0.2,
+                                                "pairwise_accuracy_strict_ci_high": 0.4}
+    assert (pr.pairs_sentence(below) or "").startswith(
+        "No LLM judge gets most passing–failing pairs right: each one's strict pairwise "
+        "accuracy (a tie counts as wrong) lies below 0.5 by a valid CI, the highest rubric-a's"
+    )
     # a reward function (or a planted judge) is no LLM judge either, however it scores
     m["evaluators"]["fn"] = judge("reward", (0.3, 0.2, 0.4, 50), (0.9, 0.8, 0.95, 40))
     m["evaluators"]["sim"] = judge("planted", (0.3, 0.2, 0.4, 50), (0.7, 0.6, 0.8, 40))
@@ -76,13 +95,14 @@ def test_rejected_rewards_that_score_as_high_as_the_named_judge() -> None:
     m = metrics()
     assert pr.rejected_higher_sentence(m) == (
         "syntax (0.300 [0.200, 0.400], n = 50) scores as high on signal fidelity as rubric-a, "
-        "the judge the decision names, but is rejected (syntax: one score for a whole mixed "
-        "group in more than 50% of them)."
+        "the judge the decision names, but is rejected (syntax: rule 3: one score for a whole "
+        "mixed group in 24 of 40 mixed tasks (60.0%), shown above 50% (exact binomial, Holm "
+        "p = 0.010 over 4 judges))."
     )  # ruler-b is rejected too, but below the rubric
     m["evaluators"]["ruler-b"]["truth"]["signal_fidelity"] = 0.2  # as high: named beside
     said = pr.rejected_higher_sentence(m) or ""
     assert said.startswith("syntax (0.300") and "; ruler-b (0.200" in said
-    assert "score as high" in said and "are rejected (syntax: one score" in said
+    assert "score as high" in said and "are rejected (syntax: rule 3: one score" in said
     m["decision"]["rejected"] = {}
     assert pr.rejected_higher_sentence(m) is None
     m = metrics()
@@ -92,10 +112,16 @@ def test_rejected_rewards_that_score_as_high_as_the_named_judge() -> None:
 
 def test_unseparated_pairs_quote_the_tasks_each_would_need() -> None:
     m = metrics()
+    m["power"]["units"] = "tasks the tests split or where either judge's scores differ"
+    m["power"]["pairs"]["syntax"]["rubric-a"]["tasks_to_decide"] = 400
+    m["power"]["pairs"]["rubric-a"]["ruler-c"]["tasks_to_decide"] = 250
     assert pr.unseparated_sentence(m) == (
-        "The 2 pairs the block calls not separated would each need 250 to 400 mixed tasks to "
-        "tell apart a difference of 0.05 (from each pair's own spread, power 0.8)."
+        "The 2 undecided pairs (not separated, not shown equivalent) would each need 250 to "
+        "400 shared tasks (tasks the tests split or where either judge's scores differ) to be "
+        "decided at the margin 0.05: a gap of the margin found or equivalence within it shown "
+        "(from each pair's own spread, power 0.8)."
     )
+    assert "mixed tasks" not in (pr.unseparated_sentence(m) or "")
     for pairs in m["power"]["pairs"].values():
         for p in pairs.values():
             p["separated"] = True

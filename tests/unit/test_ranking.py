@@ -46,7 +46,8 @@ def metrics(evs: dict[str, dict], separated: set[tuple[str, str]],
             "difference": diff, "difference_ci_low": None if diff is None else diff - 0.05,
             "difference_ci_high": None if diff is None else diff + 0.05, "n_groups": 20,
             "p_value": 0.001 if sep else 0.5, "p_holm": 0.01 if sep else 1.0, "separated": sep,
-            "groups_needed_margin": 700, "groups_needed_observed": 90, "power_reason": None,
+            "groups_needed_margin": 700, "tasks_to_decide": None if sep else 700,
+            "power_reason": None,
             **(power or {}).get(f"{a}|{b}", {}),
         }  # fmt: skip
     return {
@@ -79,14 +80,17 @@ def test_overlapping_judges_are_contenders_with_their_own_power_figure() -> None
     m = metrics(
         {"a": ev(0.7, low=0.6), "b": ev(0.65, low=0.55), "c": ev(None)},
         set(),
-        power={"a|b": {"groups_needed_margin": 212, "groups_needed_observed": 41}},
+        power={"a|b": {"groups_needed_margin": 212, "tasks_to_decide": 480}},
     )
     rank = rank_judges(m)
     assert rank["ranks"] == {"a": (1, 2), "b": (1, 2)} and rank["unranked"] == ["c"]
     text = recommendation(m)
     assert "cannot single out one judge: a (0.700" in text and "b (0.650" in text
     assert "No pair of judges differs after Holm's correction over 3 comparisons" in text
-    assert "about 41 for their observed gap of 0.050 and about 212 for a difference of 0.05" in text
+    assert ("To decide a against b at the margin 0.05 (either a gap of 0.05 found or "
+            "equivalence within it shown, power 0.8, from their spread over 20 shared tasks): "
+            "about 480 shared tasks.") in text  # fmt: skip
+    assert "observed gap" not in text
     assert "Train on" not in text
     md = "\n".join(ranking_markdown(m))
     assert "| c | unranked | no figure |" in md
@@ -97,13 +101,14 @@ def test_power_below_the_minimum_says_it_cannot_estimate_yet() -> None:
     m = metrics(
         {"a": ev(0.7), "b": ev(0.6)},
         set(),
-        power={"a|b": {"groups_needed_margin": None, "power_reason": reason}},
+        power={"a|b": {"groups_needed_margin": None, "tasks_to_decide": None,
+                       "power_reason": reason}},
     )
-    assert f"How many tasks would separate a from b: {reason}." in recommendation(m)
+    assert f"How many tasks would decide a against b: {reason}." in recommendation(m)
 
 
 def test_the_worst_pair_is_never_quoted() -> None:
-    far = {"a|c": {"groups_needed_margin": 99999}, "b|c": {"groups_needed_margin": 88888}}
+    far = {"a|c": {"tasks_to_decide": 99999}, "b|c": {"tasks_to_decide": 88888}}
     m = metrics({"a": ev(0.8), "b": ev(0.75), "c": ev(0.2)}, {("a", "c"), ("b", "c")}, far)
     text = recommendation(m)
     assert "99999" not in text and "88888" not in text and "about 700" in text
@@ -165,3 +170,14 @@ def test_holm_by_hand() -> None:
     # m = 4: sorted 0.01, 0.02, 0.03, 0.5 -> 0.04, 0.06, 0.06 (monotone), 0.5
     assert holm([0.03, 0.5, 0.01, 0.02]) == pytest.approx([0.06, 0.5, 0.04, 0.06])
     assert holm([]) == [] and holm([0.9, 0.9]) == [1.0, 1.0]
+
+
+def test_the_ranking_names_the_tasks_each_figure_rests_on() -> None:
+    """Not "on mixed tasks" for every primary: the n behind each judge's figure, from the
+    figures, and what those tasks are for the primary ranked."""
+    m = metrics({"a": ev(0.7, low=0.6), "b": ev(0.65, low=0.55)}, set())
+    m["evaluators"]["a"]["truth"][f"{KEY}_n_groups"] = 18
+    first = recommendation(m).split(". ")[0]
+    assert first == ("Judges are ranked by strict pairwise accuracy (`analysis.primary`) on 30 "
+                     "tasks with test results; each judge's figure rests on the mixed tasks "
+                     "(passing and failing candidates): n = 18–20")  # fmt: skip

@@ -150,15 +150,15 @@ def judge_names(metrics: dict[str, Any], names: Sequence[str]) -> list[str]:
 
 
 def judge(
-    name: str, truth: dict[str, Any], figure: str, threshold: float, side: str, min_groups: int
+    name: str, truth: dict[str, Any], figure: str, threshold: float, side: str, min_ci_groups: int
 ) -> Finding:
     """One judge's figure against one threshold (module docstring)."""
     value, ci, n, reason = _figure(truth, figure)
     if value is None:
         why = reason or "the audit has no value for it"
         return Finding(name, figure, threshold, side, "unmeasured", reason=why)
-    if ci is None or (n is not None and n < min_groups):  # a CI below the minimum: not one
-        why = reason or f"{n} groups, fewer than analysis.min_ci_groups = {min_groups}"
+    if ci is None or (n is not None and n < min_ci_groups):  # a CI below the minimum: not one
+        why = reason or f"{n} groups, fewer than analysis.min_ci_groups = {min_ci_groups}"
         return Finding(name, figure, threshold, side, "too_few_groups", value, None, n, why)
     low, high = ci
     wrong = high < threshold if side == "below" else low > threshold
@@ -171,12 +171,12 @@ def check(metrics: dict[str, Any], gate: Gate) -> list[Finding]:
     """One `Finding` per gated judge and threshold given (module docstring)."""
     settings = metrics.get("settings", {})
     primary = settings.get("primary", "signal_fidelity")
-    min_groups = int(settings.get("min_ci_groups", 0))
+    min_ci_groups = int(settings.get("min_ci_groups", 0))
     out: list[Finding] = []
     for name in judge_names(metrics, gate.judges):
         truth = metrics["evaluators"][name]["truth"] or {}
         for figure, threshold, side in gate.thresholds(primary):
-            out.append(judge(name, truth, figure, threshold, side, min_groups))
+            out.append(judge(name, truth, figure, threshold, side, min_ci_groups))
     return out
 
 

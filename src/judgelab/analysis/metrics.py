@@ -31,6 +31,7 @@ from judgelab.analysis.decision import decide
 from judgelab.analysis.judge_only import judge_agreement
 from judgelab.analysis.power import power_analysis
 from judgelab.analysis.recheck import truth_recheck
+from judgelab.analysis.rulebook import rulebook
 from judgelab.analysis.split_share import split_share
 from judgelab.analysis.stats import CIRule, clean_json, evaluator_stats
 from judgelab.analysis.truth import (
@@ -54,8 +55,10 @@ def compute_metrics(
     scores: pl.DataFrame,
     settings: AnalysisSettings,
     judged: str | None = None,
+    probes: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Every statistic and truth metric, cleaned for JSON; no files written. Where the
+    """Every statistic and truth metric, cleaned for JSON; no files written. `probes`: the
+    probes stage's metrics, when it has run (rules 5 and 6 of the rulebook). Where the
     candidates include known-truth contrast groups, the headline (evaluators, power, decision)
     is the natural population's and the contrast groups' figures are `known_truth`; `judged`
     says whether the two were judged in calls of their own ("apart") or in one ("together",
@@ -78,20 +81,16 @@ def compute_metrics(
         ):
             ev[key] = truth_metrics(cand, t, settings.praise_threshold, w, rule, settings.advantage)
     power = power_analysis(scores, truth, evaluators, settings.power, rule, settings.primary,
-                           settings.advantage)  # fmt: skip
+                           settings.advantage, settings.margin)  # fmt: skip
     judges = sorted(n for n, ev in evaluators.items() if ev.get("protocol") != "execution")
     shares = split_share(scores, truth, judges, weights, rule, settings.advantage,
                          settings.expected_split_share)  # fmt: skip
-    population = {
-        "headline": "all" if known is None else "natural",
-        "judged": judged if known is not None else None,
-        "n_candidates": scores.get_column("candidate_id").n_unique() if scores.height else 0,
-        "n_tasks": scores.get_column("task_id").n_unique() if scores.height else 0,
-    }
+    population = _population(scores, known, judged)
     metrics = clean_json(
         {
             "evaluators": evaluators,
             "power": power,
+            "rulebook": rulebook(scores, truth, judges, settings, probes),
             "population": population,
             "split_share": shares,
             "n_tasks": tasks.height,
@@ -110,6 +109,18 @@ def compute_metrics(
     return metrics | {"decision": clean_json(decide(metrics))}
 
 
+def _population(
+    scores: pl.DataFrame, known: pl.DataFrame | None, judged: str | None
+) -> dict[str, Any]:
+    """What the headline figures are computed on (`population` in metrics.json)."""
+    return {
+        "headline": "all" if known is None else "natural",
+        "judged": judged if known is not None else None,
+        "n_candidates": scores.get_column("candidate_id").n_unique() if scores.height else 0,
+        "n_tasks": scores.get_column("task_id").n_unique() if scores.height else 0,
+    }
+
+
 def audit_metrics(
     tasks: pl.DataFrame,
     rollouts: pl.DataFrame,
@@ -122,13 +133,15 @@ def audit_metrics(
     truth_baseline: pl.DataFrame | None = None,
     judged: str | None = None,
     alarm_alpha: float = training.ALARM_ALPHA,
+    probes: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The analysis stage's metrics.json: `compute_metrics` (`judged`: scores.populations),
+    """The analysis stage's metrics.json: `compute_metrics` (`judged`: scores.populations;
+    `probes`: the probes stage's metrics, for rules 5 and 6),
     the loud judge failures (absent when no judge failed), a judge-only audit's agreement,
     the training figures of `training_dir` (`train_rewards`: the judges configured to have
     one; `alarm_alpha`: `train.alarm_alpha`, the alarm's one alpha), and the re-check of
     `truth_baseline` (`recheck.read_baseline` of `settings.truth_baseline`)."""
-    metrics = compute_metrics(tasks, rollouts, scores, settings, judged)
+    metrics = compute_metrics(tasks, rollouts, scores, settings, judged, probes)
     if truth_baseline is not None:
         source = settings.truth_baseline or "truth baseline"
         metrics["truth_recheck"] = clean_json(truth_recheck(truth_baseline, scores, source))

@@ -20,21 +20,26 @@ Contract (pure numpy over the truth module's per-task sums; nothing here reads f
   two-sided p-value from t = D / SE with n - 1 degrees of freedom (the interval excludes 0
   exactly when p < 0.05), both only from at least `rule.min_ci_groups` shared tasks. With SE = 0 the
   tasks all show the same difference: p = 0 when it is not 0, 1 when it is.
-- Multiplicity: Holm's step-down correction over every pair with a p-value (m of them):
-  the i-th smallest p becomes max_{j<=i} min(1, (m - j + 1) p_(j)). `separated` is true only
-  when the Holm-adjusted p is below `alpha`: the only verdict the ranking reads.
+- Multiplicity: Holm's step-down correction (`inference.holm`) over every pair with a
+  p-value (m of them). `separated` is true only when the Holm-adjusted p is below `alpha`:
+  the only "A above B" the ranking reads.
+- Equivalence at the margin (`analysis.margin`, the smallest difference worth acting on):
+  Schuirmann's TOST on the same D and SE (`inference.tost`), Holm-adjusted over the same m
+  pairs; `equivalent` when that adjusted p is below `alpha`. A pair neither separated nor
+  equivalent is undecided; `tasks_to_decide` is then the shared tasks that reach one of the
+  two verdicts with power `power` at the margin whatever the truth (a true gap of the
+  margin found, or a true gap of 0 called equivalent), each test at alpha / m. Never a
+  figure at the observed gap: post-hoc power is a restatement of the p-value.
 - Power, per pair from that pair's own s_u, only from at least `rule.min_ci_groups` shared tasks
   (below that: "cannot estimate yet", with the number of mixed groups it needs): tasks
   needed to detect a difference d at two-sided level alpha with power 1 - beta,
     n = ceil(((t_{1-alpha/2, n-1} + t_{1-beta, n-1}) s_u / d)^2),
   solved by iteration from the normal approximation (z from `statistics.NormalDist`); the
   planted-judge self-test (docs/SELFTEST.md) found the normal one short of its power,
-  for d = the configured margin (`groups_needed_margin`) and d = the observed |D|
-  (`groups_needed_observed`); `groups_needed_independent` the same for the margin with each
-  judge on its own tasks, (s_A^2 + s_B^2) in place of s_u^2, tasks
-  per judge. Never below `rule.min_ci_groups` (fewer shared tasks give no comparison). Null,
-  with `power_reason`, when the SD is 0. No figure here is a maximum over
-  pairs: the ranking quotes it for its top contenders only.
+  for d = the margin (`groups_needed_margin`); `groups_needed_independent` the same with
+  each judge on its own tasks, (s_A^2 + s_B^2) in place of s_u^2, tasks per judge. Never
+  below `rule.min_ci_groups` (fewer shared tasks give no comparison). Null, with
+  `power_reason`, when the SD is 0. No figure here is a maximum over pairs.
 - `pairs[a][b]` (a < b by name) holds each pair's figures; `too_small` says plainly that the
   audit cannot rank the pair: not separated, or fewer shared tasks than the margin needs.
 """
@@ -51,11 +56,13 @@ import polars as pl
 from scipy import stats as scipy_stats
 
 from judgelab.advantage import Convention
+from judgelab.analysis.inference import holm, tasks_to_decide, tost
 from judgelab.analysis.stats import CIRule, Interval, no_interval, too_few_groups
 from judgelab.analysis.truth import NOISE_COUNTED, Truth, candidate_scores, task_endpoint
 from judgelab.config import PowerSettings
 
-__all__ = ["compare", "groups_needed", "holm", "linearised", "paired_t", "power_analysis"]
+__all__ = ["compare", "groups_needed", "holm", "linearised", "paired_t", "power_analysis",
+           "verdicts"]  # fmt: skip
 
 LABELS = {
     "signal_fidelity": "signal fidelity",
@@ -94,18 +101,6 @@ def linearised(credit: np.ndarray, pairs: np.ndarray) -> np.ndarray:
     """Each task's first-order contribution e_t to the ratio credit.sum() / pairs.sum()."""
     ratio = credit.sum() / pairs.sum()
     return (credit - ratio * pairs) / pairs.mean()
-
-
-def holm(p_values: list[float]) -> list[float]:
-    """Holm's step-down adjusted p-values, in the order given."""
-    m = len(p_values)
-    order = sorted(range(m), key=lambda i: p_values[i])
-    adjusted = [1.0] * m
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * p_values[i]))
-        adjusted[i] = running
-    return adjusted
 
 
 def units(primary: str) -> str:
@@ -169,18 +164,20 @@ def compare(
     settings: PowerSettings,
     rule: CIRule,
     either: bool = False,
+    margin: float = 0.05,
 ) -> dict[str, Any]:
     """Two judges' (numerator, denominator) per task (same task order): the difference, its
-    t-based interval at `rule.level` and p-value (unadjusted, `paired_t`), and the power
-    figures (module docstring), from `rule.min_ci_groups` shared tasks or more, on their
-    `shared_clusters` (`either`: see there)."""
+    t-based interval at `rule.level` and p-value (unadjusted, `paired_t`), the TOST p that it
+    lies within `margin` (unadjusted), and the power figures at `margin` (module docstring),
+    from `rule.min_ci_groups` shared tasks or more, on their `shared_clusters` (`either`)."""
     min_ci_groups = rule.min_ci_groups
     n, diff, sd, ci, p = paired_t(a, b, rule, either)
     out: dict[str, Any] = {"n_groups": n, "difference": diff, "sd_difference": sd,
                            "p_value": p, "p_holm": None, "separated": False,
-                           "groups_needed_margin": None, "groups_needed_observed": None,
-                           "groups_needed_independent": None, "power_reason": None,
-                           "reason": None}  # fmt: skip
+                           "p_equivalence": None, "p_equivalence_holm": None,
+                           "equivalent": False, "groups_needed_margin": None,
+                           "groups_needed_independent": None, "tasks_to_decide": None,
+                           "power_reason": None, "reason": None}  # fmt: skip
     if n == 0 or diff is None:
         out["reason"] = (
             "the two judges share no task with a figure" if n == 0
@@ -200,7 +197,8 @@ def compare(
     shared = shared_clusters(ma, mb, either)
     sd_a, sd_b = (float(np.std(linearised(c[shared], m[shared]), ddof=1))
                   for c, m in ((ca, ma), (cb, mb)))  # fmt: skip
-    m, al, pw = settings.margin, settings.alpha, settings.power
+    m, al, pw = margin, settings.alpha, settings.power
+    out["p_equivalence"] = tost(diff, sd / math.sqrt(n), n, m)
     if sd == 0:
         out["power_reason"] = f"no variation between the {n} shared tasks: no variance estimate"
     else:
@@ -209,8 +207,6 @@ def compare(
         out["groups_needed_independent"] = max(
             groups_needed(sd_a, m, al, pw, sd_other=sd_b), min_ci_groups
         )
-        if abs(diff) > 1e-12:  # type: ignore[arg-type]
-            out["groups_needed_observed"] = max(groups_needed(sd, abs(diff), al, pw), min_ci_groups)  # type: ignore[arg-type]
     return out
 
 
@@ -222,10 +218,11 @@ def power_analysis(
     rule: CIRule,
     primary: str,
     convention: Convention = "std",
+    margin: float = 0.05,
 ) -> dict[str, Any]:
     """Every pair of judges (evaluators other than execution truth) on `primary` (its
     signal figures under the advantage `convention`): the module's figures, Holm-corrected
-    over all pairs."""
+    over all pairs, with the equivalence verdicts at `margin` (`analysis.margin`)."""
     judges = sorted(n for n, ev in evaluators.items() if ev.get("protocol") != "execution")
     per_task = {
         name: task_endpoint(candidate_scores(scores, name), truth, primary, convention)
@@ -234,12 +231,10 @@ def power_analysis(
     pairs: dict[str, dict[str, Any]] = {}
     for a, b in itertools.combinations(judges, 2):
         pairs.setdefault(a, {})[b] = compare(
-            per_task[a], per_task[b], settings, rule, either=primary in NOISE_COUNTED
+            per_task[a], per_task[b], settings, rule, primary in NOISE_COUNTED, margin
         )
     tested = [p for _, _, p in sorted_pairs(pairs) if p["p_value"] is not None]
-    for p, adjusted in zip(tested, holm([p["p_value"] for p in tested]), strict=True):
-        p["p_holm"] = adjusted
-        p["separated"] = adjusted < settings.alpha
+    verdicts(tested, settings, margin)
     for _, _, p in sorted_pairs(pairs):
         need = p["groups_needed_margin"]
         p["too_small"] = not p["separated"] or need is None or p["n_groups"] < need
@@ -248,7 +243,7 @@ def power_analysis(
         "endpoint": primary,
         "correction": "holm",
         "n_comparisons": len(tested),
-        "margin": settings.margin,
+        "margin": margin,
         "alpha": settings.alpha,
         "power": settings.power,
         "min_ci_groups": rule.min_ci_groups,
@@ -258,6 +253,26 @@ def power_analysis(
         "pairs": pairs,
         "can_rank": bool(flat) and not any(p["too_small"] for _, _, p in flat),
     }
+
+
+def verdicts(tested: list[dict[str, Any]], settings: PowerSettings, margin: float) -> None:
+    """Each tested pair's verdicts, in place: `separated` (Holm-adjusted two-sided p below
+    alpha over the m tested pairs), `equivalent` (Holm-adjusted TOST p below alpha over the
+    same m pairs) and, for a pair with neither, `tasks_to_decide`: the shared tasks that
+    reach one verdict with `settings.power` at `margin` whatever the truth, each test at
+    alpha / m (Holm's strictest step; inference.tasks_to_decide)."""
+    m = len(tested)
+    for p, adjusted in zip(tested, holm([p["p_value"] for p in tested]), strict=True):
+        p["p_holm"] = adjusted
+        p["separated"] = adjusted < settings.alpha
+    eq = [p for p in tested if p["p_equivalence"] is not None]
+    for p, adjusted in zip(eq, holm([p["p_equivalence"] for p in eq]), strict=True):
+        p["p_equivalence_holm"] = adjusted
+        p["equivalent"] = adjusted < settings.alpha
+    for p in tested:
+        if not (p["separated"] or p["equivalent"]) and p["sd_difference"]:
+            need = tasks_to_decide(p["sd_difference"], margin, settings.alpha / m, settings.power)
+            p["tasks_to_decide"] = need["decide"]
 
 
 def sorted_pairs(pairs: dict[str, dict[str, Any]]) -> list[tuple[str, str, dict[str, Any]]]:

@@ -1,7 +1,8 @@
 """Rank intervals of the judges from the paired comparisons (pure: reads the metrics dict).
 
-- Criterion: the primary endpoint `power.endpoint` (`analysis.primary`, on mixed tasks; truth
-  module). Judges are the evaluators other than the execution truth; a judge without the
+- Criterion: the primary endpoint `power.endpoint` (`analysis.primary`: signal fidelity over
+  every task with test results, the pairwise figures on mixed tasks; truth module).
+  Judges are the evaluators other than the execution truth; a judge without the
   primary figure is listed apart, unranked.
 - Rank intervals, not tiers: a judge's best possible rank is 1 + the number of judges above
   it, its worst n - the number below it (n ranked judges), where "above" is a separated pair

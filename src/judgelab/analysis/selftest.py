@@ -380,7 +380,8 @@ def empirical_power(settings: SelftestSettings, pilot_tasks: int = 40) -> dict[s
     def pair(n: int) -> dict[str, Any]:
         passed = simulate_groups(n, k, rng)
         pa, pb = judge_parts(a, passed, rng), judge_parts(b, passed, rng)
-        return compare(_endpoint(pa, key), _endpoint(pb, key), PowerSettings(margin=abs(gap)), rule)
+        return compare(_endpoint(pa, key), _endpoint(pb, key), PowerSettings(), rule,
+                       margin=abs(gap))
 
     needed = pair(pilot_tasks)["groups_needed_margin"]
     if needed is None:

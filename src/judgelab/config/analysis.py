@@ -15,15 +15,12 @@ from judgelab.config.section import Section
 class PowerSettings(Section):
     """The power section of the report and `judgelab power`: how many task groups it takes to
     separate two judges on the primary (`analysis.primary`); and the effect a training result
-    must be able to detect (docs/TRAINING.md, *Minimum detectable effect*)."""
+    must be able to detect (docs/TRAINING.md, *Minimum detectable effect*). The difference
+    between judges it is computed for is `analysis.margin`."""
 
-    margin: float = Field(
-        0.05,
-        gt=0,
-        le=1,
-        description="Difference in the primary (analysis.primary) the audit should be able "
-        "to detect.",
-    )
+    removed = {"margin": "the margin is analysis.margin (the pair verdicts and the tasks a "
+               "pair needs use it)"}
+
     alpha: float = Field(0.05, gt=0, lt=1, description="Two-sided significance level.")
     power: float = Field(0.8, gt=0, lt=1, description="Chance of detecting a true margin.")
     training_effect: float = Field(
@@ -99,6 +96,17 @@ class AnalysisSettings(Section):
         "mixed groups up the primaries' 95 % CIs cover 90-99 % in the planted-judge "
         "self-test (docs/SELFTEST.md: k = 4 and 8, per-task skill, ties, unscored "
         "candidates; signal fidelity 93-99 %); at 5-10 some cover 79-89 %.",
+    )
+    margin: float = Field(
+        0.05,
+        gt=0,
+        le=1,
+        description="The smallest difference in the primary (analysis.primary) worth acting "
+        "on: two judges whose paired difference is shown to lie within it (TOST, Holm over "
+        "the pairs) are called equivalent, and an undecided pair is told how many tasks "
+        "would decide it at this margin (docs/METRICS.md, 'The margin'). 0.05: a twentieth "
+        "of the tests' own signal fidelity, and a quarter to a half of what the reference's "
+        "LLM judges reach (0.09-0.19).",
     )
     power: PowerSettings = PowerSettings()
     reject: RejectSettings = RejectSettings()

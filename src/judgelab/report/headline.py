@@ -74,6 +74,7 @@ COMPACT_COLUMNS = (
 COLUMNS = (
     "rank (range)",
     "judge",
+    "primary (`analysis.primary`)",
     "strict pairwise acc.",
     "tied pairs",
     "pairwise acc. (ties ½)",
@@ -183,6 +184,8 @@ def findings_rows(analysis: dict[str, Any], probes: dict[str, Any] | None) -> li
             [
                 _rank_cell(ranking, name),
                 name,
+                f"{LABELS.get(ranking['endpoint'], ranking['endpoint'])}: "
+                f"{with_n(t, ranking['endpoint'])}",
                 with_n(t, "pairwise_accuracy_strict"),
                 with_n(t, "tied_pair_share", pct=True),
                 with_n(t, "pairwise_accuracy"),
@@ -323,34 +326,35 @@ def findings_table(data_dir: Path) -> str:
 
 
 def unseparated(power: dict[str, Any]) -> str:
-    """The power behind each "cannot separate": every tested pair that Holm's correction does
-    not separate, with the tasks it would need, from its own spread, for the margin."""
+    """The pairs Holm's correction does not separate: each one's verdict at the margin
+    (equivalent within it, or undecided with the tasks that would decide it), never a
+    figure at the observed gap."""
     tested = [(a, b, p) for a, b, p in sorted_pairs(power.get("pairs") or {})
               if p.get("p_value") is not None]  # fmt: skip
     left = [(a, b, p) for a, b, p in tested if not p["separated"]]
     if not tested:
-        return "no pair of judges shares enough mixed groups to be compared"
+        return "no pair of judges shares enough tasks to be compared"
     if not left:
         return f"every one of the {len(tested)} compared pairs differs after Holm's correction"
-    needed = sorted(
-        left,
-        key=lambda t: (
-            t[2].get("groups_needed_margin") is None,
-            t[2].get("groups_needed_margin") or 0,
-        ),
-    )
-    parts = [
-        f"{a} and {b} (n = {p['n_groups']}): about {p['groups_needed_margin']}"
-        if p.get("groups_needed_margin") is not None
-        else f"{a} and {b} (n = {p['n_groups']}): not estimated"
-        for a, b, p in needed
-    ]
-    return (
-        f"{len(left)} of the {len(tested)} compared pairs do not differ after Holm's "
-        f"correction; the mixed tasks each would need to detect a difference of "
-        f"{power['margin']:g} (from the pair's own spread, power {power['power']:g}): "
-        + "; ".join(parts)
-    )
+    equivalent = [f"{a} and {b}" for a, b, p in left if p.get("equivalent")]
+    undecided = sorted(((a, b, p) for a, b, p in left if not p.get("equivalent")),
+                       key=lambda t: (t[2].get("tasks_to_decide") is None,
+                                      t[2].get("tasks_to_decide") or 0))  # fmt: skip
+    parts = [f"{a} and {b} (n = {p['n_groups']}): about {p['tasks_to_decide']}"
+             if p.get("tasks_to_decide") is not None
+             else f"{a} and {b} (n = {p['n_groups']}): not estimated"
+             for a, b, p in undecided]  # fmt: skip
+    margin = power.get("margin", 0.05)
+    out = (f"{len(left)} of the {len(tested)} compared pairs do not differ after Holm's "
+           f"correction; {len(equivalent)} of them {'is' if len(equivalent) == 1 else 'are'} "
+           f"shown equivalent within the margin {margin:g} (TOST, Holm)")  # fmt: skip
+    if equivalent:
+        out += f" ({and_list(equivalent)})"
+    if parts:
+        units = f" ({power['units']})" if power.get("units") else ""
+        out += (f"; the shared tasks{units} each undecided pair would need to be decided at "
+                f"the margin (power {power['power']:g}): " + "; ".join(parts))  # fmt: skip
+    return out
 
 
 def bullets(analysis: dict[str, Any]) -> list[str]:
@@ -365,12 +369,20 @@ def bullets(analysis: dict[str, Any]) -> list[str]:
     out = [f"**Ranking ({ranking['criterion']}).** {first or sentences[0]}"]
 
     chance = CHANCE.get(key, 0.5)
-    above = [n for n, t in truth.items() if (t.get(f"{key}_ci_low") or -9) > chance]
+    book = analysis.get("rulebook") or {}
+    tests = book.get("judges") or {}
     fid = [n for n, t in truth.items() if (t.get("advantage_fidelity_ci_low") or -9) > 0]
+    if tests:  # rule 1: one-sided, Holm over the judges
+        above = [n for n in truth if (tests.get(n) or {}).get("chance", {}).get("rejects") is False]
+        how = (f"after Holm's correction over {book['rules']['chance']['n_tests']} judges "
+               f"(one-sided, level {book.get('level', 0.025):g}: rule 1)")  # fmt: skip
+    else:
+        above = [n for n, t in truth.items() if (t.get(f"{key}_ci_low") or -9) > chance]
+        how = "by a valid CI"
     above_txt = (
-        f"{and_list(above)}'s {label} is above {chance:g} by a valid CI"
+        f"{and_list(above)}'s {label} is shown above {chance:g} {how}"
         if above
-        else f"No judge's {label} is shown above {chance:g} by a valid CI"
+        else f"No judge's {label} is shown above {chance:g} {how}"
     )
     fid_txt = (
         "advantage fidelity above 0 by a valid CI: "
@@ -578,9 +590,11 @@ def audit_document(data_dir: Path) -> str:
         "",
         f"Paired t-based cluster intervals over the {power.get('units') or 'shared mixed tasks'}; "
         "p-values Holm-corrected "
-        f"over {power.get('n_comparisons')} comparisons; tasks needed for power "
-        f"{power.get('power')} at alpha {power.get('alpha')} from each pair's own spread, "
-        f"for the margin {power.get('margin')} and for the observed gap.",
+        f"over {power.get('n_comparisons')} comparisons; equivalence: TOST within the margin "
+        f"{power.get('margin')} (`analysis.margin`), Holm-corrected over the same pairs; "
+        f"tasks to decide an undecided pair: shared tasks that find a gap of the margin or "
+        f"show equivalence within it with power {power.get('power')}, each test at alpha "
+        f"{power.get('alpha')} / {power.get('n_comparisons')}, from the pair's own spread.",
     ]
     attacks = attack_lines(
         (probes or {}).get("judges") or {},  # judges without attacks give no rows

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -78,6 +79,7 @@ def run_analysis(
         truth_baseline=truth_baseline,
         judged=judged,
         alarm_alpha=alarm_alpha,
+        probes=probes_json(probes_metrics),
     )
     headline, _ = split_populations(rollouts, scores)  # the plots show what the headline does
     truth = execution_truth(headline)
@@ -102,6 +104,13 @@ def run_analysis(
         out_dir,
     )
     return metrics
+
+
+def probes_json(path: Path | None) -> dict[str, Any] | None:
+    """The probes stage's metrics (rules 5 and 6 of the rulebook), None where it has not run."""
+    if path is None or not Path(path).exists():
+        return None
+    return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
 def analyse_stage(

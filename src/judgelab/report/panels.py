@@ -156,7 +156,8 @@ PROBE_ROWS = (
     ("position consistency: a pair keeps its order when the slots swap",
      "position.position_consistency"),
     ("the same between repeats in one order (its noise floor)", "noise_floor.position_consistency"),
-    ("signal fidelity on the known-truth groups", "calibration.signal_fidelity"),
+    ("signal fidelity on the probes' known-truth groups (the probes' own calls; not the "
+     "audit's contrast groups)", "calibration.signal_fidelity"),
     ("self-preference: its own family's score gap, same task and verdict",
      "self_preference.family_gap"),
 )  # fmt: skip

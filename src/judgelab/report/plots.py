@@ -141,7 +141,8 @@ def plot_forest(metrics: dict[str, Any], label: str, path: Path) -> bool:
                   key=lambda r: r[1][key])  # fmt: skip
     if not rows:
         return False
-    rejected = decision.get("rejected") or {}
+    # grey: rejected, or a format gate (never the reward alone)
+    rejected = {**(decision.get("rejected") or {}), **(decision.get("format_gates") or {})}
     fig, ax = plt.subplots(figsize=(7, 0.45 * len(rows) + 1.4))
     for y, (name, t) in enumerate(rows):
         color = "#8d99ae" if name in rejected else "#1d3557"

@@ -36,9 +36,12 @@ def summary(power: dict[str, Any]) -> str:
     )
     if power.get("can_rank"):
         return head + " Every pair is separated, on enough tasks for the margin."
+    n_eq = sum(1 for p in pairs if p.get("equivalent"))
     return head + (
-        " Tasks needed: per pair, from that pair's own spread between tasks, to detect the "
-        f"margin {power['margin']:g} and the observed gap (power {power['power']:g})."
+        f" {n_eq} {'pair is' if n_eq == 1 else 'pairs are'} shown equivalent within the margin "
+        f"{power['margin']:g} (`analysis.margin`; TOST, Holm over the same comparisons). Tasks "
+        "to decide: per undecided pair, from its own spread between tasks, the shared tasks "
+        f"that find a gap of the margin or show equivalence within it (power {power['power']:g})."
     )
 
 
@@ -50,7 +53,7 @@ def _cell(x: Any) -> str:
 
 
 HEADER = ("judges", "difference [95 % CI]", "tasks compared", "p (Holm)",
-          "tasks needed: margin", "tasks needed: observed gap", "verdict")  # fmt: skip
+          "equivalence p (TOST, Holm)", "tasks to decide at the margin", "verdict")  # fmt: skip
 
 
 def verdict(a: str, b: str, p: dict[str, Any]) -> str:
@@ -59,16 +62,19 @@ def verdict(a: str, b: str, p: dict[str, Any]) -> str:
         return f"{better} higher (Holm-adjusted p < alpha)"
     if p.get("p_value") is None:
         return "not tested: " + (p.get("power_reason") or p.get("reason") or "no CI")
-    return "not separated"
+    if p.get("equivalent"):
+        return "equivalent within the margin"
+    return "undecided"
 
 
 def rows(power: dict[str, Any], fmt: Formatter) -> list[list[str]]:
     out = []
     for a, b, p in sorted_pairs(power.get("pairs") or {}):
         holm_p = "n/a" if p.get("p_holm") is None else f"{p['p_holm']:.3f}"
+        eq = p.get("p_equivalence_holm")
         out.append(
             [f"{a} − {b}", fmt(p, "difference"), str(p["n_groups"]), holm_p,
-             _cell(p.get("groups_needed_margin")), _cell(p.get("groups_needed_observed")),
+             "n/a" if eq is None else f"{eq:.3f}", _cell(p.get("tasks_to_decide")),
              verdict(a, b, p)]
         )  # fmt: skip
     return out

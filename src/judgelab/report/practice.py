@@ -18,7 +18,7 @@ from typing import Any
 from judgelab.analysis.power import LABELS
 from judgelab.analysis.ranking import rank_judges
 from judgelab.config.evaluators import JUDGE_PROTOCOLS
-from judgelab.report.decision import decision
+from judgelab.report.decision import decision, rejection_reasons
 from judgelab.report.format import and_list, fmt_pct, with_n
 
 BEGIN, END = "<!-- reference-practice:begin -->", "<!-- reference-practice:end -->"
@@ -47,11 +47,23 @@ def pairs_sentence(analysis: dict[str, Any]) -> str | None:
         named = "; ".join(f"{n} {with_n(truth[n], key)}" for n in above)
         verb = "gets" if len(above) == 1 else "get"
         return f"{and_list(above)} {verb} most passing–failing pairs right by a valid CI: {named}."
-    if all(truth[n][key] < 0.5 for n in llm):
+    highs = {n: truth[n].get(f"{key}_ci_high") for n in llm}
+    if all(h is not None and h < 0.5 for h in highs.values()):
         return (
             "No LLM judge gets most passing–failing pairs right: each one's strict pairwise "
-            f"accuracy (a tie counts as wrong) is below 0.5, the highest {best}'s "
-            f"{with_n(truth[best], key)}."
+            f"accuracy (a tie counts as wrong) lies below 0.5 by a valid CI, the highest "
+            f"{best}'s {with_n(truth[best], key)}."
+        )
+    if all(truth[n][key] < 0.5 for n in llm):
+        reach = [n for n, h in highs.items() if h is not None and h >= 0.5]
+        no_ci = [n for n, h in highs.items() if h is None]
+        why = [f"{and_list(reach)}'s CI reaches 0.5"] if reach else []
+        why += [f"{and_list(no_ci)} {'has' if len(no_ci) == 1 else 'have'} no CI"] if no_ci else []
+        return (
+            "No LLM judge is shown to get most passing–failing pairs right: each one's strict "
+            f"pairwise accuracy (a tie counts as wrong) is below 0.5, the highest {best}'s "
+            f"{with_n(truth[best], key)}, but {' and '.join(why)}: the audit cannot say that "
+            "none does."
         )
     return None
 
@@ -74,7 +86,8 @@ def rejected_higher_sentence(analysis: dict[str, Any]) -> str | None:
         return None
     one = len(higher) == 1
     parts = "; ".join(f"{n} ({with_n(truth[n], key)})" for n in higher)
-    why = "; ".join(f"{n}: {', '.join(d['rejected'][n])}" for n in higher)
+    reasons = rejection_reasons(analysis)
+    why = "; ".join(f"{n}: {'; '.join(reasons[n])}" for n in higher)
     return (
         f"{parts} {'scores' if one else 'score'} as high on {LABELS.get(key, key)} as {j}, "
         f"the judge the decision names, but {'is' if one else 'are'} rejected ({why})."
@@ -87,14 +100,16 @@ def unseparated_sentence(analysis: dict[str, Any]) -> str | None:
     pairs = power.get("pairs") or {}
     left = [p for a in pairs for p in pairs[a].values()
             if p.get("p_value") is not None and not p["separated"]]  # fmt: skip
-    needed = [p["groups_needed_margin"] for p in left if p.get("groups_needed_margin")]
+    needed = [p["tasks_to_decide"] for p in left if p.get("tasks_to_decide")]
     if not left or not needed:
         return None
     span = f"{min(needed)}" if min(needed) == max(needed) else f"{min(needed)} to {max(needed)}"
+    units = power.get("units") or "shared tasks"
     return (
-        f"The {len(left)} pairs the block calls not separated would each need {span} mixed "
-        f"tasks to tell apart a difference of {power.get('margin', 0.05):g} (from each pair's "
-        f"own spread, power {power.get('power', 0.8):g})."
+        f"The {len(needed)} undecided pairs (not separated, not shown equivalent) would each "
+        f"need {span} shared tasks ({units}) to be decided at the margin "
+        f"{power.get('margin', 0.05):g}: a gap of the margin found or equivalence within it "
+        f"shown (from each pair's own spread, power {power.get('power', 0.8):g})."
     )
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from judgelab.analysis.power import LABELS, pair
 from judgelab.analysis.ranking import chance_caveat, rank_judges
+from judgelab.analysis.truth import NOISE_COUNTED
 
 CAVEAT_SHARE = 0.2  # a zero-advantage, false-praise or unscored share at or above it is a caveat
 
@@ -53,22 +54,22 @@ def _difference(p: dict[str, Any]) -> str:
 
 
 def _power_sentence(power: dict[str, Any], a: str, b: str) -> str:
+    """What would decide the pair {a, b} at the margin: never a figure at the observed gap."""
     p = pair(power, a, b)
     if p is None:
         return ""
-    if p.get("groups_needed_margin") is None:
+    margin = power.get("margin", 0.05)
+    if p.get("equivalent"):
+        return (f"{a} and {b} are equivalent within the margin {margin:g} (TOST, Holm p = "
+                f"{p['p_equivalence_holm']:.3f}).")  # fmt: skip
+    need = p.get("tasks_to_decide")
+    if need is None:
         why = p.get("power_reason") or p.get("reason") or "no variance estimate"
-        return f"How many tasks would separate {a} from {b}: {why}."
-    gap = p.get("groups_needed_observed")
-    gap_txt = (
-        f"about {gap} for their observed gap of {abs(p['difference']):.3f} and "
-        if gap is not None
-        else ""
-    )
+        return f"How many tasks would decide {a} against {b}: {why}."
     return (
-        f"To separate {a} from {b} (from their spread over {p['n_groups']} shared "
-        f"tasks, power {power.get('power', 0.8):g}): {gap_txt}about "
-        f"{p['groups_needed_margin']} for a difference of {power.get('margin', 0.05):g}."
+        f"To decide {a} against {b} at the margin {margin:g} (either a gap of {margin:g} "
+        f"found or equivalence within it shown, power {power.get('power', 0.8):g}, from their "
+        f"spread over {p['n_groups']} shared tasks): about {need} shared tasks."
     )
 
 
@@ -106,7 +107,12 @@ def recommendation_sentences(metrics: dict[str, Any]) -> list[str]:
         return [why_unranked(metrics, label)]
     t = {n: evs[n].get("truth") or {} for n in rank["order"]}
     m = power.get("n_comparisons") or 0
-    out = [f"Judges are ranked by {label} on mixed tasks (`analysis.primary`){where}."]
+    ns = sorted(t[n].get(f"{key}_n_groups") or 0 for n in rank["order"])
+    behind = f"{ns[0]}" if ns[0] == ns[-1] else f"{ns[0]}–{ns[-1]}"
+    basis = ("the tasks the tests split or where its scores differ" if key in NOISE_COUNTED
+             else "the mixed tasks (passing and failing candidates)")  # fmt: skip
+    out = [f"Judges are ranked by {label} (`analysis.primary`){where}; each judge's figure "
+           f"rests on {basis}: n = {behind}."]  # fmt: skip
     if len(rank["order"]) == 1:
         only = rank["order"][0]
         return [*out, f"{only} is the only judge with a {label} ({figure(t[only], key)}): "

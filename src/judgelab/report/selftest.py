@@ -160,3 +160,30 @@ def _tests(result: dict[str, Any]) -> list[str]:
               f"mixed tasks; audits of that size separate them in {_pct(p['power'])} "
               "(target 80 %)."]  # fmt: skip
     return lines
+
+
+DECISION_COLUMNS = {
+    "blind_passes_rule_1": "blind judge shown above chance (rule 1; ≤ 2.5 %)",
+    "blind_named": "blind judge named (the judge or a contender)",
+    "twins_called_different": "equal judges called different (≤ 5 %)",
+    "twins_equivalent": "equal judges shown equivalent (power)",
+    "gap_found": "gap of the margin found (power)",
+    "gap_called_equivalent": "gap of the margin called equivalent (≤ 5 %)",
+}
+
+
+def decision_markdown(result: dict[str, Any]) -> str:
+    """The decision's self-test (`analysis.decision_selftest`) as a table, a row per number of
+    tasks, with the planted values above it."""
+    planted, s = result["planted"], result["settings"]
+    lines = [
+        f"Planted: a and its twin {planted['a']:.3f}, b {planted['b']:.3f} (gap "
+        f"{planted['gap']:.3f}, margin {s['margin']:g}), blind 0; k = {s['k']}, "
+        f"{s['audits']} audits per row, seed {s['seed']}, true values over "
+        f"{s['truth_tasks']} tasks.",
+        "",
+        *_head(["tasks", *DECISION_COLUMNS.values()]),
+    ]
+    lines += [_row([r["tasks"], *(_pct(r[key]) for key in DECISION_COLUMNS)])
+              for r in result["rows"]]  # fmt: skip
+    return "\n".join(lines) + "\n"
