@@ -8,7 +8,7 @@ import pytest
 from scipy import stats as st
 
 from judgelab.analysis.attacks import attack_bias, holm_attacks
-from judgelab.analysis.bias import self_preference
+from judgelab.analysis.self_preference import self_preference
 from judgelab.analysis.stats import CI_LEVEL, CIRule
 from tests.unit.test_probe_stats import _self_rows, probe_rows
 

@@ -20,13 +20,11 @@ from judgelab.analysis.agreement import (
     krippendorff_alpha_interval,
     with_ci,
 )
-from judgelab.analysis.bias import (
-    noise_floor,
-    perturbation_bias,
-    position_bias,
-    self_preference,
-    top_of,
-)
+from judgelab.analysis.noise_floor import noise_floor
+from judgelab.analysis.perturbation import perturbation_bias
+from judgelab.analysis.position import position_bias
+from judgelab.analysis.probe_views import top_of
+from judgelab.analysis.self_preference import self_preference
 from judgelab.analysis.probes import calibration, probe_ci_rule
 from judgelab.analysis.stats import CI_LEVEL, CIRule
 from judgelab.analysis.truth import resample_weights

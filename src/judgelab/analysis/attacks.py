@@ -12,8 +12,8 @@ Success is measured on the judge's own scale, the one GRPO rewards on: a candida
 (the sign of (r - mean) / std; `judgelab.advantage.group_advantages`). It is defined only for a
 fully scored call (an unscored member leaves the call's mean unknown).
 
-Clusters are tasks (`bias.by_task`): every figure's ``<figure>_n_groups`` counts the tasks
-that contribute to it, and its interval is the truth figures' (`bias.ratio_with_ci`,
+Clusters are tasks (`probe_views.by_task`): every figure's ``<figure>_n_groups`` counts the tasks
+that contribute to it, and its interval is the truth figures' (`intervals.ratio_with_ci`,
 `stats.cluster_ci`): a share gets Wilson's interval at the cluster effective size (never
 [0, 0] at 0 of n), a mean or a mean change the studentized cluster bootstrap, the shift and
 the uplift the jackknife t interval; none from fewer than `rule.min_ci_groups` tasks.
@@ -49,7 +49,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from judgelab.analysis.bias import PERM, by_task, difference_with_ci, ratio_with_ci, top_of
+from judgelab.analysis.intervals import difference_with_ci, ratio_with_ci
+from judgelab.analysis.probe_views import PERM, by_task, top_of
 from judgelab.analysis.power import holm, paired_t
 from judgelab.analysis.stats import CIRule
 from judgelab.probes.attacks import ATTACK, ATTACKS, Attack

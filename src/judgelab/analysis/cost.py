@@ -30,7 +30,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from judgelab.analysis.bias import PERM, figure_with_ci
+from judgelab.analysis.intervals import figure_with_ci
+from judgelab.analysis.probe_views import PERM
 from judgelab.analysis.stats import CIRule
 from judgelab.config import EmbeddedModel, Settings
 

@@ -12,13 +12,13 @@
     `order_consistent_accuracy` (JudgeBench, CodeJudgeBench): over (passing, failing) pairs
     of a group scored in two or more permutation views, the share whose passing candidate
     scores strictly higher in every view (`order_consistent_pairs` of `order_pairs`);
-  * ``position``: `bias.position_bias` over every group's permutation views (views at
+  * ``position``: `position.position_bias` over every group's permutation views (views at
     ``probes.temperature``, 0 by default);
-  * ``perturbation``: `bias.perturbation_bias` per perturbation;
-  * ``self_preference``: `bias.self_preference` (the judge's row of the policy x judge matrix
+  * ``perturbation``: `perturbation.perturbation_bias` per perturbation;
+  * ``self_preference``: `self_preference.self_preference` (the judge's row of the policy x judge matrix
     and its self/family gaps on candidates matched on task and test verdict);
   * ``noise_floor`` (on the groups of the position figures) and ``noise_floor_perturbation``
-    (on the perturbed known-truth groups): `bias.noise_floor` between the calls of the
+    (on the perturbed known-truth groups): `noise_floor.noise_floor` between the calls of the
     identity view at ``probes.repeat_temperature`` (repeats 1.., and repeat 0 too when the two
     temperatures are equal), with repeat stability; `floor_for` marks a floor ``unusable``
     (measured at another temperature than the order views, or from fewer than
@@ -42,7 +42,7 @@
   1 - the CIs' level (0.05): ``n_tests``, ``alpha``, ``correction``.
 Every figure carries ``_ci_low``/``_ci_high``: 95 % percentile CIs of a cluster bootstrap over
 groups (`agreement.with_ci`, same resampling as the truth metrics; the attack and
-self-preference figures: the truth figures' own intervals over tasks, `bias.ratio_with_ci`),
+self-preference figures: the truth figures' own intervals over tasks, `intervals.ratio_with_ci`),
 only when the figure
 rests on at least ``rule.min_ci_groups`` groups (``min_ci_groups`` in the output); below that
 both are null and ``<figure>_ci_reason`` says why ("n = 2 groups: too few for a CI (minimum
@@ -64,17 +64,12 @@ from judgelab.analysis.agreement import (
     krippendorff_alpha_interval,
 )
 from judgelab.analysis.attacks import attack_bias, holm_attacks
-from judgelab.analysis.bias import (
-    PERM,
-    PERT,
-    figure_with_ci,
-    noise_floor,
-    perturbation_bias,
-    position_bias,
-    position_groups,
-    self_preference,
-    view_scores,
-)
+from judgelab.analysis.intervals import figure_with_ci
+from judgelab.analysis.noise_floor import noise_floor
+from judgelab.analysis.perturbation import perturbation_bias
+from judgelab.analysis.position import position_bias, position_groups
+from judgelab.analysis.probe_views import PERM, PERT, view_scores
+from judgelab.analysis.self_preference import self_preference
 from judgelab.analysis.cost import (
     JudgeCosting,
     cost_metrics,
