@@ -14,6 +14,7 @@ from sklearn.metrics import roc_auc_score
 
 from judgelab.analysis.agreement import cluster_interval
 from judgelab.analysis.examples import worst_false_praise
+from judgelab.analysis.fidelity import candidate_scores, task_parts, truth_metrics
 from judgelab.analysis.metrics import compute_metrics
 from judgelab.analysis.plot_data import bin_index, score_distribution
 from judgelab.analysis.stats import (
@@ -24,15 +25,10 @@ from judgelab.analysis.stats import (
     evaluator_stats,
     percentile_ci,
     reason_key,
+    resample_weights,
     too_few_groups,
 )
-from judgelab.analysis.truth import (
-    _task_parts,
-    candidate_scores,
-    execution_truth,
-    resample_weights,
-    truth_metrics,
-)
+from judgelab.analysis.truth import execution_truth
 from judgelab.config import AnalysisSettings
 from judgelab.report.audit import findings, render_html
 from judgelab.report.format import fmt_ci
@@ -331,7 +327,7 @@ def test_weighted_figures_equal_duplicated_tasks() -> None:
     index = {t: i for i, t in enumerate(truth.tasks)}
     task_idx = np.array([index[t] for t in cand["task_id"]])
     score, passed = cand["score"].to_numpy(), cand["passed"].to_numpy().astype(bool)
-    parts = _task_parts(task_idx, score, passed, len(truth.tasks), 0.8)
+    parts = task_parts(task_idx, score, passed, len(truth.tasks), 0.8)
     w = resample_weights(len(truth.tasks), 3, 11)
     for b in range(3):
         figs = {k: v[0] for k, v in parts.figures(w[b : b + 1]).items()}

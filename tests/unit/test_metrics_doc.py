@@ -12,8 +12,9 @@ import polars as pl
 import pytest
 
 from judgelab.advantage import group_advantages
+from judgelab.analysis.fidelity import task_endpoint
 from judgelab.analysis.power import groups_needed
-from judgelab.analysis.truth import Truth, task_endpoint
+from judgelab.analysis.truth import Truth
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "METRICS.md").read_text()
 
@@ -94,7 +95,7 @@ def test_the_power_table_is_the_power_modules() -> None:
 
 def test_advantage_fidelity_is_the_analysis_figure() -> None:
     """The fidelity the doc quotes is what metrics.json reports for this group
-    (analysis/truth.py): the correlation of the judge's and the tests' advantages, the mean of
+    (analysis/fidelity.py): the correlation of the judge's and the tests' advantages, the mean of
     their products, which is also the ratio of the two advantage gaps."""
     g = group()
     names = list(g)

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from judgelab.analysis.metrics import compute_metrics
 from judgelab.analysis.power import compare, groups_needed, linearised
-from judgelab.analysis.truth import resample_weights
+from judgelab.analysis.stats import resample_weights
 from judgelab.config import AnalysisSettings, PowerSettings
 from judgelab.report.outputs import run_analysis
 from judgelab.schemas import ScoresSchema, columns

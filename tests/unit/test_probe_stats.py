@@ -24,10 +24,9 @@ from judgelab.analysis.noise_floor import noise_floor
 from judgelab.analysis.perturbation import perturbation_bias
 from judgelab.analysis.position import position_bias
 from judgelab.analysis.probe_views import top_of
-from judgelab.analysis.self_preference import self_preference
 from judgelab.analysis.probes import calibration, probe_ci_rule
-from judgelab.analysis.stats import CI_LEVEL, CIRule
-from judgelab.analysis.truth import resample_weights
+from judgelab.analysis.self_preference import self_preference
+from judgelab.analysis.stats import CI_LEVEL, CIRule, resample_weights
 from judgelab.config import AnalysisSettings, ProbesSettings
 from judgelab.schemas import ProbeCandidatesSchema, ProbeScoresSchema, columns
 
@@ -571,7 +570,7 @@ def test_slot_trend_recovers_a_planted_slope_and_its_test() -> None:
 
 
 def test_slot_effect_ci_over_groups_against_a_hand_bootstrap() -> None:
-    from judgelab.analysis.truth import resample_weights
+    from judgelab.analysis.stats import resample_weights
 
     # Five groups: the RULER case with the first view scaled, so groups differ.
     scales = [1.0, 0.5, 0.8, 0.2, 0.6]

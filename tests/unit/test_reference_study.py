@@ -170,7 +170,7 @@ def test_each_figure_draw_is_the_figure_of_its_resampled_table() -> None:
     """`arm_figure_draws` against the analysis run on each resample written out as a table:
     every task's rows repeated as often as the resample draws it (each copy a task of its
     own), the arm's signal fidelity from `arm_audit` with no bootstrap."""
-    from judgelab.analysis.truth import resample_weights
+    from judgelab.analysis.stats import resample_weights
 
     arms = ["flip-0.25", "ruler-qwen-1.5b"]
     rewards = pl.read_parquet(STUDY / "rewards.parquet").filter(pl.col("arm").is_in(arms))

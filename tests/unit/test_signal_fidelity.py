@@ -1,4 +1,4 @@
-"""The primary, signal fidelity, and the rates beside it (analysis/truth.py, docs/METRICS.md):
+"""The primary, signal fidelity, and the rates beside it (analysis/fidelity.py, docs/METRICS.md):
 checked against a plain re-implementation written from the definition, and on judges whose
 value is known by construction (the tests themselves, an inverted copy, a flat judge, a judge
 that scores nothing, a blind judge that ties often)."""
@@ -9,8 +9,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from judgelab.analysis.stats import CI_LEVEL, CIRule
-from judgelab.analysis.truth import SIGNAL, Truth, resample_weights, truth_metrics
+from judgelab.analysis.fidelity import SIGNAL, truth_metrics
+from judgelab.analysis.stats import CI_LEVEL, CIRule, resample_weights
+from judgelab.analysis.truth import Truth
 
 RULE = CIRule(5, 300, 0, CI_LEVEL)
 

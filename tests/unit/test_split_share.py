@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from judgelab.analysis.fidelity import truth_metrics
 from judgelab.analysis.split_share import SHARES, crossing, fidelity_at, judge_parts
-from judgelab.analysis.stats import CI_LEVEL, CIRule
-from judgelab.analysis.truth import resample_weights, truth_metrics
+from judgelab.analysis.stats import CI_LEVEL, CIRule, resample_weights
 from tests.unit.test_signal_fidelity import audit
 
 RULE = CIRule(5, 300, 0, CI_LEVEL)

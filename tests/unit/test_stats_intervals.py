@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from judgelab.analysis.stats import bootstrap_t_ci, cluster_ci, t_ci, wilson_ci
-from judgelab.analysis.truth import resample_weights
+from judgelab.analysis.stats import bootstrap_t_ci, cluster_ci, resample_weights, t_ci, wilson_ci
 
 Z = scipy_stats.norm.ppf(0.975)
 

@@ -14,7 +14,7 @@ Contract (pure numpy; nothing here reads files):
   is 1 (both raters use one and the same label throughout).
 - `cluster_interval(n_clusters, statistic, rule)`: 95 % percentile CI of
   `statistic(idx)` (idx: cluster indices drawn with replacement) using the resample counts of
-  `judgelab.analysis.truth.resample_weights`, so every probe and the truth metrics share one
+  `judgelab.analysis.stats.resample_weights`, so every probe and the truth metrics share one
   bootstrap scheme, under the one rule for CIs (`stats.CIRule`: `rule.n_boot` resamples seeded
   by `rule.seed`, no CI from fewer than `rule.min_ci_groups` clusters). Draws where the statistic
   is undefined (None/NaN) are left out of the quantiles and counted (`undefined_resamples`).
@@ -28,8 +28,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from judgelab.analysis.stats import CIRule, Interval, no_interval, percentile_ci
-from judgelab.analysis.truth import resample_weights
+from judgelab.analysis.stats import CIRule, Interval, no_interval, percentile_ci, resample_weights
 
 
 def _finite_or_none(x: float) -> float | None:

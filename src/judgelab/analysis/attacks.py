@@ -50,8 +50,8 @@ import numpy as np
 import polars as pl
 
 from judgelab.analysis.intervals import difference_with_ci, ratio_with_ci
-from judgelab.analysis.probe_views import PERM, by_task, top_of
 from judgelab.analysis.power import holm, paired_t
+from judgelab.analysis.probe_views import PERM, by_task, top_of
 from judgelab.analysis.stats import CIRule
 from judgelab.probes.attacks import ATTACK, ATTACKS, Attack
 

@@ -7,7 +7,7 @@ task its own pass rate, so some tasks are mixed and some are not) and four plant
 - `b`: planted below `a` by a gap in true signal fidelity equal to the margin
   (`analysis.margin`), found by bisection on its signal over `truth_tasks` simulated tasks;
 - `blind`: no signal (true signal fidelity 0), scores that still vary.
-The audit's figures come from the real per-task sums (`truth._task_parts` through
+The audit's figures come from the real per-task sums (`fidelity.task_parts` through
 `selftest.judge_parts`), rule 1 from `inference.ratio_above` with Holm over the four judges
 (as `rulebook` runs it), the pairs from `power.compare` and `power.verdicts` (Holm over the six
 pairs, TOST at the margin), and the verdict from `decision.decide` on the metrics these make.

@@ -19,8 +19,15 @@ from typing import Any
 import numpy as np
 
 from judgelab.analysis.agreement import with_ci
-from judgelab.analysis.stats import NO_BOOTSTRAP, CIRule, Interval, cluster_ci, no_interval, t_ci
-from judgelab.analysis.truth import resample_weights
+from judgelab.analysis.stats import (
+    NO_BOOTSTRAP,
+    CIRule,
+    Interval,
+    cluster_ci,
+    no_interval,
+    resample_weights,
+    t_ci,
+)
 
 
 def figure_with_ci(

@@ -5,7 +5,7 @@ far they agree with one another, which this module measures.
 
 `judge_agreement(scores)` (None when an execution evaluator is present, or fewer than two
 judges): over the candidates every judge scored (a judge's candidate score is the mean of
-its scored repeats, `truth.candidate_scores`), Krippendorff's alpha (interval) of all judges,
+its scored repeats, `fidelity.candidate_scores`), Krippendorff's alpha (interval) of all judges,
 and for each pair of judges Kendall's tau-b over the candidates both scored, each with its n.
 Agreement is not accuracy: two judges can agree and both be wrong.
 """
@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 
 from judgelab.analysis.agreement import kendall_tau_b, krippendorff_alpha_interval
-from judgelab.analysis.truth import candidate_scores
+from judgelab.analysis.fidelity import candidate_scores
 from judgelab.config.evaluators import JUDGE_PROTOCOLS
 
 

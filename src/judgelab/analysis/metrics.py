@@ -28,18 +28,14 @@ import polars as pl
 
 from judgelab.analysis import training
 from judgelab.analysis.decision import decide
+from judgelab.analysis.fidelity import candidate_scores, truth_metrics
 from judgelab.analysis.judge_only import judge_agreement
 from judgelab.analysis.power import power_analysis
 from judgelab.analysis.recheck import truth_recheck
 from judgelab.analysis.rulebook import rulebook
 from judgelab.analysis.split_share import split_share
-from judgelab.analysis.stats import CIRule, clean_json, evaluator_stats
-from judgelab.analysis.truth import (
-    candidate_scores,
-    execution_truth,
-    resample_weights,
-    truth_metrics,
-)
+from judgelab.analysis.stats import CIRule, clean_json, evaluator_stats, resample_weights
+from judgelab.analysis.truth import execution_truth
 from judgelab.analysis.writers import known_truth_block, split_populations, writer_blocks
 from judgelab.config import AnalysisSettings
 from judgelab.scoring.failures import loud_failures

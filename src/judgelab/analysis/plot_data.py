@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from judgelab.analysis.truth import Truth, candidate_scores
+from judgelab.analysis.fidelity import candidate_scores
+from judgelab.analysis.truth import Truth
 
 TRUTH_LABELS = ("pass", "fail", "unknown")
 

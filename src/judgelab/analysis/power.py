@@ -2,12 +2,12 @@
 how many task groups an audit needs before it can rank two judges.
 
 Contract (pure numpy over the truth module's per-task sums; nothing here reads files):
-- The endpoint is `analysis.primary` (truth.PRIMARY). For a judge, task t gives a numerator
-  c_t and a denominator m_t (`truth.task_endpoint`): pair credit and pair count for the
+- The endpoint is `analysis.primary` (fidelity.PRIMARY). For a judge, task t gives a numerator
+  c_t and a denominator m_t (`fidelity.task_endpoint`): pair credit and pair count for the
   pairwise accuracies, the task's value and 1 for the per-mixed-task figures, the
   correlation and 1 or the judge's push for signal fidelity; the figure is the ratio
   R = sum c / sum m. Two judges A and B are compared on the tasks both have a denominator in
-  (paired: the same tasks for both), or, for signal fidelity (truth.NOISE_COUNTED), either:
+  (paired: the same tasks for both), or, for signal fidelity (fidelity.NOISE_COUNTED), either:
   a task the tests do not split counts for the judge that pushes there, and the other's 0
   there is its figure's, not a missing value. `units` names those tasks in the report.
 - Variance: R's first-order (delta-method) expansion over tasks is R_hat - R ~ mean_t e_t with
@@ -56,9 +56,10 @@ import polars as pl
 from scipy import stats as scipy_stats
 
 from judgelab.advantage import Convention
+from judgelab.analysis.fidelity import NOISE_COUNTED, candidate_scores, task_endpoint
 from judgelab.analysis.inference import holm, tasks_to_decide, tost
 from judgelab.analysis.stats import CIRule, Interval, no_interval, too_few_groups
-from judgelab.analysis.truth import NOISE_COUNTED, Truth, candidate_scores, task_endpoint
+from judgelab.analysis.truth import Truth
 from judgelab.config import PowerSettings
 
 __all__ = ["compare", "groups_needed", "holm", "linearised", "paired_t", "power_analysis",

@@ -2,7 +2,7 @@
 (`training.study`, `training.effect`), over arms and seeds.
 
 Contract:
-- `arm_audit(rewards, ...)`: each arm's audit figures (`truth.truth_metrics`, the analysis's
+- `arm_audit(rewards, ...)`: each arm's audit figures (`fidelity.truth_metrics`, the analysis's
   own code and CIs) from the study's reward table: one row per (arm, seed, task, candidate)
   with the arm's reward (null: unscored) and the tests' verdict (null: untested). Where the
   seeds share their groups (the first-order study on a table's groups: every seed trains on
@@ -34,8 +34,15 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from judgelab.analysis.stats import CI_LEVEL, CIRule, bootstrap_t_ci, percentile_ci
-from judgelab.analysis.truth import Truth, figure_draws, resample_weights, truth_metrics
+from judgelab.analysis.fidelity import figure_draws, truth_metrics
+from judgelab.analysis.stats import (
+    CI_LEVEL,
+    CIRule,
+    bootstrap_t_ci,
+    percentile_ci,
+    resample_weights,
+)
+from judgelab.analysis.truth import Truth
 
 MIN_ARMS = 3  # a rank correlation or a line over fewer arms is not a figure
 MIN_SEEDS_CI = 3  # an arm's effect gets a t interval over its seeds from this many up

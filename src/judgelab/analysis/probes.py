@@ -6,7 +6,7 @@
 
 - ``judges[name]``, one per probed evaluator:
   * ``rows``: n_rows, unscored_rate, out_of_range_rate (`stats.stats_for_evaluator`);
-  * ``calibration``: `truth.truth_metrics` on the known-truth groups (top-1 accuracy, pairwise
+  * ``calibration``: `fidelity.truth_metrics` on the known-truth groups (top-1 accuracy, pairwise
     accuracy, ROC-AUC, false-praise rate...), each candidate's score being the mean of its
     permutation views (slot effects average out), clustered by group for the CIs; with
     `order_consistent_accuracy` (JudgeBench, CodeJudgeBench): over (passing, failing) pairs
@@ -15,8 +15,8 @@
   * ``position``: `position.position_bias` over every group's permutation views (views at
     ``probes.temperature``, 0 by default);
   * ``perturbation``: `perturbation.perturbation_bias` per perturbation;
-  * ``self_preference``: `self_preference.self_preference` (the judge's row of the policy x judge matrix
-    and its self/family gaps on candidates matched on task and test verdict);
+  * ``self_preference``: `self_preference.self_preference` (the judge's row of the policy x
+    judge matrix and its self/family gaps on candidates matched on task and test verdict);
   * ``noise_floor`` (on the groups of the position figures) and ``noise_floor_perturbation``
     (on the perturbed known-truth groups): `noise_floor.noise_floor` between the calls of the
     identity view at ``probes.repeat_temperature`` (repeats 1.., and repeat 0 too when the two
@@ -64,18 +64,19 @@ from judgelab.analysis.agreement import (
     krippendorff_alpha_interval,
 )
 from judgelab.analysis.attacks import attack_bias, holm_attacks
+from judgelab.analysis.cost import (
+    JudgeCosting,
+    cost_metrics,
+)
+from judgelab.analysis.fidelity import truth_metrics
 from judgelab.analysis.intervals import figure_with_ci
 from judgelab.analysis.noise_floor import noise_floor
 from judgelab.analysis.perturbation import perturbation_bias
 from judgelab.analysis.position import position_bias, position_groups
 from judgelab.analysis.probe_views import PERM, PERT, view_scores
 from judgelab.analysis.self_preference import self_preference
-from judgelab.analysis.cost import (
-    JudgeCosting,
-    cost_metrics,
-)
-from judgelab.analysis.stats import CIRule, clean_json, stats_for_evaluator
-from judgelab.analysis.truth import Truth, resample_weights, truth_metrics
+from judgelab.analysis.stats import CIRule, clean_json, resample_weights, stats_for_evaluator
+from judgelab.analysis.truth import Truth
 from judgelab.config import AnalysisSettings, ProbesSettings
 from judgelab.schemas import ScoresSchema, columns
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from judgelab.analysis.fidelity import NOISE_COUNTED
 from judgelab.analysis.power import LABELS, pair
-from judgelab.analysis.truth import NOISE_COUNTED
 
 # What a judge that guesses gets (the strict pairwise accuracy's 0.5 only for one that never ties)
 CHANCE = {"signal_fidelity": 0.0, "pairwise_accuracy_strict": 0.5, "pairwise_accuracy": 0.5,

@@ -38,9 +38,10 @@ import numpy as np
 import polars as pl
 
 from judgelab.advantage import Convention
+from judgelab.analysis.fidelity import candidate_scores, task_endpoint, task_parts, truth_arrays
 from judgelab.analysis.inference import from_intervals, holm, ratio_above, share_above
 from judgelab.analysis.ranking import CHANCE
-from judgelab.analysis.truth import Truth, _arrays, _task_parts, candidate_scores, task_endpoint
+from judgelab.analysis.truth import Truth
 from judgelab.config import AnalysisSettings
 
 # The rules in docs/METRICS.md's order, each with whether a small p rejects (True) or clears.
@@ -49,12 +50,12 @@ RULES = {"chance": False, "inverted": True, "flat": True, "unscored": True, "att
 
 
 def _parts(cand: pl.DataFrame, truth: Truth, convention: Convention) -> Any:
-    """The per-task sums of `cand` against `truth` (as truth.task_endpoint computes them)."""
+    """The per-task sums of `cand` against `truth` (as fidelity.task_endpoint computes them)."""
     known = truth.table.filter(pl.col("passed").is_not_null())
     joined = known.join(cand.select("candidate_id", "score"), on="candidate_id", how="left")
-    task_idx, score, passed, unscored = _arrays(joined, truth)
-    return _task_parts(task_idx, score, passed, len(truth.tasks), 1.0, unscored=unscored,
-                       convention=convention)  # fmt: skip
+    task_idx, score, passed, unscored = truth_arrays(joined, truth)
+    return task_parts(task_idx, score, passed, len(truth.tasks), 1.0, unscored=unscored,
+                      convention=convention)  # fmt: skip
 
 
 def _unscored_rows(scores: pl.DataFrame, name: str) -> tuple[np.ndarray, np.ndarray]:

@@ -1,9 +1,9 @@
 """A self-test with planted judges: do judgelab's own statistics hold their stated level?
 
-Simulated audits go through the real analysis code (truth._task_parts for every figure,
-truth._interval for the CI each figure gets in metrics.json, power.compare and power.holm for
-the paired comparisons and the tasks-needed figure); only the judges and the groups are
-simulated.
+Simulated audits go through the real analysis code (fidelity.task_parts for every figure,
+fidelity.figure_interval for the CI each figure gets in metrics.json, power.compare and
+power.holm for the paired comparisons and the tasks-needed figure); only the judges and the
+groups are simulated.
 
 - A group is one task with `k` candidates (`group_sizes`: 4 and 8); each passes with the
   task's own pass rate (drawn from Beta(1, 1)), so some tasks are mixed and some are not, as
@@ -13,7 +13,7 @@ simulated.
   skill: a judge good on some tasks, blind or inverted on others), and a candidate's score is
   clip(0.5 + leniency + s_t * (passed - 0.5) + position * (slot centred) + noise * N(0, 1),
   0, 1), rounded to `levels` steps (coarse steps make ties, as small LLM judges do); with
-  probability `unscored` the candidate is left unscored (NaN), and goes to `_task_parts` as
+  probability `unscored` the candidate is left unscored (NaN), and goes to `task_parts` as
   `unscored=` so the signal figures count it, as truth_metrics does. Slots are the
   candidates' order in the group; a position bias therefore acts as extra noise here.
   `blind` (signal 0, noise > 0) is blind to the truth but not flat: its signal fidelity,
@@ -26,8 +26,9 @@ simulated.
 
 Checks (`run_selftest`), each over `audits` simulated audits, for each group size:
 - coverage: the share of audits in which each measured figure's 95 % CI (FIGURES) covers its
-  true value, per number of mixed clusters, for the interval judgelab uses (`truth._interval`)
-  and the alternatives it was chosen over: the percentile bootstrap, BCa and the jackknife t;
+  true value, per number of mixed clusters, for the interval judgelab uses
+  (`fidelity.figure_interval`) and the alternatives it was chosen over: the percentile
+  bootstrap, BCa and the jackknife t;
 - paired differences: for every pair of planted judges, the share of audits whose
   `power.compare` interval (difference_ci_low/high) covers the true difference, on signal
   fidelity (compared on the tasks either judge has a weight in) and strict pairwise accuracy;
@@ -52,9 +53,16 @@ from typing import Any
 import numpy as np
 from scipy import stats as scipy_stats
 
+from judgelab.analysis.fidelity import NOISE_COUNTED, figure_interval, task_parts
 from judgelab.analysis.power import compare, holm, paired_t
-from judgelab.analysis.stats import CI_LEVEL, CIRule, Interval, percentile_ci, t_ci
-from judgelab.analysis.truth import NOISE_COUNTED, _interval, _task_parts, resample_weights
+from judgelab.analysis.stats import (
+    CI_LEVEL,
+    CIRule,
+    Interval,
+    percentile_ci,
+    resample_weights,
+    t_ci,
+)
 from judgelab.config import AnalysisSettings, PowerSettings
 
 # The primary endpoints (signal fidelity first, the default) and the within-group false praise,
@@ -165,8 +173,8 @@ def figures_of(
     task_idx = np.repeat(np.arange(n_tasks), k)
     score, verdict = scores.ravel(), passed.ravel()
     ok = np.isfinite(score)
-    parts = _task_parts(task_idx[ok], score[ok], verdict[ok], n_tasks, 0.8,
-                        unscored=(task_idx[~ok], verdict[~ok]))  # fmt: skip
+    parts = task_parts(task_idx[ok], score[ok], verdict[ok], n_tasks, 0.8,
+                       unscored=(task_idx[~ok], verdict[~ok]))  # fmt: skip
     point = {key: float(v[0]) for key, v in parts.figures(np.ones((1, n_tasks))).items()}
     draws = parts.figures(weights) if weights is not None else None
     return point, draws, parts
@@ -196,7 +204,7 @@ def true_values(
 
 
 def _endpoint(parts: Any, key: str) -> tuple[np.ndarray, np.ndarray]:
-    """(numerator, denominator) per task of a measured figure (truth.task_endpoint's)."""
+    """(numerator, denominator) per task of a measured figure (fidelity.task_endpoint's)."""
     pairs, sig = parts.n_pass * parts.n_fail, parts.signal
     return {"signal_fidelity": (sig.fid_num, sig.fid_den),
             "pairwise_accuracy_strict": (parts.strict, pairs),
@@ -226,7 +234,7 @@ def bca_interval(point: float, draws: np.ndarray, jackknife: np.ndarray,
 
 
 def _counts(parts: Any) -> dict[str, Any]:
-    """The unit counts truth_metrics passes to truth._interval (Wilson's units)."""
+    """The unit counts truth_metrics passes to fidelity.figure_interval (Wilson's units)."""
     return {"n_pairs": float((parts.n_pass * parts.n_fail).sum()),
             "n_top1_groups": float(parts.top_den.sum()),
             "n_failing_mixed": float(parts.n_fail_mixed.sum()),
@@ -253,7 +261,7 @@ def audit_intervals(
         value = point[key] if np.isfinite(point[key]) else None
         reasons = {} if value is not None else {key: "undefined"}
         out[key] = {
-            "used": _interval(key, value, parts, jack, counts, weights, reasons, rule),
+            "used": figure_interval(key, value, parts, jack, counts, weights, reasons, rule),
             "percentile": percentile_ci(draws[key], n, rule),
             "bca": bca_interval(point[key], draws[key], jk),
             "jackknife_t": t_ci(value, jk, n, rule.min_ci_groups),

@@ -1,7 +1,7 @@
 """Signal fidelity as the policy improves: its two parts, and the judges' ranking at any share
 of groups the tests split.
 
-Signal fidelity (analysis/truth.py, docs/METRICS.md) is Σ c_t / Σ d_t over the tasks with
+Signal fidelity (analysis/fidelity.py, docs/METRICS.md) is Σ c_t / Σ d_t over the tasks with
 truth. Call S the tasks the tests split (a passing and a failing candidate; n_S of them) and U
 the others (n_U). Its two parts:
 
@@ -24,7 +24,7 @@ the order of two judges whose A and N differ: the crossing share of judges i and
 D / (D − A_i + A_j), D = A_i·N_j − A_j·N_i, where it lies in (0, 1).
 
 Each figure's CI is the percentile interval of the same figure over the analysis's task
-resamples (`truth.resample_weights`, the paired matrix every truth figure uses), at the CI
+resamples (`stats.resample_weights`, the paired matrix every truth figure uses), at the CI
 level of `stats.CIRule`; none below `min_ci_groups` split tasks (alignment) or split and
 unsplit tasks (noise, SF(s)). `n_split_groups` and `n_unsplit_groups` are the n.
 """
@@ -37,8 +37,9 @@ import numpy as np
 import polars as pl
 
 from judgelab.advantage import Convention
+from judgelab.analysis.fidelity import candidate_scores, signal_parts
 from judgelab.analysis.stats import CIRule
-from judgelab.analysis.truth import Truth, candidate_scores, signal_parts
+from judgelab.analysis.truth import Truth
 
 SHARES: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
@@ -63,7 +64,7 @@ def crossing(a_i: float, n_i: float, a_j: float, n_j: float) -> float | None:
 
 
 def parts_of(sig: Any, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(alignment, noise) of one judge's signal parts (`truth.signal_parts`) on each row of
+    """(alignment, noise) of one judge's signal parts (`fidelity.signal_parts`) on each row of
     task weights `w` (resamples × tasks)."""
     split_push = w @ sig.split_push
     with np.errstate(divide="ignore", invalid="ignore"):

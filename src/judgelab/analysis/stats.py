@@ -28,6 +28,8 @@ Bootstrap CIs (one rule for every figure: truth metrics, agreement, probes, held
   fewer than `analysis.min_ci_groups` independent groups gets no CI, only its value and
   "n = 2 groups: too few for a CI (minimum 5)". With n groups a cluster bootstrap has only
   C(2n-1, n) distinct resamples (3 for n = 2), so its "interval" is the range of the groups.
+- `resample_weights(n_tasks, n_boot, seed)`: the cluster bootstrap's resample counts (how often
+  each task appears in each resample), drawn once per analysis and shared by every figure.
 - `percentile_ci(draws, n_groups, rule)` is the 95 % percentile CI of bootstrap draws
   under that rule. A draw that is NaN/inf is a resample in which the figure is undefined (no
   mixed pass/fail group, say): it is left out of the quantiles and *counted*
@@ -139,6 +141,17 @@ class Interval:
 
 def no_interval(reason: str, n_groups: int) -> Interval:
     return Interval(None, None, reason, n_groups)
+
+
+def resample_weights(n_tasks: int, n_boot: int, seed: int) -> np.ndarray:
+    """(n_boot, n_tasks) counts: how often each task appears in each bootstrap resample."""
+    if n_tasks == 0 or n_boot == 0:
+        return np.zeros((n_boot, n_tasks), dtype=float)
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, n_tasks, size=(n_boot, n_tasks))
+    weights = np.zeros((n_boot, n_tasks), dtype=float)
+    np.add.at(weights, (np.repeat(np.arange(n_boot), n_tasks), picks.ravel()), 1.0)
+    return weights
 
 
 def percentile_ci(

@@ -8,7 +8,7 @@ Contract:
 - ``by_writer`` (more than one writer) and ``by_origin`` (both origins present) each map a
   name to ``{"n_candidates", "n_tasks", "evaluators": {evaluator: truth figures}}`` (a
   writer's block also names its ``origin``, an origin's its ``writers``). The figures are
-  `truth.truth_metrics` computed on that subset's candidates alone, exactly as the analysis
+  `fidelity.truth_metrics` computed on that subset's candidates alone, exactly as the analysis
   computes them on all of them (the table's own figures are the "together" view): execution
   truth from the subset's rows, a bootstrap over the subset's tasks with the analysis seed,
   the same minimum of groups for a CI. Within-group figures therefore compare a subset's
@@ -25,13 +25,9 @@ from typing import Any
 
 import polars as pl
 
-from judgelab.analysis.stats import CIRule
-from judgelab.analysis.truth import (
-    candidate_scores,
-    execution_truth,
-    resample_weights,
-    truth_metrics,
-)
+from judgelab.analysis.fidelity import candidate_scores, truth_metrics
+from judgelab.analysis.stats import CIRule, resample_weights
+from judgelab.analysis.truth import execution_truth
 from judgelab.config import AnalysisSettings
 from judgelab.rollouts.origins import ORIGINS, origin
 

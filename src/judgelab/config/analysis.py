@@ -54,7 +54,7 @@ class AnalysisSettings(Section):
     ] = Field(
         "signal_fidelity",
         description="The endpoint judges are ranked and recommended by, fixed before the data "
-        "(docs/METRICS.md, analysis/truth.py). signal_fidelity: the correlation of the judge's "
+        "(docs/METRICS.md, analysis/fidelity.py). signal_fidelity: the correlation of the judge's "
         "GRPO advantages with the tests' over every task, each task weighing the same, an "
         "unscored candidate an advantage of 0, and a task the tests do not split counted in "
         "the denominator by how hard the judge pushes there (1 = the tests' signal, 0 = none "

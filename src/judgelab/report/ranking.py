@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from judgelab.analysis.fidelity import NOISE_COUNTED
 from judgelab.analysis.power import LABELS, pair
 from judgelab.analysis.ranking import chance_caveat, rank_judges
-from judgelab.analysis.truth import NOISE_COUNTED
 
 CAVEAT_SHARE = 0.2  # a zero-advantage, false-praise or unscored share at or above it is a caveat
 
