@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import statistics
+import sys
 import time
 
 from judgelab.env import configure_offline_env
@@ -42,6 +43,13 @@ from judgelab.training.llama_policy import LlamaPolicySampler  # noqa: E402
 from judgelab.training.policy import Policy, Sample  # noqa: E402
 
 ZOO = "qwen2.5-coder-0.5b-instruct"
+
+
+def phase(what: str, since: float) -> float:
+    """Progress on stderr (a loaded machine can take minutes per phase); returns now."""
+    now = time.perf_counter()
+    print(f"[{now - since:6.1f} s] {what}", file=sys.stderr, flush=True)
+    return now
 
 
 def agreement(a: list[Sample], b: list[Sample]) -> float:
@@ -79,7 +87,8 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    policy = Policy(ZOO, LoraSettings(), "cpu", dtype=args.dtype, adapters={"a": None})
+    t = time.perf_counter()
+    policy = Policy(ZOO, LoraSettings(), "cpu", dtype=args.dtype, adapters={"judge_0": None})
     with torch.no_grad():
         for name, p in policy.lora_parameters().items():
             if "lora_B" in name:
@@ -89,19 +98,24 @@ def main() -> None:
     n = len(prompts)
     common = {"max_new_tokens": [args.tokens] * n, "seeds": list(range(n))}
     hot, cold = {"temperatures": [1.0] * n}, {"temperatures": [0.0] * n}
+    adapters = {"adapters": ["judge_0"] * n}
+    t = phase("torch policy loaded", t)
     with open(LOCK_PATH, "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # no other llama.cpp process beside this one
         llama = LlamaPolicySampler(policy, args.threads)
-        t0 = time.perf_counter()
-        ll = llama.sample(prompts, adapters=["a"] * n, **hot, **common)
-        ll_s = time.perf_counter() - t0
-        ll_greedy = llama.sample(prompts, adapters=["a"] * n, **cold, **common)
+        t = phase("lock held", t)
+        ll = llama.sample(prompts, **adapters, **hot, **common)
+        ll_s = time.perf_counter() - t
+        t = phase("llama.cpp + adapter, temperature 1", t)
+        ll_greedy = llama.sample(prompts, **adapters, **cold, **common)
         base_greedy = llama.sample_with(None, prompts, **cold, **common)
         base_hot = llama.sample_with(None, prompts, **hot, **common)
-    t0 = time.perf_counter()
-    tt = policy.sample(prompts, adapters=["a"] * n, **hot, **common)
-    tt_s = time.perf_counter() - t0
-    tt_greedy = policy.sample(prompts, adapters=["a"] * n, **cold, **common)
+        t = phase("llama.cpp greedy and base", t)
+    tt = policy.sample(prompts, **adapters, **hot, **common)
+    tt_s = time.perf_counter() - t
+    t = phase("torch + adapter, temperature 1", t)
+    tt_greedy = policy.sample(prompts, **adapters, **cold, **common)
+    t = phase("torch greedy", t)
     ll_tok, tt_tok = sum(len(s.token_ids) for s in ll), sum(len(s.token_ids) for s in tt)
     print(f"CPU: {cpu_info().summary()}; policy {ZOO}, torch {args.dtype}, {args.threads} threads")
     print(f"rows {n}, up to {args.tokens} new tokens each, temperature 1")
