@@ -115,7 +115,7 @@ class TrainSettings(Section):
         description="What draws the policy's samples: llama.cpp (the policy's GGUF with the "
         "current LoRA adapter, converted after each step; the step trains on the token ids "
         "llama.cpp drew, its behaviour log-probabilities the torch policy's) or torch (the "
-        "trained model's own batched decode, several times slower on a CPU).",
+        "trained model's own batched decode; docs/BENCHMARKS.md compares them).",
     )
     epochs: int = Field(3, ge=1, le=1000)
     groups_per_epoch: int = Field(
