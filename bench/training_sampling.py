@@ -12,8 +12,9 @@ policy, two ways:
 - greedy (temperature 0) on the same prompts: the share of positions, up to each row's first
   disagreement, where llama.cpp + adapter matches torch + adapter, against llama.cpp on the
   bare base (which the adapter moved away from);
-- the torch + adapter policy's mean log-probability per token of llama.cpp's temperature-1
-  samples drawn with the adapter and without it (higher: drawn from the policy torch trains).
+- torch's mean log p_adapter - log p_base per token of llama.cpp's temperature-1 samples
+  drawn with the adapter (KL(adapted || base) >= 0 in expectation when they come from the
+  adapted policy) and without it (-KL(base || adapted) <= 0).
 
     .venv/bin/python bench/training_sampling.py [--rows 8] [--tokens 128] [--scale 0.05]
 
@@ -64,16 +65,21 @@ def agreement(a: list[Sample], b: list[Sample]) -> float:
     return same / max(total, 1)
 
 
-def mean_logprob(policy: Policy, prompts: list[list[int]], rows: list[Sample]) -> float:
-    """The torch policy's (active adapter, T = 1) mean log-probability per token of `rows`."""
+def log_ratio(policy: Policy, prompts: list[list[int]], rows: list[Sample]) -> float:
+    """Mean over tokens of log p_adapter - log p_base under torch (T = 1): over samples drawn
+    from the adapted policy its expectation is KL(adapted || base) >= 0, over samples drawn
+    from the base it is -KL(base || adapted) <= 0."""
     values = []
     with torch.no_grad():
         for prompt, s in zip(prompts, rows, strict=True):
             if not s.token_ids:
                 continue
             x = torch.tensor([prompt + s.token_ids])
-            lp = policy.sequence_logprobs(x, torch.ones_like(x), start=len(prompt) - 1)
-            values += lp[0, len(prompt) - 1 : -1].tolist()
+            span = slice(len(prompt) - 1, -1)
+            adapted = policy.sequence_logprobs(x, torch.ones_like(x), start=len(prompt) - 1)
+            with policy.model.disable_adapter():
+                base = policy.sequence_logprobs(x, torch.ones_like(x), start=len(prompt) - 1)
+            values += (adapted[0, span] - base[0, span]).tolist()
     return statistics.fmean(values)
 
 
@@ -128,9 +134,9 @@ def main() -> None:
         f"{100 * agreement(base_greedy, tt_greedy):.1f} %"
     )
     print(
-        f"torch + adapter mean log-probability per token of llama.cpp's samples: with the "
-        f"adapter {mean_logprob(policy, prompts, ll):.3f}, without it "
-        f"{mean_logprob(policy, prompts, base_hot):.3f}"
+        f"torch: mean log p_adapter - log p_base per token of llama.cpp's samples drawn with "
+        f"the adapter {log_ratio(policy, prompts, ll):+.3f} (>= 0 if from the adapted "
+        f"policy), without it {log_ratio(policy, prompts, base_hot):+.3f} (<= 0)"
     )
 
 

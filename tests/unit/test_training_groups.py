@@ -149,3 +149,36 @@ def test_an_engines_rows_are_cached_under_its_own_key(tmp_path: Path) -> None:
     policy = CountingPolicy("float32", "cpu")
     (rows,) = Sampler(policy, cache).round(request, {"a": "h"})  # type: ignore[arg-type]
     assert {s.text for s in rows} == {"float32"} and policy.drawn == 2
+
+
+class DelegatingEngine:
+    """Draws as the stand-in policy does, but returns no log-probabilities (as llama.cpp's
+    sampler): the trainer must compute them before each step."""
+
+    key = {"engine": "delegating", "version": 1}
+
+    def __init__(self, policy: StandInPolicy) -> None:
+        self.policy, self.rows = policy, 0
+
+    def sample(self, prompts: list, **kw: list) -> list[Sample]:
+        self.rows += len(prompts)
+        drawn = self.policy.sample(prompts, **kw)  # type: ignore[arg-type]
+        return [Sample(s.token_ids, [], s.text, s.finish_reason) for s in drawn]
+
+
+def test_the_loop_trains_on_an_engines_samples(tmp_path: Path) -> None:
+    """Every row of the run comes from the engine, and the steps still happen, on-policy:
+    the first step's importance ratio is 1 (the behaviour log-probabilities are the torch
+    policy's own, computed just before it)."""
+    engines: list[DelegatingEngine] = []
+
+    def engine(policy: StandInPolicy) -> DelegatingEngine:
+        engines.append(DelegatingEngine(policy))
+        return engines[-1]
+
+    t = trainer(tmp_path, {})
+    t.engine_factory = engine  # type: ignore[assignment]
+    history = t.run()["a"]
+    assert len(engines) == 1 and engines[0].rows > 0
+    assert [r["loss"] is not None for r in history] == [True, True, False]
+    assert history[0]["ratio_mean"] == pytest.approx(1.0, abs=1e-6)

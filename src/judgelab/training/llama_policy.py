@@ -126,6 +126,7 @@ class LlamaPolicySampler:
             lora_path=str(lora) if lora else None,
             n_ctx=max(512, width + 8),
             n_threads=self.n_threads,
+            n_threads_batch=self.n_threads,  # its default is every core, whatever n_threads
             logits_all=False,
             verbose=False,
         )
