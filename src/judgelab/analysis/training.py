@@ -353,8 +353,7 @@ def no_step_reason(row: Mapping[str, Any]) -> str:
     """Why a trained epoch's row took no GRPO step, from its counts."""
     if row["groups"] and row["groups_skipped"] >= row["groups"]:
         return (
-            "every trained group's rewards were equal (or unscored), so no sample had an "
-            "advantage"
+            "every trained group's rewards were equal (or unscored), so no sample had an advantage"
         )
     if row["unscored_rate"] >= 1.0:
         return "the judge scored none of its samples"
