@@ -2,8 +2,8 @@
 
 Two cases: the reference audit (reference/data: its metrics.json, tables, training histories
 and probes) through the analysis stage's own `write_images` + `write_reports`, and the unit
-golden (tests/golden/analysis_metrics.json) rendered bare (no images, sections, examples or
-provenance). Embedded PNGs (`data:image/png;base64,...`) are replaced by a placeholder: the
+golden (tests/golden/analysis_metrics.json) with failed judges and hostile example text, no
+images, sections or provenance. Embedded PNGs (`data:image/png;base64,...`) are replaced by a placeholder: the
 bytes of a PNG depend on the matplotlib build, the text around them does not.
 
 `python tests/support/report_golden.py --write` (with PYTHONPATH naming the source tree)
@@ -67,12 +67,33 @@ def reference_reports(out_dir: Path) -> tuple[str, str]:
     )
 
 
+EXAMPLE = {
+    "evaluator": "ruler|<b>",
+    "score": 0.9,
+    "task_id": "HumanEval/1",
+    "candidate_id": "c-1",
+    "judge": None,
+    "repeat": 0,
+    "test_reason": None,
+    "explanation": "```fenced``` & <script>alert(1)</script>",
+    "code": "def f():\n    return '|'",
+}
+
+
 def bare_reports() -> tuple[str, str]:
-    """The unit golden's metrics alone: every optional input absent."""
+    """The unit golden's metrics with failed judges, a latency row and a worst-praise example
+    whose text holds Markdown and HTML metacharacters; no images, sections or provenance."""
     from judgelab.report.audit import render_html, render_markdown
 
     metrics = json.loads((ROOT / "tests" / "golden" / "analysis_metrics.json").read_text())
-    return render_markdown(metrics, {}, [], {}), render_html(metrics, {}, [], {})
+    metrics["judge_failures"] = ["ruler-a: 2 of 2 judge calls failed <timeout>", "b & c"]
+    latency = {"a<b": {"n": 3, "mean_latency_s": 0.5, "median_latency_s": 0.25,
+                       "total_latency_s": 1.5}}  # fmt: skip
+    examples = [EXAMPLE, {**EXAMPLE, "judge": "j", "test_reason": "assert 1 == 2"}]
+    return (
+        render_markdown(metrics, latency, examples, {}),
+        render_html(metrics, latency, examples, {}),
+    )
 
 
 def all_reports(tmp: Path) -> dict[str, str]:

@@ -101,6 +101,8 @@ def block_lines(block: Block) -> list[str]:
             return html_table(block.table_id, block.columns, block.rows, block.min_ci_groups)
         case BulletList():
             items = [f"<li{BAD if bad else ''}>{escape(t)}</li>" for t, bad in block.items]
+            if block.one_line:
+                return ["<ul>" + "".join(items) + "</ul>"]
             if block.title is None:
                 return ["<ul>", *items, "</ul>"]
             return [f"<h3>{escape(block.title)}</h3><ul>", *items, "</ul>"]

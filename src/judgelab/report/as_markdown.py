@@ -60,9 +60,14 @@ def block_lines(block: Block) -> list[str]:
     return [*out, ""]
 
 
+def lines(blocks: Sequence[Block]) -> list[str]:
+    """The blocks' Markdown lines."""
+    return [line for b in blocks for line in block_lines(b)]
+
+
 def blocks_markdown(blocks: Sequence[Block]) -> str:
     """The blocks as Markdown text, ending in one newline."""
-    return "\n".join(line for b in blocks for line in block_lines(b)).rstrip() + "\n"
+    return "\n".join(lines(blocks)).rstrip() + "\n"
 
 
 def render(doc: Document) -> str:

@@ -35,8 +35,7 @@ from typing import Any
 from judgelab.config.evaluators import GROUP_PROTOCOLS
 from judgelab.report import as_html, as_markdown, failures
 from judgelab.report import training as training_report
-from judgelab.report.as_html import data_uri
-from judgelab.report.decision import DECISION_IMAGE, decision_html, decision_markdown
+from judgelab.report.decision import DECISION_IMAGE, decision_blocks
 from judgelab.report.format import NA, escape, fmt_cell, fmt_ci, fmt_num, fmt_pct, interval, plural
 from judgelab.report.model import (
     Block,
@@ -53,8 +52,8 @@ from judgelab.report.model import (
     table,
 )
 from judgelab.report.panels import Section
-from judgelab.report.power import power_html, power_markdown
-from judgelab.report.ranking import ranking_html, ranking_markdown
+from judgelab.report.power import power_blocks
+from judgelab.report.ranking import ranking_blocks
 
 logger = logging.getLogger(__name__)
 
@@ -508,13 +507,13 @@ def build_report(
     images = dict(images)
     forest = images.pop(DECISION_IMAGE, None)
     blocks: list[Block] = [
-        Raw(tuple(failures.report_markdown(metrics)), tuple(failures.report_html(metrics, escape))),
-        _decision(metrics, forest, base),
+        *failures.report_blocks(metrics),  # first: before any figure or ranking
+        *decision_blocks(metrics, forest, "" if forest is None else _link(forest, base)),
         Heading("The audit"),
         Notes(tuple(_intro(metrics))),
-        Raw(tuple(ranking_markdown(metrics)), tuple(ranking_html(metrics, escape))),
+        *ranking_blocks(metrics),
         *_tables(metrics),
-        _power(metrics.get("power") or {}),
+        *power_blocks(metrics.get("power") or {}, fmt_ci),
         Raw(
             tuple(training_report.markdown_section(metrics)),
             tuple(training_report.html_section(metrics, escape)),
@@ -534,17 +533,6 @@ TITLE = "judgelab: evaluator audit"
 
 def _link(path: Path, base: Path | None) -> str:
     return path.relative_to(base).as_posix() if base is not None else path.name
-
-
-def _decision(metrics: dict[str, Any], forest: Path | None, base: Path | None) -> Raw:
-    """The decision (report.decision), its forest plot linked in Markdown and embedded in HTML."""
-    link = None if forest is None else _link(forest, base)
-    uri = None if forest is None else data_uri(forest)
-    return Raw(tuple(decision_markdown(metrics, link)), tuple(decision_html(metrics, uri, escape)))
-
-
-def _power(power: dict[str, Any]) -> Raw:
-    return Raw(tuple(power_markdown(power, fmt_ci)), tuple(power_html(power, fmt_ci, escape)))
 
 
 def _provenance(provenance: dict[str, Any] | None) -> list[Block]:

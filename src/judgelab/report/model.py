@@ -75,6 +75,7 @@ class BulletList:
 
     title: str | None
     items: tuple[tuple[str, bool], ...]
+    one_line: bool = False  # HTML: the whole list on one line
 
     @classmethod
     def of(cls, items: Sequence[str]) -> BulletList:
