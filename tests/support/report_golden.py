@@ -3,8 +3,8 @@
 Two cases: the reference audit (reference/data: its metrics.json, tables, training histories
 and probes) through the analysis stage's own `write_images` + `write_reports`, and the unit
 golden (tests/golden/analysis_metrics.json) with failed judges and hostile example text, no
-images, sections or provenance. Embedded PNGs (`data:image/png;base64,...`) are replaced by a placeholder: the
-bytes of a PNG depend on the matplotlib build, the text around them does not.
+images, sections or provenance. Embedded PNGs (`data:image/png;base64,...`) are replaced by a
+placeholder: the bytes of a PNG depend on the matplotlib build, the text around them does not.
 
 `python tests/support/report_golden.py --write` (with PYTHONPATH naming the source tree)
 writes the expected files under tests/golden/report/.

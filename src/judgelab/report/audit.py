@@ -1,4 +1,6 @@
-"""The human-readable report: report.md and a self-contained report.html.
+"""The human-readable report: report.md and a self-contained report.html, both rendered from
+one report model (`build_report`: `report.model`'s blocks) by `report.as_markdown` and
+`report.as_html`; a section is written once, as blocks.
 
 Contract:
 - Built only from the metrics dict (`run_analysis`'s result), a latency summary, the worst
@@ -6,8 +8,8 @@ Contract:
   sections (training curves, bias probes) arrive ready-made from `report.panels`.
 - report.html needs no network: inline CSS, PNGs embedded as base64 data URIs, no scripts.
   Every piece of text that came from data (evaluator and task names, judge explanations,
-  completions, reasons) is HTML-escaped; the HTML is written by hand, not through a Markdown
-  converter, because Markdown passes raw HTML through.
+  completions, reasons) is HTML-escaped by `report.as_html`; the HTML is rendered from the
+  model, not through a Markdown converter, because Markdown passes raw HTML through.
 - In report.md, model-generated text sits inside code fences longer than any backtick run in
   it, so it cannot break out of the fence.
 - Latency appears here only: timings differ between identical runs, so never in metrics.json.
