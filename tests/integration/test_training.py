@@ -191,6 +191,7 @@ def _trainer(
         max_tokens=16,
         learning_rate=1e-3,
         lora=LORA,
+        select="all",
         heldout=HeldOutSettings(
             select="fixed", offset=100, limit=1, samples=1, temperature=0.0, max_tokens=16
         ),
@@ -326,7 +327,7 @@ def test_heldout_tasks_are_chosen_where_the_base_policy_is_mixed(tmp_path: Path)
     from judgelab.training.history import samples_frame
 
     settings = TrainSettings(
-        epochs=1, k=2, max_tokens=16, learning_rate=1e-3, lora=LORA,
+        epochs=1, k=2, max_tokens=16, learning_rate=1e-3, lora=LORA, select="all",
         heldout=HeldOutSettings(offset=100, pool=4, limit=1, samples=2, max_tokens=16),
     )  # fmt: skip
     trainer = Trainer(
@@ -391,7 +392,7 @@ def test_training_over_two_seeds_resumes_per_seed(tmp_path: Path) -> None:
     same base model, other seeds); seed 2 crashes in epoch 1 and the rerun finishes it
     as the uninterrupted run did."""
     settings = TrainSettings(
-        epochs=2, k=2, max_tokens=16, learning_rate=1e-3, lora=LORA, seeds=[1, 2],
+        epochs=2, k=2, max_tokens=16, learning_rate=1e-3, lora=LORA, select="all", seeds=[1, 2],
         heldout=HeldOutSettings(
             select="fixed", offset=100, limit=1, samples=2, temperature=1.0, max_tokens=16
         ),

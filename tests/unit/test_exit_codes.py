@@ -134,7 +134,7 @@ def test_the_gate_says_why_it_cannot_pass() -> None:
     assert gate.check(_metrics(), gate.Gate()) == []
     # a CI drawn from fewer groups than the audit's minimum (an older audit's): not passed
     fit = _metrics()["evaluators"]["fit"]["truth"]
-    small = gate.judge("fit", fit, "signal_fidelity", 0.1, "below", min_groups=25)
+    small = gate.judge("fit", fit, "signal_fidelity", 0.1, "below", min_ci_groups=25)
     assert (small.outcome, small.n_groups) == ("too_few_groups", 20)
     assert "20 groups, fewer than analysis.min_ci_groups = 25" in small.message()
 

@@ -44,15 +44,15 @@ def test_tost_is_two_one_sided_t_tests() -> None:
 def test_ratio_above_with_one_unit_per_task_is_a_one_sample_t_test() -> None:
     rng = np.random.default_rng(4)
     c = rng.normal(0.08, 0.3, size=50)
-    n, value, p = ratio_above(c, np.ones(50), 0.0)
+    n, value, p = ratio_above(c, np.ones(50), 0.0, 2)
     assert (n, value) == (50, pytest.approx(c.mean()))
     assert p == pytest.approx(st.ttest_1samp(c, 0.0, alternative="greater").pvalue)
     # the same shares over a constant number of units per task: the same test
-    _, _, p4 = ratio_above(4 * c, np.full(50, 4.0), 0.0)
+    _, _, p4 = ratio_above(4 * c, np.full(50, 4.0), 0.0, 2)
     assert p4 == pytest.approx(p)
     # tasks without a denominator do not count; too few tasks give no p
-    assert ratio_above(np.r_[c, 5.0], np.r_[np.ones(50), 0.0], 0.0)[0] == 50
-    few = ratio_above(c[:3], np.ones(3), 0.0, min_groups=5)
+    assert ratio_above(np.r_[c, 5.0], np.r_[np.ones(50), 0.0], 0.0, 2)[0] == 50
+    few = ratio_above(c[:3], np.ones(3), 0.0, min_ci_groups=5)
     assert few == (3, pytest.approx(c[:3].mean()), None)
 
 

@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from judgelab.analysis.judge_only import judge_agreement
-from judgelab.report.failures import agreement_lines, report_markdown, structured_output_line
+from judgelab.report.as_markdown import lines as markdown_lines
+from judgelab.report.failures import agreement_lines, report_blocks, structured_output_line
 from judgelab.scoring import scores_frame
 from judgelab.scoring.failures import (
     call_failures,
@@ -148,10 +149,10 @@ def test_cause_strips_only_the_attempts_prefix() -> None:
 
 def test_the_report_says_it_first_and_names_detected_modes() -> None:
     metrics = {"judge_failures": ["ruler-mine: 2 of 2 judge calls failed, ..."]}
-    lines = report_markdown(metrics)
+    lines = markdown_lines(report_blocks(metrics))
     assert lines[0] == "## Judges that failed"
     assert "- ruler-mine: 2 of 2 judge calls failed, ..." in lines
-    assert report_markdown({}) == []
+    assert report_blocks({}) == []
     modes = {"my-judge": {"mode": "json_object", "source": "probe", "detail": "x"}}
     assert structured_output_line(modes) == "; structured output: my-judge `json_object` (detected)"
     assert structured_output_line(None) == ""
@@ -180,7 +181,7 @@ def test_judge_only_agreement_against_hand_computed_values() -> None:
         "Judge-only audit: no execution evaluator, so nothing here is ranked"
     )
     assert f"Kendall's tau-b of {pair['a']} and {pair['b']}: 0.333 (n = 3 candidates" in lines[2]
-    assert report_markdown(metrics)[0] == "## Judge-only audit"
+    assert markdown_lines(report_blocks(metrics))[0] == "## Judge-only audit"
     # with the truth present there is no judge-only section
     rows.append(row("execution", "execution", "t", "t-c0", 1.0, judge=None))
     assert judge_agreement(scores_frame(rows)) is None

@@ -12,9 +12,10 @@ import pytest
 
 from judgelab.analysis.power import holm
 from judgelab.analysis.ranking import rank_judges
+from judgelab.report.as_markdown import lines as markdown_lines
 from judgelab.report.ranking import (
     caveat_rows,
-    ranking_markdown,
+    ranking_blocks,
     recommendation,
     recommendation_sentences,
 )
@@ -92,7 +93,7 @@ def test_overlapping_judges_are_contenders_with_their_own_power_figure() -> None
             "about 480 shared tasks.") in text  # fmt: skip
     assert "observed gap" not in text
     assert "Train on" not in text
-    md = "\n".join(ranking_markdown(m))
+    md = "\n".join(markdown_lines(ranking_blocks(m)))
     assert "| c | unranked | no figure |" in md
 
 

@@ -103,6 +103,7 @@ def settings_for(url_a: str, url_b: str, limit: int) -> Settings:
                 "rewards": ["ruler-a", "rubric-b"],
                 "policy": "policy",
                 "groups_per_epoch": 2,
+                "select": "all",
                 "k": 3,
                 "heldout": {"select": "fixed", "offset": 100, "limit": 1, "samples": 2},
             },

@@ -137,6 +137,7 @@ SETTINGS = TrainSettings(
     epochs=2,
     k=4,
     seed=1,
+    select="all",  # these tests are about the loop's bookkeeping on fixed tasks
     learning_rate=0.5,
     heldout=HeldOutSettings(select="fixed", offset=100, limit=2, samples=3),
 )

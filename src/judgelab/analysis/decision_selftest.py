@@ -83,7 +83,7 @@ def audit_metrics(parts: dict[str, Any], margin: float, rule: CIRule) -> dict[st
     """The metrics dict `decide` reads, from the planted judges' per-task parts."""
     knobs = PowerSettings()
     ends = {n: (p.signal.fid_num, p.signal.fid_den) for n, p in parts.items()}
-    chance = {n: ratio_above(*e, 0.0, rule.min_groups) for n, e in ends.items()}
+    chance = {n: ratio_above(*e, 0.0, rule.min_ci_groups) for n, e in ends.items()}
     names = sorted(parts)
     adjusted = dict(zip(names, holm([1.0 if chance[n][2] is None else chance[n][2]
                                      for n in names]), strict=True))  # fmt: skip

@@ -50,7 +50,7 @@ def holm(p_values: list[float]) -> list[float]:
 
 
 def ratio_above(
-    c: np.ndarray, m: np.ndarray, r0: float, min_ci_groups: int = 2
+    c: np.ndarray, m: np.ndarray, r0: float, min_ci_groups: int
 ) -> tuple[int, float | None, float | None]:
     """(n tasks with m_t > 0, R, one-sided p that R > r0); p None below `min_ci_groups` tasks."""
     keep = m > 0

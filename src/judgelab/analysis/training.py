@@ -56,7 +56,13 @@ from judgelab.training.alignment import (
     epoch_alignment,
     group_alignment,
 )
-from judgelab.training.layout import HELDOUT_FILE, HISTORY_FILE, SAMPLES_FILE, run_dirs
+from judgelab.training.layout import (
+    GROUPS_FILE,
+    HELDOUT_FILE,
+    HISTORY_FILE,
+    SAMPLES_FILE,
+    run_dirs,
+)
 
 log = logging.getLogger(__name__)
 
@@ -347,12 +353,42 @@ def heldout_mde(
     return out | {"mde": mde, "decidable": mde <= p.training_effect}
 
 
+def no_step_reason(row: Mapping[str, Any]) -> str:
+    """Why a trained epoch's row took no GRPO step, from its counts."""
+    if row["groups"] and row["groups_skipped"] >= row["groups"]:
+        return (
+            "every trained group's rewards were equal (or unscored), so no sample had an advantage"
+        )
+    if row["unscored_rate"] >= 1.0:
+        return "the judge scored none of its samples"
+    return "no sample had a nonzero advantage"
+
+
+def step_counts(history: pl.DataFrame) -> dict[str, Any]:
+    """The trained epochs (every row but the last epoch's, which is scored and never trained
+    on; one seed's rows or every seed's), the GRPO steps taken in them, and each trained
+    epoch without a step, with why (`no_step_reason`)."""
+    last = int(history["epoch"].max())
+    trained = history.filter(pl.col("epoch") < last).sort("epoch")
+    return {
+        "trained_epochs": trained.height,
+        "trained_groups": int(trained["groups"].sum()),
+        "stepped_groups": int((trained["groups"] - trained["groups_skipped"]).sum()),
+        "no_step": [
+            {"epoch": int(r["epoch"]), "why": no_step_reason(r)}
+            for r in trained.iter_rows(named=True)
+            if r["loss"] is None
+        ],
+    }
+
+
 def _history_counts(history: pl.DataFrame) -> dict[str, Any]:
     """The figures summed or averaged straight from history rows (one seed's, or every
     seed's concatenated): counts summed, rates averaged over the rows' epochs; `forged` is
     None when no row knows it (a run from before the sandbox reported forgeries)."""
     forged = history["forged"]
     return {
+        **step_counts(history),
         "divergence_epochs": int(history["reward_pass_divergence"].sum()),
         "forged": None if forged.null_count() == history.height else int(forged.sum()),
         "truth_unscored": int(history["truth_unscored"].sum()),
@@ -460,6 +496,16 @@ def training_metrics(
         )
         for judge, runs in load_training(root).items()
     }
+    groups = root / GROUPS_FILE
+    if out and groups.exists():
+        body = json.loads(groups.read_text())
+        for m in out.values():
+            m["groups_selection"] = {
+                "tasks": body["train"],
+                "filled": body["filled"],
+                "base_pass_rate": {t: body["base_pass_rate"][t] for t in body["train"]},
+                "screened": len(body["screened"]),
+            }
     selection = root / HELDOUT_FILE
     if out and selection.exists():
         body = json.loads(selection.read_text())

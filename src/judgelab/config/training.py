@@ -110,9 +110,32 @@ class TrainSettings(Section):
         "float32 elsewhere (on an AVX2-only CPU bfloat16 training is > 8x slower). "
         "`judgelab doctor` shows the choice.",
     )
+    sampler: Literal["llama.cpp", "torch"] = Field(
+        "llama.cpp",
+        description="What draws the policy's samples: llama.cpp (the policy's GGUF with the "
+        "current LoRA adapter, converted after each step; the step trains on the token ids "
+        "llama.cpp drew, its behaviour log-probabilities the torch policy's) or torch (the "
+        "trained model's own batched decode; docs/BENCHMARKS.md compares them).",
+    )
     epochs: int = Field(3, ge=1, le=1000)
     groups_per_epoch: int = Field(
         1, ge=1, le=1000, description="Training tasks per epoch (cycled)."
+    )
+    select: Literal["mixed", "all"] = Field(
+        "mixed",
+        description="Which tasks the training groups come from. mixed: as the held-out tasks "
+        "are chosen, from the base policy's own draws: its train.k epoch-0 samples of each "
+        "training task (outside the held-out pool), tested; the first epochs x "
+        "groups_per_epoch tasks whose pass rate is strictly between 0 and 1 are trained on "
+        "(cycled), filled up with those closest to 0.5 when too few are; epoch 0 trains on "
+        "those very draws. all: every task with tests, in the tasks table's order.",
+    )
+    screen: int = Field(
+        8,
+        ge=1,
+        le=1000,
+        description="select: mixed screens at most this many training tasks per group it "
+        "needs (epochs x groups_per_epoch).",
     )
     k: int = Field(4, ge=2, le=64, description="Rollouts per task in one GRPO group.")
     temperature: float = Field(1.0, gt=0, le=2)

@@ -1,4 +1,6 @@
-"""The human-readable report: report.md and a self-contained report.html.
+"""The human-readable report: report.md and a self-contained report.html, both rendered from
+one report model (`build_report`: `report.model`'s blocks) by `report.as_markdown` and
+`report.as_html`; a section is written once, as blocks.
 
 Contract:
 - Built only from the metrics dict (`run_analysis`'s result), a latency summary, the worst
@@ -6,8 +8,8 @@ Contract:
   sections (training curves, bias probes) arrive ready-made from `report.panels`.
 - report.html needs no network: inline CSS, PNGs embedded as base64 data URIs, no scripts.
   Every piece of text that came from data (evaluator and task names, judge explanations,
-  completions, reasons) is HTML-escaped; the HTML is written by hand, not through a Markdown
-  converter, because Markdown passes raw HTML through.
+  completions, reasons) is HTML-escaped by `report.as_html`; the HTML is rendered from the
+  model, not through a Markdown converter, because Markdown passes raw HTML through.
 - In report.md, model-generated text sits inside code fences longer than any backtick run in
   it, so it cannot break out of the fence.
 - Latency appears here only: timings differ between identical runs, so never in metrics.json.
@@ -27,52 +29,35 @@ Contract:
 
 from __future__ import annotations
 
-import base64
 import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from judgelab.config.evaluators import GROUP_PROTOCOLS
-from judgelab.report import failures
+from judgelab.report import as_html, as_markdown, failures
 from judgelab.report import training as training_report
-from judgelab.report.decision import DECISION_IMAGE, decision_html, decision_markdown
-from judgelab.report.format import (
-    NA,
-    escape,
-    fence,
-    fmt_cell,
-    fmt_ci,
-    fmt_num,
-    fmt_pct,
-    html_table,
-    interval,
-    md_cell,
-    md_table,
-    plural,
+from judgelab.report.decision import DECISION_IMAGE, decision_blocks
+from judgelab.report.format import NA, escape, fmt_cell, fmt_ci, fmt_num, fmt_pct, interval, plural
+from judgelab.report.model import (
+    Block,
+    BulletList,
+    Code,
+    Document,
+    Figures,
+    Heading,
+    Image,
+    Listing,
+    Notes,
+    Paragraph,
+    Raw,
+    table,
 )
 from judgelab.report.panels import Section
-from judgelab.report.power import power_html, power_markdown
-from judgelab.report.ranking import ranking_html, ranking_markdown
+from judgelab.report.power import power_blocks
+from judgelab.report.ranking import ranking_blocks
 
 logger = logging.getLogger(__name__)
-
-_CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;
-max-width:1100px;padding:0 1em;color:#1d1d1f;line-height:1.45}
-h1,h2,h3{line-height:1.2}
-table{border-collapse:collapse;font-size:.85em;margin:1em 0}
-th,td{border:1px solid #d0d0d0;padding:.3em .5em;text-align:right;vertical-align:top}
-th:first-child,td:first-child{text-align:left}
-th{background:#f2f4f7}
-tr:nth-child(even) td{background:#fafafa}
-pre{background:#f6f8fa;border:1px solid #e1e4e8;padding:.6em;overflow-x:auto;font-size:.8em;
-white-space:pre-wrap}
-img{max-width:100%;border:1px solid #eee;margin:.4em 0}
-.note{color:#555;font-size:.9em}
-.bad{color:#b00020;font-weight:600}
-"""
-
 
 # ---------------------------------------------------------------------------- formatting
 
@@ -509,6 +494,55 @@ def calls_sentence(calls: dict[str, dict[str, int]] | None) -> str:
     return f" {'; '.join(parts)[0].upper()}{'; '.join(parts)[1:]}." if parts else ""
 
 
+def build_report(
+    metrics: dict[str, Any],
+    latency: dict[str, dict[str, Any]],
+    examples: list[dict[str, Any]],
+    images: dict[str, Path],
+    base: Path | None = None,
+    sections: Sequence[Section] = (),
+    provenance: dict[str, Any] | None = None,
+) -> Document:
+    """The report as one model (`report.model`), rendered by `report.as_markdown` and
+    `report.as_html`. Image links are relative to `base` (report.md's folder) when given;
+    `sections` (training curves, bias probes: report.panels) go before the examples."""
+    images = dict(images)
+    forest = images.pop(DECISION_IMAGE, None)
+    blocks: list[Block] = [
+        *failures.report_blocks(metrics),  # first: before any figure or ranking
+        *decision_blocks(metrics, forest, "" if forest is None else _link(forest, base)),
+        Heading("The audit"),
+        Notes(tuple(_intro(metrics))),
+        *ranking_blocks(metrics),
+        *_tables(metrics),
+        *power_blocks(metrics.get("power") or {}, fmt_ci),
+        Raw(
+            tuple(training_report.markdown_section(metrics)),
+            tuple(training_report.html_section(metrics, escape)),
+        ),
+        *_latency(latency),
+        Heading("Plots", glue=True),  # on the latency table's closing line, in HTML
+        Figures(tuple(Image(label, path, _link(path, base)) for label, path in images.items())),
+        *[Raw((s.markdown.rstrip(), ""), (s.html,)) for s in sections],
+        *_examples(examples, _threshold(metrics)),
+        *_provenance(provenance),
+    ]
+    return Document(TITLE, tuple(blocks))
+
+
+TITLE = "judgelab: evaluator audit"
+
+
+def _link(path: Path, base: Path | None) -> str:
+    return path.relative_to(base).as_posix() if base is not None else path.name
+
+
+def _provenance(provenance: dict[str, Any] | None) -> list[Block]:
+    if (line := provenance_line(provenance)) is None:
+        return []
+    return [Heading("Provenance"), Paragraph.of(line, note=True)]
+
+
 def render_markdown(
     metrics: dict[str, Any],
     latency: dict[str, dict[str, Any]],
@@ -518,112 +552,9 @@ def render_markdown(
     sections: Sequence[Section] = (),
     provenance: dict[str, Any] | None = None,
 ) -> str:
-    """report.md; image links are relative to `base` (the report's folder) when given.
-    `sections` (training curves, bias probes: report.panels) go before the examples."""
-    images = dict(images)
-    forest = images.pop(DECISION_IMAGE, None)
-    link = None
-    if forest is not None:
-        link = forest.relative_to(base).as_posix() if base is not None else forest.name
-    out = ["# judgelab: evaluator audit", ""]
-    out += failures.report_markdown(metrics)  # first: before any figure or ranking
-    out += decision_markdown(metrics, link)
-    out += ["## The audit", "", " ".join(_intro(metrics)), ""]
-    out += ranking_markdown(metrics)
-    out += _tables_markdown(metrics)
-    out += power_markdown(metrics.get("power") or {}, fmt_ci)
-    out += training_report.markdown_section(metrics)
-    out += _latency_markdown(latency)
-    out += ["", "## Plots", ""]
-    for label, path in images.items():
-        link = path.relative_to(base).as_posix() if base is not None else path.name
-        out.append(f"![{md_cell(label)}]({link})")
-    for section in sections:
-        out += ["", section.markdown.rstrip()]
-    out += _examples_markdown(examples, _threshold(metrics))
-    if (line := provenance_line(provenance)) is not None:
-        out += ["", "## Provenance", "", line]
-    return "\n".join(out).rstrip() + "\n"
-
-
-def _threshold(metrics: dict[str, Any]) -> Any:
-    return (metrics.get("settings") or {}).get("praise_threshold", 0.8)
-
-
-def _tables_markdown(metrics: dict[str, Any]) -> list[str]:
-    """The headline tables (all code, then parseable code only when some did not parse),
-    score distributions and each evaluator's findings."""
-    evs = metrics.get("evaluators", {})
-    out = ["## Headline", ""]
-    min_ci_groups = (metrics.get("settings") or {}).get("min_ci_groups")
-    out += md_table(HEADLINE_COLUMNS, headline_rows(evs), min_ci_groups)
-    left_out = n_unparseable(metrics)
-    if left_out:
-        out += ["", "## Headline, parseable code only", "", parseable_note(left_out), ""]
-        out += md_table(HEADLINE_COLUMNS, headline_rows(evs, "truth_parseable"), min_ci_groups)
-    out += ["", "## Score distributions", ""]
-    out += md_table(DISTRIBUTION_COLUMNS, distribution_rows(evs), min_ci_groups)
-    out += ["", "## Findings", ""]
-    for name in sorted(evs):
-        out.append(f"### {md_cell(name)}")
-        out += [f"- {md_cell(line)}" for line in findings(name, evs[name], left_out)]
-        out.append("")
-    return out
-
-
-def _latency_markdown(latency: dict[str, dict[str, Any]]) -> list[str]:
-    out = [
-        "## Latency",
-        "",
-        "| evaluator | rows | mean s | median s | total s |",
-        "|---|---|---|---|---|",
-    ]
-    for name in sorted(latency):
-        lat = latency[name]
-        out.append(
-            f"| {md_cell(name)} | {lat['n']} | {fmt_num(lat['mean_latency_s'])} | "
-            f"{fmt_num(lat['median_latency_s'])} | {fmt_num(lat['total_latency_s'], 1)} |"
-        )
-    return out
-
-
-def _examples_markdown(examples: list[dict[str, Any]], threshold: Any) -> list[str]:
-    """The worst false praise, model-generated text fenced so it cannot break out."""
-    out = ["", "## Worst false praise", ""]
-    out.append(f"Failing code that a judge scored at or above the praise threshold ({threshold}).")
-    out.append("")
-    if not examples:
-        out.append("No failing candidate was scored at or above it.")
-    for i, ex in enumerate(examples, 1):
-        out.append(f"### {i}. {md_cell(ex['evaluator'])} gave {ex['score']:.3f} to failing code")
-        out.append("")
-        out.append(
-            f"task `{ex['task_id']}`, candidate `{ex['candidate_id']}`, judge "
-            f"`{ex['judge'] or NA}`, repeat {ex['repeat']}"
-        )
-        out += [
-            "",
-            "Why the tests failed:",
-            "",
-            fence(ex.get("test_reason") or "(no reason recorded)"),
-            "",
-            "Explanation:",
-            "",
-            fence(ex["explanation"] or "(none)"),
-            "",
-            "Code:",
-            "",
-            fence(ex["code"] or "(no completion found)"),
-            "",
-        ]
-    return out
-
-
-# ---------------------------------------------------------------------------- html
-
-
-def _data_uri(path: Path) -> str:
-    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+    """report.md: `build_report` rendered to Markdown."""
+    doc = build_report(metrics, latency, examples, images, base, sections, provenance)
+    return as_markdown.render(doc)
 
 
 def render_html(
@@ -634,95 +565,85 @@ def render_html(
     sections: Sequence[Section] = (),
     provenance: dict[str, Any] | None = None,
 ) -> str:
-    h: list[str] = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        "<title>judgelab: evaluator audit</title>",
-        f"<style>{_CSS}</style></head><body>",
-        "<h1>judgelab: evaluator audit</h1>",
-    ]
-    images = dict(images)
-    forest = images.pop(DECISION_IMAGE, None)
-    h += failures.report_html(metrics, escape)  # first: before any figure or ranking
-    h += decision_html(metrics, None if forest is None else _data_uri(forest), escape)
-    h.append("<h2>The audit</h2>")
-    h += [f'<p class="note">{escape(line)}</p>' for line in _intro(metrics)]
-    h += ranking_html(metrics, escape)
-    h += _tables_html(metrics)
-    h += power_html(metrics.get("power") or {}, fmt_ci, escape)
-    h += training_report.html_section(metrics, escape)
-    h += _latency_html(latency)
-    h[-1] += "<h2>Plots</h2>"  # on the latency table's closing line, as the report lays out
-    for label, path in images.items():
-        h.append(
-            f'<figure><img alt="{escape(label)}" src="{_data_uri(path)}">'
-            f"<figcaption>{escape(label)}</figcaption></figure>"
-        )
-    h += [section.html for section in sections]
-    h += _examples_html(examples, _threshold(metrics))
-    if (line := provenance_line(provenance)) is not None:
-        h += ["<h2>Provenance</h2>", f'<p class="note">{escape(line)}</p>']
-    h.append("</body></html>")
-    return "\n".join(h) + "\n"
+    """report.html: `build_report` rendered to one self-contained page."""
+    doc = build_report(metrics, latency, examples, images, None, sections, provenance)
+    return as_html.render(doc)
 
 
-def _tables_html(metrics: dict[str, Any]) -> list[str]:
-    """`_tables_markdown` in HTML; a finding that is bad news is marked."""
+def _threshold(metrics: dict[str, Any]) -> Any:
+    return (metrics.get("settings") or {}).get("praise_threshold", 0.8)
+
+
+BAD_NEWS = ("praises failing", "ranks failing")
+
+
+def _tables(metrics: dict[str, Any]) -> list[Block]:
+    """The headline tables (all code, then parseable code only when some did not parse),
+    score distributions and each evaluator's findings (bad news marked)."""
     evs = metrics.get("evaluators", {})
-    h = ["<h2>Headline</h2>"]
     min_ci_groups = (metrics.get("settings") or {}).get("min_ci_groups")
-    h += html_table("headline", HEADLINE_COLUMNS, headline_rows(evs), min_ci_groups)
+    out: list[Block] = [
+        Heading("Headline"),
+        table(HEADLINE_COLUMNS, headline_rows(evs), "headline", min_ci_groups),
+    ]
     left_out = n_unparseable(metrics)
     if left_out:
-        h.append("<h2>Headline, parseable code only</h2>")
-        h.append(f'<p class="note">{escape(parseable_note(left_out))}</p>')
         rows = headline_rows(evs, "truth_parseable")
-        h += html_table("headline-parseable", HEADLINE_COLUMNS, rows, min_ci_groups)
-    h.append("<h2>Score distributions</h2>")
-    h += html_table("distributions", DISTRIBUTION_COLUMNS, distribution_rows(evs), min_ci_groups)
-    h.append("<h2>Findings</h2>")
-    for name in sorted(evs):
-        h.append(f"<h3>{escape(name)}</h3><ul>")
-        for line in findings(name, evs[name], left_out):
-            cls = ' class="bad"' if line.startswith(("praises failing", "ranks failing")) else ""
-            h.append(f"<li{cls}>{escape(line)}</li>")
-        h.append("</ul>")
-    return h
-
-
-def _latency_html(latency: dict[str, dict[str, Any]]) -> list[str]:
-    h = [
-        "<h2>Latency</h2><table><thead><tr><th>evaluator</th><th>rows</th><th>mean s</th>"
-        "<th>median s</th><th>total s</th></tr></thead><tbody>"
+        out += [
+            Heading("Headline, parseable code only"),
+            Paragraph.of(parseable_note(left_out), note=True),
+            table(HEADLINE_COLUMNS, rows, "headline-parseable", min_ci_groups),
+        ]
+    out += [
+        Heading("Score distributions"),
+        table(DISTRIBUTION_COLUMNS, distribution_rows(evs), "distributions", min_ci_groups),
+        Heading("Findings"),
     ]
-    for name in sorted(latency):
-        lat = latency[name]
-        h.append(
-            f"<tr><td>{escape(name)}</td><td>{lat['n']}</td><td>{fmt_num(lat['mean_latency_s'])}"
-            f"</td><td>{fmt_num(lat['median_latency_s'])}</td>"
-            f"<td>{fmt_num(lat['total_latency_s'], 1)}</td></tr>"
-        )
-    h.append("</tbody></table>")
-    return h
+    for name in sorted(evs):
+        lines = findings(name, evs[name], left_out)
+        out.append(BulletList(name, tuple((x, x.startswith(BAD_NEWS)) for x in lines)))
+    return out
 
 
-def _examples_html(examples: list[dict[str, Any]], threshold: Any) -> list[str]:
-    h = ["<h2>Worst false praise</h2>"]
-    h.append(
-        f"<p>Failing code that a judge scored at or above the praise threshold "
-        f"({escape(str(threshold))}).</p>"
-    )
+LATENCY_COLUMNS = ("evaluator", "rows", "mean s", "median s", "total s")
+
+
+def _latency(latency: dict[str, dict[str, Any]]) -> list[Block]:
+    rows = [
+        [
+            name,
+            str(lat["n"]),
+            fmt_num(lat["mean_latency_s"]),
+            fmt_num(lat["median_latency_s"]),
+            fmt_num(lat["total_latency_s"], 1),
+        ]
+        for name, lat in sorted(latency.items())
+    ]
+    return [Heading("Latency"), table(LATENCY_COLUMNS, rows, glue=True)]
+
+
+def _examples(examples: list[dict[str, Any]], threshold: Any) -> list[Block]:
+    """The worst false praise; model-generated text as listings (fenced, escaped)."""
+    out: list[Block] = [
+        Heading("Worst false praise"),
+        Paragraph.of(
+            f"Failing code that a judge scored at or above the praise threshold ({threshold})."
+        ),
+    ]
     if not examples:
-        h.append("<p>No failing candidate was scored at or above it.</p>")
+        out.append(Paragraph.of("No failing candidate was scored at or above it."))
     for i, ex in enumerate(examples, 1):
-        h.append(f"<h3>{i}. {escape(ex['evaluator'])} gave {ex['score']:.3f} to failing code</h3>")
-        h.append(
-            f"<p>task <code>{escape(ex['task_id'])}</code>, candidate "
-            f"<code>{escape(ex['candidate_id'])}</code>, judge "
-            f"<code>{escape(ex['judge'] or NA)}</code>, repeat {ex['repeat']}</p>"
-        )
-        reason = ex.get("test_reason") or "(no reason recorded)"
-        h.append(f"<p><b>Why the tests failed:</b></p><pre>{escape(reason)}</pre>")
-        h.append(f"<p><b>Explanation:</b></p><pre>{escape(ex['explanation'] or '(none)')}</pre>")
-        h.append(f"<p><b>Code:</b></p><pre>{escape(ex['code'] or '(no completion found)')}</pre>")
-    return h
+        where = (
+            "task ", Code(ex["task_id"]), ", candidate ", Code(ex["candidate_id"]),
+            ", judge ", Code(ex["judge"] or NA), f", repeat {ex['repeat']}",
+        )  # fmt: skip
+        out += [
+            Heading(f"{i}. {ex['evaluator']} gave {ex['score']:.3f} to failing code", level=3),
+            Paragraph(where),
+            Listing("Why the tests failed:", ex.get("test_reason") or "(no reason recorded)"),
+            Listing("Explanation:", ex["explanation"] or "(none)"),
+            Listing("Code:", ex["code"] or "(no completion found)"),
+        ]
+    if examples:  # report.md has always had a second blank line after the last example
+        out.append(Raw(("",), ()))
+    return out

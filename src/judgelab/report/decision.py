@@ -8,6 +8,7 @@ terms the sentences use, where they are first used.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from judgelab.analysis.decision import decide
@@ -16,6 +17,7 @@ from judgelab.analysis.ranking import CHANCE
 from judgelab.analysis.rulebook import RULES
 from judgelab.config.evaluators import GROUP_PROTOCOLS
 from judgelab.report.format import and_list
+from judgelab.report.model import Block, Figures, Heading, Image, Paragraph
 from judgelab.report.ranking import figure, why_unranked
 
 # The report's images: the key of the forest plot of the primary, shown with the decision.
@@ -261,18 +263,10 @@ def forest_label(metrics: dict[str, Any]) -> str:
     return f"Each judge's {LABELS.get(key, key)} with its 95 % CI (grey: rejected)"
 
 
-def decision_markdown(metrics: dict[str, Any], image: str | None) -> list[str]:
-    """The report's first section: the decision, the forest plot, the words it uses."""
-    out = ["## Decision", "", " ".join(decision_sentences(metrics)), ""]
-    if image is not None:
-        out += [f"![{forest_label(metrics)}]({image})", ""]
-    return [*out, GLOSSARY, ""]
-
-
-def decision_html(metrics: dict[str, Any], image: str | None, escape: Any) -> list[str]:
-    out = ["<h2>Decision</h2>", f"<p>{escape(' '.join(decision_sentences(metrics)))}</p>"]
-    if image is not None:
-        label = escape(forest_label(metrics))
-        out.append(f'<figure><img alt="{label}" src="{image}"><figcaption>{label}</figcaption>'
-                   "</figure>")  # fmt: skip
-    return [*out, f'<p class="note">{escape(GLOSSARY)}</p>']
+def decision_blocks(metrics: dict[str, Any], forest: Path | None, link: str) -> list[Block]:
+    """The report's first section: the decision, the forest plot (`forest`, linked from
+    report.md as `link`), the words it uses."""
+    out: list[Block] = [Heading("Decision"), Paragraph.of(" ".join(decision_sentences(metrics)))]
+    if forest is not None:
+        out.append(Figures((Image(forest_label(metrics), forest, link),)))
+    return [*out, Paragraph.of(GLOSSARY, note=True)]

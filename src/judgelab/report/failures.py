@@ -4,8 +4,9 @@ of auto-detected structured-output modes."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
+
+from judgelab.report.model import Block, BulletList, Heading, Paragraph
 
 FAILED_HEADING = "Judges that failed"
 
@@ -16,27 +17,21 @@ FAILED_NOTE = (
 )
 
 
-def report_markdown(metrics: dict[str, Any]) -> list[str]:
+def report_blocks(metrics: dict[str, Any]) -> list[Block]:
     """What the report says first, before any figure or ranking: the judges that failed
-    (`metrics["judge_failures"]`, the lines `run_analysis` stored), and for a judge-only
-    audit that nothing is ranked against the tests (`agreement_lines`)."""
-    out = []
+    (`metrics["judge_failures"]`, the lines `run_analysis` stored; bad news), and for a
+    judge-only audit that nothing is ranked against the tests (`agreement_lines`)."""
+    out: list[Block] = []
     if lines := metrics.get("judge_failures") or []:
-        out += [f"## {FAILED_HEADING}", "", FAILED_NOTE, "", *[f"- {x}" for x in lines], ""]
+        failed = tuple((x, True) for x in lines)
+        out += [
+            Heading(FAILED_HEADING),
+            Paragraph.of(FAILED_NOTE, note=True),
+            BulletList(None, failed, one_line=True),
+        ]
     if agreement := agreement_lines(metrics):
-        out += ["## Judge-only audit", "", *[f"- {x}" for x in agreement], ""]
-    return out
-
-
-def report_html(metrics: dict[str, Any], escape: Callable[[Any], str]) -> list[str]:
-    out = []
-    if lines := metrics.get("judge_failures") or []:
-        items = "".join(f'<li class="bad">{escape(x)}</li>' for x in lines)
-        out += [f"<h2>{FAILED_HEADING}</h2>", f'<p class="note">{escape(FAILED_NOTE)}</p>',
-                f"<ul>{items}</ul>"]  # fmt: skip
-    if agreement := agreement_lines(metrics):
-        items = "".join(f"<li>{escape(x)}</li>" for x in agreement)
-        out += ["<h2>Judge-only audit</h2>", f"<ul>{items}</ul>"]
+        items = tuple((x, False) for x in agreement)
+        out += [Heading("Judge-only audit"), BulletList(None, items, one_line=True)]
     return out
 
 

@@ -1,11 +1,11 @@
 """Formatting shared by every report: numbers, a figure with its CI (or why it has none),
-Markdown and HTML tables, escaping. Reads metrics dicts; computes nothing."""
+Markdown fences, HTML escaping (tables: `report.as_markdown`, `report.as_html`). Reads metrics
+dicts; computes nothing."""
 
 from __future__ import annotations
 
 import html
 import re
-from collections.abc import Sequence
 from typing import Any
 
 from judgelab.analysis.stats import Interval
@@ -95,33 +95,8 @@ def fence(text: str) -> str:
     return f"{fence}\n{text}\n{fence}"
 
 
-def md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def md_table(columns: Sequence[str], rows: list[list[str]], min_ci_groups: Any) -> list[str]:
-    out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    out += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
-    if any(NO_CI_MARK in c for row in rows for c in row):
-        out += ["", no_ci_footnote(min_ci_groups)]
-    return out
-
-
 def escape(text: Any) -> str:
     return html.escape("" if text is None else str(text), quote=True)
-
-
-def html_table(
-    table_id: str, columns: Sequence[str], rows: list[list[str]], min_ci_groups: Any
-) -> list[str]:
-    h = [f'<table id="{table_id}"><thead><tr>']
-    h += [f"<th>{escape(c)}</th>" for c in columns]
-    h.append("</tr></thead><tbody>")
-    h += ["<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in rows]
-    h.append("</tbody></table>")
-    if any(NO_CI_MARK in c for row in rows for c in row):
-        h.append(f'<p class="note">{escape(no_ci_footnote(min_ci_groups))}</p>')
-    return h
 
 
 def and_list(names: list[str]) -> str:

@@ -84,17 +84,8 @@ def run_analysis(
     headline, _ = split_populations(rollouts, scores)  # the plots show what the headline does
     truth = execution_truth(headline)
     images = write_images(headline, truth, metrics, settings, out_dir / "plots", training_dir)
-    write_reports(
-        metrics,
-        scores,
-        rollouts,
-        truth,
-        images,
-        settings,
-        out_dir,
-        probes_metrics=probes_metrics,
-        provenance=provenance,
-    )
+    write_reports(metrics, scores, rollouts, truth, images, settings, out_dir,
+                  probes_metrics=probes_metrics, provenance=provenance)  # fmt: skip
     write_json(out_dir / "metrics.json", metrics)
     logger.info(
         "analysis: %d evaluators, %d tasks, %d score rows -> %s",

@@ -21,7 +21,6 @@ import html
 import io
 import json
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,19 +31,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from judgelab.analysis.stats import CI_SUFFIXES  # noqa: E402
+from judgelab.report.model import Section  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
 MAX_BIAS_PANELS = 12
 NOT_RUN = "not run"
-
-
-@dataclass(frozen=True)
-class Section:
-    title: str
-    html: str
-    markdown: str
-    ran: bool
 
 
 def _png_uri(fig: Any) -> str:

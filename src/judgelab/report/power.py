@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from judgelab.analysis.power import LABELS, sorted_pairs, units
+from judgelab.report.model import Block, Heading, Paragraph, table
 
 
 def label(power: dict[str, Any]) -> str:
@@ -80,28 +81,14 @@ def rows(power: dict[str, Any], fmt: Formatter) -> list[list[str]]:
     return out
 
 
-def power_markdown(power: dict[str, Any], fmt: Formatter) -> list[str]:
+def power_blocks(power: dict[str, Any], fmt: Formatter) -> list[Block]:
+    """The section: its summary and, where there are pairs, one row per pair."""
     if not power:
         return []
-    out = [f"## Paired comparisons and power ({label(power)})", "", summary(power), ""]
+    out: list[Block] = [
+        Heading(f"Paired comparisons and power ({label(power)})"),
+        Paragraph.of(summary(power)),
+    ]
     if power.get("pairs"):
-        out += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-        out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |"
-                for r in rows(power, fmt)]  # fmt: skip
-        out.append("")
+        out.append(table(HEADER, rows(power, fmt), "power"))
     return out
-
-
-def power_html(power: dict[str, Any], fmt: Formatter, escape: Callable[[Any], str]) -> list[str]:
-    if not power:
-        return []
-    h = [f"<h2>Paired comparisons and power ({escape(label(power))})</h2>",
-         f"<p>{escape(summary(power))}</p>"]  # fmt: skip
-    if power.get("pairs"):
-        h.append('<table id="power"><thead><tr>')
-        h += [f"<th>{escape(c)}</th>" for c in HEADER]
-        h.append("</tr></thead><tbody>")
-        for r in rows(power, fmt):
-            h.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in r) + "</tr>")
-        h.append("</tbody></table>")
-    return h

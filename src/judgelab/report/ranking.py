@@ -14,12 +14,12 @@ Contract (pure: reads the metrics dict and `analysis.ranking.rank_judges`' rank 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from judgelab.analysis.fidelity import NOISE_COUNTED
 from judgelab.analysis.power import LABELS, pair
 from judgelab.analysis.ranking import chance_caveat, rank_judges
+from judgelab.report.model import Block, Heading, Paragraph, table
 
 CAVEAT_SHARE = 0.2  # a zero-advantage, false-praise or unscored share at or above it is a caveat
 
@@ -183,15 +183,15 @@ def caveat_rows(metrics: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
-def ranking_markdown(metrics: dict[str, Any]) -> list[str]:
-    out = ["## Which judge to train on", ""]
-    out += [" ".join(recommendation_sentences(metrics)), ""]
-    rows = caveat_rows(metrics)
-    if rows:
-        out += ["| " + " | ".join(CAVEAT_COLUMNS) + " |", "|" + "---|" * len(CAVEAT_COLUMNS)]
-        out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
-        out += ["", RANK_NOTE]
-    return out + [""]
+def ranking_blocks(metrics: dict[str, Any]) -> list[Block]:
+    """Which judge to train on: the recommendation, and each judge's rank and caveats."""
+    out: list[Block] = [
+        Heading("Which judge to train on"),
+        Paragraph.of(" ".join(recommendation_sentences(metrics))),
+    ]
+    if rows := caveat_rows(metrics):
+        out += [table(CAVEAT_COLUMNS, rows, "caveats"), Paragraph.of(RANK_NOTE, note=True)]
+    return out
 
 
 RANK_NOTE = (
@@ -201,16 +201,3 @@ RANK_NOTE = (
     "for a CI."
 )
 
-
-def ranking_html(metrics: dict[str, Any], escape: Callable[[Any], str]) -> list[str]:
-    out = ["<h2>Which judge to train on</h2>",
-           f"<p>{escape(' '.join(recommendation_sentences(metrics)))}</p>"]  # fmt: skip
-    rows = caveat_rows(metrics)
-    if rows:
-        out.append('<table id="caveats"><thead><tr>')
-        out += [f"<th>{escape(c)}</th>" for c in CAVEAT_COLUMNS]
-        out.append("</tr></thead><tbody>")
-        out += ["<tr>" + "".join(f"<td>{escape(c)}</td>" for c in r) + "</tr>" for r in rows]
-        out.append("</tbody></table>")
-        out.append(f'<p class="note">{escape(RANK_NOTE)}</p>')
-    return out

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from judgelab.report.format import escape, html_table, md_table
-from judgelab.report.panels import Section
+from judgelab.report.model import Block, Paragraph, Section, table
+from judgelab.report.sections import section
 
 TITLE = "Execution truth re-checked"
 COLUMNS = ("candidate", "task", "was (score, outcome)", "now (score, outcome)")
@@ -45,9 +45,7 @@ def recheck_section(metrics: dict[str, Any]) -> list[Section]:
         return []
     claim = sentence(block)
     rows = _rows(block)
-    md = [f"## {TITLE}", "", claim, ""]
-    h = [f"<h2>{escape(TITLE)}</h2>", f"<p>{escape(claim)}</p>"]
+    body: list[Block] = [Paragraph.of(claim)]
     if rows:  # verdicts, not figures: no cell carries a CI, so no minimum applies
-        md += md_table(COLUMNS, rows, None)
-        h += html_table("truth-recheck", COLUMNS, rows, None)
-    return [Section(TITLE, "".join(h), "\n".join(md) + "\n", ran=True)]
+        body.append(table(COLUMNS, rows, "truth-recheck"))
+    return [section(TITLE, body)]

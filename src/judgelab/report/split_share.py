@@ -18,9 +18,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import polars as pl  # noqa: E402
 
-from judgelab.report.format import NA, escape, fmt_num, html_table, md_table  # noqa: E402
-from judgelab.report.panels import Section  # noqa: E402
+from judgelab.report.format import NA, fmt_num  # noqa: E402
+from judgelab.report.model import BulletList, Paragraph, Section, table  # noqa: E402
 from judgelab.report.plots import save_figure, write_csv  # noqa: E402
+from judgelab.report.sections import section  # noqa: E402
 
 TITLE = "Signal fidelity as the policy improves"
 IMAGE = "signal fidelity by split share"
@@ -136,12 +137,8 @@ def split_share_section(metrics: dict[str, Any]) -> list[Section]:
             f"resamples (percentile); none from fewer split or unsplit tasks than "
             f"analysis.min_ci_groups. The plot '{IMAGE}' draws every judge's curve.")  # fmt: skip
     rows = _rows(block)
-    md = [f"## {TITLE}", "", *(f"- {c}" for c in claims), "", *md_table(COLUMNS, rows, None),
-          "", note]  # fmt: skip
-    h = [f"<h2>{escape(TITLE)}</h2>", "<ul>", *(f"<li>{escape(c)}</li>" for c in claims),
-         "</ul>", *html_table("split-share", COLUMNS, rows, None),
-         f'<p class="note">{escape(note)}</p>']  # fmt: skip
-    return [Section(TITLE, "".join(h), "\n".join(md) + "\n", ran=True)]
+    body = [BulletList.of(claims), table(COLUMNS, rows, "split-share"), Paragraph.of(note, True)]
+    return [section(TITLE, body)]
 
 
 def curve_frame(metrics: dict[str, Any]) -> pl.DataFrame:

@@ -33,6 +33,66 @@ def selection_line(metrics: dict[str, Any]) -> str | None:
     )
 
 
+def groups_line(metrics: dict[str, Any]) -> str | None:
+    """How the training tasks were chosen (`train.select: mixed`), or None if they were not."""
+    sel = next((m.get("groups_selection") for m in metrics.values()), None)
+    if not sel:
+        return None
+    rates = ", ".join(f"{t} ({sel['base_pass_rate'][t]:.2f})" for t in sel["tasks"])
+    filled = (
+        f"; {', '.join(sel['filled'])} filled in (too few screened tasks were mixed)"
+        if sel["filled"]
+        else ""
+    )
+    return (
+        f"Training tasks, with the base policy's pass rate on the epoch-0 draws it trains on: "
+        f"{rates}; chosen from {sel['screened']} screened where the base policy is neither "
+        f"always right nor always wrong, so the tests tell its samples apart{filled}."
+    )
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def steps_sentence(judge: str, m: dict[str, Any]) -> str:
+    """The GRPO steps a judge's policy took, in how many trained epochs and groups, and
+    every trained epoch without a step, with why (`analysis.training.no_step_reason`)."""
+    if "trained_epochs" not in m:  # figures from before the counts were kept
+        return f"**{judge}**: {_plural(m['steps'], 'GRPO step')} taken."
+    seeds = f" over {m['n_seeds']} seeds" if "n_seeds" in m else ""
+    epochs = _plural(m["trained_epochs"], "trained epoch")
+    groups = f"{m['stepped_groups']} of {_plural(m['trained_groups'], 'group')}"
+    if m["steps"] == 0:
+        head = f"**{judge}** took no GRPO step in {epochs}{seeds}"
+    else:
+        head = (
+            f"**{judge}** took {_plural(m['steps'], 'GRPO step')} in {epochs}{seeds}, on "
+            f"{groups} with reward spread"
+        )
+    why = "; ".join(f"epoch {n['epoch']}: no step, {n['why']}" for n in m["no_step"])
+    return head + (f" ({why})." if why else ".")
+
+
+def scale_line(metrics: dict[str, Any]) -> str | None:
+    """What this section is at its size: where no judge's held-out design reaches the stated
+    effect (every MDE above it), a demonstration, not evidence; None where one does."""
+    mdes = [m["mde"] for m in metrics.values()]
+    if any(d.get("mde") is not None and d["decidable"] for d in mdes):
+        return None
+    known = [d["mde"] for d in mdes if d.get("mde") is not None]
+    size = f"its smallest detectable held-out change is {min(known):.2f}" if known else (
+        "it has no held-out draws to detect a change with"
+    )  # fmt: skip
+    return (
+        f"**A demonstration at this size, not evidence:** {size}, above the stated effect of "
+        f"{_effect(metrics):.2f}, so the runs below show that training runs on each judge "
+        "and where its steps pushed (their within-group alignment), not what training on a "
+        "judge does to the policy. Raise train.heldout (pool, limit, samples), train.epochs "
+        "and train.groups_per_epoch for evidence."
+    )
+
+
 def plot_curves(root: Path, path: Path) -> bool:
     """One panel per judge (a column per judge and a row per seed with training seeds):
     reward, train and held-out pass rate by epoch (False: no data)."""
@@ -220,6 +280,7 @@ def alarm_cell(m: dict[str, Any]) -> str:
 def findings(metrics: dict[str, Any]) -> list[str]:
     out = []
     for judge, m in metrics.items():
+        out.append(steps_sentence(judge, m))
         h = m["heldout"]
         if h.get("delta") is None:
             continue
@@ -349,6 +410,9 @@ def markdown_section(metrics: dict[str, Any]) -> list[str]:
         return out + [absent or "", ""]
     if absent:
         out += [absent, ""]
+    scale = scale_line(training)
+    if scale:
+        out += [scale, ""]
     out += [
         "GRPO with LoRA on the policy, one run per judge; rewards are the judge's scores of the "
         "policy's own samples during training. Held-out pass rate: the tests' verdict on "
@@ -374,8 +438,8 @@ def markdown_section(metrics: dict[str, Any]) -> list[str]:
         "|" + "---|" * len(HEADER),
     ]
     out += ["| " + " | ".join(row) + " |" for row in table_rows(training)]
-    chosen = selection_line(training)
-    out += [""] + ([chosen, ""] if chosen else [])
+    chosen = [line for line in (groups_line(training), selection_line(training)) if line]
+    out += [""] + [x for line in chosen for x in (line, "")]
     out += [f"- {line}" for line in findings(training)] + [""]
     return out
 
@@ -388,6 +452,9 @@ def html_section(metrics: dict[str, Any], escape: Any) -> list[str]:
         out.append(f"<p>{escape(absent)}</p>")
     if not training:
         return out
+    scale = scale_line(training)
+    if scale:
+        out.append(f"<p>{escape(scale.replace('**', ''))}</p>")
     out.append('<table id="training"><thead><tr>')
     out += [f"<th>{escape(c)}</th>" for c in HEADER]
     out.append("</tr></thead><tbody>")

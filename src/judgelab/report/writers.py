@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from judgelab.report.format import escape, fmt_cell, html_table, md_table
-from judgelab.report.panels import Section
+from judgelab.report.format import fmt_cell
+from judgelab.report.model import Paragraph, Section, table
+from judgelab.report.sections import section
 
 TITLE = "By writer: natural rollouts and contrast groups"
 COLUMNS = (
@@ -61,10 +62,8 @@ def writers_section(metrics: dict[str, Any]) -> list[Section]:
     min_ci_groups = (metrics.get("settings") or {}).get("min_ci_groups")
     lost = block.get("n_candidates_no_writer", 0)
     note = f" {lost} scored candidates are not in the rollouts table (no writer)." if lost else ""
-    md = [f"## {TITLE}", "", INTRO + note, "", *md_table(COLUMNS, rows, min_ci_groups)]
-    h = [f"<h2>{escape(TITLE)}</h2>", f"<p>{escape(INTRO + note)}</p>"]
-    h += html_table("writers", COLUMNS, rows, min_ci_groups)
-    return [Section(TITLE, "".join(h), "\n".join(md) + "\n", ran=True)]
+    body = [Paragraph.of(INTRO + note), table(COLUMNS, rows, "writers", min_ci_groups)]
+    return [section(TITLE, body)]
 
 
 KNOWN_TRUTH = "Known-truth groups"
@@ -85,13 +84,5 @@ def known_truth_section(metrics: dict[str, Any]) -> list[Section]:
     rows = _rows({"contrast": block}, "known-truth")
     min_ci_groups = (metrics.get("settings") or {}).get("min_ci_groups")
     counts = f" {block.get('n_candidates')} candidates of {block.get('n_tasks')} tasks."
-    md = [
-        f"## {KNOWN_TRUTH}",
-        "",
-        KNOWN_INTRO + counts,
-        "",
-        *md_table(COLUMNS, rows, min_ci_groups),
-    ]
-    h = [f"<h2>{escape(KNOWN_TRUTH)}</h2>", f"<p>{escape(KNOWN_INTRO + counts)}</p>"]
-    h += html_table("known-truth", COLUMNS, rows, min_ci_groups)
-    return [Section(KNOWN_TRUTH, "".join(h), "\n".join(md) + "\n", ran=True)]
+    body = [Paragraph.of(KNOWN_INTRO + counts), table(COLUMNS, rows, "known-truth", min_ci_groups)]
+    return [section(KNOWN_TRUTH, body)]

@@ -6,7 +6,8 @@ One folder per trained policy (a "run": one judge, one training seed), holding
 - `train.seeds` empty (one seed, `train.seed`): `<root>/<judge>/`;
 - `train.seeds` set: `<root>/<judge>/seed-<s>/` for each seed s.
 
-The held-out choice (`heldout.json`) sits at `<root>`, shared by every run. The tables of a
+The held-out choice (`heldout.json`) and the training tasks' (`groups.json`) sit at
+`<root>`, shared by every run. The tables of a
 run have the same columns either way (the seed is in the folder's name, not in a column).
 The single-seed layout is not a shim: it is the default run's, whose adapter starts from
 PEFT's own initialisation, not a seed's (`Policy.init_adapter`). Readers (analysis, tracking,
@@ -25,6 +26,7 @@ from judgelab.errors import ConfigError
 HISTORY_FILE = "history.parquet"
 SAMPLES_FILE = "samples.parquet"
 HELDOUT_FILE = "heldout.json"  # the held-out choice of select: mixed
+GROUPS_FILE = "groups.json"  # the training tasks' choice of train.select: mixed
 CHECKPOINTS = "checkpoints"
 _SEED_DIR = re.compile(r"^seed-(-?\d+)$")
 

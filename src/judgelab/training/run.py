@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from judgelab.cache import JsonCache
 from judgelab.config import EmbeddedModel, Settings
@@ -19,7 +20,13 @@ from judgelab.paths import cache_dir, project_root
 from judgelab.scoring import Scorer, score_serially
 from judgelab.tasks.registry import tasks_by_id
 from judgelab.training.history import history_frame, samples_frame
-from judgelab.training.layout import HELDOUT_FILE, HISTORY_FILE, SAMPLES_FILE, planned_runs
+from judgelab.training.layout import (
+    GROUPS_FILE,
+    HELDOUT_FILE,
+    HISTORY_FILE,
+    SAMPLES_FILE,
+    planned_runs,
+)
 from judgelab.training.round import RewardRun
 from judgelab.training.trainer import Trainer
 from judgelab.verdicts import Task
@@ -75,6 +82,17 @@ def check_backend(backend: str) -> None:
     )
 
 
+def engine_factory(settings: Settings) -> Callable[[Any], Any] | None:
+    """What draws the policy's samples (`train.sampler`): llama.cpp with the current adapter
+    (`training.llama_policy`), given the policy; None: the torch policy's own decode."""
+    if settings.train.sampler != "llama.cpp":
+        return None
+    from judgelab.training.llama_policy import LlamaPolicySampler
+
+    threads = settings.server.n_threads
+    return lambda policy: LlamaPolicySampler(policy, threads)
+
+
 def train_rewards(
     settings: Settings,
     tasks: list[Task],
@@ -119,6 +137,8 @@ def train_rewards(
             ),
             scorer=scorer,
             min_ci_groups=settings.analysis.min_ci_groups,
+            engine_factory=engine_factory(settings),
+            groups_file=out_root / GROUPS_FILE,
         )
         histories = trainer.run(on_progress)
     paths = {}

@@ -25,7 +25,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -60,7 +60,7 @@ from judgelab.training.plan import (
 )
 from judgelab.training.policy import Policy
 from judgelab.training.round import Drawn, EpochScores, GroupScores, RewardRun
-from judgelab.training.sampler import Request, Sampler, candidates
+from judgelab.training.sampler import Engine, Request, Sampler, candidates
 from judgelab.training.tally import Tally, reward_stats
 from judgelab.verdicts import Task
 
@@ -78,6 +78,41 @@ def _row_summary(row: EpochRow) -> str:
         f"held-out pass {fmt(row.heldout_pass_rate)} (n={row.heldout_n}){untested}{forged}, "
         f"within-group alignment {fmt(row.alignment)} (n={row.alignment_groups} groups)"
     )
+
+
+def behaviour_logprobs(
+    policy: Policy, trajectories: Sequence[Trajectory], temperature: float
+) -> list[Trajectory]:
+    """`trajectories` with the log-probabilities GRPO's ratio divides by filled in where a
+    sample has none (drawn by llama.cpp, `train.sampler`): the torch policy's, as it is
+    now (the active adapter, just before its step), at the sampling temperature; one
+    forward per prompt. The step is then on-policy for the policy that is trained."""
+    import torch
+
+    out = list(trajectories)
+    by_prompt: dict[tuple[int, ...], list[int]] = {}
+    for i, t in enumerate(out):
+        if not t.logprobs:
+            by_prompt.setdefault(tuple(t.prompt_ids), []).append(i)
+    policy.model.eval()
+    for prompt, rows in by_prompt.items():
+        p = len(prompt)
+        width = p + max(len(out[i].completion_ids) for i in rows)
+        tokens = torch.full((len(rows), width), policy.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for r, i in enumerate(rows):
+            ids = [*prompt, *out[i].completion_ids]
+            tokens[r, : len(ids)] = torch.tensor(ids)
+            mask[r, : len(ids)] = 1
+        with torch.no_grad():
+            logp = policy.sequence_logprobs(
+                tokens.to(policy.device), mask.to(policy.device), start=p - 1,
+                temperature=temperature,
+            ).cpu()  # fmt: skip
+        for r, i in enumerate(rows):
+            c = len(out[i].completion_ids)
+            out[i] = replace(out[i], logprobs=[float(x) for x in logp[r, p - 1 : p - 1 + c]])
+    return out
 
 
 class Trainer:
@@ -108,12 +143,17 @@ class Trainer:
         selection_file: Path | None = None,
         scorer: Scorer = score_serially,
         min_ci_groups: int = AnalysisSettings.model_fields["min_ci_groups"].default,
+        engine_factory: Callable[[Policy], Engine] | None = None,
+        groups_file: Path | None = None,
     ) -> None:
         """`heldout`: the held-out tasks (`select: fixed`) or the pool to choose them from
-        (`select: mixed`); the choice is kept in `selection_file` (JSON) for resumes.
+        (`select: mixed`); the choice is kept in `selection_file` (JSON) for resumes, and
+        `train.select: mixed`'s choice of training tasks in `groups_file`.
         `scorer` makes the judge and test calls (`judgelab.scoring.Scorer`).
         `min_ci_groups`: fewest trained groups an epoch's alignment CI is drawn from
-        (`analysis.min_ci_groups`: one minimum for every CI)."""
+        (`analysis.min_ci_groups`: one minimum for every CI). `engine_factory`: what draws
+        the samples given the policy (`train.sampler: llama.cpp`); None: the policy's own
+        torch decode."""
         names = [r.key for r in runs]
         if not runs or len(set(names)) != len(names):
             raise ConfigError(f"train.rewards: need distinct (judge, seed) runs, got {names}")
@@ -124,9 +164,21 @@ class Trainer:
         self.rollout = rollout
         self.tasks = training_tasks(tasks)
         self.pool = list(heldout)
-        check_disjoint(
-            trained_tasks(self.tasks, settings.epochs, settings.groups_per_epoch), self.pool
-        )
+        # select: mixed chooses the training tasks among those outside the held-out pool
+        pooled = {t.task_id for t in self.pool}
+        self.candidates = [t for t in self.tasks if t.task_id not in pooled]
+        self.groups_file = groups_file
+        self.train_tasks: list[Task] | None = self.tasks
+        if settings.select == "mixed":
+            if not self.candidates:
+                raise ConfigError("train.select: mixed: every task with tests is held out")
+            if groups_file is None:
+                raise ConfigError("train.select: mixed needs a file to keep its choice in")
+            self.train_tasks = None
+        else:
+            check_disjoint(
+                trained_tasks(self.tasks, settings.epochs, settings.groups_per_epoch), self.pool
+            )
         self.mixed = settings.heldout.select == "mixed"
         self.heldout: list[Task] | None = None if self.mixed else self.pool
         self.selection_file = selection_file
@@ -137,31 +189,37 @@ class Trainer:
         self.policy_factory = policy_factory
         self.scorer = scorer
         self.min_ci_groups = min_ci_groups
+        self.engine_factory = engine_factory
 
     def _tasks_for(self, epoch: int) -> list[Task]:
-        return epoch_tasks(self.tasks, epoch, self.settings.groups_per_epoch)
+        assert self.train_tasks is not None, "select: mixed chooses the training tasks first"
+        return epoch_tasks(self.train_tasks, epoch, self.settings.groups_per_epoch)
+
+    def _train_request(self, run: RewardRun, epoch: int, g: int, n: int, task: Task) -> Request:
+        """Training group `g` of `epoch` (of `n` training tasks) for `run`: train.k draws
+        seeded by the run's seed and the group's row (`plan.train_row`)."""
+        seed = self.settings.seed if run.seed is None else run.seed
+        return Request(
+            self.adapter[run.key],
+            policy_messages(self.rollout, task),
+            tuple(sample_seed(seed, train_row(epoch, g, n, task.task_id), i)
+                  for i in range(self.settings.k)),
+            self.settings.temperature,
+            self.settings.max_tokens,
+        )  # fmt: skip
 
     def requests(self, run: RewardRun, epoch: int) -> list[Request]:
         """The epoch's training groups, then the held-out prompts (the same seeds every epoch).
         Seeds do not depend on the judge: equal adapters draw equal rows (policy_0). Training
         draws depend on the run's seed; held-out draws on `heldout.seed` and the run's
         training seed (`plan.heldout_row`)."""
-        train, held = self.settings, self.settings.heldout
-        seed = self.settings.seed if run.seed is None else run.seed
+        held = self.settings.heldout
         adapter = self.adapter[run.key]
         msgs = lambda t: policy_messages(self.rollout, t)  # noqa: E731
+        assert self.train_tasks is not None
+        n = len(self.train_tasks)
         return [
-            Request(
-                adapter,
-                msgs(t),
-                tuple(
-                    sample_seed(seed, train_row(epoch, g, len(self.tasks), t.task_id), i)
-                    for i in range(train.k)
-                ),
-                train.temperature,
-                train.max_tokens,
-            )  # fmt: skip
-            for g, t in enumerate(self._tasks_for(epoch))
+            self._train_request(run, epoch, g, n, t) for g, t in enumerate(self._tasks_for(epoch))
         ] + [
             Request(
                 adapter,
@@ -203,13 +261,19 @@ class Trainer:
                 check_same_policy(r.key, ckpts[r.key], policy.dtype, policy.device)
         optimizers = {r.key: self._optimizer(r, policy, ckpts[r.key]) for r in pending}
         next_epoch = {r.key: ckpts[r.key].steps if ckpts[r.key] else 0 for r in pending}
-        sampler = Sampler(policy, self.cache)
+        engine = self.engine_factory(policy) if self.engine_factory else None
+        sampler = Sampler(policy, self.cache, engine)
         total = self._units(pending, next_epoch)
         progress = lambda what: report(what, total)  # noqa: E731
         if self.heldout is None:  # select: mixed, not chosen yet (so no run has a checkpoint)
             first = self.adapter[pending[0].key]
             self._select(sampler, first, policy.adapter_hash(first))
             progress(f"held-out tasks chosen: {[t.task_id for t in self._chosen()]}")
+        if self.train_tasks is None:  # train.select: mixed, not chosen yet
+            first = self.adapter[pending[0].key]
+            self._select_groups(sampler, pending[0], policy.adapter_hash(first))
+            assert self.train_tasks is not None
+            progress(f"training tasks chosen: {[t.task_id for t in self.train_tasks]}")
         for epoch in range(min(next_epoch.values()), self.settings.epochs + 1):
             active = [r for r in pending if next_epoch[r.key] == epoch]
             if active:
@@ -289,9 +353,13 @@ class Trainer:
         """Units of work left: the held-out choice, each epoch's round, and per run at that
         epoch its scoring and (but the last epoch) its step."""
         epochs = self.settings.epochs
-        return (self.heldout is None) + sum(
-            1 + sum(1 + (e < epochs) for r in pending if next_epoch[r.key] <= e)
-            for e in range(min(next_epoch.values()), epochs + 1)
+        return (
+            (self.heldout is None)
+            + (self.train_tasks is None)
+            + sum(
+                1 + sum(1 + (e < epochs) for r in pending if next_epoch[r.key] <= e)
+                for e in range(min(next_epoch.values()), epochs + 1)
+            )
         )
 
     def _epoch(
@@ -365,6 +433,7 @@ class Trainer:
         the row's step columns."""
         t0 = time.monotonic()
         policy.use(self.adapter[run.key])
+        trajectories = behaviour_logprobs(policy, trajectories, self.settings.temperature)
         stats = (
             grpo_step(
                 policy, optimizer, trajectories, self.settings.loss,
@@ -382,6 +451,7 @@ class Trainer:
                  f"{row.step_s:.0f} s")  # fmt: skip
 
     def _load_selection(self, resuming: bool) -> None:
+        self._load_groups(resuming)
         if not self.mixed:
             return
         assert self.selection_file is not None
@@ -400,6 +470,79 @@ class Trainer:
                 f"{self.selection_file} is missing but checkpoints exist: the held-out choice "
                 "of this run is unknown; delete the training output to retrain"
             )
+
+    def _load_groups(self, resuming: bool) -> None:
+        """`train.select: mixed`'s choice of training tasks, from `groups_file` if made."""
+        if self.train_tasks is not None:
+            return
+        assert self.groups_file is not None
+        if self.groups_file.exists():
+            chosen = json.loads(self.groups_file.read_text())["train"]
+            by_id = {t.task_id: t for t in self.candidates}
+            missing = [t for t in chosen if t not in by_id]
+            if missing:
+                raise ConfigError(
+                    f"{self.groups_file}: training tasks {missing} are no longer training "
+                    "tasks outside the held-out pool; delete the training output to retrain"
+                )
+            self.train_tasks = [by_id[t] for t in chosen]
+        elif resuming:
+            raise ConfigError(
+                f"{self.groups_file} is missing but checkpoints exist: the training tasks of "
+                "this run are unknown; delete the training output to retrain"
+            )
+
+    def _pass_rates(
+        self, sampler: Sampler, requests: Sequence[Request], tasks: Sequence[Task],
+        hashes: Mapping[str, str], tag: str,
+    ) -> dict[str, float | None]:  # fmt: skip
+        """Each task's pass rate under the tests on its request's draws (None: fewer than 2
+        draws tested, sandbox errors)."""
+        groups = sampler.round(requests, hashes)
+        calls = [
+            GroupCall(TESTS_RUN, self.executor, task, candidates(task, req.messages, s, tag))
+            for task, req, s in zip(tasks, requests, groups, strict=True)
+        ]
+        rates: dict[str, float | None] = {}
+        for call, result in zip(calls, self.scorer(calls), strict=True):
+            if isinstance(result, Exception):
+                raise result
+            known = [r["score"] for r in result.rows if r["score"] is not None]
+            rates[call.task.task_id] = sum(known) / len(known) if len(known) >= 2 else None
+        return rates
+
+    def _select_groups(self, sampler: Sampler, run: RewardRun, adapter_hash: str) -> None:
+        """Choose the training tasks as the held-out ones are chosen (`train.select`): the
+        base policy's epoch-0 draws of each candidate task (the very rows epoch 0 trains on:
+        same adapter, seeds and settings, so the round reuses them from the cache), tested,
+        a batch of `need` tasks at a time until `need` are mixed or `train.screen` x `need`
+        were screened. Written to `groups_file`."""
+        need = self.settings.epochs * self.settings.groups_per_epoch
+        limit = min(len(self.candidates), self.settings.screen * need)
+        hashes = {self.adapter[run.key]: adapter_hash}
+        rates: dict[str, float | None] = {}
+        for start in range(0, limit, need):
+            batch = self.candidates[start : min(start + need, limit)]
+            requests = [self._train_request(run, 0, 0, 1, t) for t in batch]
+            rates |= self._pass_rates(sampler, requests, batch, hashes, "screen")
+            if sum(r is not None and 0 < r < 1 for r in rates.values()) >= need:
+                break
+        order = [t.task_id for t in self.candidates if rates.get(t.task_id) is not None]
+        if not order:
+            raise ConfigError("train.select: mixed: no screened training task could be tested")
+        # the held-out rule, on the training candidates: mixed first, then closest to 0.5
+        chosen, filled = select_heldout(rates, order, need)
+        by_id = {t.task_id: t for t in self.candidates}
+        self.train_tasks = [by_id[t] for t in chosen]
+        assert self.groups_file is not None
+        write_json(self.groups_file, {
+            "rule": "train.select: mixed: the first epochs x groups_per_epoch training tasks "
+            "(outside the held-out pool) whose base pass rate on their epoch-0 draws is "
+            "strictly between 0 and 1, filled up with those closest to 0.5",
+            "screened": list(rates), "base_pass_rate": rates, "train": chosen,
+            "filled": filled, "k": self.settings.k,
+        })  # fmt: skip
+        log.info("training tasks %s (base pass rates %s)", chosen, [rates[t] for t in chosen])
 
     def _select(self, sampler: Sampler, adapter: str, adapter_hash: str) -> None:
         """Choose the held-out tasks on a draw of their own: the base policy (`adapter`, not
@@ -421,17 +564,7 @@ class Trainer:
             )  # fmt: skip
             for t in self.pool
         ]
-        groups = sampler.round(requests, {adapter: adapter_hash})
-        calls = [
-            GroupCall(TESTS_RUN, self.executor, task, candidates(task, req.messages, s, "select"))
-            for task, req, s in zip(self.pool, requests, groups, strict=True)
-        ]
-        rates: dict[str, float | None] = {}  # None: fewer than 2 draws tested (sandbox errors)
-        for call, result in zip(calls, self.scorer(calls), strict=True):
-            if isinstance(result, Exception):
-                raise result
-            known = [r["score"] for r in result.rows if r["score"] is not None]
-            rates[call.task.task_id] = sum(known) / len(known) if len(known) >= 2 else None
+        rates = self._pass_rates(sampler, requests, self.pool, {adapter: adapter_hash}, "select")
         order = [t.task_id for t in self.pool if rates[t.task_id] is not None]
         chosen, filled = select_heldout(rates, order, held.limit)
         self.heldout = [t for t in self.pool if t.task_id in chosen]
@@ -470,7 +603,7 @@ class Trainer:
             zip(tasks, drawn.requests[:n], drawn.groups[:n], strict=True)
         ):
             # a repeat group's candidates get ids of their own (the first round's: no tag)
-            repeat = g // len(self.tasks)
+            repeat = g // len(self.train_tasks or tasks)
             tag = f"train|{drawn.adapter}|{epoch}" + (f"|repeat-{repeat}" if repeat else "")
             cands = candidates(task, req.messages, samples, tag)
             judged = GroupCall(f"train-{drawn.run.name}", drawn.run.judge, task, cands)

@@ -1,0 +1,75 @@
+"""The Markdown renderer of the report model (`report.model`): report.md and the Markdown of
+a section. Every block ends with a blank line; table cells and headings have `|` escaped and
+newlines folded (`md_cell`); verbatim text is fenced by a fence longer than any backtick run
+in it (`report.format.fence`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from judgelab.report.format import NO_CI_MARK, fence, no_ci_footnote
+from judgelab.report.model import (
+    Block,
+    BulletList,
+    Document,
+    Figures,
+    Heading,
+    Listing,
+    Notes,
+    Paragraph,
+    Raw,
+    Table,
+)
+
+
+def md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def md_table(
+    columns: Sequence[str], rows: Sequence[Sequence[str]], min_ci_groups: Any
+) -> list[str]:
+    out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    out += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
+    if any(NO_CI_MARK in c for row in rows for c in row):
+        out += ["", no_ci_footnote(min_ci_groups)]
+    return out
+
+
+def block_lines(block: Block) -> list[str]:
+    """One block's lines, its closing blank line included."""
+    match block:
+        case Raw():
+            return list(block.markdown)
+        case Heading():
+            out = [f"{'#' * block.level} {md_cell(block.text)}"]
+        case Paragraph():
+            out = ["".join(r if isinstance(r, str) else f"`{r.text}`" for r in block.runs)]
+        case Notes():
+            out = [" ".join(block.lines)]
+        case Table():
+            out = md_table(block.columns, block.rows, block.min_ci_groups)
+        case BulletList():
+            title = [] if block.title is None else [f"### {md_cell(block.title)}"]
+            out = [*title, *(f"- {md_cell(t)}" for t, _ in block.items)]
+        case Figures():
+            out = [f"![{md_cell(i.label)}]({i.link})" for i in block.images]
+        case Listing():
+            out = [block.caption, "", fence(block.text)]
+    return [*out, ""]
+
+
+def lines(blocks: Sequence[Block]) -> list[str]:
+    """The blocks' Markdown lines."""
+    return [line for b in blocks for line in block_lines(b)]
+
+
+def blocks_markdown(blocks: Sequence[Block]) -> str:
+    """The blocks as Markdown text, ending in one newline."""
+    return "\n".join(lines(blocks)).rstrip() + "\n"
+
+
+def render(doc: Document) -> str:
+    """A whole report: its title as the one level-1 heading, then its blocks."""
+    return blocks_markdown([Heading(doc.title, level=1), *doc.blocks])
