@@ -25,6 +25,7 @@ from judgelab.report.model import (
     Notes,
     Paragraph,
     Raw,
+    ci_table,
     table,
 )
 from judgelab.report.sections import section
@@ -92,7 +93,7 @@ def every_block() -> list[Block]:
         Heading(HOSTILE),
         Paragraph(("run ", Code(HOSTILE)), note=True),
         Notes((HOSTILE, "two")),
-        table(("c|1", "<c2>"), [[HOSTILE, "0.5 (n = 2)†"]], "t", 5),
+        ci_table(("c|1", "<c2>"), [[HOSTILE, "0.5 (n = 2)†"]], "t", 5),
         BulletList("title <", ((HOSTILE, True), ("ok", False))),
         BulletList.of([HOSTILE]),
         Figures((Image(HOSTILE, png, "plots/x.png"),)),

@@ -51,6 +51,7 @@ from judgelab.report.model import (
     Notes,
     Paragraph,
     Raw,
+    ci_table,
     table,
 )
 from judgelab.report.panels import Section
@@ -584,7 +585,7 @@ def _tables(metrics: dict[str, Any]) -> list[Block]:
     min_ci_groups = (metrics.get("settings") or {}).get("min_ci_groups")
     out: list[Block] = [
         Heading("Headline"),
-        table(HEADLINE_COLUMNS, headline_rows(evs), "headline", min_ci_groups),
+        ci_table(HEADLINE_COLUMNS, headline_rows(evs), "headline", min_ci_groups),
     ]
     left_out = n_unparseable(metrics)
     if left_out:
@@ -592,11 +593,11 @@ def _tables(metrics: dict[str, Any]) -> list[Block]:
         out += [
             Heading("Headline, parseable code only"),
             Paragraph.of(parseable_note(left_out), note=True),
-            table(HEADLINE_COLUMNS, rows, "headline-parseable", min_ci_groups),
+            ci_table(HEADLINE_COLUMNS, rows, "headline-parseable", min_ci_groups),
         ]
     out += [
         Heading("Score distributions"),
-        table(DISTRIBUTION_COLUMNS, distribution_rows(evs), "distributions", min_ci_groups),
+        ci_table(DISTRIBUTION_COLUMNS, distribution_rows(evs), "distributions", min_ci_groups),
         Heading("Findings"),
     ]
     for name in sorted(evs):

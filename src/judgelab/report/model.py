@@ -139,7 +139,14 @@ def table(
     columns: Sequence[str],
     rows: Sequence[Sequence[str]],
     table_id: str | None = None,
-    min_ci_groups: Any = None,
     glue: bool = False,
 ) -> Table:
-    return Table(tuple(columns), tuple(tuple(r) for r in rows), table_id, min_ci_groups, glue)
+    """A table without CIs (no footnote on the minimum)."""
+    return Table(tuple(columns), tuple(tuple(r) for r in rows), table_id, None, glue)
+
+
+def ci_table(
+    columns: Sequence[str], rows: Sequence[Sequence[str]], table_id: str, min_ci_groups: Any
+) -> Table:
+    """A table whose CIs follow `analysis.min_ci_groups` (its footnote states it)."""
+    return Table(tuple(columns), tuple(tuple(r) for r in rows), table_id, min_ci_groups)

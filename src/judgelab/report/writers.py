@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from judgelab.report.format import fmt_cell
-from judgelab.report.model import Paragraph, Section, table
+from judgelab.report.model import Paragraph, Section, ci_table
 from judgelab.report.sections import section
 
 TITLE = "By writer: natural rollouts and contrast groups"
@@ -62,7 +62,7 @@ def writers_section(metrics: dict[str, Any]) -> list[Section]:
     min_ci_groups = (metrics.get("settings") or {}).get("min_ci_groups")
     lost = block.get("n_candidates_no_writer", 0)
     note = f" {lost} scored candidates are not in the rollouts table (no writer)." if lost else ""
-    body = [Paragraph.of(INTRO + note), table(COLUMNS, rows, "writers", min_ci_groups)]
+    body = [Paragraph.of(INTRO + note), ci_table(COLUMNS, rows, "writers", min_ci_groups)]
     return [section(TITLE, body)]
 
 
@@ -84,5 +84,6 @@ def known_truth_section(metrics: dict[str, Any]) -> list[Section]:
     rows = _rows({"contrast": block}, "known-truth")
     min_ci_groups = (metrics.get("settings") or {}).get("min_ci_groups")
     counts = f" {block.get('n_candidates')} candidates of {block.get('n_tasks')} tasks."
-    body = [Paragraph.of(KNOWN_INTRO + counts), table(COLUMNS, rows, "known-truth", min_ci_groups)]
+    body = [Paragraph.of(KNOWN_INTRO + counts),
+            ci_table(COLUMNS, rows, "known-truth", min_ci_groups)]  # fmt: skip
     return [section(KNOWN_TRUTH, body)]
