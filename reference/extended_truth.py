@@ -10,13 +10,15 @@ Three populations, each judged by the reference's execution evaluator with `test
   passes the original tests wherever they are all literal; each must fail the extended ones.
 - `mutants`: per task, the first `--per-kind` single-site mutants of its reference of each
   kind (`judgelab.rollouts.perturb.mutants`); those that pass the original tests are run
-  with the extended ones, and each that still passes is listed (an equivalent mutant, or one
-  the extra inputs miss: read it).
+  with the extended ones, and each that still passes is listed. With `--deep N` those are run
+  again with N extra inputs per task (the same contracts): one that fails then is wrong code
+  that 30 inputs miss; one that passes N is listed for reading (an equivalent mutant, or one
+  the contracts exclude the difference of).
 
 Writes reference/data/extended_truth.json and prints the summary and every listed row. The
 scores table is not touched.
 
-    .venv/bin/python reference/extended_truth.py [--workers 2] [--per-kind 2]
+    .venv/bin/python reference/extended_truth.py [--workers 2] [--per-kind 2] [--deep 1000]
 """
 
 from __future__ import annotations
@@ -51,20 +53,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--per-kind", type=int, default=2, help="mutants per kind per task")
+    parser.add_argument("--deep", type=int, default=0, help="extra inputs for the survivors")
+    parser.add_argument("--inputs", type=int, default=None, help="extended_inputs (default: its)")
+    parser.add_argument("--only-passing", action="store_true", help="skip lookups and mutants")
     args = parser.parse_args()
     tasks = {t.task_id: t for t in tasks_from_frame(pl.read_parquet(DATA / "tasks/tasks.parquet"))}
     params = yaml.safe_load((HERE / "params.yaml").read_text())
     (spec,) = [e for e in params["scores"]["evaluators"] if e.get("kind") == "execution"]
     original = ExecutionEvaluator(
-        ExecutionSettings(**{k: v for k, v in spec.items() if k != "kind"})
+        ExecutionSettings(**{k: v for k, v in spec.items() if k != "kind"} | {"tests": "original"})
     )
-    strict = ExecutionEvaluator(original.spec.model_copy(update={"tests": "extended"}))
+    update = {"tests": "extended"} | ({"extended_inputs": args.inputs} if args.inputs else {})
+    strict = ExecutionEvaluator(original.spec.model_copy(update=update))
     started = time.monotonic()
     passing = _passing(tasks)
     verdicts = strict.score_many(passing, workers=args.workers)
     failures = [_row(c, v) for (_, c), v in zip(passing, verdicts, strict=True) if v.score != 1.0]
-    lookup = _caught(original, strict, _lookups(tasks), args.workers)
-    mutant = _caught(original, strict, _mutants(tasks, args.per_kind), args.workers)
+    lookups = [] if args.only_passing else _lookups(tasks)
+    lookup = _caught(original, strict, lookups, args.workers)
+    mutant = _caught(original, strict, [] if args.only_passing else _mutants(tasks, args.per_kind),
+                     args.workers)  # fmt: skip
+    if args.deep:
+        deep = ExecutionEvaluator(strict.spec.model_copy(update={"extended_inputs": args.deep}))
+        mutant["deep"] = _deeper(deep, tasks, mutant["passed_extended"], args)
     report = {
         "cpu": hardware.cpu_info().summary(),
         "generator": GENERATOR,
@@ -83,6 +94,8 @@ def main() -> None:
         print(f"| {row['task_id']} | {row['candidate_id']} | {row['reason']} |")
     for row in lookup["passed_extended"] + mutant["passed_extended"]:
         print("passed extended:", row["task_id"], row["candidate_id"])
+    for row in mutant.get("deep", {}).get("failed", []):
+        print("failed deep:", row["candidate_id"], row["reason"])
 
 
 def _passing(tasks: dict[str, Task]) -> list[tuple[Task, Candidate]]:
@@ -156,6 +169,19 @@ def _caught(
     slipped = [_row(c, v) for (_, c), v in zip(passed, second, strict=True) if v.score == 1.0]
     return {"candidates": len(pairs), "passed_original": len(passed),
             "failed_extended": len(passed) - len(slipped), "passed_extended": slipped}  # fmt: skip
+
+
+def _deeper(
+    deep: ExecutionEvaluator, tasks: dict[str, Task], rows: list, args: argparse.Namespace
+) -> dict[str, object]:
+    """The survivors again, with `--deep` extra inputs: which fail now, which still pass."""
+    wanted = {r["candidate_id"] for r in rows}
+    pairs = [p for p in _mutants(tasks, args.per_kind) if p[1].candidate_id in wanted]
+    verdicts = deep.score_many(pairs, workers=args.workers)
+    rows = [_row(c, v) for (_, c), v in zip(pairs, verdicts, strict=True)]
+    return {"inputs_per_task": args.deep,
+            "failed": [r for r in rows if r["outcome"] != "passed"],
+            "passed": [r["candidate_id"] for r in rows if r["outcome"] == "passed"]}  # fmt: skip
 
 
 def _row(cand: Candidate, verdict: object) -> dict[str, object]:

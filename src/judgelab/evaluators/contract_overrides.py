@@ -21,9 +21,29 @@ class Override:
 
 
 OVERRIDES: dict[str, Override] = {
+    "HumanEval/59": Override(
+        "n > 1 and any(n % d == 0 for d in range(2, n))",
+        "the docstring's 'assume n > 1 and is not a prime': inference keeps n positive only",
+    ),
+    "HumanEval/94": Override(
+        "any(x > 1 and all(x % d for d in range(2, int(x ** 0.5) + 1)) for x in lst)",
+        "the list must hold a prime (every public one does): with none, the reference, whose "
+        "isPrime(1) is True, answers 1",
+    ),
     "HumanEval/97": Override(
         "all(x % 10 == abs(x) % 10 for x in (a, b))",
         "the unit digit of a negative number is ambiguous (the reference's -13 % 10 is 7, the "
         "docstring's reading 3); the public negatives end in 5, where both agree",
+    ),
+    "HumanEval/122": Override(
+        "all(not -100 < x <= -10 for x in arr[:k])",
+        "a negative number of two digits is ambiguous (the reference counts its sign: "
+        "len(str(-21)) is 3; the docstring's 'at most two digits' does not); the public "
+        "negatives have one digit, where both agree",
+    ),
+    "HumanEval/140": Override(
+        "not text.endswith('  ') or text.endswith('   ')",
+        "the reference turns a trailing run of two spaces into one underscore (the docstring: "
+        "two, as it does inside the text); inputs that end in exactly two spaces are left out",
     ),
 }

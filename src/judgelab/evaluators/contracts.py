@@ -8,7 +8,8 @@ one, and correct what inference gets wrong per task (`contract_overrides.OVERRID
 Inferred, each only when every public input has it (so inference can only narrow the inputs,
 never widen them beyond what the public tests show):
 
-- per argument (`Contract`): its type; the sign of a number (> 0, >= 0); a string, list or
+- per argument (`Contract`): its type (the type of more than half the public values, when
+  they mix); the sign of a number (> 0, >= 0); a string, list or
   tuple that is never empty; a string's alphabet (the characters the public strings use); a
   sorted list; the same, recursively, for a list's items; and a string's shape:
   - `template`: every public string is one sentence with only its numbers changing
@@ -37,7 +38,7 @@ _BRACKETS = {")": "(", "]": "[", "}": "{", ">": "<"}
 _DIGITS = re.compile(r"\d+")
 # what an override's `where` may call: plain functions of plain data, nothing that reaches out
 _SAFE_BUILTINS = {f.__name__: f for f in (abs, all, any, int, isinstance, len, list, max, min,
-                                          set, sorted, str, sum)}  # fmt: skip
+                                          range, set, sorted, str, sum)}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -160,7 +161,7 @@ class Contracts:
         cls, public: list[tuple[Any, ...]], names: list[str], override: Override | None = None
     ) -> Contracts:
         arity = len(public[0])
-        arguments = [Contract.of([p[i] for p in public]) for i in range(arity)]
+        arguments = [Contract.of(_majority([p[i] for p in public])) for i in range(arity)]
         return cls(arguments, Relation.all_of(public), names, override)
 
     def admits(self, args: tuple[Any, ...]) -> bool:
@@ -174,11 +175,23 @@ class Contracts:
             return True
         # `where` is this repository's own text (contract_overrides.py), `args` our own
         # literals: no candidate's value ever reaches this eval.
+        # the arguments are globals, so that a generator inside the condition sees them too
         scope = dict(zip(self.names, args, strict=False)) | {"args": args}
         try:
-            return bool(eval(self.override.where, {"__builtins__": _SAFE_BUILTINS}, scope))  # noqa: S307
+            return bool(eval(self.override.where, {**scope, "__builtins__": _SAFE_BUILTINS}))  # noqa: S307
         except Exception:  # an input the condition cannot read is outside it
             return False
+
+
+def _majority(values: list[Any]) -> list[Any]:
+    """The values of the type more than half of them have (all, when they share one): an
+    argument whose public values mix types (`hex_key`'s strings and one `[]`) is held to its
+    main one; with no such type, all (and `Contract.of` finds no contract)."""
+    kinds = [type(v) for v in values]
+    main = max(set(kinds), key=kinds.count, default=None)
+    if main is None or kinds.count(main) * 2 <= len(kinds):
+        return values
+    return [v for v in values if type(v) is main]
 
 
 def _spaced(value: str) -> bool:

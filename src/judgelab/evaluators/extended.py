@@ -13,8 +13,10 @@ inputs, and computes their expected outputs with the task's reference solution:
   between arguments (equal lengths, `k <= len(arr)`, order), narrowed per task by hand where
   inference falls short (evaluators/contract_overrides.py), as EvalPlus writes its contracts.
 - `extra_inputs(test, count, seed, override, names)`: up to `count` new argument tuples, one
-  argument mutated from a public input each, kept only if they meet the whole contract,
-  deduplicated against the public inputs and each other, reproducible from `seed`.
+  argument mutated from a public input each (a number stepped; a list's items mutated, added
+  or removed; a string's characters, or its words when the public strings have spaces), kept
+  only if they meet the whole contract, deduplicated against the public inputs and each other,
+  reproducible from `seed`.
 - `extended_cases(task, ...)`: those inputs with the reference's outputs, computed in the
   sandbox (`run_tests` with `CallTests`), so the expected values never meet the candidate;
   inputs the reference rejects (it raises, or its value is not plain data) are dropped and
@@ -98,9 +100,10 @@ def extra_inputs(
         base = list(rng.choice(public))
         which = rng.randrange(len(base))
         contract = contracts.arguments[which]
-        if contract is None:
+        if contract is None or type(base[which]) is not contract.kind:
             continue
-        value = _mutate(base[which], contract, rng, public_values=[p[which] for p in public])
+        kin = [p[which] for p in public if type(p[which]) is contract.kind]
+        value = _mutate(base[which], contract, rng, public_values=kin)
         if value is None:
             continue
         base[which] = value
@@ -175,6 +178,9 @@ def _mutate(value: Any, contract: Contract, rng: random.Random, public_values: l
     if kind is float:
         return float(_number(float(value), contract, rng, [float(v) for v in public_values]))
     if kind is str:
+        words = [w for v in public_values if isinstance(v, str) for w in v.split(" ")]
+        if " " in "".join(public_values) and rng.random() < 0.5:
+            return _words(value, words, contract, rng)
         return _text(value, contract, rng)
     if kind in (list, tuple):
         return _sequence(value, contract, rng, public_values)
@@ -210,6 +216,23 @@ def _text(value: str, contract: Contract, rng: random.Random) -> str | None:
     else:
         chars = chars + chars[: rng.randint(1, len(chars))]
     return "".join(chars)
+
+
+def _words(value: str, pool: list[str], contract: Contract, rng: random.Random) -> str:
+    """A word-level mutation of a space-separated string, with words the public strings use
+    ("three one five" becomes "three five five one", never "thrfe")."""
+    words = value.split(" ") if value else []
+    action = rng.choice(["insert", "delete", "replace", "swap"])
+    if action == "insert" or not words:
+        words.insert(rng.randint(0, len(words)), rng.choice(pool))
+    elif action == "delete" and (len(words) > 1 or not contract.non_empty):
+        del words[rng.randrange(len(words))]
+    elif action == "replace" or len(words) < 2:
+        words[rng.randrange(len(words))] = rng.choice(pool)
+    else:
+        i, j = rng.sample(range(len(words)), 2)
+        words[i], words[j] = words[j], words[i]
+    return " ".join(words)
 
 
 def _sequence(value: Any, contract: Contract, rng: random.Random, seen: list[Any]) -> Any:
