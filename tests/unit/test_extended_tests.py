@@ -166,3 +166,42 @@ def test_an_override_narrows_what_inference_allows(task_id: str) -> None:
     strict = extra_inputs(task.test, 30, 0, OVERRIDES[task_id], names)
     assert any(b % 10 != abs(b) % 10 for _, b in loose)  # inference alone lets -13 in
     assert strict and all(x % 10 == abs(x) % 10 for args in strict for x in args)
+
+
+def test_words_are_mutated_as_words_and_mixed_types_keep_the_main_one() -> None:
+    words = (
+        "def check(candidate):\n"
+        "    assert candidate('three one five') == 'one three five'\n"
+        "    assert candidate('five zero four seven nine eight') == 'x'\n"
+        "    assert candidate('three') == 'three'\n"
+    )
+    vocabulary = {"three", "one", "five", "zero", "four", "seven", "nine", "eight"}
+    made = extra_inputs(words, 40, seed=0)
+    whole = [s for (s,) in made if set(s.split()) <= vocabulary]
+    assert len(whole) >= len(made) // 3  # about half the mutations keep whole words
+    assert any(len(s.split()) > 1 and s not in {p for (p,) in public_inputs(words)}
+               for s in whole)  # fmt: skip
+    mixed = (
+        "def check(candidate):\n"
+        "    assert candidate('AB') == 1\n"
+        "    assert candidate('1077E') == 2\n"
+        "    assert candidate([]) == 0\n"
+    )
+    contract = Contracts.infer(public_inputs(mixed), ["num"]).arguments[0]
+    assert contract is not None and contract.kind is str  # [] is the minority
+    made = extra_inputs(mixed, 20, seed=0)
+    assert made and all(isinstance(s, str) and set(s) <= set("AB1077E") for (s,) in made)
+    assert Contracts.infer([(1,), ("a",)], ["x"]).arguments[0] is None  # no majority
+
+
+def test_the_settings_dump_leaves_out_only_the_pre_extended_values() -> None:
+    """Run ids hash the dump: an audit asking for the original tests keeps its ids; the
+    default (extended, 200 inputs) dumps what it is."""
+    from judgelab.config.evaluators import LEGACY_TESTS, ExecutionSettings
+
+    default = ExecutionSettings(name="execution").model_dump(mode="json")
+    assert default["tests"] == "extended" and default["extended_inputs"] == 200
+    assert "extended_seed" not in default
+    original = ExecutionSettings(name="execution", **LEGACY_TESTS).model_dump(mode="json")
+    assert not set(LEGACY_TESTS) & set(original)
+    assert ExecutionSettings.model_validate(default) == ExecutionSettings(name="execution")
