@@ -21,6 +21,16 @@ class Override:
 
 
 OVERRIDES: dict[str, Override] = {
+    "HumanEval/39": Override(
+        "n <= 11",
+        "the reference's cost: it tests prime_fib(12) = 99194853094755497 by trial division, past "
+        "any time limit, and a reference out of time ends the extra inputs",
+    ),
+    "HumanEval/44": Override(
+        "2 <= base < 10",
+        "a base is 2 to 9 (the docstring: 'base numbers are less than 10'); at base 1 the "
+        "reference never ends",
+    ),
     "HumanEval/59": Override(
         "n > 1 and any(n % d == 0 for d in range(2, n))",
         "the docstring's 'assume n > 1 and is not a prime': inference keeps n positive only",
