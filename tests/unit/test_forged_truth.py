@@ -111,14 +111,13 @@ def test_every_family_of_the_red_team_is_in_the_corpus() -> None:
                         "host"}  # fmt: skip
 
 
-def test_memorised_public_tests_pass_the_original_tests(
+def test_memorised_public_tests_fail_the_default_truth(
     judge: ExecutionEvaluator, tasks: dict[str, Task]
 ) -> None:
-    """The gap no harness closes (docs/SECURITY.md): a lookup table from HumanEval's public
-    test inputs to their answers passes the original tests while it is wrong elsewhere. Only
-    tests the candidate has not seen tell (`tests: extended`), and the default truth is still
-    the original tests (a hand-checked sample found the extra inputs failing correct code):
-    this test holds the gap open, so that it cannot be forgotten."""
+    """A lookup table from HumanEval's public test inputs to their answers passes the
+    original tests while it is wrong elsewhere; the default truth (`tests: extended`) asks
+    inputs it has not seen, within the task's input contract, and fails it. The honest
+    answer still passes both (docs/SECURITY.md)."""
     import ast
 
     task = tasks["HumanEval/0"]
@@ -134,13 +133,14 @@ def test_memorised_public_tests_pass_the_original_tests(
     code = (f"TABLE = {table!r}\n"
             "def has_close_elements(numbers, threshold):\n"
             "    return TABLE.get(repr((numbers, threshold)), False)\n")  # fmt: skip
-    assert run(judge, task, code).score == 1.0
+    assert judge.spec.tests == "extended"  # the default
+    caught = run(judge, task, code)
+    assert (caught.score, caught.outcome) == (0.0, "tests_failed"), caught
+    assert (caught.reason or "").startswith("extended: tests failed: case "), caught.reason
+    assert run(judge, task, HONEST["HumanEval/0"]).score == 1.0
+    original = ExecutionEvaluator(judge.spec.model_copy(update={"tests": "original"}))
+    assert run(original, task, code).score == 1.0  # the public tests alone cannot tell
     unseen = CallTests("has_close_elements", [[[1.0, 1.05], 0.1]])  # close: True
     assert run_tests(code, unseen, Limits(timeout_s=10)).values == [False]
     reference = task.prompt + (task.canonical_solution or "")
     assert run_tests(reference, unseen, Limits(timeout_s=10)).values == [True]
-    strict = ExecutionEvaluator(judge.spec.model_copy(update={"tests": "extended"}))
-    caught = run(strict, task, code)
-    assert (caught.score, caught.outcome) == (0.0, "tests_failed")
-    assert (caught.reason or "").startswith("extended: tests failed: case "), caught.reason
-    assert run(strict, task, HONEST["HumanEval/0"]).score == 1.0

@@ -73,6 +73,11 @@ class SyntaxSettings(EvaluatorSettings):
     kind: Literal["syntax"] = "syntax"
 
 
+# The execution settings' values before `tests: extended` became the default: left out of the
+# settings' dump (run ids, cache keys), so the ids of an audit with these values do not move.
+LEGACY_TESTS: dict[str, Any] = {"tests": "original", "extended_inputs": 30, "extended_seed": 0}
+
+
 class ExecutionSettings(EvaluatorSettings):
     protocol = "execution"
     evaluator = "judgelab.evaluators.execution:ExecutionEvaluator"
@@ -85,14 +90,20 @@ class ExecutionSettings(EvaluatorSettings):
     )  # fmt: skip
     memory_mb: int = Field(1024, ge=64, le=65536)
     tests: Literal["original", "extended"] = Field(
-        "original",
-        description="original: the task's own tests. extended: those, then extra inputs "
-        "derived from them by type-aware mutation, whose expected outputs the task's reference "
-        "computes (evaluators/extended.py): a candidate that hard-codes the public tests' "
-        "answers fails. docs/SECURITY.md says what a hand-checked sample found of their cost.",
+        "extended",
+        description="extended (the default): the task's own tests, then extra inputs derived "
+        "from them by type-aware mutation within the input contracts inferred from them "
+        "(evaluators/contracts.py, per-task overrides in evaluators/contract_overrides.py), "
+        "whose expected outputs the task's reference computes (evaluators/extended.py): a "
+        "candidate that hard-codes the public tests' answers fails. original: the task's own "
+        "tests only. docs/SECURITY.md gives the hand-check of the extended verdicts.",
     )
     extended_inputs: int = Field(
-        30, ge=1, le=1000, description="Extra inputs per task (tests: extended)."
+        200,
+        ge=1,
+        le=1000,
+        description="Extra inputs per task (tests: extended). The inputs for a smaller count "
+        "are the first of a larger one's (same seed).",
     )
     extended_seed: int = Field(0, description="Seed of the extra inputs (tests: extended).")
 
@@ -107,12 +118,13 @@ class ExecutionSettings(EvaluatorSettings):
         return self
 
     @model_serializer(mode="wrap")
-    def _without_defaults_of_extended(self, handler: Any) -> dict[str, Any]:
-        """The extended tests' settings only where they differ from the default, so that the
-        run ids and caches of every audit that does not use them stay what they were."""
+    def _without_legacy_values(self, handler: Any) -> dict[str, Any]:
+        """Each test setting left out where it has the value every audit had before `extended`
+        became the default (issue 62), so that an audit that asks for the original tests keeps
+        its run ids and caches, while the default's (now extended) are new ones."""
         out = handler(self)
-        for name in ("tests", "extended_inputs", "extended_seed"):
-            if getattr(self, name) == type(self).model_fields[name].default:
+        for name, legacy in LEGACY_TESTS.items():
+            if getattr(self, name) == legacy:
                 out.pop(name, None)
         return out
 

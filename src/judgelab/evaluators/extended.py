@@ -8,19 +8,21 @@ inputs, and computes their expected outputs with the task's reference solution:
 - `public_inputs(test)`: the arguments of every `candidate(...)` call in the task's `check`
   whose arguments are all literals (HumanEval/0's seven, for instance); calls built at run
   time (loops, random inputs) are left to the original tests.
-- `Contract`: what every public input of an argument shares, kept by every mutation: its type,
-  the sign of a number, whether a string, list or tuple may be empty, a string's alphabet (the
-  characters the public inputs use: `string_xor` gets only 0 and 1), whether a list is sorted,
-  its items' type. It stands in for EvalPlus's hand-written input contracts, which we do not
-  have; docs/SECURITY.md says what that costs.
-- `extra_inputs(test, count, seed)`: up to `count` new argument tuples, one argument mutated
-  from a public input each, deduplicated against them and each other, reproducible from
-  `seed`.
+- The input contract (evaluators/contracts.py): what every public input shares, per argument
+  (type, sign, non-emptiness, a string's alphabet and shape, a list's order and items) and
+  between arguments (equal lengths, `k <= len(arr)`, order), narrowed per task by hand where
+  inference falls short (evaluators/contract_overrides.py), as EvalPlus writes its contracts.
+- `extra_inputs(test, count, seed, override, names)`: up to `count` new argument tuples, one
+  argument mutated from a public input each (a number stepped; a list's items mutated, added
+  or removed; a string's characters, or its words when the public strings have spaces), kept
+  only if they meet the whole contract, deduplicated against the public inputs and each other,
+  reproducible from `seed`.
 - `extended_cases(task, ...)`: those inputs with the reference's outputs, computed in the
   sandbox (`run_tests` with `CallTests`), so the expected values never meet the candidate;
   inputs the reference rejects (it raises, or its value is not plain data) are dropped and
   counted, and a reference that runs out of time ends the list there. Cached per process by
-  what changes them (`GENERATOR`, the task's prompt, reference and tests, count, seed).
+  what changes them (`GENERATOR`, the task's prompt, reference and tests, count, seed, its
+  override's condition).
 """
 
 from __future__ import annotations
@@ -31,13 +33,16 @@ import json
 import random
 import string
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from judgelab.evaluators.contract_overrides import OVERRIDES, Override
+from judgelab.evaluators.contracts import Contract, Contracts
 from judgelab.sandbox import CallTests, Limits, run_tests
 from judgelab.verdicts import Task
 
-GENERATOR = "extended-1"  # change it when what the generation makes changes
+GENERATOR = "extended-2"  # change it when what the generation makes changes
 MAX_TRIES = 40  # mutations tried per input wanted
 _LITERAL_TYPES = (int, float, str, bool, list, tuple, dict, type(None))
 
@@ -72,42 +77,20 @@ def public_inputs(test: str) -> list[tuple[Any, ...]]:
     return found
 
 
-@dataclass(frozen=True)
-class Contract:
-    """What every public value of one argument shares (see the module docstring)."""
-
-    kind: type
-    sign: int  # 1: all > 0, 0: all >= 0, -1: any
-    non_empty: bool
-    alphabet: str  # strings (and strings inside lists): the characters seen
-    ordered: bool  # lists: all sorted
-    item: Contract | None  # lists and tuples: their items' contract, when one holds
-
-    @classmethod
-    def of(cls, values: list[Any]) -> Contract | None:
-        kinds = {type(v) for v in values}
-        if len(kinds) != 1 or not values:
-            return None
-        kind = kinds.pop()
-        numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
-        sign = 1 if numbers and all(v > 0 for v in numbers) else (
-            0 if numbers and all(v >= 0 for v in numbers) else -1)  # fmt: skip
-        sized = [v for v in values if isinstance(v, str | list | tuple | dict)]
-        non_empty = bool(sized) and all(len(v) > 0 for v in sized)
-        chars = "".join(_strings(values))
-        items = [i for v in values if isinstance(v, list | tuple) for i in v]
-        ordered = kind is list and all(_sorted(v) for v in values)
-        item = cls.of(items) if items else None
-        return cls(kind, sign, non_empty, "".join(sorted(set(chars))), ordered, item)
-
-
-def extra_inputs(test: str, count: int, seed: int) -> list[tuple[Any, ...]]:
-    """Up to `count` new argument tuples mutated from `test`'s public inputs."""
+def extra_inputs(
+    test: str,
+    count: int,
+    seed: int,
+    override: Override | None = None,
+    names: Sequence[str] = (),
+) -> list[tuple[Any, ...]]:
+    """Up to `count` new argument tuples mutated from `test`'s public inputs, each within the
+    contracts inferred from them (and `override`'s, over the parameters `names`)."""
     public = [p for p in public_inputs(test) if all(_literal(a) for a in p)]
     arity = {len(p) for p in public}
     if not public or len(arity) != 1:
         return []
-    contracts = [Contract.of([p[i] for p in public]) for i in range(arity.pop())]
+    contracts = Contracts.infer(public, list(names), override)
     rng = random.Random(seed)
     seen = {repr(p) for p in public}
     made: list[tuple[Any, ...]] = []
@@ -116,15 +99,16 @@ def extra_inputs(test: str, count: int, seed: int) -> list[tuple[Any, ...]]:
             break
         base = list(rng.choice(public))
         which = rng.randrange(len(base))
-        contract = contracts[which]
-        if contract is None:
+        contract = contracts.arguments[which]
+        if contract is None or type(base[which]) is not contract.kind:
             continue
-        value = _mutate(base[which], contract, rng, public_values=[p[which] for p in public])
+        kin = [p[which] for p in public if type(p[which]) is contract.kind]
+        value = _mutate(base[which], contract, rng, public_values=kin)
         if value is None:
             continue
         base[which] = value
         key = repr(tuple(base))
-        if key not in seen:
+        if key not in seen and contracts.admits(tuple(base)):
             seen.add(key)
             made.append(tuple(base))
     return made
@@ -134,16 +118,32 @@ _cache: dict[str, Extended] = {}
 _cache_lock = threading.Lock()
 
 
+def parameters(prompt: str, entry_point: str) -> list[str]:
+    """The positional parameter names of `entry_point` in `prompt` (empty if not found)."""
+    try:
+        tree = ast.parse(prompt)
+    except (SyntaxError, ValueError, RecursionError):
+        return []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == entry_point:
+            return [a.arg for a in node.args.posonlyargs + node.args.args]
+    return []
+
+
 def extended_cases(task: Task, count: int, seed: int, limits: Limits) -> Extended:
     """`task`'s extra tests, with the reference's outputs (see the module docstring)."""
     assert task.test is not None and task.entry_point is not None
+    override = OVERRIDES.get(task.task_id)
     key = hashlib.sha256(json.dumps(
-        [GENERATOR, task.prompt, task.canonical_solution, task.test, count, seed]
+        [GENERATOR, task.prompt, task.canonical_solution, task.test, count, seed,
+         override.where if override else None]
     ).encode()).hexdigest()  # fmt: skip
     with _cache_lock:
         if key in _cache:
             return _cache[key]
-    inputs = extra_inputs(task.test, count, seed) if task.canonical_solution else []
+    names = parameters(task.prompt, task.entry_point)
+    inputs = (extra_inputs(task.test, count, seed, override, names)
+              if task.canonical_solution else [])  # fmt: skip
     reference = task.prompt + (task.canonical_solution or "")
     cases: list[tuple[list[Any], Any]] = []
     dropped = 0
@@ -178,6 +178,9 @@ def _mutate(value: Any, contract: Contract, rng: random.Random, public_values: l
     if kind is float:
         return float(_number(float(value), contract, rng, [float(v) for v in public_values]))
     if kind is str:
+        words = [w for v in public_values if isinstance(v, str) for w in v.split(" ")]
+        if " " in "".join(public_values) and rng.random() < 0.5:
+            return _words(value, words, contract, rng)
         return _text(value, contract, rng)
     if kind in (list, tuple):
         return _sequence(value, contract, rng, public_values)
@@ -215,6 +218,23 @@ def _text(value: str, contract: Contract, rng: random.Random) -> str | None:
     return "".join(chars)
 
 
+def _words(value: str, pool: list[str], contract: Contract, rng: random.Random) -> str:
+    """A word-level mutation of a space-separated string, with words the public strings use
+    ("three one five" becomes "three five five one", never "thrfe")."""
+    words = value.split(" ") if value else []
+    action = rng.choice(["insert", "delete", "replace", "swap"])
+    if action == "insert" or not words:
+        words.insert(rng.randint(0, len(words)), rng.choice(pool))
+    elif action == "delete" and (len(words) > 1 or not contract.non_empty):
+        del words[rng.randrange(len(words))]
+    elif action == "replace" or len(words) < 2:
+        words[rng.randrange(len(words))] = rng.choice(pool)
+    else:
+        i, j = rng.sample(range(len(words)), 2)
+        words[i], words[j] = words[j], words[i]
+    return " ".join(words)
+
+
 def _sequence(value: Any, contract: Contract, rng: random.Random, seen: list[Any]) -> Any:
     items = list(value)
     pool = [i for v in seen for i in v]
@@ -241,23 +261,6 @@ def _sequence(value: Any, contract: Contract, rng: random.Random, seen: list[Any
         except TypeError:
             return None
     return tuple(items) if contract.kind is tuple else items
-
-
-def _strings(values: list[Any]) -> list[str]:
-    out: list[str] = []
-    for v in values:
-        if isinstance(v, str):
-            out.append(v)
-        elif isinstance(v, list | tuple):
-            out += _strings(list(v))
-    return out
-
-
-def _sorted(value: Any) -> bool:
-    try:
-        return list(value) == sorted(value)
-    except TypeError:
-        return False
 
 
 def _literal(value: Any) -> bool:
