@@ -45,6 +45,8 @@ def tiny_params() -> dict:
     p["train"] = {
         "rewards": ["execution", "ruler-smollm2-135m"],
         "policy": "smollm2-135m",
+        # SmolLM2 is a Llama: its adapter has no GGUF export (q/k permuted), so torch samples
+        "sampler": "torch",
         "epochs": 1,
         "k": 2,
         "max_tokens": 48,
