@@ -47,6 +47,7 @@ def tiny_params() -> dict:
         "policy": "smollm2-135m",
         # SmolLM2 is a Llama: its adapter has no GGUF export (q/k permuted), so torch samples
         "sampler": "torch",
+        "alarm_alpha": 0.05,  # DVC needs every key a stage lists (analysis: train.alarm_alpha)
         "epochs": 1,
         "k": 2,
         "max_tokens": 48,
