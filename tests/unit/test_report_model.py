@@ -39,7 +39,7 @@ TAG = re.compile(
 RENDERER = "as_html.py"
 # Sections still written per format by their own module: the bias panels (its table and
 # in-memory figure have a layout of their own) and the training section (being rewritten).
-STILL_PER_FORMAT = {"panels.py", "training.py"}
+STILL_PER_FORMAT = {"panels.py"}
 
 
 def _docstrings(tree: ast.AST) -> set[int]:

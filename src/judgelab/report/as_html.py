@@ -25,6 +25,7 @@ from judgelab.report.model import (
     Paragraph,
     Raw,
     Run,
+    Strong,
     Table,
 )
 
@@ -74,8 +75,11 @@ def html_table(
 
 def _runs(runs: Sequence[Run]) -> str:
     return "".join(
-        escape(r) if isinstance(r, str) else f"<code>{escape(r.text)}</code>" for r in runs
-    )
+        escape(r) if isinstance(r, str)
+        else escape(r.text) if isinstance(r, Strong)
+        else f"<code>{escape(r.text)}</code>"
+        for r in runs
+    )  # fmt: skip
 
 
 def _figure(label: str, path: Path) -> str:
@@ -93,6 +97,8 @@ def block_lines(block: Block) -> list[str]:
         case Heading():
             return [f"<h{block.level}>{escape(block.text)}</h{block.level}>"]
         case Paragraph():
+            if block.markdown_only:
+                return []
             cls = ' class="note"' if block.note else ""
             return [f"<p{cls}>{_runs(block.runs)}</p>"]
         case Notes():
@@ -100,7 +106,10 @@ def block_lines(block: Block) -> list[str]:
         case Table():
             return html_table(block.table_id, block.columns, block.rows, block.min_ci_groups)
         case BulletList():
-            items = [f"<li{BAD if bad else ''}>{escape(t)}</li>" for t, bad in block.items]
+            items = [
+                f"<li{BAD if bad else ''}>{escape(t) if isinstance(t, str) else _runs(t)}</li>"
+                for t, bad in block.items
+            ]
             if block.one_line:
                 return ["<ul>" + "".join(items) + "</ul>"]
             if block.title is None:

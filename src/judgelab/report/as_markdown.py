@@ -12,6 +12,7 @@ from judgelab.report.format import NO_CI_MARK, fence, no_ci_footnote
 from judgelab.report.model import (
     Block,
     BulletList,
+    Code,
     Document,
     Figures,
     Heading,
@@ -19,6 +20,8 @@ from judgelab.report.model import (
     Notes,
     Paragraph,
     Raw,
+    Run,
+    Strong,
     Table,
 )
 
@@ -37,6 +40,14 @@ def md_table(
     return out
 
 
+def md_runs(runs: Sequence[Run]) -> str:
+    """Runs as Markdown: code in backticks, strong in `**`, text as it is."""
+    return "".join(
+        f"`{r.text}`" if isinstance(r, Code) else f"**{r.text}**" if isinstance(r, Strong) else r
+        for r in runs
+    )
+
+
 def block_lines(block: Block) -> list[str]:
     """One block's lines, its closing blank line included."""
     match block:
@@ -45,14 +56,15 @@ def block_lines(block: Block) -> list[str]:
         case Heading():
             out = [f"{'#' * block.level} {md_cell(block.text)}"]
         case Paragraph():
-            out = ["".join(r if isinstance(r, str) else f"`{r.text}`" for r in block.runs)]
+            out = [md_runs(block.runs)]
         case Notes():
             out = [" ".join(block.lines)]
         case Table():
             out = md_table(block.columns, block.rows, block.min_ci_groups)
         case BulletList():
             title = [] if block.title is None else [f"### {md_cell(block.title)}"]
-            out = [*title, *(f"- {md_cell(t)}" for t, _ in block.items)]
+            items = (md_cell(t) if isinstance(t, str) else md_runs(t) for t, _ in block.items)
+            out = [*title, *(f"- {t}" for t in items)]
         case Figures():
             out = [f"![{md_cell(i.label)}]({i.link})" for i in block.images]
         case Listing():

@@ -38,7 +38,7 @@ from judgelab.config.evaluators import GROUP_PROTOCOLS
 from judgelab.report import as_html, as_markdown, failures
 from judgelab.report import training as training_report
 from judgelab.report.decision import DECISION_IMAGE, decision_blocks
-from judgelab.report.format import NA, escape, fmt_cell, fmt_ci, fmt_num, fmt_pct, interval, plural
+from judgelab.report.format import NA, fmt_cell, fmt_ci, fmt_num, fmt_pct, interval, plural
 from judgelab.report.model import (
     Block,
     BulletList,
@@ -517,10 +517,7 @@ def build_report(
         *ranking_blocks(metrics),
         *_tables(metrics),
         *power_blocks(metrics.get("power") or {}, fmt_ci),
-        Raw(
-            tuple(training_report.markdown_section(metrics)),
-            tuple(training_report.html_section(metrics, escape)),
-        ),
+        *training_report.section_blocks(metrics),
         *_latency(latency),
         Heading("Plots", glue=True),  # on the latency table's closing line, in HTML
         Figures(tuple(Image(label, path, _link(path, base)) for label, path in images.items())),

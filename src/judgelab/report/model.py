@@ -26,7 +26,15 @@ class Code:
     text: str
 
 
-Run = str | Code
+@dataclass(frozen=True)
+class Strong:
+    """A strong run of a paragraph: **text** in Markdown; in HTML the text alone (the
+    report's HTML has never set it bold)."""
+
+    text: str
+
+
+Run = str | Code | Strong
 
 
 @dataclass(frozen=True)
@@ -38,14 +46,17 @@ class Heading:
 
 @dataclass(frozen=True)
 class Paragraph:
-    """Runs of text; `note`: a side remark (HTML class "note")."""
+    """Runs of text; `note`: a side remark (HTML class "note"); `markdown_only`: a
+    paragraph report.md has and report.html does not (the training section's method and
+    task-choice notes, never written to its HTML)."""
 
     runs: tuple[Run, ...]
     note: bool = False
+    markdown_only: bool = False
 
     @classmethod
-    def of(cls, text: str, note: bool = False) -> Paragraph:
-        return cls((text,), note)
+    def of(cls, text: str, note: bool = False, markdown_only: bool = False) -> Paragraph:
+        return cls((text,), note, markdown_only)
 
 
 @dataclass(frozen=True)
@@ -70,12 +81,13 @@ class Table:
 
 @dataclass(frozen=True)
 class BulletList:
-    """A list, under a level-3 `title` if any: `items` as (text, bad news?); bad news is
-    marked in HTML."""
+    """A list, under a level-3 `title` if any: `items` as (text, bad news?), a text plain
+    or runs (`Run`); bad news is marked in HTML."""
 
     title: str | None
-    items: tuple[tuple[str, bool], ...]
+    items: tuple[tuple[str | tuple[Run, ...], bool], ...]
     one_line: bool = False  # HTML: the whole list on one line
+    glue: bool = False
 
     @classmethod
     def of(cls, items: Sequence[str]) -> BulletList:
