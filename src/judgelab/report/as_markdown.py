@@ -14,6 +14,7 @@ from judgelab.report.model import (
     BulletList,
     Code,
     Document,
+    Embedded,
     Figures,
     Heading,
     Listing,
@@ -31,9 +32,13 @@ def md_cell(text: str) -> str:
 
 
 def md_table(
-    columns: Sequence[str], rows: Sequence[Sequence[str]], min_ci_groups: Any
+    columns: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    min_ci_groups: Any,
+    spaced: bool = False,
 ) -> list[str]:
-    out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    rule = " --- |" if spaced else "---|"
+    out = ["| " + " | ".join(columns) + " |", "|" + rule * len(columns)]
     out += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
     if any(NO_CI_MARK in c for row in rows for c in row):
         out += ["", no_ci_footnote(min_ci_groups)]
@@ -53,6 +58,8 @@ def block_lines(block: Block) -> list[str]:
     match block:
         case Raw():
             return list(block.markdown)
+        case Embedded():
+            return []
         case Heading():
             out = [f"{'#' * block.level} {md_cell(block.text)}"]
         case Paragraph():
@@ -60,7 +67,7 @@ def block_lines(block: Block) -> list[str]:
         case Notes():
             out = [" ".join(block.lines)]
         case Table():
-            out = md_table(block.columns, block.rows, block.min_ci_groups)
+            out = md_table(block.columns, block.rows, block.min_ci_groups, block.spaced)
         case BulletList():
             title = [] if block.title is None else [f"### {md_cell(block.title)}"]
             items = (md_cell(t) if isinstance(t, str) else md_runs(t) for t, _ in block.items)

@@ -77,6 +77,9 @@ class Table:
     table_id: str | None = None
     min_ci_groups: Any = None
     glue: bool = False
+    # the bias table's layout: Markdown rule `| --- |`, HTML first header cell on the
+    # table's opening line
+    spaced: bool = False
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,14 @@ class Image:
 
 
 @dataclass(frozen=True)
+class Embedded:
+    """A PNG drawn in memory, as a data URI: in the HTML alone, without a caption."""
+
+    label: str
+    uri: str
+
+
+@dataclass(frozen=True)
 class Figures:
     """Images one after another, no text between them."""
 
@@ -127,7 +138,7 @@ class Raw:
     html: tuple[str, ...]
 
 
-Block = Heading | Paragraph | Notes | Table | BulletList | Figures | Listing | Raw
+Block = Heading | Paragraph | Notes | Table | BulletList | Figures | Embedded | Listing | Raw
 
 
 @dataclass(frozen=True)
@@ -152,9 +163,10 @@ def table(
     rows: Sequence[Sequence[str]],
     table_id: str | None = None,
     glue: bool = False,
+    spaced: bool = False,
 ) -> Table:
     """A table without CIs (no footnote on the minimum)."""
-    return Table(tuple(columns), tuple(tuple(r) for r in rows), table_id, None, glue)
+    return Table(tuple(columns), tuple(tuple(r) for r in rows), table_id, None, glue, spaced)
 
 
 def ci_table(
