@@ -5,7 +5,8 @@ one report model (`build_report`: `report.model`'s blocks) by `report.as_markdow
 Contract:
 - Built only from the metrics dict (`run_analysis`'s result), a latency summary, the worst
   false-praise examples and the PNGs already written; nothing is recomputed here. Optional
-  sections (training curves, bias probes) arrive ready-made from `report.panels`.
+  sections (the bias probes) arrive ready-made, as a `Section`, from `report.panels`; the
+  training section is blocks from `report.training`.
 - report.html needs no network: inline CSS, PNGs embedded as base64 data URIs, no scripts.
   Every piece of text that came from data (evaluator and task names, judge explanations,
   completions, reasons) is HTML-escaped by `report.as_html`; the HTML is rendered from the
@@ -506,7 +507,7 @@ def build_report(
 ) -> Document:
     """The report as one model (`report.model`), rendered by `report.as_markdown` and
     `report.as_html`. Image links are relative to `base` (report.md's folder) when given;
-    `sections` (training curves, bias probes: report.panels) go before the examples."""
+    `sections` (bias probes: report.panels) go before the examples."""
     images = dict(images)
     forest = images.pop(DECISION_IMAGE, None)
     blocks: list[Block] = [

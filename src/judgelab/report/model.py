@@ -4,8 +4,8 @@ images, listings), built once from the metrics and rendered to Markdown by
 module but the HTML renderer writes HTML (tests/unit/test_report_model.py).
 
 Text in a block is plain text, never markup: each renderer escapes it for its format. Inline
-code inside a paragraph is a `Code` run. `Raw` carries a section still written per format by
-its own module (its Markdown and HTML lines, verbatim).
+code inside a paragraph is a `Code` run, bold a `Strong` run. `Raw` carries a `Section`
+already rendered to both formats (`report.sections`), its lines verbatim.
 
 Layout: in Markdown every block ends with a blank line; in HTML each block is one or more
 lines, and a block with `glue` continues the line before it.
@@ -132,7 +132,7 @@ class Listing:
 
 @dataclass(frozen=True)
 class Raw:
-    """A section its own module still renders per format: the lines as they go out."""
+    """Lines already rendered (a `Section`'s, `report.sections`), as they go out."""
 
     markdown: tuple[str, ...]
     html: tuple[str, ...]
