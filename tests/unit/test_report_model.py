@@ -18,6 +18,7 @@ from judgelab.report.model import (
     BulletList,
     Code,
     Document,
+    Embedded,
     Figures,
     Heading,
     Image,
@@ -25,6 +26,7 @@ from judgelab.report.model import (
     Notes,
     Paragraph,
     Raw,
+    Strong,
     ci_table,
     table,
 )
@@ -39,7 +41,7 @@ TAG = re.compile(
 RENDERER = "as_html.py"
 # Sections still written per format by their own module: the bias panels (its table and
 # in-memory figure have a layout of their own) and the training section (being rewritten).
-STILL_PER_FORMAT = {"panels.py", "training.py"}
+STILL_PER_FORMAT: set[str] = set()
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -97,6 +99,7 @@ def every_block() -> list[Block]:
         BulletList("title <", ((HOSTILE, True), ("ok", False))),
         BulletList.of([HOSTILE]),
         Figures((Image(HOSTILE, png, "plots/x.png"),)),
+        Embedded(HOSTILE, "data:image/png;base64,AAAA"),
         Listing("Code:", "```\n" + HOSTILE),
         Raw(("raw md",), ("<p>raw</p>",)),
     ]
@@ -113,7 +116,7 @@ def test_every_kind_of_block_renders_in_both_formats() -> None:
 def test_html_escapes_every_piece_of_text() -> None:
     page = as_html.render(Document("t <x>", tuple(every_block()[:-1])))
     assert "<script>" not in page and "t &lt;x&gt;" in page
-    assert page.count("&lt;script&gt;") == 9  # each block's copy of the hostile text
+    assert page.count("&lt;script&gt;") == 10  # each block's copy of the hostile text
     assert '<li class="bad">' in page and "<li>ok</li>" in page
     assert '<p class="note">† Fewer task groups than the minimum (5)' in page
 
@@ -125,6 +128,33 @@ def test_markdown_fences_verbatim_text_and_escapes_cells() -> None:
     assert "run `a|b <script>&\n`x``" in md and "- a\\|b <script>& `x`" in md
     assert "![a\\|b <script>& `x`](plots/x.png)" in md
     assert md.endswith("raw md\n")
+
+
+def test_strong_runs_markdown_only_paragraphs_and_the_spaced_table() -> None:
+    """The training and bias sections' layout: `**` in Markdown and plain text in HTML, a
+    paragraph in report.md alone, a list on the table's closing line, the bias table's rule
+    and header, and an in-memory PNG in the HTML alone."""
+    blocks = [
+        Paragraph(("a ", Strong("b<"), " c")),
+        table(["f", "j<"], [["1", "2"]], "bias", spaced=True),
+        Paragraph.of("only md", markdown_only=True),
+        BulletList(None, ((("x ", Strong("y")), False),), glue=True),
+        Embedded("panels", "data:image/png;base64,AAAA"),
+    ]
+    assert as_html.html_lines(blocks) == [
+        "<p>a b&lt; c</p>",
+        '<table id="bias"><thead><tr><th>f</th>',
+        "<th>j&lt;</th>",
+        "</tr></thead><tbody>",
+        "<tr><td>1</td><td>2</td></tr>",
+        "</tbody></table><ul>",
+        "<li>x y</li>",
+        "</ul>",
+        '<figure><img alt="panels" src="data:image/png;base64,AAAA"></figure>',
+    ]
+    assert as_markdown.blocks_markdown(blocks) == (
+        "a **b<** c\n\n| f | j< |\n| --- | --- |\n| 1 | 2 |\n\nonly md\n\n- x **y**\n"
+    )
 
 
 def test_a_glued_block_continues_the_line_before_it() -> None:

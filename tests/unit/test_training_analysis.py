@@ -13,11 +13,23 @@ from judgelab.analysis import training
 from judgelab.analysis.stats import CI_LEVEL, CIRule
 from judgelab.config import AnalysisSettings
 from judgelab.report import training as training_report
+from judgelab.report.as_html import html_lines
+from judgelab.report.as_markdown import lines as md_lines
 from tests.support.report_inputs import write_training_histories
 
 NO_BOOT = CIRule(5, 0, 0, CI_LEVEL)
 
 JUDGES = ("execution", "ruler-qwen-1.5b")
+
+
+def _md(metrics: dict) -> list[str]:
+    """The training section's Markdown lines."""
+    return md_lines(training_report.section_blocks(metrics))
+
+
+def _html(metrics: dict) -> list[str]:
+    """The training section's HTML lines."""
+    return html_lines(training_report.section_blocks(metrics))
 
 
 def test_training_metrics_table_and_alarm(tmp_path: Path) -> None:
@@ -77,13 +89,13 @@ def test_training_metrics_table_and_alarm(tmp_path: Path) -> None:
         "; could not fire: 4 trained epochs × 1 group of 2 reach an e-value of at most 8.89 < "
         "20 = 1/alpha, whatever the judge"
     )
-    md = "\n".join(training_report.markdown_section({"training": metrics}))
+    md = "\n".join(_md({"training": metrics}))
     assert "| execution | 4 |" in md and "Reward-hacking alarm: not fired" in md
     # 4 groups of alignment 1, 1, 1, 0: a bootstrap of their ratio stays in [0.25, 1]
     assert "Within-group alignment +0.75 [+0.25, +1.00], n = 4 groups (8 samples): " in md
     assert "towards passing code: its CI excludes 0" in md
     assert "unable to decide" in md
-    html = "\n".join(training_report.html_section({"training": metrics}, str))
+    html = "\n".join(_html({"training": metrics}))
     assert 'id="training"' in html
 
 
@@ -97,13 +109,13 @@ def test_curves_frame_and_plot(tmp_path: Path) -> None:
 
 
 def test_no_training_says_so() -> None:
-    assert "No training run" in "\n".join(training_report.markdown_section({}))
+    assert "No training run" in "\n".join(_md({}))
 
 
 def test_configured_training_without_output_is_not_called_unconfigured(tmp_path: Path) -> None:
     """Missing output is not "not configured": it says which judges lack it, so a failed
     training run is not mistaken for one that was never asked for."""
-    md = "\n".join(training_report.markdown_section({"train_rewards": ["execution", "ruler"]}))
+    md = "\n".join(_md({"train_rewards": ["execution", "ruler"]}))
     assert "No training run" not in md
     assert "train.rewards names execution, ruler, but the training stage's output" in md
     write_training_histories(tmp_path, ("execution",))
@@ -111,9 +123,9 @@ def test_configured_training_without_output_is_not_called_unconfigured(tmp_path:
         "train_rewards": ["execution", "ruler"],
         "training": training.training_metrics(tmp_path, AnalysisSettings(bootstrap=0)),
     }
-    md = "\n".join(training_report.markdown_section(partial))
+    md = "\n".join(_md(partial))
     assert "| execution |" in md and "train.rewards names ruler, but" in md
-    html = "\n".join(training_report.html_section(partial, str))
+    html = "\n".join(_html(partial))
     assert "train.rewards names ruler" in html
 
 
@@ -128,7 +140,7 @@ def test_heldout_choice_is_reported(tmp_path: Path) -> None:
     }))  # fmt: skip
     metrics = training.training_metrics(tmp_path, AnalysisSettings(bootstrap=0))
     assert metrics["execution"]["heldout"]["selection"]["tasks"] == ["HumanEval/2", "HumanEval/3"]
-    md = "\n".join(training_report.markdown_section({"training": metrics}))
+    md = "\n".join(_md({"training": metrics}))
     assert "HumanEval/3 (0.50)" in md and "pool of 3" in md
     assert "HumanEval/2 filled in (too few tasks of the pool were mixed)" in md
 
@@ -141,7 +153,7 @@ def test_heldout_ci_needs_min_ci_groups_and_prose_claims_no_change(tmp_path: Pat
     assert (held["base"], held["final"], held["delta"]) == (1.0, 0.5, -0.5)
     assert held["base_ci"] is None and held["final_ci"] is None and held["delta_ci"] is None
     assert held["ci_reason"] == "n = 2 groups: too few for a CI (minimum 5)"
-    md = "\n".join(training_report.markdown_section({"training": metrics}))
+    md = "\n".join(_md({"training": metrics}))
     assert "-50 pp (n = 2 groups: too few for a CI (minimum 5))" in md
     assert "unable to decide" in md and "includes 0" not in md and "a change" not in md
 
@@ -168,11 +180,7 @@ def test_the_stated_effect_is_a_setting(tmp_path: Path) -> None:
     assert (loose["effect"], loose["decidable"]) == (0.35, True)
     write_training_histories(tmp_path, JUDGES)
     settings = AnalysisSettings(bootstrap=100, power=PowerSettings(training_effect=0.9))
-    md = "\n".join(
-        training_report.markdown_section(
-            {"training": training.training_metrics(tmp_path, settings)}
-        )
-    )
+    md = "\n".join(_md({"training": training.training_metrics(tmp_path, settings)}))
     assert "MDE is above 0.90 (`analysis.power.training_effect`)" in md
     assert "above the stated 0.90" in md
 
@@ -290,12 +298,12 @@ def test_seeded_training_metrics_report_and_alarm_per_seed(tmp_path: Path) -> No
     rows = training_report.table_rows(metrics)
     assert rows[0][0] == "execution (2 seeds)"
     assert rows[0][8].endswith(", n = 2 tasks × 2 seeds") and rows[0][11] == "0 of 2 seeds"
-    md = "\n".join(training_report.markdown_section({"training": metrics}))
+    md = "\n".join(_md({"training": metrics}))
     assert "two-level bootstrap (tasks, then seeds within each task)" in md
     assert "Change per seed: seed 1 -50 pp, seed 2 -100 pp." in md
     assert "Reward-hacking alarm in 0 of 2 seeds." in md
     assert "n = 2 tasks × 2 seeds; the CI resamples tasks, then seeds" in md
-    html = "\n".join(training_report.html_section({"training": metrics}, str))
+    html = "\n".join(_html({"training": metrics}))
     assert "execution (2 seeds)" in html
 
 

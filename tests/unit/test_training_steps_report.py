@@ -11,7 +11,19 @@ import polars as pl
 from judgelab.analysis import training
 from judgelab.config import AnalysisSettings
 from judgelab.report import training as training_report
+from judgelab.report.as_html import html_lines
+from judgelab.report.as_markdown import lines as md_lines
 from tests.support.report_inputs import write_training_histories
+
+
+def _md(metrics: dict) -> list[str]:
+    """The training section's Markdown lines."""
+    return md_lines(training_report.section_blocks(metrics))
+
+
+def _html(metrics: dict) -> list[str]:
+    """The training section's HTML lines."""
+    return html_lines(training_report.section_blocks(metrics))
 
 
 def history(losses: list[float | None], skipped: list[int], unscored: list[float]) -> pl.DataFrame:
@@ -64,13 +76,13 @@ def test_the_section_says_it_is_a_demonstration_below_the_effects_mde(tmp_path: 
     metrics = training.training_metrics(tmp_path, AnalysisSettings(bootstrap=0, min_ci_groups=2))
     m = metrics["execution"]
     assert (m["steps"], m["trained_epochs"], m["stepped_groups"], m["no_step"]) == (4, 4, 4, [])
-    md = "\n".join(training_report.markdown_section({"training": metrics}))
+    md = "\n".join(_md({"training": metrics}))
     assert "**execution** took 4 GRPO steps in 4 trained epochs, on 4 of 4 groups" in md
     mde = m["mde"]["mde"]
     assert not m["mde"]["decidable"]
     assert f"its smallest detectable held-out change is {mde:.2f}, above the stated" in md
     assert "A demonstration at this size, not evidence" in md
-    html = "\n".join(training_report.html_section({"training": metrics}, str))
+    html = "\n".join(_html({"training": metrics}))
     assert "A demonstration at this size, not evidence" in html
     decided = {"execution": {**m, "mde": {**m["mde"], "decidable": True}}}
     assert training_report.scale_line(decided) is None

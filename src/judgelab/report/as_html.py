@@ -18,6 +18,7 @@ from judgelab.report.model import (
     Block,
     BulletList,
     Document,
+    Embedded,
     Figures,
     Heading,
     Listing,
@@ -25,6 +26,7 @@ from judgelab.report.model import (
     Paragraph,
     Raw,
     Run,
+    Strong,
     Table,
 )
 
@@ -57,14 +59,18 @@ def html_table(
     columns: Sequence[str],
     rows: Sequence[Sequence[str]],
     min_ci_groups: Any,
+    spaced: bool = False,
 ) -> list[str]:
-    """A table; with an id each header cell on a line of its own, without one the header
-    on one line. A cell marked † brings the footnote."""
+    """A table; with an id each header cell on a line of its own (`spaced`: but the first,
+    on the opening line), without one the header on one line. A cell marked † brings the
+    footnote."""
     head = [f"<th>{escape(c)}</th>" for c in columns]
     if table_id is None:
         h = ["<table><thead><tr>" + "".join(head) + "</tr></thead><tbody>"]
     else:
         h = [f'<table id="{table_id}"><thead><tr>', *head, "</tr></thead><tbody>"]
+        if spaced and head:
+            h[:2] = [h[0] + h[1]]
     h += ["<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in rows]
     h.append("</tbody></table>")
     if any(NO_CI_MARK in c for row in rows for c in row):
@@ -74,8 +80,11 @@ def html_table(
 
 def _runs(runs: Sequence[Run]) -> str:
     return "".join(
-        escape(r) if isinstance(r, str) else f"<code>{escape(r.text)}</code>" for r in runs
-    )
+        escape(r) if isinstance(r, str)
+        else escape(r.text) if isinstance(r, Strong)
+        else f"<code>{escape(r.text)}</code>"
+        for r in runs
+    )  # fmt: skip
 
 
 def _figure(label: str, path: Path) -> str:
@@ -93,14 +102,23 @@ def block_lines(block: Block) -> list[str]:
         case Heading():
             return [f"<h{block.level}>{escape(block.text)}</h{block.level}>"]
         case Paragraph():
+            if block.markdown_only:
+                return []
             cls = ' class="note"' if block.note else ""
             return [f"<p{cls}>{_runs(block.runs)}</p>"]
         case Notes():
             return [f'<p class="note">{escape(line)}</p>' for line in block.lines]
         case Table():
-            return html_table(block.table_id, block.columns, block.rows, block.min_ci_groups)
+            return html_table(
+                block.table_id, block.columns, block.rows, block.min_ci_groups, block.spaced
+            )
+        case Embedded():
+            return [f'<figure><img alt="{escape(block.label)}" src="{block.uri}"></figure>']
         case BulletList():
-            items = [f"<li{BAD if bad else ''}>{escape(t)}</li>" for t, bad in block.items]
+            items = [
+                f"<li{BAD if bad else ''}>{escape(t) if isinstance(t, str) else _runs(t)}</li>"
+                for t, bad in block.items
+            ]
             if block.one_line:
                 return ["<ul>" + "".join(items) + "</ul>"]
             if block.title is None:

@@ -12,13 +12,17 @@ from judgelab.report.format import NO_CI_MARK, fence, no_ci_footnote
 from judgelab.report.model import (
     Block,
     BulletList,
+    Code,
     Document,
+    Embedded,
     Figures,
     Heading,
     Listing,
     Notes,
     Paragraph,
     Raw,
+    Run,
+    Strong,
     Table,
 )
 
@@ -28,13 +32,25 @@ def md_cell(text: str) -> str:
 
 
 def md_table(
-    columns: Sequence[str], rows: Sequence[Sequence[str]], min_ci_groups: Any
+    columns: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    min_ci_groups: Any,
+    spaced: bool = False,
 ) -> list[str]:
-    out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    rule = " --- |" if spaced else "---|"
+    out = ["| " + " | ".join(columns) + " |", "|" + rule * len(columns)]
     out += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
     if any(NO_CI_MARK in c for row in rows for c in row):
         out += ["", no_ci_footnote(min_ci_groups)]
     return out
+
+
+def md_runs(runs: Sequence[Run]) -> str:
+    """Runs as Markdown: code in backticks, strong in `**`, text as it is."""
+    return "".join(
+        f"`{r.text}`" if isinstance(r, Code) else f"**{r.text}**" if isinstance(r, Strong) else r
+        for r in runs
+    )
 
 
 def block_lines(block: Block) -> list[str]:
@@ -42,17 +58,20 @@ def block_lines(block: Block) -> list[str]:
     match block:
         case Raw():
             return list(block.markdown)
+        case Embedded():
+            return []
         case Heading():
             out = [f"{'#' * block.level} {md_cell(block.text)}"]
         case Paragraph():
-            out = ["".join(r if isinstance(r, str) else f"`{r.text}`" for r in block.runs)]
+            out = [md_runs(block.runs)]
         case Notes():
             out = [" ".join(block.lines)]
         case Table():
-            out = md_table(block.columns, block.rows, block.min_ci_groups)
+            out = md_table(block.columns, block.rows, block.min_ci_groups, block.spaced)
         case BulletList():
             title = [] if block.title is None else [f"### {md_cell(block.title)}"]
-            out = [*title, *(f"- {md_cell(t)}" for t, _ in block.items)]
+            items = (md_cell(t) if isinstance(t, str) else md_runs(t) for t, _ in block.items)
+            out = [*title, *(f"- {t}" for t in items)]
         case Figures():
             out = [f"![{md_cell(i.label)}]({i.link})" for i in block.images]
         case Listing():

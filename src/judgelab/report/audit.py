@@ -5,7 +5,8 @@ one report model (`build_report`: `report.model`'s blocks) by `report.as_markdow
 Contract:
 - Built only from the metrics dict (`run_analysis`'s result), a latency summary, the worst
   false-praise examples and the PNGs already written; nothing is recomputed here. Optional
-  sections (training curves, bias probes) arrive ready-made from `report.panels`.
+  sections (the bias probes) arrive ready-made, as a `Section`, from `report.panels`; the
+  training section is blocks from `report.training`.
 - report.html needs no network: inline CSS, PNGs embedded as base64 data URIs, no scripts.
   Every piece of text that came from data (evaluator and task names, judge explanations,
   completions, reasons) is HTML-escaped by `report.as_html`; the HTML is rendered from the
@@ -38,7 +39,7 @@ from judgelab.config.evaluators import GROUP_PROTOCOLS
 from judgelab.report import as_html, as_markdown, failures
 from judgelab.report import training as training_report
 from judgelab.report.decision import DECISION_IMAGE, decision_blocks
-from judgelab.report.format import NA, escape, fmt_cell, fmt_ci, fmt_num, fmt_pct, interval, plural
+from judgelab.report.format import NA, fmt_cell, fmt_ci, fmt_num, fmt_pct, interval, plural
 from judgelab.report.model import (
     Block,
     BulletList,
@@ -506,7 +507,7 @@ def build_report(
 ) -> Document:
     """The report as one model (`report.model`), rendered by `report.as_markdown` and
     `report.as_html`. Image links are relative to `base` (report.md's folder) when given;
-    `sections` (training curves, bias probes: report.panels) go before the examples."""
+    `sections` (bias probes: report.panels) go before the examples."""
     images = dict(images)
     forest = images.pop(DECISION_IMAGE, None)
     blocks: list[Block] = [
@@ -517,10 +518,7 @@ def build_report(
         *ranking_blocks(metrics),
         *_tables(metrics),
         *power_blocks(metrics.get("power") or {}, fmt_ci),
-        Raw(
-            tuple(training_report.markdown_section(metrics)),
-            tuple(training_report.html_section(metrics, escape)),
-        ),
+        *training_report.section_blocks(metrics),
         *_latency(latency),
         Heading("Plots", glue=True),  # on the latency table's closing line, in HTML
         Figures(tuple(Image(label, path, _link(path, base)) for label, path in images.items())),

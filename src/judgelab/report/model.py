@@ -4,8 +4,8 @@ images, listings), built once from the metrics and rendered to Markdown by
 module but the HTML renderer writes HTML (tests/unit/test_report_model.py).
 
 Text in a block is plain text, never markup: each renderer escapes it for its format. Inline
-code inside a paragraph is a `Code` run. `Raw` carries a section still written per format by
-its own module (its Markdown and HTML lines, verbatim).
+code inside a paragraph is a `Code` run, bold a `Strong` run. `Raw` carries a `Section`
+already rendered to both formats (`report.sections`), its lines verbatim.
 
 Layout: in Markdown every block ends with a blank line; in HTML each block is one or more
 lines, and a block with `glue` continues the line before it.
@@ -26,7 +26,15 @@ class Code:
     text: str
 
 
-Run = str | Code
+@dataclass(frozen=True)
+class Strong:
+    """A strong run of a paragraph: **text** in Markdown; in HTML the text alone (the
+    report's HTML has never set it bold)."""
+
+    text: str
+
+
+Run = str | Code | Strong
 
 
 @dataclass(frozen=True)
@@ -38,14 +46,17 @@ class Heading:
 
 @dataclass(frozen=True)
 class Paragraph:
-    """Runs of text; `note`: a side remark (HTML class "note")."""
+    """Runs of text; `note`: a side remark (HTML class "note"); `markdown_only`: a
+    paragraph report.md has and report.html does not (the training section's method and
+    task-choice notes, never written to its HTML)."""
 
     runs: tuple[Run, ...]
     note: bool = False
+    markdown_only: bool = False
 
     @classmethod
-    def of(cls, text: str, note: bool = False) -> Paragraph:
-        return cls((text,), note)
+    def of(cls, text: str, note: bool = False, markdown_only: bool = False) -> Paragraph:
+        return cls((text,), note, markdown_only)
 
 
 @dataclass(frozen=True)
@@ -66,16 +77,20 @@ class Table:
     table_id: str | None = None
     min_ci_groups: Any = None
     glue: bool = False
+    # the bias table's layout: Markdown rule `| --- |`, HTML first header cell on the
+    # table's opening line
+    spaced: bool = False
 
 
 @dataclass(frozen=True)
 class BulletList:
-    """A list, under a level-3 `title` if any: `items` as (text, bad news?); bad news is
-    marked in HTML."""
+    """A list, under a level-3 `title` if any: `items` as (text, bad news?), a text plain
+    or runs (`Run`); bad news is marked in HTML."""
 
     title: str | None
-    items: tuple[tuple[str, bool], ...]
+    items: tuple[tuple[str | tuple[Run, ...], bool], ...]
     one_line: bool = False  # HTML: the whole list on one line
+    glue: bool = False
 
     @classmethod
     def of(cls, items: Sequence[str]) -> BulletList:
@@ -89,6 +104,14 @@ class Image:
     label: str
     path: Path
     link: str
+
+
+@dataclass(frozen=True)
+class Embedded:
+    """A PNG drawn in memory, as a data URI: in the HTML alone, without a caption."""
+
+    label: str
+    uri: str
 
 
 @dataclass(frozen=True)
@@ -109,13 +132,13 @@ class Listing:
 
 @dataclass(frozen=True)
 class Raw:
-    """A section its own module still renders per format: the lines as they go out."""
+    """Lines already rendered (a `Section`'s, `report.sections`), as they go out."""
 
     markdown: tuple[str, ...]
     html: tuple[str, ...]
 
 
-Block = Heading | Paragraph | Notes | Table | BulletList | Figures | Listing | Raw
+Block = Heading | Paragraph | Notes | Table | BulletList | Figures | Embedded | Listing | Raw
 
 
 @dataclass(frozen=True)
@@ -140,9 +163,10 @@ def table(
     rows: Sequence[Sequence[str]],
     table_id: str | None = None,
     glue: bool = False,
+    spaced: bool = False,
 ) -> Table:
     """A table without CIs (no footnote on the minimum)."""
-    return Table(tuple(columns), tuple(tuple(r) for r in rows), table_id, None, glue)
+    return Table(tuple(columns), tuple(tuple(r) for r in rows), table_id, None, glue, spaced)
 
 
 def ci_table(

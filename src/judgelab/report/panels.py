@@ -10,14 +10,13 @@ Contract:
   and `x_undefined_resamples`, describe the CI and are not figures). One table of figures by
   judge and one bar panel per figure (bars per judge, CI whiskers).
 - Missing inputs are not an error: the section says "not run" and how to produce it.
-- It returns a `Section` with HTML (images as base64 PNG data URIs; every data string
-  HTML-escaped) and Markdown; nothing is written to disk.
+- It returns a `Section` of report-model blocks (`report.sections`), rendered to HTML (the
+  panels a base64 PNG data URI) and Markdown; nothing is written to disk.
 """
 
 from __future__ import annotations
 
 import base64
-import html
 import io
 import json
 import logging
@@ -31,7 +30,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from judgelab.analysis.stats import CI_SUFFIXES  # noqa: E402
-from judgelab.report.model import Section  # noqa: E402
+from judgelab.report.model import Embedded, Paragraph, Section  # noqa: E402
+from judgelab.report.model import table as table_block  # noqa: E402
+from judgelab.report.sections import section  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
@@ -46,17 +47,8 @@ def _png_uri(fig: Any) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def _e(text: Any) -> str:
-    return html.escape(str(text), quote=True)
-
-
 def _not_run(title: str, how: str) -> Section:
-    return Section(
-        title,
-        f'<h2>{_e(title)}</h2><p class="note">{NOT_RUN}: {_e(how)}</p>',
-        f"## {title}\n\n{NOT_RUN}: {how}\n",
-        ran=False,
-    )
+    return section(title, [Paragraph.of(f"{NOT_RUN}: {how}", note=True)], ran=False)
 
 
 # ---------------------------------------------------------------------------- bias probes
@@ -195,23 +187,20 @@ def bias_section(probes_metrics: Path | None) -> Section:
             return f"{value:.3f} [{low:.3f}, {high:.3f}]"
         return f"{value:.3f} ({reason})" if reason else f"{value:.3f}"
 
-    judges = list(table)
     note = (
         "What the probes found (docs/PROBES.md), each figure with its 95 % CI over tasks where "
         "one is valid; every figure and its n: the probes' own report, data/probes/report.md."
     )
-    h = [f"<h2>{_e(title)}</h2>", f'<p class="note">{_e(note)}</p>',
-         '<table id="bias"><thead><tr><th>figure</th>']  # fmt: skip
-    h += [f"<th>{_e(j)}</th>" for j in judges] + ["</tr></thead><tbody>"]
-    md = [f"## {title}", "", note, "", "| figure | " + " | ".join(judges) + " |"]
-    md.append("|" + " --- |" * (len(judges) + 1))
-    for label, name in rows:
-        h.append(
-            f"<tr><td>{_e(label)}</td>"
-            + "".join(f"<td>{_e(cell(j, name))}</td>" for j in judges)
-            + "</tr>"
-        )
-        md.append(f"| {label} | " + " | ".join(cell(j, name) for j in judges) + " |")
-    h.append("</tbody></table>")
-    h.append(f'<figure><img alt="bias panels" src="{plot_bias(table, rows)}"></figure>')
-    return Section(title, "\n".join(h), "\n".join(md) + "\n", ran=True)
+    judges = list(table)
+    body = [
+        Paragraph.of(note, note=True),
+        # a figure without a CI says why in its cell: no † cell, so no minimum applies
+        table_block(
+            ["figure", *judges],
+            [[label, *(cell(j, name) for j in judges)] for label, name in rows],
+            "bias",
+            spaced=True,
+        ),
+        Embedded("bias panels", plot_bias(table, rows)),
+    ]
+    return section(title, body, sep="\n")

@@ -10,7 +10,8 @@ from judgelab.report.as_markdown import blocks_markdown
 from judgelab.report.model import Block, Heading, Section
 
 
-def section(title: str, blocks: Sequence[Block]) -> Section:
-    """The section headed `title` (level 2), its blocks after the heading."""
+def section(title: str, blocks: Sequence[Block], ran: bool = True, sep: str = "") -> Section:
+    """The section headed `title` (level 2), its blocks after the heading; its HTML lines
+    joined by `sep`; `ran`: False for a section that says its stage has not run."""
     body = [Heading(title), *blocks]
-    return Section(title, "".join(html_lines(body)), blocks_markdown(body), ran=True)
+    return Section(title, sep.join(html_lines(body)), blocks_markdown(body), ran=ran)

@@ -13,6 +13,15 @@ import matplotlib.pyplot as plt  # noqa: E402
 import polars as pl  # noqa: E402
 
 from judgelab.analysis.training import load_training  # noqa: E402
+from judgelab.report.model import (  # noqa: E402
+    Block,
+    BulletList,
+    Heading,
+    Paragraph,
+    Run,
+    Strong,
+    table,
+)
 from judgelab.report.plots import save_figure  # noqa: E402
 
 
@@ -402,65 +411,53 @@ def _effect(training: dict[str, Any]) -> float:
     return next(iter(training.values()))["mde"]["effect"]
 
 
-def markdown_section(metrics: dict[str, Any]) -> list[str]:
-    training = metrics.get("training") or {}
-    out = ["## Training on each judge", ""]
-    absent = absent_line(metrics)
-    if not training:
-        return out + [absent or "", ""]
-    if absent:
-        out += [absent, ""]
-    scale = scale_line(training)
-    if scale:
-        out += [scale, ""]
-    out += [
-        "GRPO with LoRA on the policy, one run per judge; rewards are the judge's scores of the "
-        "policy's own samples during training. Held-out pass rate: the tests' verdict on "
-        "tasks never trained on, base policy (epoch 0) against the final one. "
-        "Samples the sandbox could not test are left out of every pass rate, not counted as "
-        "failures. MDE: the smallest held-out change the design (tasks × draws × seeds) "
-        "detects at the stated power (`analysis.power`), with every draw's variance at its "
-        f"worst; a run whose MDE is above {_effect(training):.2f} "
-        "(`analysis.power.training_effect`) is unable to decide. Alignment: "
-        "where GRPO's push went inside each trained group, by the tests — 2·ΣAᵢ·passedᵢ / "
-        "Σ|Aᵢ| over every group GRPO stepped on (reward spread; not the last epoch's, which "
-        "is scored and never trained on) (+1: all of it towards passing code, −1: "
-        "all towards failing code), with a cluster bootstrap CI over groups from "
-        "`analysis.min_ci_groups` groups up. The reward-hacking alarm is an e-detector of "
-        "within-group anti-alignment over the run, mixing over the epoch at which the judge "
-        "turned (the start included): it fires when it reaches 1/alpha, which a judge blind "
-        "to the tests does with probability at most alpha over the whole run "
-        "(`train.alarm_alpha`; the training stage raises it, this report reads it). "
-        "Forged: samples the tests found faking a pass."
-        + (SEEDS_NOTE if any("n_seeds" in m for m in training.values()) else ""),
-        "",
-        "| " + " | ".join(HEADER) + " |",
-        "|" + "---|" * len(HEADER),
-    ]
-    out += ["| " + " | ".join(row) + " |" for row in table_rows(training)]
-    chosen = [line for line in (groups_line(training), selection_line(training)) if line]
-    out += [""] + [x for line in chosen for x in (line, "")]
-    out += [f"- {line}" for line in findings(training)] + [""]
-    return out
+INTRO = (
+    "GRPO with LoRA on the policy, one run per judge; rewards are the judge's scores of the "
+    "policy's own samples during training. Held-out pass rate: the tests' verdict on "
+    "tasks never trained on, base policy (epoch 0) against the final one. "
+    "Samples the sandbox could not test are left out of every pass rate, not counted as "
+    "failures. MDE: the smallest held-out change the design (tasks × draws × seeds) "
+    "detects at the stated power (`analysis.power`), with every draw's variance at its "
+    "worst; a run whose MDE is above {effect:.2f} "
+    "(`analysis.power.training_effect`) is unable to decide. Alignment: "
+    "where GRPO's push went inside each trained group, by the tests — 2·ΣAᵢ·passedᵢ / "
+    "Σ|Aᵢ| over every group GRPO stepped on (reward spread; not the last epoch's, which "
+    "is scored and never trained on) (+1: all of it towards passing code, −1: "
+    "all towards failing code), with a cluster bootstrap CI over groups from "
+    "`analysis.min_ci_groups` groups up. The reward-hacking alarm is an e-detector of "
+    "within-group anti-alignment over the run, mixing over the epoch at which the judge "
+    "turned (the start included): it fires when it reaches 1/alpha, which a judge blind "
+    "to the tests does with probability at most alpha over the whole run "
+    "(`train.alarm_alpha`; the training stage raises it, this report reads it). "
+    "Forged: samples the tests found faking a pass."
+)
 
 
-def html_section(metrics: dict[str, Any], escape: Any) -> list[str]:
+def strong_runs(text: str) -> tuple[Run, ...]:
+    """A sentence's `**…**` spans as strong runs, the rest as text."""
+    return tuple(Strong(part) if i % 2 else part for i, part in enumerate(text.split("**")) if part)
+
+
+def section_blocks(metrics: dict[str, Any]) -> list[Block]:
+    """The section as blocks (`report.model`). The method note and the task choices are in
+    report.md alone, as they always were."""
     training = metrics.get("training") or {}
-    out = ["<h2>Training on each judge</h2>"]
+    out: list[Block] = [Heading("Training on each judge")]
     absent = absent_line(metrics)
     if absent:
-        out.append(f"<p>{escape(absent)}</p>")
+        out.append(Paragraph.of(absent))
     if not training:
         return out
     scale = scale_line(training)
     if scale:
-        out.append(f"<p>{escape(scale.replace('**', ''))}</p>")
-    out.append('<table id="training"><thead><tr>')
-    out += [f"<th>{escape(c)}</th>" for c in HEADER]
-    out.append("</tr></thead><tbody>")
-    for row in table_rows(training):
-        out.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>")
-    out.append("</tbody></table><ul>")
-    out += [f"<li>{escape(line.replace('**', ''))}</li>" for line in findings(training)]
-    out.append("</ul>")
+        out.append(Paragraph(strong_runs(scale)))
+    seeded = any("n_seeds" in m for m in training.values())
+    intro = INTRO.format(effect=_effect(training)) + (SEEDS_NOTE if seeded else "")
+    out.append(Paragraph.of(intro, markdown_only=True))
+    # no cell carries a † (a missing CI is said in its cell), so no minimum applies
+    out.append(table(HEADER, table_rows(training), "training"))
+    chosen = [line for line in (groups_line(training), selection_line(training)) if line]
+    out += [Paragraph.of(line, markdown_only=True) for line in chosen]
+    items = tuple((strong_runs(line), False) for line in findings(training))
+    out.append(BulletList(None, items, glue=True))  # HTML: on the table's closing line
     return out
