@@ -253,8 +253,9 @@ def test_the_alarm_reaches_mlflow_with_its_checkpoint(
     import mlflow
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    # the variable, not mlflow.set_tracking_uri: that global outlives the test and sent the next
+    # tests of the same xdist worker (test_tracking) to this database
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    mlflow.set_tracking_uri(uri)
     guard = Guard()
     reward, callback = trl_guard(guard, anti, passed)
     state, args = tc.TrainerState(), config(tmp_path)
