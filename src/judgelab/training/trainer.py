@@ -455,42 +455,24 @@ class Trainer:
         if not self.mixed:
             return
         assert self.selection_file is not None
-        if self.selection_file.exists():
-            chosen = json.loads(self.selection_file.read_text())["heldout"]
-            by_id = {t.task_id: t for t in self.pool}
-            missing = [t for t in chosen if t not in by_id]
-            if missing:
-                raise ConfigError(
-                    f"{self.selection_file}: held-out tasks {missing} are not in the pool of "
-                    "train.heldout (offset/pool changed?); delete the training output to retrain"
-                )
-            self.heldout = [by_id[t] for t in chosen]
-        elif resuming:
-            raise ConfigError(
-                f"{self.selection_file} is missing but checkpoints exist: the held-out choice "
-                "of this run is unknown; delete the training output to retrain"
-            )
+        chosen = read_choice(
+            self.selection_file, "heldout", self.pool, resuming,
+            "held-out tasks {} are not in the pool of train.heldout (offset/pool changed?)",
+            "the held-out choice of this run is unknown",
+        )  # fmt: skip
+        if chosen is not None:
+            self.heldout = chosen
 
     def _load_groups(self, resuming: bool) -> None:
         """`train.select: mixed`'s choice of training tasks, from `groups_file` if made."""
         if self.train_tasks is not None:
             return
         assert self.groups_file is not None
-        if self.groups_file.exists():
-            chosen = json.loads(self.groups_file.read_text())["train"]
-            by_id = {t.task_id: t for t in self.candidates}
-            missing = [t for t in chosen if t not in by_id]
-            if missing:
-                raise ConfigError(
-                    f"{self.groups_file}: training tasks {missing} are no longer training "
-                    "tasks outside the held-out pool; delete the training output to retrain"
-                )
-            self.train_tasks = [by_id[t] for t in chosen]
-        elif resuming:
-            raise ConfigError(
-                f"{self.groups_file} is missing but checkpoints exist: the training tasks of "
-                "this run are unknown; delete the training output to retrain"
-            )
+        self.train_tasks = read_choice(
+            self.groups_file, "train", self.candidates, resuming,
+            "training tasks {} are no longer training tasks outside the held-out pool",
+            "the training tasks of this run are unknown",
+        )  # fmt: skip
 
     def _pass_rates(
         self, sampler: Sampler, requests: Sequence[Request], tasks: Sequence[Task],
@@ -711,3 +693,21 @@ class Trainer:
                 "trained_on": self._trained_on(run, policy),
             }
             (tmp / "state.json").write_text(json.dumps(state, indent=1))
+
+
+def read_choice(
+    path: Path, key: str, tasks: Sequence[Task], resuming: bool, stale: str, unknown: str
+) -> list[Task] | None:
+    """The tasks a run chose (`path`'s `key`: task ids), from `tasks`; None where no choice was
+    written yet. A chosen id no longer among `tasks` (`stale`, its `{}` the ids) and a resume
+    without the file (`unknown`) are errors naming the file: the run cannot continue as it was."""
+    retrain = "; delete the training output to retrain"
+    if not path.exists():
+        if resuming:
+            raise ConfigError(f"{path} is missing but checkpoints exist: {unknown}{retrain}")
+        return None
+    chosen = json.loads(path.read_text())[key]
+    by_id = {t.task_id: t for t in tasks}
+    if missing := [t for t in chosen if t not in by_id]:
+        raise ConfigError(f"{path}: {stale.format(missing)}{retrain}")
+    return [by_id[t] for t in chosen]
