@@ -143,7 +143,9 @@ def test_fork_bomb_is_bounded_and_leaves_no_process(host: Host) -> None:
     code = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
     started = time.monotonic()
     r = host.run(code, timeout_s=2)
-    assert r.status == "timeout" and r.timed_out
+    # ended by the wall-clock deadline or, on a host where the tree's CPU is counted and
+    # several cores run the forks, by the tree's CPU limit first: both are a timeout
+    assert r.status == "timeout"
     assert time.monotonic() - started < 8
     host.assert_unchanged()
 
