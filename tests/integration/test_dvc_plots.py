@@ -48,8 +48,8 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data.parent.mkdir(parents=True)
     data.write_text(
         "evaluator,metric,value,ci_low,ci_high\n"
-        "ruler-a,false_praise_rate,0.75,0.5,1.0\n"
-        "rubric-b,false_praise_rate,0.25,0.0,0.5\n"
+        "ruler-a,false_praise_absolute,0.75,0.5,1.0\n"
+        "rubric-b,false_praise_absolute,0.25,0.0,0.5\n"
     )
     spec = {"template": "bar_horizontal", "x": "value", "y": "evaluator"}
     (proj / "dvc.yaml").write_text(

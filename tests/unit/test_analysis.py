@@ -259,7 +259,7 @@ def test_truth_metrics_by_hand() -> None:
     # A: top 0.9 shared by a1 (pass) and a3 (fail) -> 0.5; B: top is b3 (fail) -> 0
     assert m["top1_accuracy"] == pytest.approx(0.25) and m["n_top1_groups"] == 2
     # failing: a3 .9, a4 .2, b2 .8 (>= counts), b3 1.0 -> 3 of 4
-    assert m["false_praise_rate"] == pytest.approx(0.75) and m["n_false_praise"] == 3
+    assert m["false_praise_absolute"] == pytest.approx(0.75) and m["n_false_praise"] == 3
     assert m["mean_score_passing"] == pytest.approx(2.0 / 3)
     assert m["mean_score_failing"] == pytest.approx(0.725)
     assert m["score_gap"] == pytest.approx(2.0 / 3 - 0.725)
@@ -276,8 +276,8 @@ def test_false_praise_threshold_is_inclusive() -> None:
     scores = fixture_scores()
     truth = execution_truth(scores)
     cand = candidate_scores(scores, "judge")
-    assert truth_metrics(cand, truth, 0.81, None, RULE)["false_praise_rate"] == pytest.approx(0.5)
-    assert truth_metrics(cand, truth, 1.0, None, RULE)["false_praise_rate"] == pytest.approx(0.25)
+    assert truth_metrics(cand, truth, 0.81, None, RULE)["false_praise_absolute"] == pytest.approx(0.5)
+    assert truth_metrics(cand, truth, 1.0, None, RULE)["false_praise_absolute"] == pytest.approx(0.25)
 
 
 def test_unscored_and_missing_evaluators_do_not_crash() -> None:
@@ -288,13 +288,13 @@ def test_unscored_and_missing_evaluators_do_not_crash() -> None:
         m = truth_metrics(candidate_scores(scores, name), truth, 0.8, w, RULE)
         assert m["n_candidates"] == 0
         assert m["roc_auc"] is None and m["pairwise_accuracy"] is None
-        assert m["reasons"]["roc_auc"] and m["reasons"]["false_praise_rate"]
+        assert m["reasons"]["roc_auc"] and m["reasons"]["false_praise_absolute"]
     # no execution evaluator at all
     no_exec = scores.filter(pl.col("protocol") != "execution")
     t2 = execution_truth(no_exec)
     m = truth_metrics(candidate_scores(no_exec, "judge"), t2, 0.8, resample_weights(0, 10, 0), RULE)
-    assert t2.evaluator is None and m["false_praise_rate"] is None
-    assert "execution" in m["reasons"]["false_praise_rate"]
+    assert t2.evaluator is None and m["false_praise_absolute"] is None
+    assert "execution" in m["reasons"]["false_praise_absolute"]
 
 
 def test_roc_auc_null_with_one_class() -> None:
@@ -302,7 +302,7 @@ def test_roc_auc_null_with_one_class() -> None:
     truth = execution_truth(scores)
     m = truth_metrics(candidate_scores(scores, "judge"), truth, 0.8, None, RULE)
     assert m["roc_auc"] is None and "only one class" in m["reasons"]["roc_auc"]
-    assert m["pairwise_accuracy"] is None and m["false_praise_rate"] is None
+    assert m["pairwise_accuracy"] is None and m["false_praise_absolute"] is None
     assert m["mean_score_passing"] == pytest.approx((0.9 + 0.5 + 0.6) / 3)
 
 
@@ -348,7 +348,7 @@ def test_weighted_figures_equal_duplicated_tasks() -> None:
         for key in (
             "pairwise_accuracy",
             "top1_accuracy",
-            "false_praise_rate",
+            "false_praise_absolute",
             "score_gap",
             "roc_auc",
         ):
@@ -372,7 +372,7 @@ def test_bootstrap_deterministic_and_ci_contains_point() -> None:
         "roc_auc",
         "pairwise_accuracy",
         "top1_accuracy",
-        "false_praise_rate",
+        "false_praise_absolute",
         "score_gap",
         "advantage_fidelity",
         "top1_over_chance",
@@ -520,7 +520,7 @@ def test_no_ci_from_fewer_than_min_ci_groups_in_metrics_and_report(tmp_path: Pat
         fixture_tasks(), fixture_rollouts(), fixture_scores(), SETTINGS, tmp_path
     )
     t = metrics["evaluators"]["judge"]["truth"]
-    for key in ("pairwise_accuracy", "top1_accuracy", "false_praise_rate", "roc_auc"):
+    for key in ("pairwise_accuracy", "top1_accuracy", "false_praise_absolute", "roc_auc"):
         assert t[key] is not None, key
         assert (t[f"{key}_ci_low"], t[f"{key}_ci_high"]) == (None, None), key
         assert t[f"{key}_ci_reason"] == TOO_FEW and t[f"{key}_n_groups"] == 2, key
@@ -576,7 +576,7 @@ def test_min_ci_groups_counts_the_tasks_that_contribute_to_each_figure() -> None
     assert m["pairwise_accuracy_n_groups"] == 3 and m["top1_accuracy_n_groups"] == 3
     assert m["pairwise_accuracy_ci_low"] is None
     assert m["pairwise_accuracy_ci_reason"] == "n = 3 groups: too few for a CI (minimum 5)"
-    assert m["false_praise_rate_n_groups"] == 30 and m["false_praise_rate_ci_low"] is not None
+    assert m["false_praise_absolute_n_groups"] == 30 and m["false_praise_absolute_ci_low"] is not None
     assert m["mean_score_passing_n_groups"] == 3 and m["mean_score_passing_ci_low"] is None
 
 
@@ -687,17 +687,17 @@ def test_group_judge_within_task_figures_and_standardised_scores() -> None:
     y = [TRUTH[c] for c in ids]
     assert m["roc_auc_standardised"] == pytest.approx(roc_auc_score(y, [z[c] for c in ids]))
     fails = [c for c in ids if TRUTH[c] == 0.0]
-    assert m["false_praise_rate_standardised"] == pytest.approx(np.mean([z[c] > 0 for c in fails]))
+    assert m["false_praise_standardised"] == pytest.approx(np.mean([z[c] > 0 for c in fails]))
     # a3 and b3 are above their tasks' means; b2 (0.8 of 0.6, 0.8, 1.0) is at it: GRPO's
     # advantage 0 does not push it up, so it is no false praise
-    assert z["b2"] == 0.0 and m["false_praise_rate_standardised"] == pytest.approx(0.5)
+    assert z["b2"] == 0.0 and m["false_praise_standardised"] == pytest.approx(0.5)
     shifted = cand.with_columns(
         pl.when(pl.col("task_id") == "B").then(pl.col("score") - 0.5).otherwise(pl.col("score"))
     )
     s = truth_metrics(shifted, truth, 0.8, None, RULE)
     assert s["roc_auc"] != pytest.approx(m["roc_auc"])  # the absolute scale moved
     for key in ("pairwise_accuracy", "top1_accuracy", "tied_pair_share", "roc_auc_standardised",
-                "false_praise_rate_standardised"):  # fmt: skip
+                "false_praise_standardised"):  # fmt: skip
         assert s[key] == pytest.approx(m[key]), key
 
 

@@ -64,7 +64,7 @@ def _metrics() -> dict:
     def truth(primary, within, absolute, half=0.05, n=20) -> dict:  # noqa: ANN001
         return {**fig("signal_fidelity", primary, half, n),
                 **fig("false_praise_within_group", within, half, n),
-                **fig("false_praise_rate", absolute, half, n)}  # fmt: skip
+                **fig("false_praise_absolute", absolute, half, n)}  # fmt: skip
 
     return {
         "settings": {"primary": "signal_fidelity", "min_ci_groups": 15},
@@ -106,7 +106,7 @@ def test_the_gate_compares_cis_not_point_estimates() -> None:
     }
 
 
-def test_the_two_false_praise_rates_are_gated_apart() -> None:
+def test_the_two_false_praise_absolutes_are_gated_apart() -> None:
     """praising praises failing code within its groups (0.60) but rarely above the absolute
     threshold (0.05): only the within-group gate refuses it."""
     within = _outcomes(gate.Gate(fail_above_praise_within_group=0.4, judges=("praising",)))

@@ -405,7 +405,7 @@ def test_calibration_matches_sklearn_and_definitions() -> None:
     s = means["score"].to_list()
     assert out["roc_auc"] == pytest.approx(roc_auc_score(y, s))
     fails = [sc for sc, p in zip(s, y, strict=True) if not p]
-    assert out["false_praise_rate"] == pytest.approx(np.mean([x >= 0.8 for x in fails]))
+    assert out["false_praise_absolute"] == pytest.approx(np.mean([x >= 0.8 for x in fails]))
     by_cand = dict(zip(means["candidate_id"], means["score"], strict=True))
     credit = []
     for g in range(4):

@@ -41,7 +41,7 @@ def test_pipeline_evaluator_and_training_runs(
         "n_tasks": 3,
         "evaluators": {
             "execution": {"n_rows": 8, "mean": 0.5, "truth": {}},
-            "ruler-qwen-1.5b": {"n_rows": 8, "mean": 0.9, "truth": {"false_praise_rate": 1.0}},
+            "ruler-qwen-1.5b": {"n_rows": 8, "mean": 0.9, "truth": {"false_praise_absolute": 1.0}},
         },
     }
     pid = log_pipeline_run(
@@ -78,7 +78,7 @@ def test_pipeline_evaluator_and_training_runs(
     assert ruler.data.tags["judge"] == "qwen-1.5b"
     assert ruler.data.tags["protocol"] == "ruler"
     assert ruler.data.tags["judge_family"] == "qwen"
-    assert ruler.data.metrics["truth.false_praise_rate"] == 1.0
+    assert ruler.data.metrics["truth.false_praise_absolute"] == 1.0
     assert ruler.data.metrics["latency_s.mean"] == 42.0
 
     assert sorted(by_kind["training"]) == ["train-execution", "train-ruler-qwen-1.5b"]

@@ -185,10 +185,10 @@ def test_truth_figures_on_parseable_code_only_beside_all_code() -> None:
     judge = metrics_for(CANDIDATES)["evaluators"]["judge"]
     everything, parseable = judge["truth"], judge["truth_parseable"]
     assert everything["n_failing"] == 12 and everything["n_false_praise"] == 6
-    assert everything["false_praise_rate"] == pytest.approx(0.5)
+    assert everything["false_praise_absolute"] == pytest.approx(0.5)
     assert everything["pairwise_accuracy"] == pytest.approx(0.5)  # per task: 1 of 2 pairs
     assert parseable["n_failing"] == 6 and parseable["n_false_praise"] == 0
-    assert parseable["false_praise_rate"] == 0.0 and parseable["pairwise_accuracy"] == 1.0
+    assert parseable["false_praise_absolute"] == 0.0 and parseable["pairwise_accuracy"] == 1.0
     assert parseable["n_candidates_no_truth"] == 7  # 6 unparseable + the sandbox error
     # a valid CI on each: 6 tasks contribute, minimum 5. Every pair right in every task: no
     # variance between tasks, so Wilson's interval at all 6 pairs, n / (n + z^2) by hand

@@ -70,14 +70,14 @@ def test_contrast_groups_apart_from_natural_rollouts_by_hand() -> None:
     # pairs (reference, mutant): A 0.9 < 0.95, 0.9 > 0.5; B 0.8 > 0.3, 0.8 > 0.3 -> 3 of 4
     assert judge["n_pairs"] == 4 and judge["pairwise_accuracy_strict"] == 0.75
     # failing scored >= 0.8: only A's operator_flip (0.95) of 4 mutants
-    assert judge["false_praise_rate"] == 0.25
+    assert judge["false_praise_absolute"] == 0.25
     natural = block["by_origin"]["natural"]["evaluators"]["judge"]
     # A: 0.6 < 0.7 wrong; B: 0.9 > 0.2 right
     assert natural["n_pairs"] == 2 and natural["pairwise_accuracy_strict"] == 0.5
     flip = block["by_writer"]["operator_flip"]
     assert flip["origin"] == "contrast"
     # a writer whose candidates all fail: absolute figures only, no pairs
-    assert flip["evaluators"]["judge"]["false_praise_rate"] == 0.5
+    assert flip["evaluators"]["judge"]["false_praise_absolute"] == 0.5
     assert flip["evaluators"]["judge"]["pairwise_accuracy_strict"] is None
     assert block["n_candidates_no_writer"] == 0
 

@@ -35,14 +35,14 @@ Contract:
     (analysis/split_share.py splits signal fidelity into alignment and noise).
   * `false_praise_within_group`: share of failing candidates of mixed tasks scored at or above
     some passing candidate of their task (the honest false praise of a relative judge).
-  * `false_praise_rate`: share of failing candidates scored >= `praise_threshold` (absolute
+  * `false_praise_absolute`: share of failing candidates scored >= `praise_threshold` (absolute
     scale: labelled so, never used to compare protocols whose scales differ).
   * `mean_score_passing`, `mean_score_failing` and `score_gap` (their difference).
   * `roc_auc_standardised`: ROC-AUC on within-task standardised scores,
     z = (score - task mean) / task std (population std, over the evaluator's scored
     candidates of the task; 0 when they are all equal; rounded to `Z_DECIMALS` so that equal
     standings in two tasks tie): GRPO's advantage.
-    `false_praise_rate_standardised`: share of failing candidates of mixed tasks with z > 0
+    `false_praise_standardised`: share of failing candidates of mixed tasks with z > 0
     (training would push them up); all-failing tasks are left out, since some candidate is
     always above their mean. Adding a constant to one task's scores cannot move them.
 - Scales. A group judge (RULER) scores candidates only relative to the others in its group, so
@@ -90,7 +90,7 @@ WITHIN_GROUP = (
     "advantage_gap_tests",
     "zero_advantage_mixed_rate",
     "false_praise_within_group",
-    "false_praise_rate_standardised",
+    "false_praise_standardised",
 )
 # The GRPO signal figures: over every task with truth, the unscored candidates included
 # (GRPO gives them no push), each task weighing the same (module docstring).
@@ -110,7 +110,7 @@ PRIMARY = ("signal_fidelity", "pairwise_accuracy_strict", "advantage_fidelity", 
 NOISE_COUNTED = ("signal_fidelity",)
 ABSOLUTE_SCALE = (
     "roc_auc",
-    "false_praise_rate",
+    "false_praise_absolute",
     "mean_score_passing",
     "mean_score_failing",
     "score_gap",
@@ -124,9 +124,9 @@ SHARE_UNITS = {
                     "n_pairs"),
     **dict.fromkeys(("top1_accuracy", "top1_chance", "advantage_order_rate",
                      "zero_advantage_mixed_rate"), "n_top1_groups"),
-    **dict.fromkeys(("false_praise_within_group", "false_praise_rate_standardised"),
+    **dict.fromkeys(("false_praise_within_group", "false_praise_standardised"),
                     "n_failing_mixed"),
-    "false_praise_rate": "n_failing",
+    "false_praise_absolute": "n_failing",
     **dict.fromkeys(("roc_auc", "roc_auc_standardised"), "n_pass_fail_pairs"),
     "noise_group_rate": "n_unsplit_groups",
     # task-weighted shares of pairs: Wilson at the effective size over every pair (the
@@ -226,7 +226,7 @@ class _TaskParts:
             "false_praise_mixed": _ratio(
                 w @ (self.praised_fail * self.top_den), w @ self.n_fail_mixed
             ),
-            "false_praise_rate": _ratio(w @ self.praised_fail, n_fail),
+            "false_praise_absolute": _ratio(w @ self.praised_fail, n_fail),
             "mean_score_passing": mean_pass,
             "mean_score_failing": mean_fail,
             "score_gap": mean_pass - mean_fail,
@@ -243,7 +243,7 @@ class _TaskParts:
         return {
             **dict.fromkeys(WITHIN_GROUP, mixed),
             **dict.fromkeys(("roc_auc", "score_gap", "roc_auc_standardised"), any_row),
-            **dict.fromkeys(("false_praise_rate", "mean_score_failing"), with_fail),
+            **dict.fromkeys(("false_praise_absolute", "mean_score_failing"), with_fail),
             "mean_score_passing": self.n_pass > 0,
             **self.signal.group_masks,
         }
@@ -569,7 +569,7 @@ class _Joined:
         std = self.std_parts.figures(w)
         return self.parts.figures(w) | {
             "roc_auc_standardised": std["roc_auc"],
-            "false_praise_rate_standardised": std["false_praise_mixed"],
+            "false_praise_standardised": std["false_praise_mixed"],
         }
 
 
@@ -703,8 +703,8 @@ def _undefined(truth: Truth, passed: np.ndarray, point: dict[str, float]) -> dic
         reasons.update(dict.fromkeys(WITHIN_GROUP, why))
 
     if n_fail == 0:
-        reasons["false_praise_rate"] = "no failing candidate was scored"
-        reasons["mean_score_failing"] = reasons["false_praise_rate"]
+        reasons["false_praise_absolute"] = "no failing candidate was scored"
+        reasons["mean_score_failing"] = reasons["false_praise_absolute"]
         reasons["score_gap"] = "needs both passing and failing candidates"
     if n_pass == 0:
         reasons["mean_score_passing"] = "no passing candidate was scored"

@@ -10,7 +10,7 @@ name everywhere (the CLI's flags, the messages, docs/OPERATIONS.md):
 * ``false_praise_within_group`` (failing candidates of mixed tasks scored at or above a
   passing one of their task) above ``fail_above_praise_within_group``;
 * ``false_praise_absolute`` (failing candidates scored at or above
-  `analysis.praise_threshold`; metrics.json's ``false_praise_rate``) above
+  `analysis.praise_threshold`; metrics.json's ``false_praise_absolute``) above
   ``fail_above_praise_absolute``.
 
 The gate compares the 95 % CI, not the point estimate. A figure *fails* only when its whole
@@ -36,11 +36,9 @@ from typing import Any, Literal
 
 from judgelab.errors import ConfigError
 
-# the gate's name of a figure -> its key in metrics.json's `truth` section
+# the gate's name of a figure is its key in metrics.json's `truth` section
 PRAISE_WITHIN_GROUP = "false_praise_within_group"
 PRAISE_ABSOLUTE = "false_praise_absolute"
-METRICS_KEY = {PRAISE_WITHIN_GROUP: "false_praise_within_group",
-               PRAISE_ABSOLUTE: "false_praise_rate"}  # fmt: skip
 
 Outcome = Literal["pass", "undecided", "fail", "unmeasured", "too_few_groups"]
 REFUSED: frozenset[str] = frozenset({"fail", "unmeasured", "too_few_groups"})
@@ -118,7 +116,7 @@ class Finding:
 
 
 def _figure(truth: dict[str, Any], name: str) -> tuple[float | None, Any, Any, Any]:
-    key = METRICS_KEY.get(name, name)
+    key = name
     value = truth.get(key)
     low, high = truth.get(f"{key}_ci_low"), truth.get(f"{key}_ci_high")
     ci = (float(low), float(high)) if low is not None and high is not None else None

@@ -26,7 +26,7 @@ from judgelab.analysis.truth import Truth
 TRUTH_LABELS = ("pass", "fail", "unknown")
 
 
-COMPARED = ("false_praise_rate", "pairwise_accuracy")
+COMPARED = ("false_praise_absolute", "pairwise_accuracy")
 
 
 def bin_index(score: np.ndarray, bins: int) -> np.ndarray:

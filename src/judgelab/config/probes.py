@@ -114,7 +114,7 @@ class ProbesSettings(Section):
         0.8,
         ge=0,
         le=1,
-        description="A score at or above it is praise (false-praise rate, Cohen's kappa, and "
+        description="A score at or above it is praise (absolute false praise, Cohen's kappa, and "
         "the attacks' absolute-scale praise rate; an attack's success is on the judge's own "
         "scale: above its call's mean).",
     )

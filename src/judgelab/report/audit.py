@@ -112,10 +112,10 @@ def headline_rows(evaluators: dict[str, dict[str, Any]], truth: str = "truth") -
                 fmt_cell(t, "advantage_fidelity"),
                 fmt_cell(t, "zero_advantage_mixed_rate", pct=True),
                 fmt_cell(t, "false_praise_within_group", pct=True),
-                fmt_cell(t, "false_praise_rate_standardised", pct=True),
+                fmt_cell(t, "false_praise_standardised", pct=True),
                 fmt_cell(t, "pairwise_accuracy"),
                 fmt_cell(t, "roc_auc"),
-                fmt_cell(t, "false_praise_rate", pct=True),
+                fmt_cell(t, "false_praise_absolute", pct=True),
             ]
         )
     return rows
@@ -220,10 +220,10 @@ def parseable_finding(t: dict[str, Any], left_out: int, group: bool) -> str | No
     figures = []
     if t.get("pairwise_accuracy") is not None:
         figures.append(f"pairwise accuracy {fmt_ci(t, 'pairwise_accuracy')}")
-    if t.get("false_praise_rate") is not None:
+    if t.get("false_praise_absolute") is not None:
         scale = " (absolute scale)" if group else ""
         figures.append(
-            f"false praise{scale} {fmt_ci(t, 'false_praise_rate', pct=True)} "
+            f"false praise{scale} {fmt_ci(t, 'false_praise_absolute', pct=True)} "
             f"({t.get('n_false_praise')} of {plural(t.get('n_failing'), 'failing candidate')})"
         )
     if not figures:
@@ -283,7 +283,7 @@ def truth_findings(ev: dict[str, Any], left_out: int) -> list[str]:
         )
     missing: dict[str, list[str]] = {}
     for key, why in sorted(t.get("reasons", {}).items()):
-        if key in ("pairwise_accuracy", "false_praise_rate", "roc_auc"):
+        if key in ("pairwise_accuracy", "false_praise_absolute", "roc_auc"):
             missing.setdefault(why, []).append(key.replace("_", " "))
     out += [f"no {', '.join(keys)}: {why}." for why, keys in missing.items()]
     return out
@@ -324,13 +324,13 @@ def _ranking_lines(t: dict[str, Any], group: bool) -> list[str]:
 
 
 def _praise_lines(t: dict[str, Any], group: bool) -> list[str]:
-    fp = t.get("false_praise_rate")
+    fp = t.get("false_praise_absolute")
     if fp is None:
         return []
     thr, scale = t.get("praise_threshold"), " (absolute scale)" if group else ""
     n_fail = t.get("n_failing", 0)
     share = (
-        f"{fmt_ci(t, 'false_praise_rate', pct=True)} of failing candidates "
+        f"{fmt_ci(t, 'false_praise_absolute', pct=True)} of failing candidates "
         f"({t.get('n_false_praise')} of {n_fail})"
     )
     if fp >= 0.2:
@@ -342,11 +342,11 @@ def _praise_lines(t: dict[str, Any], group: bool) -> list[str]:
             f"never praised failing code{scale}: none of {plural(n_fail, 'failing candidate')} "
             f"scored >= {thr:g}."
         ]
-    if group and t.get("false_praise_rate_standardised") is not None:
+    if group and t.get("false_praise_standardised") is not None:
         out.append(
             "a group judge's scores mean something only inside a group; on within-task "
             "standardised scores (GRPO's advantage) "
-            f"{fmt_ci(t, 'false_praise_rate_standardised', pct=True)} of failing candidates "
+            f"{fmt_ci(t, 'false_praise_standardised', pct=True)} of failing candidates "
             f"({t.get('n_false_praise_standardised')} of {n_fail}) score above their "
             "task's mean, so training would push them up."
         )

@@ -192,7 +192,7 @@ def findings_rows(analysis: dict[str, Any], probes: dict[str, Any] | None) -> li
                 with_n(t, "top1_over_chance"),
                 with_n(t, "advantage_fidelity"),
                 with_n(t, "false_praise_within_group", pct=True),
-                with_n(t, "false_praise_rate", pct=True),
+                with_n(t, "false_praise_absolute", pct=True),
                 _rate(ev, "unscored_rate", "n_unscored"),
                 _rate(ev, "out_of_range_rate", "n_out_of_range"),
                 _zero_mixed(t),

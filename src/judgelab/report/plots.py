@@ -100,7 +100,7 @@ def plot_comparison(comparison: pl.DataFrame, path: Path) -> None:
     """Bar chart of false-praise rate and pairwise accuracy with 95% CI error bars."""
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     titles = {
-        "false_praise_rate": "false-praise rate (lower is better)",
+        "false_praise_absolute": "false praise, absolute (lower is better)",
         "pairwise_accuracy": "pairwise accuracy (0.5 = chance)",
     }
     for ax, metric in zip(axes, COMPARED, strict=True):

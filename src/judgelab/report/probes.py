@@ -93,7 +93,7 @@ COLUMNS = (
     ("top-1 acc.", "calibration", "top1_accuracy"),
     ("pairwise acc.", "calibration", "pairwise_accuracy"),
     ("ROC-AUC", "calibration", "roc_auc"),
-    ("false praise", "calibration", "false_praise_rate"),
+    ("false praise", "calibration", "false_praise_absolute"),
     ("position consistency (Shi et al.)", "position", "position_consistency"),
     ("pref. fairness", "position", "preference_fairness"),
     ("slot trend (per slot)", "position", "slot_trend"),

@@ -47,7 +47,7 @@ def _rows(blocks: dict[str, Any], label: str) -> list[list[str]]:
                     fmt_cell(t, "top1_over_chance"),
                     fmt_cell(t, "advantage_fidelity"),
                     fmt_cell(t, "false_praise_within_group", pct=True),
-                    fmt_cell(t, "false_praise_rate", pct=True),
+                    fmt_cell(t, "false_praise_absolute", pct=True),
                 ]
             )
     return rows
