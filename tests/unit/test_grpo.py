@@ -166,6 +166,32 @@ class _TinyPolicy:
         return Policy.sequence_logprobs(self, *args, **kwargs)  # type: ignore[arg-type]
 
 
+def test_chunked_logprobs_are_the_one_projection_values_and_gradients() -> None:
+    """`sequence_logprobs` projecting `chunk` positions at a time (checkpointed) gives the
+    whole projection's log-probabilities and the same gradient, at any chunk size, with a
+    temperature and a start inside the sequence; so does gradient checkpointing of the
+    layers."""
+    from judgelab.training.policy import Policy
+
+    tokens = torch.tensor([[1, 2, 3, 4, 5, 6, 7, 8, 9], [3, 2, 9, 9, 1, 5, 0, 0, 0]])
+    mask = (torch.arange(9) < torch.tensor([[9], [6]])).long()
+    results = []
+    for chunk, recompute in ((None, False), (1, False), (2, False), (5, False), (64, False),
+                             (None, True), (3, True)):  # fmt: skip
+        policy = _TinyPolicy(0)
+        if recompute:  # train.gradient_checkpointing: the layers recomputed in the backward
+            policy.model.gradient_checkpointing_enable({"use_reentrant": False})
+            policy.model.train()
+        logp = Policy.sequence_logprobs(policy, tokens, mask, 2, 0.7, chunk)  # type: ignore[arg-type]
+        (logp * mask).sum().backward()
+        grads = torch.cat([p.grad.flatten() for p in policy.trainable()])
+        results.append((logp.detach(), grads))
+    assert results[0][0][:, :2].abs().sum() == 0 and results[0][0][:, 2:-1].abs().sum() > 0
+    for logp, grads in results[1:]:
+        assert torch.allclose(logp, results[0][0], atol=1e-6)
+        assert torch.allclose(grads, results[0][1], atol=1e-6, rtol=1e-5)
+
+
 def test_a_step_in_chunks_of_whole_groups_is_the_one_forward_step() -> None:
     """rows_per_forward: the same gradient (plain SGD, so the update is the gradient itself,
     scale included), the same loss, clip fraction and ratio, chunks never splitting a group."""

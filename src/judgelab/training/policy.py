@@ -34,6 +34,10 @@ log = logging.getLogger(__name__)
 
 ADAPTER_FILE = "adapter_model.safetensors"
 DEFAULT = "default"
+# Positions per vocabulary projection in a training forward (`chunked_logprobs`): 64 x 4 rows
+# x Qwen2.5's 151,936 tokens is 156 MB of float32 logits, against 622 MB a copy for a group of
+# 4 x 256 completion tokens in one piece (bench/training_memory.py).
+LOGPROB_CHUNK = 64
 
 
 @dataclass(frozen=True)
@@ -101,7 +105,11 @@ def resolve_dtype(dtype: str, device: str) -> str:
 
 
 def converted_dir(zoo_name: str) -> Path:
-    """The safetensors copy of a zoo model's GGUF (made on first use)."""
+    """The safetensors copy of a zoo model's GGUF (made on first use, in a child process:
+    dequantising holds the whole model twice, and a process's freed heap is not handed back,
+    so converting in the training process would add its peak to the training's)."""
+    import multiprocessing
+
     from judgelab.models.zoo import ZOO
 
     gguf = ensure_model(zoo_name)
@@ -109,11 +117,26 @@ def converted_dir(zoo_name: str) -> Path:
     if (target / "config.json").exists() and (target / ".complete").exists():
         return target
     require("train", "training (the LoRA policy)")
+    log.info("converting %s to safetensors once (dequantising the GGUF)", gguf.name)
+    child = multiprocessing.get_context("spawn").Process(
+        target=_convert, args=(gguf, target, model_sha256(zoo_name)), name="judgelab-convert"
+    )
+    child.start()
+    child.join()
+    if child.exitcode != 0 or not (target / ".complete").exists():
+        raise ModelError(
+            f"converting {gguf.name} to safetensors failed (exit code {child.exitcode}); "
+            "its log is above"
+        )
+    return target
+
+
+def _convert(gguf: Path, target: Path, sha256: str) -> None:
+    """Dequantise `gguf` to float32 safetensors at `target` (atomically)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     _quiet_transformers()
     torch = _torch()
-    log.info("converting %s to safetensors once (dequantising the GGUF)", gguf.name)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(
         gguf.parent, gguf_file=gguf.name, dtype=torch.float32
@@ -128,8 +151,7 @@ def converted_dir(zoo_name: str) -> Path:
     with atomic_dir(target) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        (tmp / ".complete").write_text(json.dumps({"gguf_sha256": model_sha256(zoo_name)}))
-    return target
+        (tmp / ".complete").write_text(json.dumps({"gguf_sha256": sha256}))
 
 
 def seeded_lora_init(params: Mapping[str, Any], seed: int) -> None:
@@ -197,6 +219,27 @@ class _Rows:
         return nxt
 
 
+def chunked_logprobs(head: Any, hidden: Any, targets: Any, temperature: float, chunk: int) -> Any:
+    """log softmax(head(hidden) / temperature) at `targets`, [B, n] from hidden [B, n, H],
+    `chunk` positions at a time, each chunk's logits recomputed in the backward (activation
+    checkpointing) rather than kept: the memory of one chunk's [B, chunk, vocabulary] logits
+    instead of the whole sequence's three or four copies (logits, scaled, log-softmax, its
+    gradient)."""
+    torch = _torch()
+    from torch.utils.checkpoint import checkpoint
+
+    def part(h: Any, t: Any) -> Any:
+        logits = head(h).float() / temperature
+        return logits.gather(-1, t[..., None])[..., 0] - torch.logsumexp(logits, dim=-1)
+
+    pieces = []
+    for s in range(0, hidden.shape[1], chunk):
+        h, t = hidden[:, s : s + chunk], targets[:, s : s + chunk]
+        grad = torch.is_grad_enabled() and h.requires_grad
+        pieces.append(checkpoint(part, h, t, use_reentrant=False) if grad else part(h, t))
+    return torch.cat(pieces, dim=1)
+
+
 class Policy:
     """Base weights frozen; one or more LoRA adapters (one per judge), each trainable.
 
@@ -217,6 +260,7 @@ class Policy:
         dtype: str = "float32",
         *,
         adapters: Mapping[str, Path | None] | None = None,
+        gradient_checkpointing: bool = False,
     ) -> None:
         require("train", "training (the LoRA policy)")
         from peft import LoraConfig, get_peft_model, set_peft_model_state_dict
@@ -249,6 +293,8 @@ class Policy:
             self.model.add_adapter(name, config)
             set_peft_model_state_dict(self.model, fresh, adapter_name=name)
         self.model.to(self.device)
+        if gradient_checkpointing:  # active in train mode only (HF): steps, not sampling
+            base.gradient_checkpointing_enable({"use_reentrant": False})
         for p in self.lora_parameters().values():  # PEFT keeps these float32; make sure
             p.data = p.data.float()
         for name, path in sources.items():
@@ -492,18 +538,36 @@ class Policy:
         return out.past_key_values, out.logits[:, -1].float(), mask, position[:, -1:]
 
     def sequence_logprobs(
-        self, tokens: Any, attention_mask: Any, start: int = 0, temperature: float = 1.0
+        self,
+        tokens: Any,
+        attention_mask: Any,
+        start: int = 0,
+        temperature: float = 1.0,
+        chunk: int | None = LOGPROB_CHUNK,
     ) -> Any:
         """log p_T(tokens[t+1] | tokens[..t]) under softmax(logits / temperature) at every
         position t >= start, shape [B, T] (0 before `start` and at the last position). The
         vocabulary projection runs only from `start` on: a GRPO batch needs the completion
-        positions, not the prompt's."""
+        positions, not the prompt's.
+
+        `chunk` positions at a time (`chunked_logprobs`): the [B, T, vocabulary] logits are
+        never held whole, in the forward or for the backward; None projects every position
+        at once (the same values up to float rounding, several times the memory)."""
         torch = _torch()
         width = tokens.shape[1]
-        keep = torch.arange(start, width - 1, device=tokens.device)
-        logits = self.model(
-            input_ids=tokens, attention_mask=attention_mask, logits_to_keep=keep
-        ).logits
-        logp = torch.log_softmax(logits.float() / temperature, dim=-1)
-        picked = logp.gather(-1, tokens[:, start + 1 :, None])[..., 0]
+        if chunk is None:
+            keep = torch.arange(start, width - 1, device=tokens.device)
+            logits = self.model(
+                input_ids=tokens, attention_mask=attention_mask, logits_to_keep=keep
+            ).logits
+            logp = torch.log_softmax(logits.float() / temperature, dim=-1)
+            picked = logp.gather(-1, tokens[:, start + 1 :, None])[..., 0]
+        else:
+            peft = hasattr(self.model, "get_base_model")
+            base = self.model.get_base_model() if peft else self.model
+            hidden = base.model(input_ids=tokens, attention_mask=attention_mask)[0]
+            picked = chunked_logprobs(
+                base.get_output_embeddings(), hidden[:, start:-1], tokens[:, start + 1 :],
+                temperature, chunk,
+            )  # fmt: skip
         return torch.nn.functional.pad(picked, (start, 1), value=0.0)

@@ -133,7 +133,8 @@ def train_rewards(
             executor=executor,
             selection_file=out_root / HELDOUT_FILE,
             policy_factory=lambda adapters: Policy(
-                policy_model.zoo, train.lora, train.device, dtype=train.dtype, adapters=adapters
+                policy_model.zoo, train.lora, train.device, dtype=train.dtype, adapters=adapters,
+                gradient_checkpointing=train.gradient_checkpointing,
             ),
             scorer=scorer,
             min_ci_groups=settings.analysis.min_ci_groups,
