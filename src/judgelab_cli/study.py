@@ -64,7 +64,7 @@ def study(
     """What one GRPO step of each arm from the base policy on the same groups (only the
     reward differs) does to a bank of held-out samples: to first order for every arm at once
     (the default), or by a few steps per arm (--method steps); and how well each audit figure
-    predicts it (CIs over tasks and seeds). Writes effects.json, rewards.parquet,
+    predicts it (CIs over tasks, bank tasks and seeds). Writes effects.json, rewards.parquet,
     prediction.json and study.md."""
     from judgelab.config import load_settings
     from judgelab.config.training import StudySettings

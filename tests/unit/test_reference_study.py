@@ -101,6 +101,33 @@ def test_each_arms_effect_recomputes_by_hand_from_the_slopes() -> None:
             num, den = num + float(a @ s), den + float(np.abs(a).sum())
         want = lr * num / den if den > 0 else 0.0
         assert pooled["effect"] == pytest.approx(want, rel=1e-6, abs=1e-15), arm
+    if any("slope_bank" in r for r in raw["slopes"]):  # a study with per-bank slopes
+        for key, want_b in _bank_effects_by_hand(raw, rewards, lr).items():
+            got = next(e["bank_effects"] for e in raw["effects"] if (e["arm"], e["seed"]) == key)
+            assert got.keys() == want_b.keys(), key
+            for b, value in want_b.items():
+                assert got[b] == pytest.approx(value, rel=1e-5, abs=1e-15), (key, b)
+
+
+def _bank_effects_by_hand(raw: dict, rewards: pl.DataFrame, lr: float) -> dict:
+    """(arm, seed) -> bank task -> η Σ A_i s_ib / Σ |A_i| over the seed's groups."""
+    per_bank = {(r["seed"], r["candidate_id"]): r["slope_bank"] for r in raw["slopes"]}
+    banks = sorted(next(iter(per_bank.values())))
+    out = {}
+    for (arm, seed), rows in rewards.group_by("arm", "seed"):
+        num, den = dict.fromkeys(banks, 0.0), 0.0
+        for _, group in rows.group_by("task_id"):
+            scored = group.filter(pl.col("reward").is_not_null())
+            r = scored["reward"].to_numpy()
+            if r.size < 2 or np.ptp(r) == 0:
+                continue
+            a = (r - r.mean()) / (r.std() + 1e-6)
+            den += float(np.abs(a).sum())
+            for c, a_i in zip(scored["candidate_id"], a, strict=True):
+                for b in banks:
+                    num[b] += float(a_i) * per_bank[(seed, c)][b]
+        out[(arm, seed)] = {b: lr * num[b] / den if den > 0 else 0.0 for b in banks}
+    return out
 
 
 def _close(a: object, b: object, where: str = "") -> None:

@@ -603,7 +603,7 @@ def judges_vs_planted(
     rank correlation over every arm is therefore mostly theirs; a judge's own test is its
     distance from their line. `line`: least squares of the planted arms' pooled effect on
     their `figure`; per judge, `predicted` = intercept + slope · its figure and `residual` =
-    its effect − predicted, with a percentile CI over the same task resamples as
+    its effect − predicted, with a percentile CI over the same (task, bank task) resamples as
     `pooled_effects`: every arm's effect and the line recomputed on each resample, and with
     `figure_draws` (arm -> its figure on each of those resamples, `arm_figure_draws`) every
     arm's figure too, so that the CI carries the figures' spread over tasks as well as the
