@@ -282,3 +282,43 @@ def test_the_committed_study_says_its_bank_is_held_fixed() -> None:
     text = (STUDY / "study.md").read_text()
     assert "Its intervals hold the bank fixed" in text
     assert "the choice of these 8 bank tasks is not in them" in text
+
+
+def test_reanalyse_resamples_the_bank_where_the_terms_have_it(tmp_path: Path) -> None:
+    """The committed study with its terms split over two bank tasks that disagree (N ± a
+    task-dependent δ, so N is their mean): `--reanalyse` writes the same effects, CIs that
+    now carry the bank's spread, the per-bank working arrays kept out of effects.json, and a
+    study.md that says both are resampled."""
+    from typer.testing import CliRunner
+
+    from judgelab_cli.main import app
+
+    raw = _effects()
+    rng = np.random.default_rng(0)
+    delta = {t: float(rng.normal(0, 0.05)) for t in effect_units(raw["terms"])}
+    for t in raw["terms"]:
+        t["n_bank"] = {"x": t["n"] + delta[t["task_id"]], "y": t["n"] - delta[t["task_id"]]}
+    for e in raw["effects"]:
+        e["bank_effects"] = {"x": 1.5 * e["effect"], "y": 0.5 * e["effect"]}
+    out = tmp_path / "study"
+    out.mkdir()
+    (out / "effects.json").write_text(json.dumps(raw))
+    (out / "rewards.parquet").write_bytes((STUDY / "rewards.parquet").read_bytes())
+    params = ROOT / "reference" / "params.yaml"
+    result = CliRunner().invoke(app, ["study", "--reanalyse", "-p", str(params), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    written = json.loads((out / "effects.json").read_text())
+    text = (out / "study.md").read_text()
+    assert "these 2 bank tasks (a crossed bootstrap)" in text and "bank fixed" not in text
+    assert "95 % CI over tasks × bank tasks" in text
+    widened = 0
+    for arm, row in written["pooled"].items():
+        before = raw["pooled"][arm]
+        assert "num_bank" not in row and row["bank_tasks_resampled"] == 2
+        assert row["effect"] == pytest.approx(before["effect"], rel=1e-6)
+        widened += (row["ci_high"] - row["ci_low"]) > (before["ci_high"] - before["ci_low"])
+    assert widened == len(written["pooled"])
+    prediction = json.loads((out / "prediction.json").read_text())
+    assert prediction["predictions"][0]["bank_tasks_resampled"] == 2
+    assert prediction["effect_check"]["bank_tasks_resampled"] == 2
+    assert prediction["judges_vs_planted"]["bank_tasks_resampled"] == 2

@@ -221,9 +221,10 @@ def bank_sentence(bank: Mapping[str, int], pooled: Mapping[str, Mapping[str, Any
     if k is not None:
         return (f"Its intervals resample the training tasks and, independently, these {k} "
                 "bank tasks (a crossed bootstrap), so the bank's choice is in them.")  # fmt: skip
-    return (f"Its intervals hold the bank fixed: they resample the training tasks and seeds "
-            f"only, so the choice of these {bank.get('bank_contrast_tasks', 0)} bank tasks is "
-            "not in them.")  # fmt: skip
+    units = "the training tasks and seeds" if pooled is not None else "the arms and seeds"
+    n = bank.get("bank_contrast_tasks", 0)
+    return (f"Its intervals hold the bank fixed: they resample {units} only, so the choice "
+            f"of these {n} bank tasks is not in them.")  # fmt: skip
 
 
 def _pooled_table(pooled: Mapping[str, Mapping[str, Any]], primary: Mapping[str, Any]) -> list[str]:
