@@ -222,3 +222,42 @@ def test_the_studys_terms_carry_each_bank_tasks_numerator() -> None:
     assert row["effect"] == pytest.approx(0.5 * 0.25 / 4, rel=1e-4)
     assert row["bank_effects"] == pytest.approx({"x": 0.25, "y": -0.1875}, rel=1e-4)
     assert sum(row["bank_effects"].values()) / 2 == pytest.approx(row["effect"])
+
+
+def test_the_studys_slopes_are_per_bank_and_cached_under_their_own_key(tmp_path) -> None:
+    """`Study._slopes` on the tiny model: one slope per (sample, contrast bank task), the
+    product's `sample_slopes` along each ∇F_b; a second call reads the cache; and an entry of
+    the old whole-bank kind (its key without `slopes`, with `fd_step`) is never read."""
+    from types import SimpleNamespace
+
+    from judgelab.cache import JsonCache
+    from judgelab.config import TrainSettings
+    from judgelab.config.training import StudySettings
+    from judgelab.training.draws import drawn_digest
+    from judgelab.training.study import Study, _bank_key
+
+    tiny = _Tiny()
+    policy = SimpleNamespace(zoo_name="tiny", dtype="float32", device="cpu", active="a",
+                             model=tiny.model, pad_id=0, trainable=tiny.trainable,
+                             init_adapter=lambda active, seed: None)  # fmt: skip
+    study = object.__new__(Study)
+    study.train, study.study = TrainSettings(), StudySettings()
+    study.results = JsonCache(tmp_path, "study")
+    drawn = [SimpleNamespace(task=SimpleNamespace(task_id=t), messages=[{"content": t}],
+                             samples=[SimpleNamespace(token_ids=c) for c in comps])
+             for t, comps in (("g0", [[4, 5], [9, 9, 2]]), ("g1", [[7], [3, 8, 1]]))]  # fmt: skip
+    prompts = [[1, 2, 3], [6, 2]]
+    old = study._key(policy, method="first-order", lora=study.train.lora.model_dump(mode="json"),
+                     temperature=study.train.temperature, fd_step=study.study.fd_step, seed=0,
+                     groups=drawn_digest(drawn), bank=_bank_key(BANK))  # fmt: skip
+    study.results.put(old, {"slopes": [[1.0, 1.0], [1.0, 1.0]], "seconds": 0.0})
+    slopes, _ = study._slopes(policy, 0, drawn, prompts, BANK)  # type: ignore[arg-type]
+    assert slopes.banks == ["a", "b"] and study.results.misses == 1
+    _, grads = bank_task_gradients(tiny.model, BANK, 0, tiny.trainable())
+    items = [BankItem("g0", [1, 2, 3], [4, 5], True), BankItem("g1", [6, 2], [3, 8, 1], True)]
+    want = sample_slopes(tiny.model, items, 0, tiny.trainable(), [grads["a"], grads["b"]])
+    assert slopes.values[0][0] == pytest.approx(want[0], rel=1e-9)
+    assert slopes.values[1][1] == pytest.approx(want[1], rel=1e-9)
+    assert slopes.whole()[1][1] == pytest.approx(sum(want[1]) / 2, rel=1e-9)
+    again, _ = study._slopes(policy, 0, drawn, prompts, BANK)  # type: ignore[arg-type]
+    assert study.results.hits == 1 and again == slopes
