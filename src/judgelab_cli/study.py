@@ -64,7 +64,7 @@ def study(
     """What one GRPO step of each arm from the base policy on the same groups (only the
     reward differs) does to a bank of held-out samples: to first order for every arm at once
     (the default), or by a few steps per arm (--method steps); and how well each audit figure
-    predicts it (CIs over tasks and seeds). Writes effects.json, rewards.parquet,
+    predicts it (CIs over tasks, bank tasks and seeds). Writes effects.json, rewards.parquet,
     prediction.json and study.md."""
     from judgelab.config import load_settings
     from judgelab.config.training import StudySettings
@@ -113,6 +113,7 @@ def _write(settings: Settings, plan: StudySettings, result: StudyResult, out: Pa
     """The study's figures (each arm's audit, the predictions, the effect measure's check)
     written under `out`; study.md's text."""
     from judgelab.analysis.prediction import (
+        UNSAVED,
         arm_audit,
         arm_figure_draws,
         arms_apart,
@@ -149,7 +150,7 @@ def _write(settings: Settings, plan: StudySettings, result: StudyResult, out: Pa
                                      analysis.praise_threshold)  # fmt: skip
             vs = judges_vs_planted(pooled, audits, flips, placebo, resampled, figure, draws)
         raw |= {"terms": result.terms, "slopes": result.slopes,
-                "pooled": {a: {k: v for k, v in p.items() if k not in ("num", "den")}
+                "pooled": {a: {k: v for k, v in p.items() if k not in UNSAVED}
                            for a, p in pooled.items()}}  # fmt: skip
         effects = {a: float(p["effect"]) for a, p in pooled.items()}
     else:

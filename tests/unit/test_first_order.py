@@ -14,9 +14,12 @@ from judgelab.config import LossSettings
 from judgelab.training.effect import Bank, BankItem, bank_logprobs, effect
 from judgelab.training.first_order import (
     bank_gradient,
+    bank_task_gradients,
+    bank_task_weights,
     bank_weights,
     directional_slopes,
     group_terms,
+    sample_slopes,
 )
 from judgelab.training.grpo import Trajectory, grpo_step
 
@@ -93,6 +96,45 @@ def test_gradient_and_slopes_match_autograd_on_plain_forwards() -> None:
         assert abs(want) > 1e-4  # the check is not 0 = 0
 
 
+def test_per_bank_task_slopes_add_up_to_the_whole_banks() -> None:
+    """∇F_b per contrast bank task against autograd, their mean is ∇F, and each sample's
+    s_ib by `sample_slopes` against autograd: Σ_b s_ib / T is today's s_i, the central
+    difference's within its error (issue 63: the bank tasks become a resampled dimension)."""
+    tiny = _Tiny()
+    params = tiny.trainable()
+    per = bank_task_weights(BANK)
+    assert list(per) == ["a", "b"]  # "c" has no contrast
+    for j, c in enumerate(bank_weights(BANK)):
+        assert sum(w[j] for w in per.values()) / 2 == pytest.approx(c)
+    values, grads = bank_task_gradients(tiny.model, BANK, tiny.pad_id, params, batch=2)
+    value, whole = bank_gradient(tiny.model, BANK, tiny.pad_id, params)
+    assert sum(values.values()) / 2 == pytest.approx(value, abs=1e-6)
+    for b, weights in per.items():
+        f_b = sum(
+            w * _mean_logprob(tiny.model, i) for w, i in zip(weights, BANK.items, strict=True)
+        )
+        exact = torch.autograd.grad(f_b, params)
+        for got, want in zip(grads[b], exact, strict=True):
+            assert torch.allclose(got, want, atol=1e-6, rtol=1e-4)
+    for g, (a, b) in zip(whole, zip(grads["a"], grads["b"], strict=True), strict=True):
+        assert torch.allclose(g, (a + b) / 2, atol=1e-7, rtol=1e-5)
+    assert all(p.grad is None for p in params)
+
+    samples = [BankItem("t", [1, 2], [5, 6, 7], True), BankItem("t", [1, 2], [8], False),
+               BankItem("u", [4], [9, 9, 3, 2], True)]  # fmt: skip
+    slopes = sample_slopes(tiny.model, samples, tiny.pad_id, params, [grads["a"], grads["b"]],
+                           0.7)  # fmt: skip
+    fd = directional_slopes(tiny.model, samples, tiny.pad_id, params, whole, 1e-2, 0.7)
+    for item, s, s_fd in zip(samples, slopes, fd, strict=True):
+        g = torch.autograd.grad(_mean_logprob(tiny.model, item, 0.7), params)
+        for s_b, b in zip(s, ("a", "b"), strict=True):
+            want = float(sum((x * y).sum() for x, y in zip(g, grads[b], strict=True)))
+            assert s_b == pytest.approx(want, rel=1e-5, abs=1e-9)
+        assert sum(s) / 2 == pytest.approx(s_fd, rel=2e-2, abs=1e-6)
+        assert abs(s[0] - s[1]) > 1e-4  # the bank tasks differ: per-bank slopes carry more
+    assert sample_slopes(tiny.model, samples, tiny.pad_id, params, []) == [[], [], []]
+
+
 def test_group_terms_by_hand() -> None:
     adv = group_advantages([1.0, 0.0, 0.0, 1.0])  # ±1 (std 0.5)
     n, d = group_terms([0.5, -1.0, 2.0, 1.5], [1.0, 0.0, 0.0, 1.0])
@@ -156,3 +198,66 @@ def test_the_study_runs_in_float32_whatever_train_dtype_says(
     assert not caplog.records
     assert study_dtype(TrainSettings(dtype="bfloat16")) == "float32"
     assert "train.dtype bfloat16" in caplog.text
+
+
+def test_the_studys_terms_carry_each_bank_tasks_numerator() -> None:
+    """`Study._first_order` on per-bank slopes: N per bank task by hand, N their mean, and
+    the effect on each bank task alone (`bank_effects`) averaging to the arm's effect."""
+    from types import SimpleNamespace
+
+    from judgelab.config import TrainSettings
+    from judgelab.training.study import BankSlopes, Study
+
+    study = object.__new__(Study)
+    study.train = TrainSettings(learning_rate=0.5)
+    drawn = [SimpleNamespace(task=SimpleNamespace(task_id=t)) for t in ("t0", "t1")]
+    rows = [[1.0, 0.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0]]  # t1 has no spread: no step
+    judged = [SimpleNamespace(rows=[{"score": r, "status": "scored"} for r in g]) for g in rows]
+    values = [[[0.5, 1.5], [-1.0, 2.0], [2.0, 0.0], [1.5, 1.0]], [[1.0, 1.0]] * 4]
+    row, terms = study._first_order(drawn, judged, BankSlopes(["x", "y"], values))
+    # t0's advantages ±1 (std 0.5): N_x = 0.5 + 1 + 2 − 1.5 = 2, N_y = 1.5 − 2 + 0 − 1 = −1.5
+    assert terms[0]["n_bank"] == pytest.approx({"x": 2.0, "y": -1.5}, abs=1e-4)
+    assert terms[0]["n"] == pytest.approx(0.25, abs=1e-4) and terms[0]["d"] == pytest.approx(4)
+    assert terms[1] == {"task_id": "t1", "n": 0.0, "d": 0.0, "n_bank": {"x": 0.0, "y": 0.0}}
+    assert row["effect"] == pytest.approx(0.5 * 0.25 / 4, rel=1e-4)
+    assert row["bank_effects"] == pytest.approx({"x": 0.25, "y": -0.1875}, rel=1e-4)
+    assert sum(row["bank_effects"].values()) / 2 == pytest.approx(row["effect"])
+
+
+def test_the_studys_slopes_are_per_bank_and_cached_under_their_own_key(tmp_path) -> None:
+    """`Study._slopes` on the tiny model: one slope per (sample, contrast bank task), the
+    product's `sample_slopes` along each ∇F_b; a second call reads the cache; and an entry of
+    the old whole-bank kind (its key without `slopes`, with `fd_step`) is never read."""
+    from types import SimpleNamespace
+
+    from judgelab.cache import JsonCache
+    from judgelab.config import TrainSettings
+    from judgelab.config.training import StudySettings
+    from judgelab.training.draws import drawn_digest
+    from judgelab.training.study import Study, _bank_key
+
+    tiny = _Tiny()
+    policy = SimpleNamespace(zoo_name="tiny", dtype="float32", device="cpu", active="a",
+                             model=tiny.model, pad_id=0, trainable=tiny.trainable,
+                             init_adapter=lambda active, seed: None)  # fmt: skip
+    study = object.__new__(Study)
+    study.train, study.study = TrainSettings(), StudySettings()
+    study.results = JsonCache(tmp_path, "study")
+    drawn = [SimpleNamespace(task=SimpleNamespace(task_id=t), messages=[{"content": t}],
+                             samples=[SimpleNamespace(token_ids=c) for c in comps])
+             for t, comps in (("g0", [[4, 5], [9, 9, 2]]), ("g1", [[7], [3, 8, 1]]))]  # fmt: skip
+    prompts = [[1, 2, 3], [6, 2]]
+    old = study._key(policy, method="first-order", lora=study.train.lora.model_dump(mode="json"),
+                     temperature=study.train.temperature, fd_step=study.study.fd_step, seed=0,
+                     groups=drawn_digest(drawn), bank=_bank_key(BANK))  # fmt: skip
+    study.results.put(old, {"slopes": [[1.0, 1.0], [1.0, 1.0]], "seconds": 0.0})
+    slopes, _ = study._slopes(policy, 0, drawn, prompts, BANK)  # type: ignore[arg-type]
+    assert slopes.banks == ["a", "b"] and study.results.misses == 1
+    _, grads = bank_task_gradients(tiny.model, BANK, 0, tiny.trainable())
+    items = [BankItem("g0", [1, 2, 3], [4, 5], True), BankItem("g1", [6, 2], [3, 8, 1], True)]
+    want = sample_slopes(tiny.model, items, 0, tiny.trainable(), [grads["a"], grads["b"]])
+    assert slopes.values[0][0] == pytest.approx(want[0], rel=1e-9)
+    assert slopes.values[1][1] == pytest.approx(want[1], rel=1e-9)
+    assert slopes.whole()[1][1] == pytest.approx(sum(want[1]) / 2, rel=1e-9)
+    again, _ = study._slopes(policy, 0, drawn, prompts, BANK)  # type: ignore[arg-type]
+    assert study.results.hits == 1 and again == slopes

@@ -101,6 +101,33 @@ def test_each_arms_effect_recomputes_by_hand_from_the_slopes() -> None:
             num, den = num + float(a @ s), den + float(np.abs(a).sum())
         want = lr * num / den if den > 0 else 0.0
         assert pooled["effect"] == pytest.approx(want, rel=1e-6, abs=1e-15), arm
+    if any("slope_bank" in r for r in raw["slopes"]):  # a study with per-bank slopes
+        for key, want_b in _bank_effects_by_hand(raw, rewards, lr).items():
+            got = next(e["bank_effects"] for e in raw["effects"] if (e["arm"], e["seed"]) == key)
+            assert got.keys() == want_b.keys(), key
+            for b, value in want_b.items():
+                assert got[b] == pytest.approx(value, rel=1e-5, abs=1e-15), (key, b)
+
+
+def _bank_effects_by_hand(raw: dict, rewards: pl.DataFrame, lr: float) -> dict:
+    """(arm, seed) -> bank task -> η Σ A_i s_ib / Σ |A_i| over the seed's groups."""
+    per_bank = {(r["seed"], r["candidate_id"]): r["slope_bank"] for r in raw["slopes"]}
+    banks = sorted(next(iter(per_bank.values())))
+    out = {}
+    for (arm, seed), rows in rewards.group_by("arm", "seed"):
+        num, den = dict.fromkeys(banks, 0.0), 0.0
+        for _, group in rows.group_by("task_id"):
+            scored = group.filter(pl.col("reward").is_not_null())
+            r = scored["reward"].to_numpy()
+            if r.size < 2 or np.ptp(r) == 0:
+                continue
+            a = (r - r.mean()) / (r.std() + 1e-6)
+            den += float(np.abs(a).sum())
+            for c, a_i in zip(scored["candidate_id"], a, strict=True):
+                for b in banks:
+                    num[b] += float(a_i) * per_bank[(seed, c)][b]
+        out[(arm, seed)] = {b: lr * num[b] / den if den > 0 else 0.0 for b in banks}
+    return out
 
 
 def _close(a: object, b: object, where: str = "") -> None:
@@ -242,3 +269,56 @@ def test_the_seeds_share_their_groups_so_a_task_is_one_cluster() -> None:
     placebo = audits["placebo"]
     assert placebo["signal_fidelity"] == pytest.approx(0.146, abs=5e-4)
     assert placebo["signal_fidelity_ci_low"] < 0 < placebo["signal_fidelity_ci_high"]
+
+
+def test_the_committed_study_says_its_bank_is_held_fixed() -> None:
+    """The committed study kept whole-bank terms only (it ran before per-bank slopes, issue
+    63): its intervals cannot resample the bank, and study.md says so plainly."""
+    from judgelab.analysis.prediction import effect_banks
+
+    raw = _effects()
+    assert effect_banks(raw["terms"]) is None
+    assert not any("bank_effects" in e for e in raw["effects"])
+    text = (STUDY / "study.md").read_text()
+    assert "Its intervals hold the bank fixed" in text
+    assert "the choice of these 8 bank tasks is not in them" in text
+
+
+def test_reanalyse_resamples_the_bank_where_the_terms_have_it(tmp_path: Path) -> None:
+    """The committed study with its terms split over two bank tasks that disagree (N ± a
+    task-dependent δ, so N is their mean): `--reanalyse` writes the same effects, CIs that
+    now carry the bank's spread, the per-bank working arrays kept out of effects.json, and a
+    study.md that says both are resampled."""
+    from typer.testing import CliRunner
+
+    from judgelab_cli.main import app
+
+    raw = _effects()
+    rng = np.random.default_rng(0)
+    delta = {t: float(rng.normal(0, 0.05)) for t in effect_units(raw["terms"])}
+    for t in raw["terms"]:
+        t["n_bank"] = {"x": t["n"] + delta[t["task_id"]], "y": t["n"] - delta[t["task_id"]]}
+    for e in raw["effects"]:
+        e["bank_effects"] = {"x": 1.5 * e["effect"], "y": 0.5 * e["effect"]}
+    out = tmp_path / "study"
+    out.mkdir()
+    (out / "effects.json").write_text(json.dumps(raw))
+    (out / "rewards.parquet").write_bytes((STUDY / "rewards.parquet").read_bytes())
+    params = ROOT / "reference" / "params.yaml"
+    result = CliRunner().invoke(app, ["study", "--reanalyse", "-p", str(params), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    written = json.loads((out / "effects.json").read_text())
+    text = (out / "study.md").read_text()
+    assert "these 2 bank tasks (a crossed bootstrap)" in text and "bank fixed" not in text
+    assert "95 % CI over tasks × bank tasks" in text
+    widened = 0
+    for arm, row in written["pooled"].items():
+        before = raw["pooled"][arm]
+        assert "num_bank" not in row and row["bank_tasks_resampled"] == 2
+        assert row["effect"] == pytest.approx(before["effect"], rel=1e-6)
+        widened += (row["ci_high"] - row["ci_low"]) > (before["ci_high"] - before["ci_low"])
+    assert widened == len(written["pooled"])
+    prediction = json.loads((out / "prediction.json").read_text())
+    assert prediction["predictions"][0]["bank_tasks_resampled"] == 2
+    assert prediction["effect_check"]["bank_tasks_resampled"] == 2
+    assert prediction["judges_vs_planted"]["bank_tasks_resampled"] == 2

@@ -18,10 +18,18 @@ Contract:
     figure over every (arm, seed) point;
   * 95 % percentile CIs for both from a two-level bootstrap: arms resampled with replacement,
     and each drawn arm's seeds resampled with replacement, so the seed-to-seed spread is in
-    the interval. The figure of an arm is held at its value (its own CI is reported beside it,
+    the interval; where every effect row carries its effect on each bank task alone
+    (`bank_effects`, a first-order study that kept them) each resample also draws the bank
+    tasks (`analysis.crossed`), so the bank's choice is in it too (`bank_tasks_resampled`).
+    The figure of an arm is held at its value (its own CI is reported beside it,
     not propagated). A resample where the figure takes a single value leaves both undefined;
     it is counted (`undefined_resamples`), not dropped in silence;
   * no CI from fewer arms than `min_arms` (`reason` says so), and no figure from fewer than 3.
+- `pooled_effects(terms, ...)`: each arm's first-order effect over every task with its CI,
+  the training tasks resampled and, where the terms carry N per bank task, the bank tasks
+  crossed with them (`analysis.crossed`); `first_order_check` and `judges_vs_planted` draw
+  their CIs on the same resamples (`_effect_draws`). The audit figures' draws
+  (`arm_figure_draws`) depend on the training tasks only and take the same task draws.
 - Pure functions over lists and polars frames; nothing here reads files.
 """
 
@@ -34,6 +42,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from judgelab.analysis.crossed import bank_resample_weights, crossed_ratios, crossed_t_ci
 from judgelab.analysis.fidelity import figure_draws, truth_metrics
 from judgelab.analysis.stats import (
     CI_LEVEL,
@@ -127,15 +136,24 @@ def _bootstrap(
     by_arm: Mapping[str, list[float]],
     n_boot: int,
     seed: int,
+    by_bank: Mapping[str, np.ndarray] | None = None,
 ) -> dict[str, Any]:
-    """The two-level bootstrap's percentile CIs of ρ and the slope (module docstring)."""
+    """The two-level bootstrap's percentile CIs of ρ and the slope (module docstring); with
+    `by_bank` (arm -> (seeds, bank tasks) effects on each bank task alone, whose mean is the
+    seed's effect) each resample also draws the bank tasks, on a stream of its own (so that
+    the arms' and seeds' draws are those without it), the same draw for every arm and seed."""
     rng = np.random.default_rng(seed)
+    n_banks = next(iter(by_bank.values())).shape[1] if by_bank else 0
+    banks = bank_resample_weights(n_banks, n_boot, seed) if by_bank else None
     rhos, slopes = [], []
-    for _ in range(n_boot):
+    for b in range(n_boot):
         picked = [arms[i] for i in rng.integers(0, len(arms), len(arms))]
         fx_b, my_b, px_b, py_b = [], [], [], []
         for a in picked:
-            draws = [by_arm[a][i] for i in rng.integers(0, len(by_arm[a]), len(by_arm[a]))]
+            own = by_arm[a]
+            if banks is not None and by_bank is not None:  # each seed's effect on this bank
+                own = (by_bank[a] @ banks[b] / n_banks).tolist()
+            draws = [own[i] for i in rng.integers(0, len(own), len(own))]
             fx_b.append(values[a])
             my_b.append(float(np.mean(draws)))
             px_b += [values[a]] * len(draws)
@@ -144,13 +162,31 @@ def _bootstrap(
         slopes.append(ols(px_b, py_b)[0])
     r_low, r_high, undefined = _percentile(rhos, CI_LEVEL)
     s_low, s_high, _ = _percentile(slopes, CI_LEVEL)
-    return {
+    out = {
         "spearman_ci_low": r_low,
         "spearman_ci_high": r_high,
         "slope_ci_low": s_low,
         "slope_ci_high": s_high,
         "undefined_resamples": undefined,
     }
+    return out | ({"bank_tasks_resampled": n_banks} if by_bank else {})
+
+
+def _bank_effects(
+    effects: Sequence[Mapping[str, Any]], by_arm: Mapping[str, list[float]]
+) -> dict[str, np.ndarray] | None:
+    """Per arm of `by_arm`, its rows' effects on each bank task alone ((seeds, bank tasks),
+    in `by_arm`'s order), where every such row has the same `bank_effects`; else None (the
+    bank is then held fixed)."""
+    rows: dict[str, list[Mapping[str, float]]] = {}
+    for row in effects:
+        if row["arm"] in by_arm and row["effect"] is not None:
+            rows.setdefault(row["arm"], []).append(row.get("bank_effects") or {})
+    keys = {tuple(sorted(r)) for rs in rows.values() for r in rs}
+    if len(keys) != 1 or not next(iter(keys)):
+        return None
+    banks = next(iter(keys))
+    return {a: np.array([[float(r[b]) for b in banks] for r in rs]) for a, rs in rows.items()}
 
 
 def predict(
@@ -162,7 +198,8 @@ def predict(
     seed: int,
 ) -> dict[str, Any]:
     """How well `audit` (arm -> the figure's value) predicts the training effect (`effects`:
-    rows with arm, seed, effect); module docstring."""
+    rows with arm, seed, effect, and, from a first-order study that kept them, the effect
+    on each bank task alone, `bank_effects`, for the bank's draws); module docstring."""
     by_arm: dict[str, list[float]] = {}
     for row in effects:
         if row["effect"] is not None and audit.get(row["arm"]) is not None:
@@ -198,7 +235,7 @@ def predict(
     if n_boot == 0:
         out["reason"] = "bootstrap disabled (bootstrap = 0)"
         return out
-    return out | _bootstrap(arms, values, by_arm, n_boot, seed)
+    return out | _bootstrap(arms, values, by_arm, n_boot, seed, _bank_effects(effects, by_arm))
 
 
 REWARD_COLUMNS = {
@@ -381,29 +418,39 @@ def pooled_effects(
 ) -> dict[str, dict[str, Any]]:
     """Each arm's first-order effect over every (seed, task) of the study
     (`training.first_order`: η ΣN / ΣD) with the studentized cluster-bootstrap CI of a ratio
-    of per-task sums (`stats.bootstrap_t_ci`). The tasks are the clusters (a task's terms
-    summed over the seeds that trained on it), resampled with the same draws for every arm
-    (paired); only tasks the arm steps on (D > 0) count towards `rule.min_ci_groups`. An arm
-    that steps on no group has effect 0 (no step moves nothing) and no CI. Beside it, each
-    seed's own effect and their SD (the adapters' spread, `seed_sd`: None below 2 seeds)."""
-    units = effect_units(terms)
+    of per-task sums. The tasks are the clusters (a task's terms summed over the seeds that
+    trained on it), resampled with the same draws for every arm (paired); only tasks the arm
+    steps on (D > 0) count towards `rule.min_ci_groups`. Where the terms carry N per bank task
+    (`n_bank`, `effect_banks`) the bank tasks are resampled too, crossed with the tasks
+    (`analysis.crossed`: the bank's choice is in the CI, `bank_tasks_resampled` says over
+    how many); else the bank is held fixed (`stats.bootstrap_t_ci`). An arm that steps on no
+    group has effect 0 (no step moves nothing) and no CI. Beside it, each seed's own effect
+    and their SD (the adapters' spread, `seed_sd`: None below 2 seeds)."""
+    units, banks = effect_units(terms), effect_banks(terms)
     index = {u: i for i, u in enumerate(units)}
     weights = resample_weights(len(units), rule.n_boot, rule.seed)
+    bank_draws = bank_resample_weights(len(banks or []), rule.n_boot, rule.seed)
     out: dict[str, dict[str, Any]] = {}
     for arm in sorted({str(r["arm"]) for r in terms}):
         num, den = np.zeros(len(units)), np.zeros(len(units))
+        per_bank = np.zeros((len(units), len(banks or [])))
         seeds: dict[int, list[float]] = {}
         for r in terms:
             if r["arm"] == arm:
                 i = index[str(r["task_id"])]
                 num[i] += learning_rate * float(r["n"])
                 den[i] += float(r["d"])
+                for j, b in enumerate(banks or []):
+                    per_bank[i, j] += learning_rate * float(r["n_bank"][b])
                 part = seeds.setdefault(int(r["seed"]), [0.0, 0.0])
                 part[0] += learning_rate * float(r["n"])
                 part[1] += float(r["d"])
         value = float(num.sum() / den.sum()) if den.sum() > 0 else 0.0
         per_seed = {s: (n / d if d > 0 else 0.0) for s, (n, d) in sorted(seeds.items())}
-        ci = bootstrap_t_ci(num, den, weights, rule.min_ci_groups)
+        if banks:
+            ci = crossed_t_ci(per_bank, den, weights, bank_draws, rule.min_ci_groups)
+        else:
+            ci = bootstrap_t_ci(num, den, weights, rule.min_ci_groups)
         out[arm] = {"effect": value, "ci_low": ci.low, "ci_high": ci.high,
                     "ci_reason": ci.reason, "groups": len(units),
                     "stepped_groups": int((den > 0).sum()),
@@ -411,7 +458,12 @@ def pooled_effects(
                     "seed_sd": float(np.std(list(per_seed.values()), ddof=1))
                     if len(per_seed) > 1 else None,
                     "num": num.tolist(), "den": den.tolist()}  # fmt: skip
+        if banks:
+            out[arm] |= {"bank_tasks_resampled": len(banks), "num_bank": per_bank.tolist()}
     return out
+
+
+UNSAVED = ("num", "den", "num_bank")  # `pooled_effects`' working arrays, not for the files
 
 
 def effect_units(terms: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -419,18 +471,52 @@ def effect_units(terms: Sequence[Mapping[str, Any]]) -> list[str]:
     return sorted({str(r["task_id"]) for r in terms})
 
 
+def effect_banks(terms: Sequence[Mapping[str, Any]]) -> list[str] | None:
+    """The bank tasks `pooled_effects` resamples (sorted): those of every term's `n_bank`
+    (N per contrast bank task, `training.study`); None where the terms have none (a study
+    written before they were kept: its bank is held fixed) or no bank task. Terms that
+    disagree on the bank tasks are an error naming the first that differs."""
+    if not terms or "n_bank" not in terms[0]:
+        if any("n_bank" in r for r in terms):
+            raise ValueError("study terms: some rows have n_bank and some do not")
+        return None
+    banks = sorted(terms[0]["n_bank"])
+    for r in terms:
+        if sorted(r.get("n_bank") or {}) != banks:
+            raise ValueError(
+                f"study terms: arm {r['arm']!r}, seed {r['seed']}, task {r['task_id']!r} has "
+                f"bank tasks {sorted(r.get('n_bank') or {})}, not {banks}"
+            )
+    return banks or None
+
+
 def _effect_draws(
     pooled: Mapping[str, Mapping[str, Any]], arms: Sequence[str], rule: CIRule
 ) -> tuple[np.ndarray, int]:
-    """(resamples, arms) of each arm's pooled effect over the task resamples of
-    `pooled_effects` (the same draws for every arm: paired), and the number of tasks."""
+    """(resamples, arms) of each arm's pooled effect over the resamples of `pooled_effects`
+    (the same draws for every arm: paired; the bank tasks drawn too where they are
+    resampled, `analysis.crossed`), and the number of tasks."""
     num = np.array([pooled[a]["num"] for a in arms])
     den = np.array([pooled[a]["den"] for a in arms])
     n_units = num.shape[1]
     weights = resample_weights(n_units, rule.n_boot, rule.seed)
+    if all("num_bank" in pooled[a] for a in arms):
+        per_bank = [np.asarray(pooled[a]["num_bank"], dtype=float) for a in arms]
+        v = bank_resample_weights(per_bank[0].shape[1], rule.n_boot, rule.seed)
+        draws = np.column_stack([crossed_ratios(nb, d, weights, v)
+                                 for nb, d in zip(per_bank, den, strict=True)])  # fmt: skip
+        return np.where(np.isfinite(draws), draws, 0.0), n_units
     with np.errstate(divide="ignore", invalid="ignore"):
         wn, wd = weights @ num.T, weights @ den.T
         return np.where(wd > 0, wn / np.where(wd > 0, wd, 1.0), 0.0), n_units
+
+
+def _banks_drawn(pooled: Mapping[str, Mapping[str, Any]], arms: Sequence[str]) -> dict[str, int]:
+    """`bank_tasks_resampled` where `_effect_draws` draws the bank tasks for `arms` (nothing
+    where the bank is held fixed, so a whole-bank study's figures keep their shape)."""
+    if arms and all("num_bank" in pooled[a] for a in arms):
+        return {"bank_tasks_resampled": int(pooled[arms[0]]["bank_tasks_resampled"])}
+    return {}
 
 
 def _lines(y: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -476,6 +562,7 @@ def first_order_check(
         out["spearman"] = None if np.isnan(rho) else rho
         out["slope"] = ols(rates, effects)[0]
         boot, n_units = _effect_draws(pooled, [a for _, a in planted], rule)
+        out |= _banks_drawn(pooled, [a for _, a in planted])
         slopes, _ = _lines(boot, np.asarray(rates, dtype=float))
         ci = percentile_ci(slopes, n_units, rule)
         out["slope_ci"], out["slope_ci_reason"] = [ci.low, ci.high], ci.reason
@@ -516,7 +603,7 @@ def judges_vs_planted(
     rank correlation over every arm is therefore mostly theirs; a judge's own test is its
     distance from their line. `line`: least squares of the planted arms' pooled effect on
     their `figure`; per judge, `predicted` = intercept + slope · its figure and `residual` =
-    its effect − predicted, with a percentile CI over the same task resamples as
+    its effect − predicted, with a percentile CI over the same (task, bank task) resamples as
     `pooled_effects`: every arm's effect and the line recomputed on each resample, and with
     `figure_draws` (arm -> its figure on each of those resamples, `arm_figure_draws`) every
     arm's figure too, so that the CI carries the figures' spread over tasks as well as the
@@ -544,6 +631,7 @@ def judges_vs_planted(
     if not judges and not control:
         return out
     boot, n_units = _effect_draws(pooled, planted + judges + control, rule)
+    out |= _banks_drawn(pooled, planted + judges + control)
     family = replace(rule, level=1 - (1 - rule.level) / max(len(judges), 1))
     xs = x if figure_draws is None else np.column_stack([figure_draws[p] for p in planted])
     lines = _lines(boot[:, : len(planted)], xs)

@@ -260,14 +260,29 @@ def bootstrap_t_ci(
         return no_interval(NO_BOOTSTRAP, n)
     r = float(num.sum() / den.sum())
     se = float(_ratio_se(num[None, :], den[None, :], np.ones((1, num.size)), used)[1][0])
-    if not se > _FLAT * max(1.0, abs(r)):
+    if flat_se(se, r):
         return no_interval(f"all {n} groups give the same value: no spread for a CI", n)
     r_b, se_b = _ratio_se(num[None, :], den[None, :], weights, used)
+    return studentized(r, se, r_b, se_b, n, level)
+
+
+def flat_se(se: float, r: float) -> bool:
+    """Whether an SE is floating-point noise around 0 beside the figure `r`."""
+    return not se > _FLAT * max(1.0, abs(r))
+
+
+def studentized(
+    r: float, se: float, r_b: np.ndarray, se_b: np.ndarray, n: int, level: float = CI_LEVEL
+) -> Interval:
+    """The studentized bootstrap's interval [R - t_(1-a/2) SE, R - t_(a/2) SE] from the
+    figure `r`, its SE and each resample's (r_b, se_b) (NaN r_b: undefined, counted); a
+    resample without an SE of its own is studentized by `se` (`bootstrap_t_ci`)."""
     defined = ~np.isnan(r_b)
     undefined = int((~defined).sum())
+    resamples = r_b.size
     r_b, se_b = r_b[defined], se_b[defined]
     if not r_b.size:
-        return Interval(None, None, f"undefined in every one of {weights.shape[0]} resamples",
+        return Interval(None, None, f"undefined in every one of {resamples} resamples",
                         n, undefined)  # fmt: skip
     se_b = np.where(se_b > _FLAT * max(1.0, abs(r)), se_b, se)
     t_b = (r_b - r) / se_b

@@ -222,8 +222,10 @@ class StudySettings(Section):
     fd_step: float = Field(
         0.01,
         gt=0,
-        description="first-order: the central difference's distance along the bank's unit "
-        "gradient in the LoRA parameters (a step of the size one training step takes).",
+        description="The central difference's distance along the bank's unit gradient in the "
+        "LoRA parameters (`training.first_order.directional_slopes`, a step of the size one "
+        "training step takes). The study's slopes are exact (autograd, per bank task) since "
+        "2026-11-28; studies before took them by central differences at this distance.",
     )
     steps: int = Field(
         2,

@@ -135,6 +135,10 @@ def judges_sentence(vs: Mapping[str, Any]) -> str:
                  if len(judges) > 1 else "95 % CI")  # fmt: skip
     if vs.get("figure_resampled"):
         corrected += f"; each arm's {fig} and effect redrawn on the same task resamples"
+    if vs.get("bank_tasks_resampled"):
+        corrected += (
+            f", each effect on the same draws of the {vs['bank_tasks_resampled']} bank tasks"
+        )
     lead = (
         "The planted arms lie near one line by construction (flipping a share p of the tests' "
         f"verdicts scales both their {fig} and their effect by about 1 − 2p), so ρ over all "
@@ -204,10 +208,30 @@ def placebo_sentence(vs: Mapping[str, Any]) -> str:
             f"tasks).")  # fmt: skip
 
 
+def resampled_banks(pooled: Mapping[str, Mapping[str, Any]] | None) -> int | None:
+    """The number of bank tasks the effects' CIs resample (`pooled_effects`' crossed
+    bootstrap); None where the bank is held fixed."""
+    counts = {row.get("bank_tasks_resampled") for row in (pooled or {}).values()}
+    return counts.pop() if len(counts) == 1 and None not in counts else None
+
+
+def bank_sentence(bank: Mapping[str, int], pooled: Mapping[str, Mapping[str, Any]] | None) -> str:
+    """Whether the study's intervals resample the bank (`resampled_banks`), said plainly."""
+    k = resampled_banks(pooled)
+    if k is not None:
+        return (f"Its intervals resample the training tasks and, independently, these {k} "
+                "bank tasks (a crossed bootstrap), so the bank's choice is in them.")  # fmt: skip
+    units = "the training tasks and seeds" if pooled is not None else "the arms and seeds"
+    n = bank.get("bank_contrast_tasks", 0)
+    return (f"Its intervals hold the bank fixed: they resample {units} only, so the choice "
+            f"of these {n} bank tasks is not in them.")  # fmt: skip
+
+
 def _pooled_table(pooled: Mapping[str, Mapping[str, Any]], primary: Mapping[str, Any]) -> list[str]:
     audit = {r["arm"]: r["audit"] for r in primary["arms"]}
+    over = "tasks × bank tasks" if resampled_banks(pooled) is not None else "tasks"
     lines = [
-        f"| arm | {primary['figure']} | effect (first order, one SGD step) | 95 % CI over tasks "
+        f"| arm | {primary['figure']} | effect (first order, one SGD step) | 95 % CI over {over} "
         "| seed SD (seeds) | tasks stepped on |",
         "| --- | ---: | ---: | --- | ---: | ---: |",
     ]
@@ -251,7 +275,7 @@ def study_markdown(
         "",
         f"Bank: {bank.get('bank_samples', 0)} base-policy samples of {bank.get('bank_tasks', 0)}"
         f" held-out tasks, {bank.get('bank_contrast_tasks', 0)} with a passing and a failing "
-        "sample (the effect's n).",
+        f"sample (the effect's n). {bank_sentence(bank, pooled)}",
         "",
     ]
     rest = [*preds[1:], *([primary] if apart else [])]

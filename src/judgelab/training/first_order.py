@@ -18,14 +18,19 @@ plain SGD at learning rate η therefore moves F by
 
     ΔF = η Σ_i A_i s_i / Σ_i |A_i|  +  O(η²),       s_i = ⟨∇ℓ_i, ∇F⟩,
 
-before gradient clipping. s_i does not depend on the arm: one backward over the bank gives
-∇F (`bank_gradient`), and s_i is the derivative of ℓ_i along ∇F, taken by central
-differences, (ℓ_i(θ + h·u) − ℓ_i(θ − h·u)) / 2h · |∇F| with u = ∇F / |∇F|: two forwards
-without gradient over every training sample (`directional_slopes`). Every arm's effect is
-then arithmetic on its advantages (`group_terms`): per task N = Σ A_i s_i, D = Σ |A_i|, and
-the effect of one step on a batch of all the tasks is η ΣN / ΣD, a ratio of per-task sums
-(its CI: tasks resampled). Any number of arms, flip rates and placebo draws costs nothing
-more.
+before gradient clipping. s_i does not depend on the arm. The bank's tasks are a sample
+too, so the study keeps s_i per contrast bank task b: F = Σ_b F_b / T with F_b = Σ_j c_bj ℓ_j
+(`bank_task_weights`: c_bj = T·c_j on b's items), s_ib = ⟨∇ℓ_i, ∇F_b⟩ and s_i = Σ_b s_ib / T.
+One backward over the bank split by task gives every ∇F_b (`bank_task_gradients`, the cost
+of ∇F alone), and one forward and backward per training sample gives ∇ℓ_i, dotted with every
+∇F_b at once (`sample_slopes`: exact). The alternative, the derivative of ℓ_i along one
+direction by central differences, (ℓ_i(θ + h·u) − ℓ_i(θ − h·u)) / 2h · |d| with u = d / |d|
+(`directional_slopes`: two forwards without gradient over every sample, what the study took
+along ∇F until 2026-11-28), costs T such passes for the T bank tasks. Every arm's effect is
+then arithmetic on its advantages (`group_terms`): per task N_b = Σ A_i s_ib, N = Σ_b N_b / T,
+D = Σ |A_i|, and the effect of one step on a batch of all the tasks is η ΣN / ΣD, a ratio of
+per-task sums (its CI: training tasks and bank tasks resampled, `analysis.crossed`). Any
+number of arms, flip rates and placebo draws costs nothing more.
 
 What it is not: the effect of many steps, of Adam (whose first step is the sign of the
 gradient, not the gradient), or of the clip; the step-based study (`training.study`,
@@ -76,10 +81,52 @@ def bank_gradient(
     """F at the model's parameters and ∇F with respect to `params` (the trainable ones), by
     one backward per prompt batch (F is linear in the items: the gradients add up). The
     model is put in eval mode (no dropout); `params`' .grad is cleared before and after."""
+    model.eval()
+    return _weighted_gradient(model, bank, bank_weights(bank), pad_id, params, batch)
+
+
+def bank_task_weights(bank: Bank) -> dict[str, list[float]]:
+    """Per contrast bank task b, each bank item's coefficient in F_b = Σ_j c_bj ℓ_j:
+    ±1/(its task's passing or failing count) on b's items, 0 elsewhere; F = Σ_b F_b / T,
+    so that c_j = Σ_b c_bj / T is `bank_weights`' (module docstring)."""
+    tasks = bank.contrast_tasks
+    whole = bank_weights(bank)
+    return {
+        b: [w * len(tasks) if item.task_id == b else 0.0
+            for w, item in zip(whole, bank.items, strict=True)]
+        for b in tasks
+    }  # fmt: skip
+
+
+def bank_task_gradients(
+    model: Any, bank: Bank, pad_id: int, params: Sequence[Any], batch: int = 8
+) -> tuple[dict[str, float], dict[str, list[Any]]]:
+    """Per contrast bank task b (in the bank's order), F_b and ∇F_b with respect to `params`
+    (`bank_task_weights`): one backward per prompt batch of b's items, as `bank_gradient`
+    takes ∇F, so the T gradients together cost what ∇F costs. The model is put in eval
+    mode; `params`' .grad is cleared before and after."""
+    model.eval()
+    values: dict[str, float] = {}
+    grads: dict[str, list[Any]] = {}
+    for b, weights in bank_task_weights(bank).items():
+        own = Bank([i for i, w in zip(bank.items, weights, strict=True) if w != 0.0])
+        own_weights = [w for w in weights if w != 0.0]
+        values[b], grads[b] = _weighted_gradient(model, own, own_weights, pad_id, params, batch)
+    return values, grads
+
+
+def _weighted_gradient(
+    model: Any,
+    bank: Bank,
+    weights: Sequence[float],
+    pad_id: int,
+    params: Sequence[Any],
+    batch: int,
+) -> tuple[float, list[Any]]:
+    """Σ_j weights_j ℓ_j over `bank`'s items and its gradient in `params` (.grad cleared
+    before and after)."""
     import torch
 
-    model.eval()
-    weights = bank_weights(bank)
     for p in params:
         p.grad = None
     value = 0.0
@@ -98,6 +145,41 @@ def bank_gradient(
     for p in params:
         p.grad = None
     return value, grads
+
+
+def sample_slopes(
+    model: Any,
+    items: Sequence[BankItem],
+    pad_id: int,
+    params: Sequence[Any],
+    directions: Sequence[Sequence[Any]],
+    temperature: float = 1.0,
+) -> list[list[float]]:
+    """⟨∇ℓ_i, d⟩ for each item i and each direction d of `directions` (each a vector held
+    as tensors shaped like `params`), exact: per item one forward and one backward of its ℓ_i
+    (its length-normalised log-probability at `temperature`) in `params` only, then one
+    product with every direction at once, in double precision. Costs one forward and
+    backward per item whatever the number of directions (`directional_slopes` costs two
+    forwards per item and direction). The model is put in eval mode; .grad is untouched."""
+    import torch
+
+    model.eval()
+    if not directions:
+        return [[] for _ in items]
+    matrix = torch.stack(
+        [torch.cat([t.detach().double().reshape(-1) for t in d]) for d in directions]
+    )  # [directions, parameters]
+    out = []
+    for item in items:
+        mean = shared_prompt_means(model, item.prompt_ids, [item.completion_ids], pad_id,
+                                   temperature)[0]  # fmt: skip
+        grads = torch.autograd.grad(mean, list(params), allow_unused=True)
+        flat = torch.cat([
+            (torch.zeros_like(p) if g is None else g).detach().double().reshape(-1)
+            for p, g in zip(params, grads, strict=True)
+        ])  # fmt: skip
+        out.append((matrix @ flat).tolist())
+    return out
 
 
 def directional_slopes(

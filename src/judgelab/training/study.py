@@ -17,10 +17,12 @@ would no longer be paired. The bank is drawn once from the base policy (`study.b
 and its log-probabilities under the base model computed once (the adapter disabled).
 
 That is `study.method: steps`. With `first-order` (the default), step 2 is replaced by
-`training.first_order`: per seed, each sample's s_i = ⟨∇ℓ_i, ∇F⟩ at the seed's fresh adapter
-(one backward over the bank, two forwards over the samples, cached), and per arm the effect of
-one plain-SGD GRPO step to first order, η ΣN / ΣD over the seed's groups, with the per-task
-terms (N, D) in `StudyResult.terms` for the CIs.
+`training.first_order`: per seed, each sample's s_ib = ⟨∇ℓ_i, ∇F_b⟩ per contrast bank task b
+at the seed's fresh adapter (one backward over the bank, split by bank task; one forward and
+backward per sample; cached), s_i = Σ_b s_ib / T, and per arm the effect of one plain-SGD GRPO
+step to first order, η ΣN / ΣD over the seed's groups, with the per-task terms (N, D, and N_b
+per bank task) in `StudyResult.terms` for the CIs, which resample the training tasks and the
+bank tasks (`analysis.prediction.pooled_effects`).
 
 `run_study` returns the raw figures: per (arm, seed) the effect, and per (arm, seed, task,
 candidate) the reward and the test verdict, from which `analysis.prediction` computes each
@@ -45,7 +47,7 @@ from judgelab.evaluators.base import Evaluator
 from judgelab.scoring import GroupCall, ScoredGroup, Scorer, score_serially
 from judgelab.training.draws import Drawn, PolicyDraws, TableDraws, drawn_digest, fill_logprobs
 from judgelab.training.effect import Bank, BankItem, bank_logprobs, effect
-from judgelab.training.first_order import bank_gradient, directional_slopes, group_terms, norm
+from judgelab.training.first_order import bank_task_gradients, group_terms, norm, sample_slopes
 from judgelab.training.grpo import Trajectory, grpo_step
 from judgelab.training.policy import Policy, Sample
 from judgelab.verdicts import Task
@@ -60,6 +62,25 @@ STUDY_RUN = "study"  # the run id of the study's calls
 # CUDA at Qwen2.5-Coder-0.5B's shape, bfloat16 slopes correlated 0.05 with the exact ones and
 # float32's 0.999997 (bench/first_order_precision.py, docs/BENCHMARKS.md).
 STUDY_DTYPE = "float32"
+
+
+# The slopes' kind, in their cache key: per contrast bank task by autograd (a key without it
+# held whole-bank slopes by central differences, never to be read as per-bank ones).
+SLOPES = "per-bank-autograd"
+
+
+@dataclass(frozen=True)
+class BankSlopes:
+    """A seed's slopes: `values[group][sample][b]` = s_ib = ⟨∇ℓ_i, ∇F_b⟩ for the contrast
+    bank tasks `banks` (in the bank's order)."""
+
+    banks: list[str]
+    values: list[list[list[float]]]
+
+    def whole(self) -> list[list[float]]:
+        """s_i = ⟨∇ℓ_i, ∇F⟩ = Σ_b s_ib / T per group (0 without a contrast task)."""
+        t = len(self.banks)
+        return [[sum(s) / t if t else 0.0 for s in group] for group in self.values]
 
 
 def study_dtype(train: TrainSettings) -> str:
@@ -243,8 +264,9 @@ class Study:
             say(f"seed {seed}: {len(drawn)} groups, scored by {len(self.arms)} arms")
             n = len(drawn)
             slopes = (
-                self._seed_slopes(policy, seed, drawn, prompts, bank, result) if first_order else []
-            )
+                self._seed_slopes(policy, seed, drawn, prompts, bank, result)
+                if first_order else BankSlopes([], [])
+            )  # fmt: skip
             for a, arm in enumerate(self.arms):
                 mine = judged[a * n : (a + 1) * n]
                 result.rewards += _reward_rows(arm.name, seed, drawn, mine, tests)
@@ -271,76 +293,91 @@ class Study:
         prompts: list[list[int]],
         bank: Bank,
         result: StudyResult,
-    ) -> list[list[float]]:
-        """`_slopes`, recorded in `result` (one row per candidate, and their seconds)."""
+    ) -> BankSlopes:
+        """`_slopes`, recorded in `result` (one row per candidate: s_i and each s_ib, and
+        their seconds)."""
         t0 = time.monotonic()
         slopes, computed = self._slopes(policy, seed, drawn, prompts, bank)
         result.seconds["slopes_computed"] = result.seconds.get("slopes_computed", 0.0) + computed
         result.slopes += [
-            {"seed": seed, "task_id": c.task_id, "candidate_id": c.candidate_id, "slope": value}
-            for d, group in zip(drawn, slopes, strict=True)
-            for c, value in zip(d.candidates, group, strict=True)
-        ]
+            {"seed": seed, "task_id": c.task_id, "candidate_id": c.candidate_id,
+             "slope": whole, "slope_bank": dict(zip(slopes.banks, each, strict=True))}
+            for d, group, per in zip(drawn, slopes.whole(), slopes.values, strict=True)
+            for c, whole, each in zip(d.candidates, group, per, strict=True)
+        ]  # fmt: skip
         result.seconds["slopes"] = result.seconds.get("slopes", 0.0) + time.monotonic() - t0
         return slopes
 
     def _slopes(
         self, policy: Policy, seed: int, drawn: list[Drawn], prompts: list[list[int]], bank: Bank
-    ) -> tuple[list[list[float]], float]:
-        """Each sample's s_i = ⟨∇ℓ_i, ∇F⟩ (`training.first_order`) at the seed's fresh adapter,
-        per group, and the seconds their computation took (when cached: the run that computed
-        them); cached with `results` under everything they depend on."""
+    ) -> tuple[BankSlopes, float]:
+        """Each sample's s_ib = ⟨∇ℓ_i, ∇F_b⟩ per contrast bank task b (`training.first_order`:
+        the bank's T gradients, then one forward and backward per sample) at the seed's fresh
+        adapter, per group, and the seconds their computation took (when cached: the run that
+        computed them); cached with `results` under everything they depend on. The key names
+        the per-bank slopes (`SLOPES`): a cached whole-bank slope is never read as one."""
         key = self._key(
             policy,
             method="first-order",
+            slopes=SLOPES,
             lora=self.train.lora.model_dump(mode="json"),
             temperature=self.train.temperature,
-            fd_step=self.study.fd_step,
             seed=seed,
             groups=drawn_digest(drawn),
             bank=_bank_key(bank),
         )
         hit = self.results.get(key) if self.results is not None else None
         if hit is not None:
-            return [list(g) for g in hit["slopes"]], float(hit.get("seconds", 0.0))
+            values = [[list(s) for s in g] for g in hit["slopes_bank"]]
+            return BankSlopes(list(hit["banks"]), values), float(hit.get("seconds", 0.0))
         t0 = time.monotonic()
         policy.init_adapter(policy.active, seed)
         params = policy.trainable()
-        value, grad = bank_gradient(policy.model, bank, policy.pad_id, params)
+        statistics, grads = bank_task_gradients(policy.model, bank, policy.pad_id, params)
+        banks = list(grads)
         items = [BankItem(d.task.task_id, prompt, list(s.token_ids), True)
                  for d, prompt in zip(drawn, prompts, strict=True) for s in d.samples]  # fmt: skip
-        flat = directional_slopes(
-            policy.model, items, policy.pad_id, params, grad, self.study.fd_step,
-            self.train.temperature,
-        )  # fmt: skip
+        flat = sample_slopes(policy.model, items, policy.pad_id, params,
+                             [grads[b] for b in banks], self.train.temperature)  # fmt: skip
         out, at = [], 0
         for d in drawn:
             out.append(flat[at : at + len(d.samples)])
             at += len(d.samples)
         seconds = round(time.monotonic() - t0, 1)
         if self.results is not None:
-            self.results.put(key, {"slopes": out, "bank_statistic": value, "grad_norm": norm(grad),
+            self.results.put(key, {"banks": banks, "slopes_bank": out,
+                                   "bank_statistics": statistics,
+                                   "grad_norms": {b: norm(g) for b, g in grads.items()},
                                    "seconds": seconds})  # fmt: skip
-        return out, seconds
+        return BankSlopes(banks, out), seconds
 
     def _first_order(
-        self, drawn: list[Drawn], judged: list[ScoredGroup], slopes: list[list[float]]
+        self, drawn: list[Drawn], judged: list[ScoredGroup], slopes: BankSlopes
     ) -> tuple[dict, list[dict]]:
         """One arm's first-order effect at one seed (η ΣN / ΣD over the seed's groups) and its
-        per-task terms (N, D)."""
+        per-task terms: N, D and N_b per contrast bank task b (N = Σ_b N_b / T); and, per
+        bank task, the effect on F_b alone (`bank_effects`: η Σ N_b / ΣD; their mean is the
+        effect)."""
         terms = []
-        for d, scored, s in zip(drawn, judged, slopes, strict=True):
+        for d, scored, group, whole in zip(drawn, judged, slopes.values, slopes.whole(),
+                                           strict=True):  # fmt: skip
             rewards = [r["score"] if r["status"] == "scored" else None for r in scored.rows]
-            n, den = group_terms(s, rewards)
-            terms.append({"task_id": d.task.task_id, "n": n, "d": den})
+            n, den = group_terms(whole, rewards)
+            per = {b: group_terms([s[j] for s in group], rewards)[0]
+                   for j, b in enumerate(slopes.banks)}  # fmt: skip
+            terms.append({"task_id": d.task.task_id, "n": n, "d": den, "n_bank": per})
         total = sum(t["d"] for t in terms)
         lr = self.train.learning_rate
-        value = lr * sum(t["n"] for t in terms) / total if total > 0 else 0.0
+
+        def ratio(parts: Sequence[float]) -> float:
+            return lr * sum(parts) / total if total > 0 else 0.0
+
         row = {
-            "effect": value,
+            "effect": ratio([t["n"] for t in terms]),
             "method": "first-order",
             "stepped_groups": sum(t["d"] > 0 for t in terms),
             "groups": len(terms),
+            "bank_effects": {b: ratio([t["n_bank"][b] for t in terms]) for b in slopes.banks},
         }
         return row, terms
 
