@@ -161,3 +161,6 @@ def test_limits_come_from_params_and_stay_out_of_the_run_id() -> None:
 
     frame = pl.DataFrame({"candidate_id": ["a", "b"]})
     assert run_id_for(settings(), frame) == run_id_for(settings(max_concurrency=1), frame)
+    # nor does a call's timeout: raising it for a slow server keeps the audit's run id
+    assert run_id_for(settings(), frame) == run_id_for(settings(timeout_s=900), frame)
+    assert run_id_for(settings(), frame) != run_id_for(settings(model="m2"), frame)

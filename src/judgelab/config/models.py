@@ -123,7 +123,11 @@ class EndpointModel(Section):
 
 
 # Client-side limits: they change how fast, never what, so no run id or cache key holds them.
-RATE_LIMIT_KEYS = frozenset({"max_concurrency", "requests_per_minute", "tokens_per_minute"})
+# A call's timeout among them: a call it cuts short is retried or recorded unscored, never
+# answered differently, and the unscored share is counted (`scores.max_failure_share`).
+RATE_LIMIT_KEYS = frozenset(
+    {"max_concurrency", "requests_per_minute", "tokens_per_minute", "timeout_s"}
+)
 # Prices: they change what a reply costs, never what it says; no run id or cache key holds them.
 PRICE_KEYS = frozenset({"price_per_million_prompt_tokens", "price_per_million_completion_tokens"})
 
