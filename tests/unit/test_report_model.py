@@ -130,14 +130,14 @@ def test_markdown_fences_verbatim_text_and_escapes_cells() -> None:
     assert md.endswith("raw md\n")
 
 
-def test_strong_runs_markdown_only_paragraphs_and_the_spaced_table() -> None:
-    """The training and bias sections' layout: `**` in Markdown and plain text in HTML, a
-    paragraph in report.md alone, a list on the table's closing line, the bias table's rule
-    and header, and an in-memory PNG in the HTML alone."""
+def test_strong_runs_every_paragraph_in_both_and_the_spaced_table() -> None:
+    """The training and bias sections' layout: `**` in Markdown and plain text in HTML, every
+    paragraph in both formats, a list on the table's closing line, the bias table's rule and
+    header, and an in-memory PNG in the HTML alone."""
     blocks = [
         Paragraph(("a ", Strong("b<"), " c")),
         table(["f", "j<"], [["1", "2"]], "bias", spaced=True),
-        Paragraph.of("only md", markdown_only=True),
+        Paragraph.of("in both"),
         BulletList(None, ((("x ", Strong("y")), False),), glue=True),
         Embedded("panels", "data:image/png;base64,AAAA"),
     ]
@@ -147,13 +147,14 @@ def test_strong_runs_markdown_only_paragraphs_and_the_spaced_table() -> None:
         "<th>j&lt;</th>",
         "</tr></thead><tbody>",
         "<tr><td>1</td><td>2</td></tr>",
-        "</tbody></table><ul>",
+        "</tbody></table>",
+        "<p>in both</p><ul>",
         "<li>x y</li>",
         "</ul>",
         '<figure><img alt="panels" src="data:image/png;base64,AAAA"></figure>',
     ]
     assert as_markdown.blocks_markdown(blocks) == (
-        "a **b<** c\n\n| f | j< |\n| --- | --- |\n| 1 | 2 |\n\nonly md\n\n- x **y**\n"
+        "a **b<** c\n\n| f | j< |\n| --- | --- |\n| 1 | 2 |\n\nin both\n\n- x **y**\n"
     )
 
 

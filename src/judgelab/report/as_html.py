@@ -102,8 +102,6 @@ def block_lines(block: Block) -> list[str]:
         case Heading():
             return [f"<h{block.level}>{escape(block.text)}</h{block.level}>"]
         case Paragraph():
-            if block.markdown_only:
-                return []
             cls = ' class="note"' if block.note else ""
             return [f"<p{cls}>{_runs(block.runs)}</p>"]
         case Notes():

@@ -46,17 +46,14 @@ class Heading:
 
 @dataclass(frozen=True)
 class Paragraph:
-    """Runs of text; `note`: a side remark (HTML class "note"); `markdown_only`: a
-    paragraph report.md has and report.html does not (the training section's method and
-    task-choice notes, never written to its HTML)."""
+    """Runs of text; `note`: a side remark (HTML class "note")."""
 
     runs: tuple[Run, ...]
     note: bool = False
-    markdown_only: bool = False
 
     @classmethod
-    def of(cls, text: str, note: bool = False, markdown_only: bool = False) -> Paragraph:
-        return cls((text,), note, markdown_only)
+    def of(cls, text: str, note: bool = False) -> Paragraph:
+        return cls((text,), note)
 
 
 @dataclass(frozen=True)

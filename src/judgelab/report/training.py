@@ -439,8 +439,7 @@ def strong_runs(text: str) -> tuple[Run, ...]:
 
 
 def section_blocks(metrics: dict[str, Any]) -> list[Block]:
-    """The section as blocks (`report.model`). The method note and the task choices are in
-    report.md alone, as they always were."""
+    """The section as blocks (`report.model`), the same in report.md and report.html."""
     training = metrics.get("training") or {}
     out: list[Block] = [Heading("Training on each judge")]
     absent = absent_line(metrics)
@@ -453,11 +452,11 @@ def section_blocks(metrics: dict[str, Any]) -> list[Block]:
         out.append(Paragraph(strong_runs(scale)))
     seeded = any("n_seeds" in m for m in training.values())
     intro = INTRO.format(effect=_effect(training)) + (SEEDS_NOTE if seeded else "")
-    out.append(Paragraph.of(intro, markdown_only=True))
+    out.append(Paragraph.of(intro))
     # no cell carries a † (a missing CI is said in its cell), so no minimum applies
     out.append(table(HEADER, table_rows(training), "training"))
     chosen = [line for line in (groups_line(training), selection_line(training)) if line]
-    out += [Paragraph.of(line, markdown_only=True) for line in chosen]
+    out += [Paragraph.of(line) for line in chosen]
     items = tuple((strong_runs(line), False) for line in findings(training))
     out.append(BulletList(None, items, glue=True))  # HTML: on the table's closing line
     return out
