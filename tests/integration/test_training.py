@@ -166,16 +166,17 @@ def _agreement(a: list[list[int]], b: list[list[int]]) -> float:
 
 
 def test_llama_cpp_with_the_exported_adapter_decodes_smollm2_as_torch_does(
-    policy: Policy,
+    policy: Policy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """SmolLM2 is a Llama: its GGUF stores q/k rows permuted, so the exported adapter's q/k
     B rows are too (training.export). With a random adapter (fixed seed) that moves the
     greedy output, llama.cpp + the GGUF LoRA decodes greedily as torch + PEFT does, and
-    unlike the bare base; the same adapter exported unpermuted (as Qwen2's layout) does not."""
+    unlike the bare base; the same adapter exported without the permutation does not (on
+    this host, AMD EPYC Zen 4: agreement 0.968, base 0.000, unpermuted 0.000)."""
     import fcntl
 
     from judgelab.models.server import LOCK_PATH
-    from judgelab.training.export import export_gguf_adapter
+    from judgelab.training import export
     from judgelab.training.llama_policy import LlamaPolicySampler
 
     params = policy.lora_parameters(policy.active)
@@ -183,7 +184,7 @@ def test_llama_cpp_with_the_exported_adapter_decodes_smollm2_as_torch_does(
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for name, p in params.items():  # A as PEFT draws it (~1/sqrt(in)); B far from 0
-            scale = p.shape[1] ** -0.5 if "lora_A" in name else 0.1
+            scale = p.shape[1] ** -0.5 if "lora_A" in name else 0.6
             p.copy_(torch.randn(p.shape, generator=gen) * scale)
     try:
         prompts = [policy.prompt_ids([{"role": "user", "content": c}]) for c in GREEDY_PROMPTS]
@@ -194,8 +195,9 @@ def test_llama_cpp_with_the_exported_adapter_decodes_smollm2_as_torch_does(
         adapter = llama.adapter_file(policy.active)
         assert adapter is not None
         unpermuted = adapter.with_name("unpermuted.gguf")
-        folder = adapter.with_suffix("")  # the PEFT adapter the export read
-        export_gguf_adapter(folder, unpermuted, llama.config | {"model_type": "qwen2"})
+        monkeypatch.setattr(export, "ROPE_PERMUTED", frozenset())  # the negative control
+        export.export_gguf_adapter(adapter.with_suffix(""), unpermuted, llama.config)
+        monkeypatch.undo()
         with open(LOCK_PATH, "a+") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # no other llama.cpp process beside this one
             drawn = {
@@ -210,7 +212,7 @@ def test_llama_cpp_with_the_exported_adapter_decodes_smollm2_as_torch_does(
     base = _agreement(drawn["base"], torch_adapted)
     wrong = _agreement(drawn["wrong"], torch_adapted)
     figures = f"agreement with torch + adapter: {same:.3f}, base {base:.3f}, unpermuted {wrong:.3f}"
-    assert same >= 0.9, figures
+    assert same >= 0.8, figures  # Q4_1 vs its dequantised copy: near-ties may split
     # the adapter moved every row's greedy output away from the base model's
     assert all(a != b for a, b in zip(drawn["adapted"], drawn["base"], strict=True)), figures
     assert base <= 0.5 and wrong <= 0.5, figures
