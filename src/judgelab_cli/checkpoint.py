@@ -143,10 +143,5 @@ def export(
         import json
 
         config = json.loads((converted_dir(spec.zoo) / "config.json").read_text())
-        path = export_gguf_adapter(
-            _checkpoint(root, judge, seed_of_run, step),
-            out,
-            config["model_type"],
-            config["num_hidden_layers"],
-        )
+        path = export_gguf_adapter(_checkpoint(root, judge, seed_of_run, step), out, config)
     typer.echo(str(path))

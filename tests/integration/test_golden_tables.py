@@ -111,8 +111,9 @@ def training_params(base_url: str) -> dict[str, Any]:
     config["train"] = {
         "rewards": list(TRAINING_JUDGES),
         "policy": "smollm2",
-        # the committed tables' design: torch samples (SmolLM2 has no GGUF adapter export) and
-        # every task of the split trains (select: all)
+        # the committed tables' design: torch samples (the committed samples are torch's draws;
+        # llama.cpp's would redraw every sampled cell) and every task of the split trains
+        # (select: all)
         "sampler": "torch",
         "select": "all",
         "device": "cpu",

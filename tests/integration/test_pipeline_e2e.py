@@ -45,8 +45,9 @@ def tiny_params() -> dict:
     p["train"] = {
         "rewards": ["execution", "ruler-smollm2-135m"],
         "policy": "smollm2-135m",
-        # SmolLM2 is a Llama: its adapter has no GGUF export (q/k permuted), so torch samples
-        "sampler": "torch",
+        # the default: llama.cpp samples with the adapter as a GGUF LoRA (SmolLM2 is a Llama:
+        # training/export.py permutes its q/k rows as llama.cpp's converter does)
+        "sampler": "llama.cpp",
         "alarm_alpha": 0.05,  # DVC needs every key a stage lists (analysis: train.alarm_alpha)
         "epochs": 1,
         "k": 2,

@@ -146,6 +146,78 @@ def test_one_batch_serves_several_adapters_and_a_row_does_not_depend_on_its_batc
     assert trainable == {id(p) for p in policy.lora_parameters("one").values()}
 
 
+GREEDY_PROMPTS = (
+    "Write a Python add function.",
+    "Write is_prime(n) in Python.",
+    "Reverse a string in Python.",
+    "What is the capital of France?",
+)
+
+
+def _agreement(a: list[list[int]], b: list[list[int]]) -> float:
+    """Share of positions, up to each pair's first disagreement, where both drew the same
+    token (bench/training_sampling.py's measure)."""
+    same = total = 0
+    for x, y in zip(a, b, strict=True):
+        n = min(len(x), len(y))
+        k = next((i for i in range(n) if x[i] != y[i]), n)
+        same, total = same + k, total + k + (k < n)
+    return same / max(total, 1)
+
+
+def test_llama_cpp_with_the_exported_adapter_decodes_smollm2_as_torch_does(
+    policy: Policy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SmolLM2 is a Llama: its GGUF stores q/k rows permuted, so the exported adapter's q/k
+    B rows are too (training.export). With a random adapter (fixed seed) that moves the
+    greedy output, llama.cpp + the GGUF LoRA decodes greedily as torch + PEFT does, and
+    unlike the bare base; the same adapter exported without the permutation does not (on
+    this host, AMD EPYC Zen 4: agreement 0.968, base 0.000, unpermuted 0.000)."""
+    import fcntl
+
+    from judgelab.models.server import LOCK_PATH
+    from judgelab.training import export
+    from judgelab.training.llama_policy import LlamaPolicySampler
+
+    params = policy.lora_parameters(policy.active)
+    saved = {n: p.detach().clone() for n, p in params.items()}
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, p in params.items():  # A as PEFT draws it (~1/sqrt(in)); B far from 0
+            scale = p.shape[1] ** -0.5 if "lora_A" in name else 0.6
+            p.copy_(torch.randn(p.shape, generator=gen) * scale)
+    try:
+        prompts = [policy.prompt_ids([{"role": "user", "content": c}]) for c in GREEDY_PROMPTS]
+        n = len(prompts)
+        cold = {"temperatures": [0.0] * n, "max_new_tokens": [24] * n, "seeds": [0] * n}
+        torch_adapted = [s.token_ids for s in policy.sample(prompts, **cold)]
+        llama = LlamaPolicySampler(policy, n_threads=1)
+        adapter = llama.adapter_file(policy.active)
+        assert adapter is not None
+        unpermuted = adapter.with_name("unpermuted.gguf")
+        monkeypatch.setattr(export, "ROPE_PERMUTED", frozenset())  # the negative control
+        export.export_gguf_adapter(adapter.with_suffix(""), unpermuted, llama.config)
+        monkeypatch.undo()
+        with open(LOCK_PATH, "a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # no other llama.cpp process beside this one
+            drawn = {
+                key: [s.token_ids for s in llama.sample_with(lora, prompts, **cold)]
+                for key, lora in (("adapted", adapter), ("base", None), ("wrong", unpermuted))
+            }
+    finally:
+        with torch.no_grad():
+            for name, p in params.items():
+                p.copy_(saved[name])
+    same = _agreement(drawn["adapted"], torch_adapted)
+    base = _agreement(drawn["base"], torch_adapted)
+    wrong = _agreement(drawn["wrong"], torch_adapted)
+    figures = f"agreement with torch + adapter: {same:.3f}, base {base:.3f}, unpermuted {wrong:.3f}"
+    assert same >= 0.8, figures  # Q4_1 vs its dequantised copy: near-ties may split
+    # the adapter moved every row's greedy output away from the base model's
+    assert all(a != b for a, b in zip(drawn["adapted"], drawn["base"], strict=True)), figures
+    assert base <= 0.5 and wrong <= 0.5, figures
+
+
 class VarietyJudge(PointwiseEvaluator):
     """Test-only pointwise evaluator; can be told to fail on its n-th call (a crash)."""
 

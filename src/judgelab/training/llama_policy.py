@@ -50,12 +50,12 @@ class LlamaPolicySampler:
         self.policy = policy
         self.n_threads = n_threads
         self.gguf = ensure_model(policy.zoo_name)
-        config = policy.model.config
-        self.arch, self.n_blocks = str(config.model_type), int(config.num_hidden_layers)
-        if self.arch not in SUPPORTED:
+        self.config = policy.model.config.to_dict()
+        if self.config.get("model_type") not in SUPPORTED:
             raise ConfigError(
                 f"train.sampler: llama.cpp needs the adapter as a GGUF LoRA, which is written "
-                f"for {sorted(SUPPORTED)} only, not {self.arch!r}; use train.sampler: torch"
+                f"for model_type {sorted(SUPPORTED)} only, not "
+                f"{self.config.get('model_type')!r}; use train.sampler: torch"
             )
         self.key = {"engine": "llama.cpp", "version": self.VERSION,
                     "gguf": model_sha256(policy.zoo_name)}  # fmt: skip
@@ -71,7 +71,7 @@ class LlamaPolicySampler:
         if not path.exists():
             folder.mkdir()
             self.policy.write_adapter(folder, name)
-            export_gguf_adapter(folder, path, self.arch, self.n_blocks)
+            export_gguf_adapter(folder, path, self.config)
         return path
 
     def sample(
