@@ -105,7 +105,7 @@ def train_rewards(
     `RewardRun.key` (`out_root/<judge>/history.parquet`, or `out_root/<judge>/seed-<s>/...`).
     `scorer` makes each epoch's judge and test calls (the training flow's runs them
     concurrently, in lanes)."""
-    from judgelab.training.policy import Policy
+    from judgelab.training.policy import Policy, converted_dir
 
     train = settings.train
     require("train", "the training stage")
@@ -114,6 +114,9 @@ def train_rewards(
     policy_model = settings.model(train.policy)
     assert isinstance(policy_model, EmbeddedModel)  # checked by Settings
     executor = ExecutionEvaluator(settings.test_runner())
+    # the policy's safetensors copy (once per machine) before any model server is up: the
+    # conversion's peak (4 GB for Qwen2.5-Coder-0.5B) and a judge server's never add up
+    converted_dir(policy_model.zoo)
     with serve(settings, settings.models_called("training")) as endpoints:
         judge_cache = JsonCache(cache_dir(), "judge", settings.cache.seed_dirs())
         judges = {
