@@ -114,9 +114,7 @@ def train_rewards(
     policy_model = settings.model(train.policy)
     assert isinstance(policy_model, EmbeddedModel)  # checked by Settings
     executor = ExecutionEvaluator(settings.test_runner())
-    # the policy's safetensors copy (once per machine) before any model server is up: the
-    # conversion's peak (4 GB for Qwen2.5-Coder-0.5B) and a judge server's never add up
-    converted_dir(policy_model.zoo)
+    converted_dir(policy_model.zoo)  # before any model server: their peaks never add up
     with serve(settings, settings.models_called("training")) as endpoints:
         judge_cache = JsonCache(cache_dir(), "judge", settings.cache.seed_dirs())
         judges = {
