@@ -7,7 +7,8 @@ policy (Qwen2.5-Coder-0.5B, `train.dtype: auto` for this CPU, LoRA defaults):
 - `load`: `Policy(...)` from the converted weights;
 - `step-whole` / `step-chunked` / `step-checkpointed`: one `grpo_step` on a group of 4 rows of
   a 150-token prompt and 256 completion tokens (`train.k`, `train.max_tokens`): the vocabulary
-  projected at once (`chunk=None`, before issue 65), `LOGPROB_CHUNK` positions at a time, and
+  projected at once (`whole_projection`: the code before issue 65), `LOGPROB_CHUNK` positions
+  at a time, and
   that with gradient checkpointing (`train.gradient_checkpointing`, the default now).
 
 Prints each phase's peak RSS (ru_maxrss) and wall time.
@@ -28,6 +29,7 @@ import tempfile
 import time
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 ZOO = "qwen2.5-coder-0.5b-instruct"
 PROMPT, COMPLETION, ROWS = 150, 256, 4
@@ -45,6 +47,20 @@ def convert() -> dict[str, float]:
     return {"peak_mb": peak_mb(), "wall_s": time.perf_counter() - started}
 
 
+def whole_projection(policy: Any, tokens: Any, attention_mask: Any, start: int = 0,
+                     temperature: float = 1.0) -> Any:
+    """`Policy.sequence_logprobs` as it was before issue 65: every completion position's
+    logits at once, then their log-softmax (the baseline the chunks are measured against)."""
+    import torch
+
+    keep = torch.arange(start, tokens.shape[1] - 1, device=tokens.device)
+    logits = policy.model(input_ids=tokens, attention_mask=attention_mask,
+                          logits_to_keep=keep).logits  # fmt: skip
+    logp = torch.log_softmax(logits.float() / temperature, dim=-1)
+    picked = logp.gather(-1, tokens[:, start + 1 :, None])[..., 0]
+    return torch.nn.functional.pad(picked, (start, 1), value=0.0)
+
+
 def step(chunk: str) -> dict[str, float]:
     import torch
 
@@ -58,7 +74,7 @@ def step(chunk: str) -> dict[str, float]:
                     gradient_checkpointing=chunk == "checkpointed")  # fmt: skip
     loaded = {"load_peak_mb": peak_mb(), "load_s": time.perf_counter() - started}
     if chunk == "whole":
-        policy.sequence_logprobs = partial(policy.sequence_logprobs, chunk=None)  # type: ignore[method-assign]
+        policy.sequence_logprobs = partial(whole_projection, policy)  # type: ignore[method-assign]
     gen = torch.Generator().manual_seed(0)
     vocab = policy.tokenizer.vocab_size
     prompt = torch.randint(100, vocab, (PROMPT,), generator=gen).tolist()

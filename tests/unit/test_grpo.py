@@ -166,6 +166,15 @@ class _TinyPolicy:
         return Policy.sequence_logprobs(self, *args, **kwargs)  # type: ignore[arg-type]
 
 
+def _whole_projection(policy: _TinyPolicy, tokens: torch.Tensor, mask: torch.Tensor,
+                      start: int, temperature: float) -> torch.Tensor:
+    """Independent: every position's logits at once, log-softmax, the next token's entry."""
+    logits = policy.model(input_ids=tokens, attention_mask=mask).logits[:, start:-1]
+    logp = torch.log_softmax(logits.float() / temperature, dim=-1)
+    picked = logp.gather(-1, tokens[:, start + 1 :, None])[..., 0]
+    return torch.nn.functional.pad(picked, (start, 1), value=0.0)
+
+
 def test_chunked_logprobs_are_the_one_projection_values_and_gradients() -> None:
     """`sequence_logprobs` projecting `chunk` positions at a time (checkpointed) gives the
     whole projection's log-probabilities and the same gradient, at any chunk size, with a
@@ -182,7 +191,10 @@ def test_chunked_logprobs_are_the_one_projection_values_and_gradients() -> None:
         if recompute:  # train.gradient_checkpointing: the layers recomputed in the backward
             policy.model.gradient_checkpointing_enable({"use_reentrant": False})
             policy.model.train()
-        logp = Policy.sequence_logprobs(policy, tokens, mask, 2, 0.7, chunk)  # type: ignore[arg-type]
+        logp = (
+            _whole_projection(policy, tokens, mask, 2, 0.7) if chunk is None
+            else Policy.sequence_logprobs(policy, tokens, mask, 2, 0.7, chunk)  # type: ignore[arg-type]
+        )  # fmt: skip
         (logp * mask).sum().backward()
         grads = torch.cat([p.grad.flatten() for p in policy.trainable()])
         results.append((logp.detach(), grads))

@@ -116,15 +116,14 @@ class Finding:
 
 
 def _figure(truth: dict[str, Any], name: str) -> tuple[float | None, Any, Any, Any]:
-    key = name
-    value = truth.get(key)
-    low, high = truth.get(f"{key}_ci_low"), truth.get(f"{key}_ci_high")
+    value = truth.get(name)
+    low, high = truth.get(f"{name}_ci_low"), truth.get(f"{name}_ci_high")
     ci = (float(low), float(high)) if low is not None and high is not None else None
     return (
         (None if value is None else float(value)),
         ci,
-        truth.get(f"{key}_n_groups"),
-        (truth.get(f"{key}_reason") or truth.get(f"{key}_ci_reason")),
+        truth.get(f"{name}_n_groups"),
+        (truth.get(f"{name}_reason") or truth.get(f"{name}_ci_reason")),
     )
 
 

@@ -543,31 +543,19 @@ class Policy:
         attention_mask: Any,
         start: int = 0,
         temperature: float = 1.0,
-        chunk: int | None = LOGPROB_CHUNK,
+        chunk: int = LOGPROB_CHUNK,
     ) -> Any:
         """log p_T(tokens[t+1] | tokens[..t]) under softmax(logits / temperature) at every
         position t >= start, shape [B, T] (0 before `start` and at the last position). The
-        vocabulary projection runs only from `start` on: a GRPO batch needs the completion
-        positions, not the prompt's.
-
-        `chunk` positions at a time (`chunked_logprobs`): the [B, T, vocabulary] logits are
-        never held whole, in the forward or for the backward; None projects every position
-        at once (the same values up to float rounding, several times the memory)."""
+        vocabulary projection runs only from `start` on (a GRPO batch needs the completion
+        positions, not the prompt's), `chunk` positions at a time (`chunked_logprobs`): the
+        [B, T, vocabulary] logits are never held whole, in the forward or for the backward."""
         torch = _torch()
-        width = tokens.shape[1]
-        if chunk is None:
-            keep = torch.arange(start, width - 1, device=tokens.device)
-            logits = self.model(
-                input_ids=tokens, attention_mask=attention_mask, logits_to_keep=keep
-            ).logits
-            logp = torch.log_softmax(logits.float() / temperature, dim=-1)
-            picked = logp.gather(-1, tokens[:, start + 1 :, None])[..., 0]
-        else:
-            peft = hasattr(self.model, "get_base_model")
-            base = self.model.get_base_model() if peft else self.model
-            hidden = base.model(input_ids=tokens, attention_mask=attention_mask)[0]
-            picked = chunked_logprobs(
-                base.get_output_embeddings(), hidden[:, start:-1], tokens[:, start + 1 :],
-                temperature, chunk,
-            )  # fmt: skip
+        peft = hasattr(self.model, "get_base_model")
+        base = self.model.get_base_model() if peft else self.model
+        hidden = base.model(input_ids=tokens, attention_mask=attention_mask)[0]
+        picked = chunked_logprobs(
+            base.get_output_embeddings(), hidden[:, start:-1], tokens[:, start + 1 :],
+            temperature, chunk,
+        )  # fmt: skip
         return torch.nn.functional.pad(picked, (start, 1), value=0.0)
