@@ -276,8 +276,9 @@ def test_false_praise_threshold_is_inclusive() -> None:
     scores = fixture_scores()
     truth = execution_truth(scores)
     cand = candidate_scores(scores, "judge")
-    assert truth_metrics(cand, truth, 0.81, None, RULE)["false_praise_absolute"] == pytest.approx(0.5)
-    assert truth_metrics(cand, truth, 1.0, None, RULE)["false_praise_absolute"] == pytest.approx(0.25)
+    at = {t: truth_metrics(cand, truth, t, None, RULE) for t in (0.81, 1.0)}
+    assert at[0.81]["false_praise_absolute"] == pytest.approx(0.5)
+    assert at[1.0]["false_praise_absolute"] == pytest.approx(0.25)
 
 
 def test_unscored_and_missing_evaluators_do_not_crash() -> None:
@@ -576,7 +577,8 @@ def test_min_ci_groups_counts_the_tasks_that_contribute_to_each_figure() -> None
     assert m["pairwise_accuracy_n_groups"] == 3 and m["top1_accuracy_n_groups"] == 3
     assert m["pairwise_accuracy_ci_low"] is None
     assert m["pairwise_accuracy_ci_reason"] == "n = 3 groups: too few for a CI (minimum 5)"
-    assert m["false_praise_absolute_n_groups"] == 30 and m["false_praise_absolute_ci_low"] is not None
+    assert m["false_praise_absolute_n_groups"] == 30
+    assert m["false_praise_absolute_ci_low"] is not None
     assert m["mean_score_passing_n_groups"] == 3 and m["mean_score_passing_ci_low"] is None
 
 

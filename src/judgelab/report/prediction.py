@@ -314,7 +314,8 @@ def _tail(
             "",
             "Time: "
             + ", ".join(
-                f"{k} {v:.0f}" + ("" if k == "cached_arms" else " s") for k, v in seconds.items()
+                f"{k} {v:.0f}" + ("" if k == "cached_arms" else " s")
+                for k, v in sorted(seconds.items())  # a fresh run's order is its own
             )
             + ".",
         ]
