@@ -195,3 +195,27 @@ def test_the_predictions_bootstrap_draws_the_bank_where_the_effects_have_it() ->
     assert wide["slope_ci_high"] - wide["slope_ci_low"] > 3 * (
         plain["slope_ci_high"] - plain["slope_ci_low"])  # fmt: skip
     assert "bank_tasks_resampled" not in plain
+
+
+def test_the_check_counts_the_bank_tasks_the_tests_raise_and_lower() -> None:
+    """The tests' own arm's effect per bank task, pooled over tasks (Σ_t N_tb / Σ_t D_t): two
+    bank tasks up, one down, one exactly flat (neither), counted and said; none without a
+    bank."""
+    from judgelab.analysis.prediction import first_order_check, pooled_effects
+    from judgelab.report.prediction import first_order_sentence
+
+    rule = CIRule(min_ci_groups=5, n_boot=200, seed=0, level=0.95)
+    bank = {"up": 2.0, "down": -1.0, "flat": 0.0, "up2": 0.5}  # N_tb / D_t on every task
+    terms = [{"arm": arm, "seed": 0, "task_id": f"t{t}", "d": 1.0 + t % 3,
+              "n": sign * (1.0 + t % 3) * sum(bank.values()) / 4,
+              "n_bank": {b: sign * (1.0 + t % 3) * v * (1 + 0.1 * t) for b, v in bank.items()}}
+             for arm, sign in (("flip-0", 1.0), ("flip-0.5", 0.0), ("flip-1", -1.0))
+             for t in range(8)]  # fmt: skip
+    flips = {"flip-0": 0.0, "flip-0.5": 0.5, "flip-1": 1.0}
+    check = first_order_check(pooled_effects(terms, 1.0, rule), flips, None, rule)
+    assert check["tests_bank"] == {"raised": 2, "lowered": 1, "tasks": 4}
+    assert ("raising passing against failing code on 2 of the 4 bank tasks and lowering it "
+            "on 1") in first_order_sentence(check)  # fmt: skip
+    plain = [{k: v for k, v in t.items() if k != "n_bank"} for t in terms]
+    without = first_order_check(pooled_effects(plain, 1.0, rule), flips, None, rule)
+    assert "tests_bank" not in without and "bank tasks" not in first_order_sentence(without)

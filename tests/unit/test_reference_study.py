@@ -300,6 +300,7 @@ def test_the_committed_study_resamples_its_bank() -> None:
         assert r["slope"] == pytest.approx(sum(r["slope_bank"].values()) / 8, abs=1e-8 * scale)
     text = (STUDY / "study.md").read_text()
     assert "these 8 bank tasks (a crossed bootstrap)" in text and "bank fixed" not in text
+    assert "on 5 of the 8 bank tasks and lowering it on 3" in text
     assert "95 % CI over tasks × bank tasks" in text
 
 

@@ -546,6 +546,9 @@ def first_order_check(
       arm's effect recomputed on each resample); it must lie wholly below 0;
     - the placebo's CI must cover 0; and `tests_detected`: the unflipped tests' arm (flip 0)
       has a CI wholly above 0, i.e. the study is large enough to see the tests' direction.
+    Where the bank is resampled, `tests_bank`: on how many bank tasks the tests' arm raises
+    passing against failing code and on how many it lowers it (its effect per bank task,
+    pooled over tasks and seeds): bank tasks that disagree are what widens the CIs.
     `holds` is None where there is no slope CI (too few rates or groups)."""
     planted = sorted((f, a) for a, f in flips.items() if a in pooled)
     rates = [f for f, _ in planted]
@@ -581,10 +584,20 @@ def first_order_check(
             "tests_ci": [t["ci_low"], t["ci_high"]],
             "tests_detected": None if t["ci_low"] is None else bool(t["ci_low"] > 0),
         }
+        if "num_bank" in t and sum(t["den"]) > 0:
+            out["tests_bank"] = _bank_signs(t)
     low, high = out["slope_ci"]
     out["holds"] = (None if high is None
                     else bool(high < 0) and out["placebo_covers_zero"] is not False)  # fmt: skip
     return out
+
+
+def _bank_signs(row: Mapping[str, Any]) -> dict[str, int]:
+    """On how many bank tasks an arm's effect (pooled over tasks and seeds: Σ_t N_tb / Σ_t D_t,
+    from `pooled_effects`' working arrays) is above 0 and on how many below."""
+    each = np.asarray(row["num_bank"], dtype=float).sum(axis=0) / sum(row["den"])
+    return {"raised": int((each > 0).sum()), "lowered": int((each < 0).sum()),
+            "tasks": int(each.size)}  # fmt: skip
 
 
 def judges_vs_planted(

@@ -113,12 +113,20 @@ def first_order_sentence(check: Mapping[str, Any]) -> str:
         seen = ("is seen: its CI lies above 0" if check["tests_detected"]
                 else "is not clearly seen at this size: its CI reaches 0")  # fmt: skip
         parts.append(f"the tests' own direction {seen} ({_e(check['tests_effect'])} "
-                     f"[{_e(tl)}, {_e(th)}])")  # fmt: skip
+                     f"[{_e(tl)}, {_e(th)}]){_bank_clause(check.get('tests_bank'))}")  # fmt: skip
     text = "; ".join(parts)
     if check["holds"]:
         return f"The effect measure passes its check: {text}."
     return (f"The effect measure FAILS its check: {text}. The prediction below is not to be "
             "read as evidence either way.")  # fmt: skip
+
+
+def _bank_clause(bank: Mapping[str, int] | None) -> str:
+    """How the tests' own arm moves each bank task (`first_order_check`'s `tests_bank`)."""
+    if not bank:
+        return ""
+    return (f", raising passing against failing code on {bank['raised']} of the "
+            f"{bank['tasks']} bank tasks and lowering it on {bank['lowered']}")  # fmt: skip
 
 
 def judges_sentence(vs: Mapping[str, Any]) -> str:
