@@ -515,10 +515,13 @@ def design_sentence(analysis: dict[str, Any]) -> str | None:
     )
 
 
-def findings_block(data_dir: Path) -> str:
+def findings_block(
+    data_dir: Path, loaded: tuple[dict[str, Any], dict[str, Any] | None] | None = None
+) -> str:
     """README's block: the compact table, its footnote, the audit's bullets and, where the
-    probes attacked the judges, the attack finding."""
-    analysis, probes = _load(data_dir)
+    probes attacked the judges, the attack finding. `loaded`: the metrics `_load` read, where
+    the caller has them already."""
+    analysis, probes = loaded or _load(data_dir)
     rows = compact_rows(analysis)
     lines = [f"**Decision.** {' '.join(decision_sentences(analysis))}", ""]
     lines += [*_table(compact_columns(analysis), rows), *_footnote(analysis, rows), ""]
@@ -617,8 +620,8 @@ def splice(readme: str, block: str, begin: str = BEGIN, end: str = END) -> str:
 def readme_blocks(readme: str, data_dir: Path) -> str:
     """README with both generated blocks rewritten: the findings, and the practitioner's
     reading of them (`judgelab.report.practice`)."""
-    analysis, probes = _load(data_dir)
-    readme = splice(readme, findings_block(data_dir))
+    analysis, probes = loaded = _load(data_dir)
+    readme = splice(readme, findings_block(data_dir, loaded))
     return splice(readme, practice.practice_block(analysis, probes), practice.BEGIN, practice.END)
 
 
